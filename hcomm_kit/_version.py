@@ -1,0 +1,3 @@
+"""Single source of the package version (read by pyproject.toml and the build cache key)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,284 @@
+"""Content-hash build cache shared by the emulator and operator builds.
+
+Layout under :func:`cache_root`::
+
+    <root>/<name>-<key>/            cached_dir() entries, each with a BUILD_OK stamp
+    <root>/<subdir>/<stem>-<key><suffix>   cached_file() entries (+ ``.sha256`` stamp beside)
+    <root>/locks/*.lock             one file lock per entry
+
+Guarantees: concurrent callers (processes or threads) build a key once; nothing half-written
+ever appears under a final name (build in a temp name unique per pid+thread, then rename);
+an entry whose stamp is missing or wrong, or that fails ``validate``, is removed and rebuilt.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from filelock import FileLock
+
+from .. import envs
+from .._version import __version__
+from ..errors import BuildError, CompileError
+
+__all__ = [
+    "cache_root",
+    "hash_key",
+    "compiler_identity",
+    "default_cxx",
+    "run_compiler",
+    "cached_dir",
+    "cached_file",
+    "atomic_write_bytes",
+    "STAMP_NAME",
+]
+
+STAMP_NAME = "BUILD_OK"
+KEY_LENGTH = 20
+
+
+def cache_root() -> Path:
+    """Return (and create) the cache root: ``$HCOMM_KIT_CACHE_DIR`` or ``~/.cache/hcomm_kit``."""
+    root = envs.cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def hash_key(files: Iterable[Path], parts: Iterable[str]) -> str:
+    """Stable content hash of files and string parts, plus the package version.
+
+    Files are identified by base name and content (not by absolute path, so two checkouts of
+    the same sources share entries) and sorted, so the order given does not matter. ``parts``
+    (flags, compiler identity, ...) keep their order, since flag order matters to compilers.
+
+    Returns:
+        20 lowercase hex characters.
+    """
+    entries = sorted((Path(f).name, hashlib.sha256(Path(f).read_bytes()).hexdigest()) for f in files)
+    h = hashlib.sha256()
+    h.update(f"hcomm_kit {__version__}\0".encode())
+    for name, digest in entries:
+        h.update(f"file {name} {digest}\0".encode())
+    for part in parts:
+        h.update(f"part {part}\0".encode())
+    return h.hexdigest()[:KEY_LENGTH]
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_identity(cxx: str) -> str:
+    """``<realpath of the compiler> <first line of --version>``, cached per process.
+
+    Raises:
+        BuildError: the compiler is not found or does not run.
+    """
+    argv0 = shlex.split(cxx)[0] if cxx.strip() else cxx
+    found = shutil.which(argv0)
+    if found is None:
+        raise BuildError(f"C++ compiler {cxx!r} not found on PATH; install g++ or set CXX to a compiler")
+    try:
+        proc = subprocess.run([*shlex.split(cxx), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BuildError(f"cannot run C++ compiler {cxx!r}: {exc}; set CXX to a working compiler") from exc
+    first = (proc.stdout or proc.stderr).strip().splitlines()
+    return f"{os.path.realpath(found)} {first[0] if first else '?'}"
+
+
+def default_cxx() -> str:
+    """The host C++ compiler: ``$CXX`` or ``g++``."""
+    return envs.cxx()
+
+
+def run_compiler(
+    cmd: list[str],
+    *,
+    sources: Sequence[Path],
+    cwd: str | Path | None = None,
+    verbose: bool = False,
+) -> None:
+    """Run a compiler command; raise with a useful report if it fails.
+
+    Args:
+        cmd: full argv.
+        sources: the sources compiled (used to find the failing file for the excerpt).
+        cwd: working directory.
+        verbose: echo the command and the compiler output to stderr.
+
+    Raises:
+        CompileError: non-zero exit (command, return code, output, source excerpt).
+        BuildError: the compiler could not be started.
+    """
+    if verbose:
+        print("+ " + shlex.join(cmd), file=sys.stderr, flush=True)
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace")
+    except OSError as exc:
+        raise BuildError(f"cannot run {shlex.join(cmd)}: {exc}; check CXX / PATH") from exc
+    if verbose and proc.stdout:
+        print(proc.stdout, end="" if proc.stdout.endswith("\n") else "\n", file=sys.stderr, flush=True)
+    if proc.returncode != 0:
+        raise CompileError(cmd, proc.returncode, proc.stdout or "", sources=sources, cwd=cwd)
+
+
+def _temp_tag() -> str:
+    return f"{os.getpid()}-{threading.get_ident()}"
+
+
+def _lock(root: Path, label: str) -> FileLock:
+    locks = root / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(locks / f"{label}.lock"))
+
+
+def _tree_digest(directory: Path) -> str:
+    """sha256 over every file (relative path + content) and symlink (path + target), stamp excluded."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames.sort()
+        for fname in sorted(filenames):
+            p = Path(dirpath) / fname
+            rel = p.relative_to(directory).as_posix()
+            if rel == STAMP_NAME:
+                continue
+            if p.is_symlink():
+                h.update(f"L {rel} {os.readlink(p)}\0".encode())
+            else:
+                h.update(f"F {rel} {hashlib.sha256(p.read_bytes()).hexdigest()}\0".encode())
+    return h.hexdigest()
+
+
+def _dir_ok(path: Path, validate: Callable[[Path], bool] | None) -> bool:
+    stamp = path / STAMP_NAME
+    try:
+        if not stamp.is_file() or stamp.read_text().strip() != _tree_digest(path):
+            return False
+        return validate is None or bool(validate(path))
+    except OSError:
+        return False
+
+
+def _discard(path: Path) -> None:
+    """Remove a file or tree; rename it aside first so the final name frees atomically."""
+    if not os.path.lexists(path):
+        return
+    trash = path.with_name(f".trash-{path.name}-{_temp_tag()}")
+    try:
+        os.rename(path, trash)
+    except OSError:
+        trash = path
+    if trash.is_dir() and not trash.is_symlink():
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        trash.unlink(missing_ok=True)
+
+
+def cached_dir(
+    name: str,
+    key: str,
+    build: Callable[[Path], None],
+    *,
+    validate: Callable[[Path], bool] | None = None,
+) -> Path:
+    """Return ``<root>/<name>-<key>/``, building it once with ``build(tmp_dir)`` if needed.
+
+    ``build`` fills an empty temp directory; the stamp is written last and the directory is
+    renamed into place under a file lock, so concurrent callers build once and never see a
+    partial entry. An existing entry with a missing/mismatched stamp or failing ``validate``
+    is removed and rebuilt.
+    """
+    root = cache_root()
+    final = root / f"{name}-{key}"
+    if _dir_ok(final, validate):
+        return final
+    with _lock(root, f"{name}-{key}"):
+        if _dir_ok(final, validate):
+            return final
+        _discard(final)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-{key}.tmp-{_temp_tag()}-", dir=root))
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; entries are meant to be readable like any build output
+        try:
+            build(tmp)
+            (tmp / STAMP_NAME).write_text(_tree_digest(tmp) + "\n")
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return final
+
+
+def _file_ok(path: Path, validate: Callable[[Path], bool] | None) -> bool:
+    stamp = path.with_name(path.name + ".sha256")
+    try:
+        if not path.is_file() or not stamp.is_file():
+            return False
+        if stamp.read_text().strip() != hashlib.sha256(path.read_bytes()).hexdigest():
+            return False
+        return validate is None or bool(validate(path))
+    except OSError:
+        return False
+
+
+def cached_file(
+    filename_stem: str,
+    suffix: str,
+    key: str,
+    build: Callable[[Path], None],
+    *,
+    subdir: str,
+    validate: Callable[[Path], bool] | None = None,
+) -> Path:
+    """Return ``<root>/<subdir>/<stem>-<key><suffix>``, building it once with ``build(tmp_file)``.
+
+    ``build`` must write the given temp path (same directory and suffix as the final file);
+    it is moved into place with ``os.replace`` and a ``.sha256`` stamp is written beside it.
+    A file with a missing/mismatched stamp or failing ``validate`` is rebuilt.
+
+    Raises:
+        BuildError: ``build`` returned without writing the temp file.
+    """
+    directory = cache_root() / subdir
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"{filename_stem}-{key}{suffix}"
+    if _file_ok(final, validate):
+        return final
+    with _lock(cache_root(), f"{subdir.replace(os.sep, '_')}-{filename_stem}-{key}"):
+        if _file_ok(final, validate):
+            return final
+        tmp = directory / f".{filename_stem}-{key}.tmp-{_temp_tag()}{suffix}"
+        try:
+            build(tmp)
+            if not tmp.is_file():
+                raise BuildError(f"build step for {final.name} did not produce {tmp}")
+            digest = hashlib.sha256(tmp.read_bytes()).hexdigest()
+            os.replace(tmp, final)
+            atomic_write_bytes(final.with_name(final.name + ".sha256"), (digest + "\n").encode())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return final
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, then ``os.replace``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{_temp_tag()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,69 @@
+"""The ``hcomm-kit`` command line (also ``python -m hcomm_kit``).
+
+Subcommands live in their own modules and are registered in :data:`SUBCOMMANDS`. To add one
+(e.g. ``build``), write ``hcomm_kit/cli_build.py`` with::
+
+    \"\"\"One-paragraph description shown by `hcomm-kit build --help`.\"\"\"
+    HELP = "one line shown in `hcomm-kit --help`"
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(...)
+
+    def run(args: argparse.Namespace) -> int:   # exit status
+        ...
+
+and add ``"build": "hcomm_kit.cli_build"`` to :data:`SUBCOMMANDS`. Keep module import cheap
+(import heavy things inside ``run``). Raise :class:`~hcomm_kit.errors.HcommKitError` for
+user-facing failures: :func:`main` prints it as ``hcomm-kit: error: ...`` and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from ._version import __version__
+from .errors import HcommKitError
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+# name -> module; the order here is the order in `hcomm-kit --help`.
+SUBCOMMANDS: dict[str, str] = {
+    "doctor": "hcomm_kit.cli_doctor",
+    "config": "hcomm_kit.cli_config",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="hcomm-kit",
+        description="Toolkit for custom HCCL collective operators on Ascend, with a CPU emulator.",
+    )
+    parser.add_argument("--version", action="version", version=f"hcomm-kit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 = success)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except HcommKitError as exc:
+        print(f"hcomm-kit: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,245 @@
+/* Errors, logging, configuration, time and futex helpers of the emulator. */
+#include "emu.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace emu {
+
+int g_log_level = LOG_WARN;
+
+namespace {
+thread_local std::string tl_err;
+std::mutex g_cfg_m;
+Config g_cfg;
+bool g_cfg_loaded = false;
+}  // namespace
+
+std::string strprintf(const char* fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < (int)sizeof buf) return std::string(buf, n < 0 ? 0 : (size_t)n);
+    std::string s((size_t)n + 1, '\0');
+    va_start(ap, fmt);
+    vsnprintf(&s[0], s.size(), fmt, ap);
+    va_end(ap);
+    s.resize((size_t)n);
+    return s;
+}
+
+int seterr_str(int code, const char* api, const std::string& msg) {
+    tl_err = std::string(api) + ": " + msg;
+    KernelCtx& k = kctx();
+    if (k.active) {
+        /* A kernel cannot read aclGetRecentErrMsg: say it on stderr and keep it for the launch. */
+        if (k.first_err.empty()) k.first_err = tl_err;
+        EMU_LOG(LOG_ERROR, "kernel %s: %s (returns %d)", k.kernel ? k.kernel : "?", tl_err.c_str(), code);
+    } else {
+        EMU_LOG(LOG_DEBUG, "%s (returns %d)", tl_err.c_str(), code);
+    }
+    return code;
+}
+
+int seterr(int code, const char* api, const char* fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return seterr_str(code, api, buf);
+}
+
+std::string last_err() { return tl_err; }
+void clear_err() { tl_err.clear(); }
+
+void logf(int level, const char* fmt, ...) {
+    static const char* names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
+    char buf[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[hcomm-kit emu %s pid %d] %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], (int)getpid(), buf);
+}
+
+const char* hccl_code_name(int code) {
+    switch (code) {
+        case 0: return "HCCL_SUCCESS";
+        case 1: return "HCCL_E_PARA";
+        case 2: return "HCCL_E_PTR";
+        case 3: return "HCCL_E_MEMORY";
+        case 4: return "HCCL_E_INTERNAL";
+        case 5: return "HCCL_E_NOT_SUPPORT";
+        case 6: return "HCCL_E_NOT_FOUND";
+        case 7: return "HCCL_E_UNAVAIL";
+        case 8: return "HCCL_E_SYSCALL";
+        case 9: return "HCCL_E_TIMEOUT";
+        case 10: return "HCCL_E_OPEN_FILE_FAILURE";
+        case 11: return "HCCL_E_TCP_CONNECT";
+        case 12: return "HCCL_E_ROCE_CONNECT";
+        case 13: return "HCCL_E_TCP_TRANSFER";
+        case 14: return "HCCL_E_ROCE_TRANSFER";
+        case 15: return "HCCL_E_RUNTIME";
+        case 16: return "HCCL_E_DRV";
+        case 17: return "HCCL_E_PROFILING";
+        case 18: return "HCCL_E_CCE";
+        case 19: return "HCCL_E_NETWORK";
+        case 20: return "HCCL_E_AGAIN";
+        case 21: return "HCCL_E_REMOTE";
+        case 22: return "HCCL_E_SUSPENDING";
+        case 23: return "HCCL_E_OPRETRY_FAIL";
+        case 24: return "HCCL_E_OOM";
+        case 1041: return "HCCL_E_IN_STATUS";
+        default: return "HCCL_E_UNKNOWN";
+    }
+}
+
+/* ---------------------------------------------------------------- configuration */
+
+static bool env_u64(const char* name, uint64_t lo, uint64_t hi, uint64_t* out, std::string* err) {
+    const char* v = getenv(name);
+    if (!v || !*v) return true;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || x < lo || x > hi || v[0] == '-') {
+        *err = strprintf("%s='%s' is not an integer in [%llu, %llu]", name, v, (unsigned long long)lo,
+                         (unsigned long long)hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool config_load(std::string* err) {
+    std::lock_guard<std::mutex> g(g_cfg_m);
+    Config c;
+    const char* lvl = getenv("HCOMM_KIT_LOG");
+    if (lvl && *lvl) {
+        if (!strcmp(lvl, "error")) g_log_level = LOG_ERROR;
+        else if (!strcmp(lvl, "warn")) g_log_level = LOG_WARN;
+        else if (!strcmp(lvl, "info")) g_log_level = LOG_INFO;
+        else if (!strcmp(lvl, "debug")) g_log_level = LOG_DEBUG;
+        else {
+            *err = strprintf("HCOMM_KIT_LOG='%s' is not one of error, warn, info, debug", lvl);
+            return false;
+        }
+    }
+    const char* soc = getenv("HCOMM_KIT_SOC");
+    if (soc && *soc) {
+        if (!strcmp(soc, "Ascend910B") || !strcmp(soc, "A2")) c.soc = Soc::A2, c.soc_name = "Ascend910B";
+        else if (!strcmp(soc, "Ascend910_93") || !strcmp(soc, "A3")) c.soc = Soc::A3, c.soc_name = "Ascend910_93";
+        else if (!strcmp(soc, "Ascend950") || !strcmp(soc, "950") || !strcmp(soc, "A5"))
+            c.soc = Soc::A950, c.soc_name = "Ascend950";
+        else {
+            *err = strprintf("HCOMM_KIT_SOC='%s' is not a supported SoC (Ascend910B, Ascend910_93, Ascend950)", soc);
+            return false;
+        }
+    }
+    uint64_t v = (uint64_t)c.device_count;
+    if (!env_u64("HCOMM_KIT_DEVICE_COUNT", 1, 64, &v, err)) return false;
+    c.device_count = (int)v;
+    /* Spinning only pays when every waiter can have a core; otherwise sleep at once. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    v = ncpu >= 2 ? 20 : 0;
+    if (!env_u64("HCOMM_KIT_SPIN_US", 0, 1000000, &v, err)) return false;
+    c.spin_ns = v * 1000;
+    v = 200;
+    if (!env_u64("HCCL_BUFFSIZE", 1, 65536, &v, err)) return false;
+    c.hccl_buffsize = v << 20;
+    v = 120;
+    if (!env_u64("HCCL_CONNECT_TIMEOUT", 1, 86400, &v, err)) return false;
+    c.connect_timeout_s = (uint32_t)v;
+    v = 1836;
+    if (!env_u64("HCCL_EXEC_TIMEOUT", 0, 65535, &v, err)) return false;
+    c.default_kernel_timeout_s = (uint32_t)v;
+    g_cfg = c;
+    g_cfg_loaded = true;
+    return true;
+}
+
+const Config& cfg() {
+    if (!g_cfg_loaded) {
+        std::string e;
+        if (!config_load(&e)) EMU_LOG(LOG_ERROR, "%s (using defaults)", e.c_str());
+        g_cfg_loaded = true;
+    }
+    return g_cfg;
+}
+
+/* ---------------------------------------------------------------- time and futex */
+
+uint64_t now_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared) {
+    struct timespec ts, *tsp = nullptr;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns % 1000000000;
+        tsp = &ts;
+    }
+    int op = shared ? FUTEX_WAIT : (FUTEX_WAIT | FUTEX_PRIVATE_FLAG);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, expected, tsp, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* word, int n, bool shared) {
+    int op = shared ? FUTEX_WAKE : (FUTEX_WAKE | FUTEX_PRIVATE_FLAG);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, n, nullptr, nullptr, 0);
+}
+
+static inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+}
+
+bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
+               uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
+    if (pred()) return true;
+    uint64_t spin = cfg().spin_ns;
+    if (spin) {
+        uint64_t t0 = now_ns();
+        unsigned i = 0;
+        for (;;) {
+            uint32_t v = word->load(std::memory_order_acquire);
+            for (int k = 0; k < 64 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
+            if (pred()) return true;
+            if ((++i & 7) == 0 && now_ns() - t0 > spin) break;
+        }
+    }
+    /* Sleep phase. The waker bumps *word (seq_cst) and then reads *sleepers; we raise
+     * *sleepers before re-reading *word, so one of us always sees the other. */
+    for (;;) {
+        if (sleepers) sleepers->fetch_add(1, std::memory_order_seq_cst);
+        uint32_t v = word->load(std::memory_order_seq_cst);
+        bool ok = pred();
+        uint64_t now = now_ns();
+        if (!ok && !(deadline_ns && now >= deadline_ns)) {
+            int64_t t = (int64_t)poll_ns;
+            if (deadline_ns && (int64_t)(deadline_ns - now) < t) t = (int64_t)(deadline_ns - now);
+            futex_wait(word, v, t, shared);
+        }
+        if (sleepers) sleepers->fetch_sub(1, std::memory_order_seq_cst);
+        if (ok) return true;
+        if (deadline_ns && now_ns() >= deadline_ns) return pred();
+        if (pred()) return true;
+    }
+}
+
+}  // namespace emu

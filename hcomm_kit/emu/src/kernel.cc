@@ -1,0 +1,935 @@
+/* AICPU kernel binaries, argument lists and launches (acl_runtime.md §3.5-§3.7, §3.11).
+ *
+ * A kernel entry `uint32_t fn(void* args)` runs on the stream's worker thread (our AICPU worker)
+ * with a private copy of exactly the appended argument bytes (plus placeholder data). Crashes
+ * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) inside the entry are caught with a per-thread
+ * sigsetjmp guard and reported as 507018 naming the kernel. */
+#include "emu.h"
+#include "json.h"
+
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+namespace emu {
+
+struct Binary;
+struct Func {
+    uint32_t magic = kFuncMagic;
+    Binary* bin = nullptr;
+    std::string op_type, func_name, so_name;
+    void* fn = nullptr;
+};
+struct Binary {
+    uint32_t magic = kBinMagic;
+    int mode = -1;       /* cpuKernelMode; -1 = not an AICPU binary */
+    std::string json_path, so_path;
+    void* dl = nullptr;
+    int memfd = -1;
+    std::map<std::string, Func*> funcs; /* op type -> function */
+    std::map<std::string, std::pair<std::string, std::string>> entries; /* op type -> (functionName, kernelSo) */
+};
+
+namespace {
+std::mutex g_bin_m;
+std::unordered_set<Binary*> g_bins;
+std::unordered_set<Func*> g_funcs;
+
+bool func_valid(Func* f) {
+    std::lock_guard<std::mutex> g(g_bin_m);
+    return g_funcs.count(f) != 0;
+}
+
+/* ---------------------------------------------------------------- crash guard */
+struct Guard {
+    sigjmp_buf jb;
+    volatile sig_atomic_t armed = 0;
+    volatile int sig = 0;
+    void* volatile addr = nullptr;
+};
+thread_local Guard tl_guard;
+thread_local void* tl_altstack = nullptr;
+struct sigaction g_old[32];
+std::once_flag g_sig_once;
+const int kSigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
+void on_fault(int sig, siginfo_t* si, void* uc) {
+    Guard& g = tl_guard;
+    if (g.armed) {
+        g.armed = 0;
+        g.sig = sig;
+        g.addr = si ? si->si_addr : nullptr;
+        siglongjmp(g.jb, 1);
+    }
+    /* Not inside a kernel: behave as if we were never here. */
+    struct sigaction& o = g_old[sig];
+    if (o.sa_flags & SA_SIGINFO) {
+        if (o.sa_sigaction) {
+            o.sa_sigaction(sig, si, uc);
+            return;
+        }
+    } else if (o.sa_handler != SIG_DFL && o.sa_handler != SIG_IGN) {
+        o.sa_handler(sig);
+        return;
+    }
+    sigaction(sig, &o, nullptr);
+    raise(sig);
+}
+
+void install_handlers() {
+    std::call_once(g_sig_once, [] {
+        for (int sig : kSigs) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_sigaction = on_fault;
+            sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+            sigemptyset(&sa.sa_mask);
+            sigaction(sig, &sa, &g_old[sig]);
+        }
+    });
+}
+}  // namespace
+
+void worker_thread_init() {
+    if (tl_altstack) return;
+    size_t sz = 64 * 1024;
+    tl_altstack = malloc(sz);
+    if (!tl_altstack) return;
+    stack_t st;
+    st.ss_sp = tl_altstack;
+    st.ss_size = sz;
+    st.ss_flags = 0;
+    sigaltstack(&st, nullptr);
+}
+
+void worker_thread_fini() {
+    if (!tl_altstack) return;
+    stack_t st;
+    memset(&st, 0, sizeof st);
+    st.ss_flags = SS_DISABLE;
+    sigaltstack(&st, nullptr);
+    free(tl_altstack);
+    tl_altstack = nullptr;
+}
+
+KernelCtx& kctx() {
+    static thread_local KernelCtx k;
+    return k;
+}
+
+/* Closes what a kernel left open (batch, acquired comms); returns a description or "". */
+std::string kernel_cleanup(KernelCtx& k);
+
+namespace {
+/* ---------------------------------------------------------------- kernel task */
+struct KernelTask : Task {
+    Func* f;
+    uint32_t blocks;
+    std::vector<uint8_t> args;               /* private copy handed to the entry */
+    std::vector<std::pair<uint32_t, uint32_t>> ph; /* (slot offset, data offset) patched at run */
+    const void* dev_args = nullptr;          /* aclrtLaunchKernel: read device memory at run time */
+    size_t dev_args_size = 0;
+    uint64_t timeout_ns = 0;
+    int run(Stream* s, std::string* msg) override;
+    const char* name() const override { return "kernel launch"; }
+};
+
+uint64_t g_kseq = 0;
+std::mutex g_kseq_m;
+
+int KernelTask::run(Stream* s, std::string* msg) {
+    if (dev_args) args.assign((const uint8_t*)dev_args, (const uint8_t*)dev_args + dev_args_size);
+    for (auto& p : ph) {
+        void* addr = args.data() + p.second;
+        memcpy(args.data() + p.first, &addr, sizeof addr);
+    }
+    if (args.empty()) args.resize(8); /* never hand a kernel a null pointer */
+    typedef uint32_t (*entry_t)(void*);
+    entry_t entry = reinterpret_cast<entry_t>(f->fn);
+    const char* kname = f->func_name.c_str();
+    uint64_t seq;
+    {
+        std::lock_guard<std::mutex> g(g_kseq_m);
+        seq = ++g_kseq;
+    }
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        s->kernel_seq = seq;
+        s->kernel_name = f->func_name;
+        s->kernel_timeout_ns = timeout_ns;
+        s->kernel_deadline_ns = timeout_ns ? now_ns() + timeout_ns : 0;
+    }
+    if (timeout_ns) watchdog_arm(s, now_ns() + timeout_ns, seq);
+    install_handlers();
+    KernelCtx& k = kctx();
+    k = KernelCtx();
+    k.active = true;
+    k.dev = s->dev;
+    k.kernel = kname;
+    Context* saved_ctx = current_ctx();
+    set_current_ctx(s->ctx);
+    uint32_t ret = 0;
+    int crashed = 0;
+    void* fault_addr = nullptr;
+    for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++) {
+        if (sigsetjmp(tl_guard.jb, 1) == 0) {
+            tl_guard.armed = 1;
+            ret = entry(args.data());
+            tl_guard.armed = 0;
+        } else {
+            crashed = tl_guard.sig;
+            fault_addr = tl_guard.addr;
+        }
+    }
+    set_current_ctx(saved_ctx);
+    std::string left = kernel_cleanup(k);
+    std::string first_err = k.first_err;
+    k.active = false;
+    if (timeout_ns) watchdog_disarm(s, seq);
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        s->kernel_deadline_ns = 0;
+        s->kernel_name.clear();
+    }
+    if (crashed) {
+        *msg = strprintf("AICPU kernel %s crashed with %s (fault address %p)", kname, strsignal(crashed), fault_addr);
+        if (!first_err.empty()) *msg += "; first error in the kernel: " + first_err;
+        EMU_LOG(LOG_ERROR, "%s", msg->c_str());
+        return ACL_ERROR_RT_AICPU_EXCEPTION;
+    }
+    if (ret != 0) {
+        *msg = strprintf("AICPU kernel %s returned %u", kname, ret);
+        if (!first_err.empty()) *msg += "; first error in the kernel: " + first_err;
+        if (!left.empty()) *msg += "; " + left;
+        return ACL_ERROR_RT_AICPU_EXCEPTION;
+    }
+    if (!left.empty()) {
+        *msg = strprintf("AICPU kernel %s returned 0 but %s", kname, left.c_str());
+        return ACL_ERROR_RT_AICPU_EXCEPTION;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- args handles */
+struct ParaDetail {
+    uint32_t offset = 0;
+    uint32_t size = 0;
+    uint8_t type = 0; /* 0 value, 1 placeholder */
+    bool ph_taken = false;
+    uint32_t ph_data = 0; /* offset of placeholder data from the end of the buffer */
+    uint32_t ph_size = 0;
+};
+enum : uint8_t { ARGS_BUILDING = 0, ARGS_PH_TAKEN = 1, ARGS_FINAL = 2, ARGS_UPDATED = 3 };
+constexpr size_t kMaxArgs = 128, kArgsBuf = 64 * 1024;
+struct ArgsHandle {
+    uint32_t magic = kArgsMagic;
+    Func* f = nullptr;
+    uint8_t* buf = nullptr;
+    size_t cap = 0;
+    size_t used = 0;    /* argument bytes from the front */
+    size_t ph_used = 0; /* placeholder data bytes taken from the back */
+    uint32_t nparams = 0;
+    uint8_t state = ARGS_BUILDING;
+    bool user_mem = false;
+    ParaDetail params[kMaxArgs];
+};
+thread_local ArgsHandle tl_args;
+thread_local uint8_t* tl_args_buf = nullptr;
+
+ArgsHandle* args_check(aclrtArgsHandle h, const char* api, int* code) {
+    if (!h) {
+        *code = seterr(ACL_ERROR_INVALID_PARAM, api, "argsHandle is NULL");
+        return nullptr;
+    }
+    ArgsHandle* a = static_cast<ArgsHandle*>(h);
+    if (a->magic != kArgsMagic) {
+        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "%p is not an initialised args handle", h);
+        return nullptr;
+    }
+    return a;
+}
+
+const char* state_name(uint8_t st) {
+    switch (st) {
+        case ARGS_PH_TAKEN: return "aclrtKernelArgsGetPlaceHolderBuffer was called";
+        case ARGS_FINAL: return "aclrtKernelArgsFinalize was called";
+        case ARGS_UPDATED: return "aclrtKernelArgsFinalize was called";
+        default: return "building";
+    }
+}
+}  // namespace
+}  // namespace emu
+
+using namespace emu;
+
+/* ================================================================ binaries */
+
+static int parse_options(const aclrtBinaryLoadOptions* options, int* mode, bool from_file, const char* api) {
+    *mode = -1;
+    if (!options) return ACL_SUCCESS;
+    if (!options->options && options->numOpt)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "options->options is NULL with numOpt %zu", options->numOpt);
+    if (!options->options)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "options->options is NULL");
+    for (size_t i = 0; i < options->numOpt; i++) {
+        const aclrtBinaryLoadOption& o = options->options[i];
+        switch ((int)o.type) {
+            case ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD:
+                if (o.value.isLazyLoad > 1)
+                    return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "option %zu: isLazyLoad %u is not 0 or 1", i,
+                                  o.value.isLazyLoad);
+                break;
+            case ACL_RT_BINARY_LOAD_OPT_MAGIC:
+                if (from_file)
+                    return seterr(ACL_ERROR_RT_PARAM_INVALID, api,
+                                  "option %zu: ACL_RT_BINARY_LOAD_OPT_MAGIC is valid only with aclrtBinaryLoadFromData", i);
+                break;
+            case ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE: *mode = o.value.cpuKernelMode; break;
+            default:
+                return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "option %zu: type %d is not a load option type (1..3)", i,
+                              (int)o.type);
+        }
+    }
+    return ACL_SUCCESS;
+}
+
+static std::string dirname_of(const std::string& p) {
+    size_t k = p.rfind('/');
+    return k == std::string::npos ? "." : p.substr(0, k);
+}
+
+static bool file_exists(const std::string& p) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void register_binary(Binary* b) {
+    std::lock_guard<std::mutex> g(g_bin_m);
+    g_bins.insert(b);
+}
+
+EMU_API aclError aclrtBinaryLoadFromFile(const char* binPath, aclrtBinaryLoadOptions* options, aclrtBinHandle* binHandle) {
+    if (int r = check_init(__func__)) return r;
+    if (!binPath) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "binPath is NULL");
+    if (!binHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "binHandle is NULL");
+    int mode;
+    if (int r = parse_options(options, &mode, true, __func__)) return r;
+    std::string path = binPath;
+    if (mode == -1)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                      "%s: only AICPU kernels can run on the emulator; pass ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE "
+                      "(0 or 1) with an op-info JSON",
+                      binPath);
+    if (mode != 0 && mode != 1)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "cpuKernelMode %d is not valid with aclrtBinaryLoadFromFile (0 or 1; 2 needs LoadFromData)", mode);
+    /* The runtime swaps the extension to find both <stem>.json and <stem>.so. */
+    std::string stem = path;
+    size_t dot = stem.rfind('.'), slash = stem.rfind('/');
+    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) stem = stem.substr(0, dot);
+    std::string json_path = stem + ".json";
+    std::string text, err;
+    if (!json::read_file(json_path, text, err))
+        return seterr(ACL_ERROR_INVALID_FILE, __func__, "cannot read the op-info JSON %s: %s", json_path.c_str(),
+                      err.c_str());
+    json::Value root;
+    if (!json::parse(text, root, err))
+        return seterr(ACL_ERROR_PARSE_FILE, __func__, "op-info JSON %s is malformed: %s", json_path.c_str(), err.c_str());
+    if (!root.is_object())
+        return seterr(ACL_ERROR_PARSE_FILE, __func__, "op-info JSON %s: the top level must be an object keyed by op type",
+                      json_path.c_str());
+    auto b = std::make_unique<Binary>();
+    b->mode = mode;
+    b->json_path = json_path;
+    for (auto& kv : root.obj) {
+        const json::Value* info = kv.second.get("opInfo");
+        if (!info) continue; /* entries without opInfo are skipped */
+        const json::Value* fn = info->get("functionName");
+        const json::Value* so = info->get("kernelSo");
+        if (!fn || !fn->is_string() || fn->str.empty())
+            return seterr(ACL_ERROR_FILE_MISSING_ATTR, __func__, "op-info JSON %s: key \"%s.opInfo.functionName\" is missing",
+                          json_path.c_str(), kv.first.c_str());
+        if (!so || !so->is_string() || so->str.empty())
+            return seterr(ACL_ERROR_FILE_MISSING_ATTR, __func__, "op-info JSON %s: key \"%s.opInfo.kernelSo\" is missing",
+                          json_path.c_str(), kv.first.c_str());
+        const json::Value* lib = info->get("opKernelLib");
+        if (lib && (!lib->is_string() || (lib->str != "AICPUKernel" && lib->str != "CUSTAICPUKernel")))
+            return seterr(ACL_ERROR_FILE_ATTR_INVALID, __func__,
+                          "op-info JSON %s: \"%s.opInfo.opKernelLib\" must be \"AICPUKernel\"", json_path.c_str(),
+                          kv.first.c_str());
+        b->entries[kv.first] = {fn->str, so->str};
+    }
+    if (b->entries.empty())
+        return seterr(ACL_ERROR_FILE_MISSING_ATTR, __func__, "op-info JSON %s has no entry with an \"opInfo\" object",
+                      json_path.c_str());
+    /* Which .so: mode 1 = the file beside the JSON; mode 0 = the package "on the device". */
+    std::string so_name = b->entries.begin()->second.second;
+    std::vector<std::string> tried;
+    if (mode == 1) {
+        b->so_path = stem + ".so";
+        tried.push_back(b->so_path);
+    } else {
+        std::vector<std::string> dirs;
+        if (const char* kp = getenv("HCOMM_KIT_KERNEL_PATH")) {
+            std::string s = kp;
+            size_t a = 0;
+            while (a <= s.size()) {
+                size_t e = s.find(':', a);
+                if (e == std::string::npos) e = s.size();
+                if (e > a) dirs.push_back(s.substr(a, e - a));
+                a = e + 1;
+            }
+        }
+        std::string jd = dirname_of(json_path);
+        dirs.push_back(jd);
+        dirs.push_back(jd + "/../kernel");
+        for (auto& dd : dirs) {
+            std::string c = dd + "/" + so_name;
+            tried.push_back(c);
+            if (file_exists(c)) {
+                b->so_path = c;
+                break;
+            }
+        }
+    }
+    if (b->so_path.empty() || !file_exists(b->so_path)) {
+        std::string list;
+        for (auto& t : tried) list += (list.empty() ? "" : ", ") + t;
+        return seterr(ACL_ERROR_RT_FILE_OPEN, __func__,
+                      "kernel library for %s not found (cpuKernelMode %d); looked for: %s%s", json_path.c_str(), mode,
+                      list.c_str(), mode == 0 ? " (add its directory to HCOMM_KIT_KERNEL_PATH)" : "");
+    }
+    b->dl = dlopen(b->so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!b->dl)
+        return seterr(ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR, __func__, "cannot load kernel library %s: %s",
+                      b->so_path.c_str(), dlerror());
+    Binary* raw = b.release();
+    register_binary(raw);
+    *binHandle = raw;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtBinaryLoadFromData(const void* data, size_t length, const aclrtBinaryLoadOptions* options,
+                                         aclrtBinHandle* binHandle) {
+    if (int r = check_init(__func__)) return r;
+    if (!data) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "data is NULL");
+    if (length == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "length is 0");
+    if (!binHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "binHandle is NULL");
+    int mode;
+    if (int r = parse_options(options, &mode, false, __func__)) return r;
+    auto b = std::make_unique<Binary>();
+    if (mode != -1 && mode != 2)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "cpuKernelMode %d is not valid with aclrtBinaryLoadFromData (only 2)", mode);
+    b->mode = mode;
+    if (mode == 2) {
+        /* The runtime names the .so after a hash of its contents. */
+        uint64_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < length; i++) h = (h ^ ((const uint8_t*)data)[i]) * 1099511628211ull;
+        std::string name = strprintf("aicpu_kernel_%016llx.so", (unsigned long long)h);
+        int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+        if (fd < 0) return seterr(ACL_ERROR_RT_FILE_OPEN, __func__, "memfd_create failed: %s", strerror(errno));
+        size_t off = 0;
+        while (off < length) {
+            ssize_t w = write(fd, (const char*)data + off, length - off);
+            if (w <= 0) {
+                close(fd);
+                return seterr(ACL_ERROR_RT_FILE_WRITE, __func__, "cannot stage the kernel image: %s", strerror(errno));
+            }
+            off += (size_t)w;
+        }
+        b->memfd = fd;
+        b->so_path = "/proc/self/fd/" + std::to_string(fd);
+        b->dl = dlopen(b->so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!b->dl) {
+            std::string e = dlerror();
+            close(fd);
+            return seterr(ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR, __func__, "cannot load the kernel image (%zu bytes): %s",
+                          length, e.c_str());
+        }
+        b->so_path = name;
+    }
+    Binary* raw = b.release();
+    register_binary(raw);
+    *binHandle = raw;
+    return ACL_SUCCESS;
+}
+
+static Binary* bin_check(aclrtBinHandle h, const char* api, int* code) {
+    if (!h) {
+        *code = seterr(ACL_ERROR_INVALID_PARAM, api, "binHandle is NULL");
+        return nullptr;
+    }
+    Binary* b = static_cast<Binary*>(h);
+    std::lock_guard<std::mutex> g(g_bin_m);
+    if (!g_bins.count(b)) {
+        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "%p is not a loaded binary", h);
+        return nullptr;
+    }
+    return b;
+}
+
+static Func* make_func(Binary* b, const std::string& op, const std::string& fname, int* code, const char* api) {
+    auto it = b->funcs.find(op);
+    if (it != b->funcs.end()) return it->second;
+    dlerror();
+    void* sym = dlsym(b->dl, fname.c_str());
+    if (!sym) {
+        *code = seterr(ACL_ERROR_RT_SYMBOL_NOT_FOUND, api,
+                       "kernel library %s does not export \"%s\" (op type \"%s\"); declare it extern \"C\"",
+                       b->so_path.c_str(), fname.c_str(), op.c_str());
+        return nullptr;
+    }
+    Func* f = new Func();
+    f->bin = b;
+    f->op_type = op;
+    f->func_name = fname;
+    f->so_name = b->so_path;
+    f->fn = sym;
+    b->funcs[op] = f;
+    g_funcs.insert(f);
+    return f;
+}
+
+EMU_API aclError aclrtBinaryGetFunction(const aclrtBinHandle binHandle, const char* kernelName,
+                                        aclrtFuncHandle* funcHandle) {
+    if (int r = check_init(__func__)) return r;
+    if (!kernelName) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "kernelName is NULL");
+    if (!funcHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "funcHandle is NULL");
+    int code = 0;
+    Binary* b = bin_check(binHandle, __func__, &code);
+    if (!b) return code;
+    std::lock_guard<std::mutex> g(g_bin_m);
+    if (b->mode == -1)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__, "binary is not an AICPU kernel; the emulator runs AICPU only");
+    auto it = b->funcs.find(kernelName);
+    if (it != b->funcs.end()) {
+        *funcHandle = it->second;
+        return ACL_SUCCESS;
+    }
+    auto e = b->entries.find(kernelName);
+    if (e == b->entries.end()) {
+        std::string keys;
+        for (auto& kv : b->entries) keys += (keys.empty() ? "" : ", ") + kv.first;
+        return seterr(ACL_ERROR_KERNEL_NOT_FOUND, __func__, "op type \"%s\" is not a key of %s (keys: %s)", kernelName,
+                      b->json_path.empty() ? "this binary" : b->json_path.c_str(), keys.c_str());
+    }
+    Func* f = make_func(b, kernelName, e->second.first, &code, __func__);
+    if (!f) return code;
+    *funcHandle = f;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtRegisterCpuFunc(const aclrtBinHandle handle, const char* funcName, const char* kernelName,
+                                      aclrtFuncHandle* funcHandle) {
+    if (int r = check_init(__func__)) return r;
+    if (!funcName || !*funcName) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "funcName is NULL or empty");
+    if (!kernelName || !*kernelName) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "kernelName is NULL or empty");
+    if (!funcHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "funcHandle is NULL");
+    int code = 0;
+    Binary* b = bin_check(handle, __func__, &code);
+    if (!b) return code;
+    std::lock_guard<std::mutex> g(g_bin_m);
+    if (b->mode != 2 || !b->dl)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "binary is not an AICPU image loaded with cpuKernelMode 2 (aclrtBinaryLoadFromData)");
+    Func* f = make_func(b, kernelName, funcName, &code, __func__);
+    if (!f) return code;
+    *funcHandle = f;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtBinaryGetFunctionByEntry(aclrtBinHandle binHandle, uint64_t funcEntry, aclrtFuncHandle* funcHandle) {
+    if (int r = check_init(__func__)) return r;
+    (void)binHandle;
+    (void)funcHandle;
+    return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                  "lookup by entry %llu is reserved for AI Core kernels and not supported (use aclrtBinaryGetFunction)",
+                  (unsigned long long)funcEntry);
+}
+
+EMU_API aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle) {
+    if (int r = check_init(__func__)) return r;
+    int code = 0;
+    Binary* b = bin_check(binHandle, __func__, &code);
+    if (!b) return code;
+    std::lock_guard<std::mutex> g(g_bin_m);
+    g_bins.erase(b);
+    for (auto& kv : b->funcs) {
+        g_funcs.erase(kv.second);
+        kv.second->magic = 0;
+        /* Launches still queued keep using the entry: the library stays mapped (dlopen refcount)
+         * and the Func object is leaked on purpose rather than freed under a running kernel. */
+    }
+    b->magic = 0;
+    if (b->memfd >= 0) close(b->memfd);
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtGetFunctionAttribute(aclrtFuncHandle funcHandle, aclrtFuncAttribute attrType, int64_t* attrValue) {
+    if (int r = check_init(__func__)) return r;
+    if (!funcHandle || !attrValue) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "NULL argument");
+    if (!func_valid(static_cast<Func*>(funcHandle)))
+        return seterr(ACL_ERROR_RT_INVALID_HANDLE, __func__, "%p is not a live function handle", funcHandle);
+    if ((int)attrType != ACL_FUNC_ATTR_KERNEL_TYPE)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "attribute %d is not supported", (int)attrType);
+    *attrValue = ACL_KERNEL_TYPE_AICPU;
+    return ACL_SUCCESS;
+}
+
+/* ================================================================ argument lists */
+
+static Func* func_check(aclrtFuncHandle h, const char* api, int* code) {
+    if (!h) {
+        *code = seterr(ACL_ERROR_INVALID_PARAM, api, "funcHandle is NULL");
+        return nullptr;
+    }
+    Func* f = static_cast<Func*>(h);
+    if (!func_valid(f)) {
+        *code = seterr(ACL_ERROR_RT_INVALID_HANDLE, api, "%p is not a live function handle", h);
+        return nullptr;
+    }
+    return f;
+}
+
+EMU_API aclError aclrtKernelArgsGetHandleMemSize(aclrtFuncHandle funcHandle, size_t* memSize) {
+    if (int r = check_init(__func__)) return r;
+    if (!memSize) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "memSize is NULL");
+    int code = 0;
+    if (!func_check(funcHandle, __func__, &code)) return code;
+    *memSize = sizeof(ArgsHandle);
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtKernelArgsGetMemSize(aclrtFuncHandle funcHandle, size_t userArgsSize, size_t* actualArgsSize) {
+    if (int r = check_init(__func__)) return r;
+    if (!actualArgsSize) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "actualArgsSize is NULL");
+    int code = 0;
+    if (!func_check(funcHandle, __func__, &code)) return code;
+    *actualArgsSize = userArgsSize; /* CPU kernels: no system arguments */
+    return ACL_SUCCESS;
+}
+
+static void args_reset(ArgsHandle* a, Func* f, uint8_t* buf, size_t cap, bool user) {
+    a->magic = kArgsMagic;
+    a->f = f;
+    a->buf = buf;
+    a->cap = cap;
+    a->used = 0;
+    a->ph_used = 0;
+    a->nparams = 0;
+    a->state = ARGS_BUILDING;
+    a->user_mem = user;
+}
+
+EMU_API aclError aclrtKernelArgsInit(aclrtFuncHandle funcHandle, aclrtArgsHandle* argsHandle) {
+    if (int r = check_init(__func__)) return r;
+    if (!argsHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "argsHandle is NULL");
+    int code = 0;
+    Func* f = func_check(funcHandle, __func__, &code);
+    if (!f) return code;
+    if (!tl_args_buf) tl_args_buf = static_cast<uint8_t*>(malloc(kArgsBuf));
+    if (!tl_args_buf) return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "out of memory");
+    /* One handle per thread, re-initialised on every call (spec §3.6). */
+    args_reset(&tl_args, f, tl_args_buf, kArgsBuf, false);
+    *argsHandle = &tl_args;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtKernelArgsInitByUserMem(aclrtFuncHandle funcHandle, aclrtArgsHandle argsHandle, void* userHostMem,
+                                              size_t actualArgsSize) {
+    if (int r = check_init(__func__)) return r;
+    if (!argsHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "argsHandle is NULL");
+    if (!userHostMem) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "userHostMem is NULL");
+    if (actualArgsSize == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "actualArgsSize is 0");
+    int code = 0;
+    Func* f = func_check(funcHandle, __func__, &code);
+    if (!f) return code;
+    if ((uintptr_t)argsHandle % alignof(ArgsHandle))
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "argsHandle memory %p is not %zu-byte aligned", argsHandle,
+                      alignof(ArgsHandle));
+    ArgsHandle* a = new (argsHandle) ArgsHandle();
+    args_reset(a, f, static_cast<uint8_t*>(userHostMem), actualArgsSize, true);
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtKernelArgsAppend(aclrtArgsHandle argsHandle, void* param, size_t paramSize,
+                                       aclrtParamHandle* paramHandle) {
+    if (int r = check_init(__func__)) return r;
+    int code = 0;
+    ArgsHandle* a = args_check(argsHandle, __func__, &code);
+    if (!a) return code;
+    if (!param) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "param is NULL");
+    if (paramSize == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "paramSize is 0");
+    if (a->state != ARGS_BUILDING)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__, "cannot append: %s", state_name(a->state));
+    if (a->nparams >= kMaxArgs)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "argument %u exceeds the limit of %zu arguments",
+                      a->nparams + 1, kMaxArgs);
+    if (a->used + paramSize + a->ph_used > a->cap)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "argument of %zu bytes overflows the %zu-byte argument buffer (%zu bytes used)", paramSize, a->cap,
+                      a->used + a->ph_used);
+    ParaDetail& p = a->params[a->nparams++];
+    p = ParaDetail();
+    p.offset = (uint32_t)a->used;
+    p.size = (uint32_t)paramSize;
+    memcpy(a->buf + a->used, param, paramSize); /* AICPU: packed, 1-byte alignment */
+    a->used += paramSize;
+    if (paramHandle) *paramHandle = &p;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtKernelArgsAppendPlaceHolder(aclrtArgsHandle argsHandle, aclrtParamHandle* paramHandle) {
+    if (int r = check_init(__func__)) return r;
+    int code = 0;
+    ArgsHandle* a = args_check(argsHandle, __func__, &code);
+    if (!a) return code;
+    if (!paramHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "paramHandle is NULL");
+    if (a->state != ARGS_BUILDING)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__, "cannot append: %s", state_name(a->state));
+    if (a->nparams >= kMaxArgs)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "argument %u exceeds the limit of %zu arguments",
+                      a->nparams + 1, kMaxArgs);
+    if (a->used + 8 + a->ph_used > a->cap)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "placeholder slot overflows the %zu-byte argument buffer",
+                      a->cap);
+    ParaDetail& p = a->params[a->nparams++];
+    p = ParaDetail();
+    p.offset = (uint32_t)a->used;
+    p.size = 8;
+    p.type = 1;
+    memset(a->buf + a->used, 0, 8);
+    a->used += 8;
+    *paramHandle = &p;
+    return ACL_SUCCESS;
+}
+
+static ParaDetail* para_check(ArgsHandle* a, aclrtParamHandle ph, const char* api, int* code) {
+    ParaDetail* p = static_cast<ParaDetail*>(ph);
+    if (!ph || p < a->params || p >= a->params + a->nparams) {
+        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "paramHandle %p does not belong to this args handle", ph);
+        return nullptr;
+    }
+    return p;
+}
+
+EMU_API aclError aclrtKernelArgsGetPlaceHolderBuffer(aclrtArgsHandle argsHandle, aclrtParamHandle paramHandle,
+                                                     size_t dataSize, void** bufferAddr) {
+    if (int r = check_init(__func__)) return r;
+    int code = 0;
+    ArgsHandle* a = args_check(argsHandle, __func__, &code);
+    if (!a) return code;
+    if (!bufferAddr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "bufferAddr is NULL");
+    if (dataSize == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "dataSize is 0");
+    if (a->state == ARGS_FINAL || a->state == ARGS_UPDATED)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__, "cannot take a placeholder buffer: %s",
+                      state_name(a->state));
+    ParaDetail* p = para_check(a, paramHandle, __func__, &code);
+    if (!p) return code;
+    if (p->type != 1)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "paramHandle %p is an ordinary argument, not a placeholder",
+                      paramHandle);
+    if (p->ph_taken)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "placeholder %p already has a buffer", paramHandle);
+    if (a->used + a->ph_used + dataSize > a->cap)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "placeholder data of %zu bytes overflows the %zu-byte buffer",
+                      dataSize, a->cap);
+    a->ph_used += dataSize;
+    p->ph_taken = true;
+    p->ph_data = (uint32_t)a->ph_used;
+    p->ph_size = (uint32_t)dataSize;
+    a->state = ARGS_PH_TAKEN;
+    *bufferAddr = a->buf + a->cap - a->ph_used;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtKernelArgsParaUpdate(aclrtArgsHandle argsHandle, aclrtParamHandle paramHandle, void* param,
+                                           size_t paramSize) {
+    if (int r = check_init(__func__)) return r;
+    int code = 0;
+    ArgsHandle* a = args_check(argsHandle, __func__, &code);
+    if (!a) return code;
+    if (!param) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "param is NULL");
+    ParaDetail* p = para_check(a, paramHandle, __func__, &code);
+    if (!p) return code;
+    if (p->type != 0) return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "paramHandle %p is a placeholder", paramHandle);
+    if (paramSize != p->size)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "paramSize %zu differs from the appended size %u", paramSize,
+                      p->size);
+    memcpy(a->buf + p->offset, param, paramSize);
+    if (a->state == ARGS_FINAL) a->state = ARGS_UPDATED;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtKernelArgsFinalize(aclrtArgsHandle argsHandle) {
+    if (int r = check_init(__func__)) return r;
+    int code = 0;
+    ArgsHandle* a = args_check(argsHandle, __func__, &code);
+    if (!a) return code;
+    for (uint32_t i = 0; i < a->nparams; i++)
+        if (a->params[i].type == 1 && !a->params[i].ph_taken)
+            return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                          "placeholder argument %u has no buffer (call aclrtKernelArgsGetPlaceHolderBuffer)", i);
+    a->state = ARGS_FINAL;
+    return ACL_SUCCESS;
+}
+
+/* ================================================================ launches */
+
+static int launch_timeout(const aclrtLaunchKernelCfg* cfgp, uint64_t* timeout_ns, const char* api) {
+    *timeout_ns = (uint64_t)cfg().default_kernel_timeout_s * 1000000000ull;
+    if (!cfgp) return ACL_SUCCESS;
+    if (cfgp->numAttrs && !cfgp->attrs) return seterr(ACL_ERROR_INVALID_PARAM, api, "cfg->attrs is NULL");
+    bool s7 = false, s8 = false;
+    for (size_t i = 0; i < cfgp->numAttrs; i++) {
+        const aclrtLaunchKernelAttr& at = cfgp->attrs[i];
+        switch ((int)at.id) {
+            case ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT:
+                s7 = true;
+                *timeout_ns = (uint64_t)at.value.timeout * 1000000000ull;
+                break;
+            case ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US:
+                s8 = true;
+                *timeout_ns = (((uint64_t)at.value.timeoutUs.timeoutHigh << 32) | at.value.timeoutUs.timeoutLow) * 1000ull;
+                break;
+            case 1: case 2: case 3: case 4: case 5: case 6: case 9: break;
+            default:
+                return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "cfg attribute %zu: id %d is not a launch attribute", i,
+                              (int)at.id);
+        }
+    }
+    if (s7 && s8)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, api,
+                      "cfg gives both ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT (7) and ..._TIMEOUT_US (8); use one");
+    return ACL_SUCCESS;
+}
+
+static int launch_common(const char* api, aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream,
+                         const aclrtLaunchKernelCfg* cfgp, Func** fout, Stream** sout, uint64_t* tmo) {
+    if (int r = check_init(api)) return r;
+    if (!funcHandle) return seterr(ACL_ERROR_INVALID_PARAM, api, "funcHandle is NULL");
+    if (numBlocks == 0) return seterr(ACL_ERROR_INVALID_PARAM, api, "numBlocks is 0");
+    int code = 0;
+    Func* f = func_check(funcHandle, api, &code);
+    if (!f) return code;
+    if (int r = launch_timeout(cfgp, tmo, api)) return r;
+    Stream* s = stream_resolve(stream, &code, api);
+    if (!s) return code;
+    *fout = f;
+    *sout = s;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream,
+                                             aclrtLaunchKernelCfg* cfg, aclrtArgsHandle argsHandle, void* reserve) {
+    if (reserve) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "reserve must be NULL");
+    if (!argsHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "argsHandle is NULL");
+    Func* f;
+    Stream* s;
+    uint64_t tmo;
+    if (int r = launch_common(__func__, funcHandle, numBlocks, stream, cfg, &f, &s, &tmo)) return r;
+    int code = 0;
+    ArgsHandle* a = args_check(argsHandle, __func__, &code);
+    if (!a) return code;
+    if (a->state == ARGS_UPDATED)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                      "args were updated after aclrtKernelArgsFinalize; finalize again before launching");
+    if (a->state != ARGS_FINAL)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__, "args handle is not finalized (aclrtKernelArgsFinalize)");
+    if (a->f != f)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "args handle was initialised for kernel %s, not %s",
+                      a->f ? a->f->func_name.c_str() : "?", f->func_name.c_str());
+    auto t = std::make_unique<KernelTask>();
+    t->f = f;
+    t->blocks = numBlocks;
+    t->timeout_ns = tmo;
+    /* Blob seen by the kernel: the arguments, then each placeholder's data. */
+    t->args.assign(a->buf, a->buf + a->used);
+    for (uint32_t i = 0; i < a->nparams; i++) {
+        const ParaDetail& p = a->params[i];
+        if (p.type != 1) continue;
+        uint32_t doff = (uint32_t)t->args.size();
+        const uint8_t* src = a->buf + a->cap - p.ph_data;
+        t->args.insert(t->args.end(), src, src + p.ph_size);
+        t->ph.emplace_back(p.offset, doff);
+    }
+    return stream_enqueue(s, std::move(t));
+}
+
+static aclError launch_dev_args(const char* api, aclrtFuncHandle funcHandle, uint32_t numBlocks, const void* argsData,
+                                size_t argsSize, const aclrtLaunchKernelCfg* cfgp, aclrtStream stream) {
+    if (!argsData) return seterr(ACL_ERROR_INVALID_PARAM, api, "argsData is NULL");
+    Func* f;
+    Stream* s;
+    uint64_t tmo;
+    if (int r = launch_common(api, funcHandle, numBlocks, stream, cfgp, &f, &s, &tmo)) return r;
+    if (argsSize && !mem_is_device(argsData, argsSize))
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, api,
+                      "argsData %p + %zu bytes is not device memory (this launch reads its arguments from the device; "
+                      "use aclrtLaunchKernelWithConfig for host arguments)",
+                      argsData, argsSize);
+    auto t = std::make_unique<KernelTask>();
+    t->f = f;
+    t->blocks = numBlocks;
+    t->timeout_ns = tmo;
+    t->dev_args = argsData;
+    t->dev_args_size = argsSize;
+    return stream_enqueue(s, std::move(t));
+}
+
+EMU_API aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint32_t numBlocks, const void* argsData, size_t argsSize,
+                                   aclrtStream stream) {
+    return launch_dev_args(__func__, funcHandle, numBlocks, argsData, argsSize, nullptr, stream);
+}
+
+EMU_API aclError aclrtLaunchKernelV2(aclrtFuncHandle funcHandle, uint32_t numBlocks, const void* argsData, size_t argsSize,
+                                     aclrtLaunchKernelCfg* cfg, aclrtStream stream) {
+    return launch_dev_args(__func__, funcHandle, numBlocks, argsData, argsSize, cfg, stream);
+}
+
+EMU_API aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream,
+                                               aclrtLaunchKernelCfg* cfg, void* hostArgs, size_t argsSize,
+                                               aclrtPlaceHolderInfo* placeHolderArray, size_t placeHolderNum) {
+    if (!hostArgs) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "hostArgs is NULL");
+    if (argsSize == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "argsSize is 0");
+    if (placeHolderNum && !placeHolderArray)
+        return seterr(ACL_ERROR_INVALID_PARAM, __func__, "placeHolderArray is NULL with placeHolderNum %zu", placeHolderNum);
+    Func* f;
+    Stream* s;
+    uint64_t tmo;
+    if (int r = launch_common(__func__, funcHandle, numBlocks, stream, cfg, &f, &s, &tmo)) return r;
+    auto t = std::make_unique<KernelTask>();
+    t->f = f;
+    t->blocks = numBlocks;
+    t->timeout_ns = tmo;
+    t->args.assign((uint8_t*)hostArgs, (uint8_t*)hostArgs + argsSize); /* copied during the call */
+    for (size_t i = 0; i < placeHolderNum; i++) {
+        const aclrtPlaceHolderInfo& p = placeHolderArray[i];
+        if ((size_t)p.addrOffset + 8 > argsSize || p.dataOffset >= argsSize)
+            return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                          "placeholder %zu: addrOffset %u / dataOffset %u outside the %zu-byte argument blob", i,
+                          p.addrOffset, p.dataOffset, argsSize);
+        t->ph.emplace_back(p.addrOffset, p.dataOffset);
+    }
+    return stream_enqueue(s, std::move(t));
+}
+
+EMU_API aclError aclrtLaunchKernelWithArgsArray(void* func, uint32_t numBlocks, aclrtStream stream,
+                                                aclrtLaunchKernelCfg* cfg, void** args) {
+    if (int r = check_init(__func__)) return r;
+    (void)numBlocks;
+    (void)stream;
+    (void)cfg;
+    (void)args;
+    if (!func) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "func is NULL");
+    return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                  "argument arrays carry no sizes, so AICPU kernels cannot be launched this way on the emulator "
+                  "(use aclrtLaunchKernelWithConfig)");
+}

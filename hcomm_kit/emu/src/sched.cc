@@ -1,0 +1,385 @@
+/* Device threads (ThreadHandle) and their scheduler.
+ *
+ * A device thread is a FIFO of HTasks. The tasks of all threads of a device are run by the
+ * device's executor thread, and also by any stream worker of that device that is blocked on a
+ * notify wait (it "helps" instead of sleeping: fewer hand-offs between OS threads). A thread is
+ * claimed (atomic flag) by one runner at a time, so its order is kept; different threads run
+ * concurrently. A Wait at the head of a queue parks the thread until its slot is set; runners
+ * then sleep on the device doorbell, which every slot record and every submission rings. */
+#include "emu.h"
+#include "reduce.h"
+
+#include <climits>
+#include <cstring>
+#include <set>
+
+namespace emu {
+
+namespace {
+std::mutex g_reg_m;
+std::unordered_set<ThreadView*> g_views;
+std::map<std::pair<HThread*, int>, ThreadView*> g_view_cache;
+std::unordered_set<Channel*> g_channels;
+}  // namespace
+
+/* ---------------------------------------------------------------- registries */
+
+HThread* hthread_create(Device* dev, Comm* comm, uint32_t nslots, bool stream_bound, Stream* s, int engine,
+                        std::string* err) {
+    uint32_t base = 0;
+    if (!slots_alloc(dev, nslots, &base, err)) return nullptr;
+    HThread* t = new HThread();
+    t->dev = dev;
+    t->comm = comm;
+    t->nslots = nslots;
+    t->slot_base = base;
+    t->stream_bound = stream_bound;
+    t->stream = s;
+    t->engine = engine;
+    std::lock_guard<std::mutex> g(dev->sched_m);
+    t->no = (uint32_t)dev->hthreads.size();
+    dev->hthreads.push_back(t);
+    return t;
+}
+
+void hthread_destroy(HThread* t) {
+    {
+        std::lock_guard<std::mutex> g(g_reg_m);
+        for (auto it = g_view_cache.begin(); it != g_view_cache.end();) {
+            if (it->first.first == t) {
+                g_views.erase(it->second);
+                it->second->magic = 0;
+                it = g_view_cache.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    Device* d = t->dev;
+    {
+        std::lock_guard<std::mutex> g(d->sched_m);
+        for (size_t i = 0; i < d->hthreads.size(); i++)
+            if (d->hthreads[i] == t) {
+                d->hthreads.erase(d->hthreads.begin() + (long)i);
+                break;
+            }
+    }
+    /* Wait for a runner that may still hold it. */
+    while (t->claimed.exchange(true)) std::this_thread::yield();
+    slots_free(d, t->slot_base, t->nslots);
+    t->magic = 0;
+    /* Views were freed above; the thread object itself is kept if a stream task may still refer
+     * to it (stream-bound threads), which is a few bytes per communicator. */
+    if (!t->stream_bound) delete t;
+}
+
+ThreadView* thread_view(HThread* t, Engine e, int comm_engine) {
+    std::lock_guard<std::mutex> g(g_reg_m);
+    auto key = std::make_pair(t, (int)e * 100 + comm_engine);
+    auto it = g_view_cache.find(key);
+    if (it != g_view_cache.end()) return it->second;
+    ThreadView* v = new ThreadView();
+    v->t = t;
+    v->engine = e;
+    v->comm_engine = comm_engine;
+    g_view_cache[key] = v;
+    g_views.insert(v);
+    return v;
+}
+
+ThreadView* view_from_handle(ThreadHandle h) {
+    ThreadView* v = reinterpret_cast<ThreadView*>((uintptr_t)h);
+    std::lock_guard<std::mutex> g(g_reg_m);
+    return g_views.count(v) ? v : nullptr;
+}
+
+void channel_register(Channel* c) {
+    std::lock_guard<std::mutex> g(g_reg_m);
+    g_channels.insert(c);
+}
+
+void channel_unregister(Channel* c) {
+    std::lock_guard<std::mutex> g(g_reg_m);
+    g_channels.erase(c);
+}
+
+Channel* channel_from_handle(ChannelHandle h) {
+    Channel* c = reinterpret_cast<Channel*>((uintptr_t)h);
+    std::lock_guard<std::mutex> g(g_reg_m);
+    return g_channels.count(c) ? c : nullptr;
+}
+
+/* ---------------------------------------------------------------- executing tasks */
+
+static std::string slot_text(const HTask& t) {
+    switch (t.desc.kind) {
+        case 1: return strprintf("channel notify slot %u from rank %u", t.desc.index, (unsigned)t.desc.peer);
+        case 2: return strprintf("ACL notify id %u", t.desc.index);
+        default: return strprintf("thread notify slot %u of device thread t%u", t.desc.index, t.desc.thread_no);
+    }
+}
+
+static uint64_t aload(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static void astore(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+
+int htask_exec(HTask& t, std::string* msg) {
+    switch (t.op) {
+        case HOp::Copy:
+            memmove(t.dst, t.src, t.n);
+            if (t.has_post_record) slot_record(t.post_ctl, t.post_slot);
+            return 1;
+        case HOp::Reduce:
+            reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
+            if (t.has_post_record) slot_record(t.post_ctl, t.post_slot);
+            return 1;
+        case HOp::Record:
+            slot_record(t.slot_ctl, t.slot);
+            return 1;
+        case HOp::Nop:
+            return 1;
+        case HOp::Wait: {
+            if (slot_consume(t.slot_ctl, t.slot)) return 1;
+            uint64_t now = now_ns();
+            if (!aload(&t.wait_start_ns)) {
+                astore(&t.wait_start_ns, now);
+                if (t.timeout_s) astore(&t.deadline_ns, now + (uint64_t)t.timeout_s * 1000000000ull);
+            }
+            std::string why;
+            if (t.comm && comm_aborted(t.comm, &why)) {
+                *msg = why;
+                return -2;
+            }
+            if (t.comm && t.peer_rank >= 0 && comm_peer_dead(t.comm, t.peer_rank)) {
+                *msg = strprintf("rank %d: %s: peer rank %d died while this device thread waited for %s",
+                                 comm_rank(t.comm), t.api, t.peer_rank, slot_text(t).c_str());
+                return -3;
+            }
+            uint64_t dl = aload(&t.deadline_ns);
+            if (dl && now >= dl) {
+                *msg = strprintf("rank %d: %s timed out after %u s on device thread t%u waiting for %s (op tag '%s')",
+                                 t.comm ? comm_rank(t.comm) : -1, t.api, t.timeout_s, t.desc.thread_no,
+                                 slot_text(t).c_str(), t.tag ? t.tag : "");
+                return -1;
+            }
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Runs thread t until its queue is empty or its head waits. Returns true on progress. */
+static bool run_thread(HThread* t) {
+    if (t->qlen.load(std::memory_order_acquire) == 0) return false;
+    if (t->claimed.exchange(true, std::memory_order_acquire)) return false;
+    bool progress = false;
+    for (;;) {
+        HTask* h;
+        {
+            std::lock_guard<std::mutex> g(t->qm);
+            if (t->q.empty()) break;
+            h = &t->q.front(); /* deque references survive push_back by submitters */
+        }
+        std::string why;
+        if (t->comm && comm_aborted(t->comm, &why)) {
+            std::lock_guard<std::mutex> g(t->qm);
+            t->q.clear();
+            t->qlen.store(0);
+            progress = true;
+            break;
+        }
+        std::string msg;
+        int r = htask_exec(*h, &msg);
+        if (r == 0) break;
+        if (r < 0) {
+            EMU_LOG(LOG_ERROR, "%s", msg.c_str());
+            if (t->comm) comm_abort(t->comm, msg);
+            std::lock_guard<std::mutex> g(t->qm);
+            t->q.clear();
+            t->qlen.store(0);
+            progress = true;
+            break;
+        }
+        {
+            std::lock_guard<std::mutex> g(t->qm);
+            t->q.pop_front();
+            t->qlen.fetch_sub(1, std::memory_order_release);
+        }
+        progress = true;
+    }
+    t->claimed.store(false, std::memory_order_release);
+    return progress;
+}
+
+bool sched_pass(Device* dev) {
+    static thread_local std::vector<HThread*> snap;
+    {
+        std::lock_guard<std::mutex> g(dev->sched_m);
+        snap.assign(dev->hthreads.begin(), dev->hthreads.end());
+    }
+    bool progress = false;
+    for (HThread* t : snap)
+        if (!t->stream_bound && run_thread(t)) progress = true;
+    return progress;
+}
+
+static void executor_main(Device* dev) {
+    DevCtl* c = dev->ctl;
+    while (!dev->executor_stop.load()) {
+        uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
+        if (sched_pass(dev)) continue;
+        /* Sleep until something is recorded or submitted; wake periodically so parked waits
+         * notice timeouts, dead peers and aborts. */
+        wait_word(&c->doorbell, true, now_ns() + 100000000ull,
+                  [&] { return c->doorbell.load(std::memory_order_acquire) != v || dev->executor_stop.load(); },
+                  100000000ull, &c->sleepers);
+    }
+}
+
+void sched_start(Device* dev) {
+    std::lock_guard<std::mutex> g(dev->sched_m);
+    if (dev->executor_started) return;
+    dev->executor_started = true;
+    dev->executor_stop.store(false);
+    dev->executor = std::thread(executor_main, dev);
+}
+
+void sched_stop(Device* dev) {
+    std::thread t;
+    {
+        std::lock_guard<std::mutex> g(dev->sched_m);
+        if (!dev->executor_started) return;
+        dev->executor_started = false;
+        dev->executor_stop.store(true);
+        t = std::move(dev->executor);
+    }
+    doorbell_ring(dev->ctl);
+    if (t.joinable()) t.join();
+}
+
+void hthread_submit(HThread* t, std::vector<HTask>&& tasks) {
+    if (tasks.empty()) return;
+    if (t->stream_bound) {
+        stream_enqueue(t->stream, make_htask_stream_task(t, std::move(tasks)));
+        return;
+    }
+    size_t n = tasks.size();
+    {
+        std::lock_guard<std::mutex> g(t->qm);
+        for (auto& h : tasks) t->q.push_back(std::move(h));
+        t->qlen.fetch_add((uint32_t)n, std::memory_order_release);
+    }
+    sched_start(t->dev);
+    doorbell_ring(t->dev->ctl);
+}
+
+void sched_abort_comm(Comm* c) {
+    Device* d = comm_device(c);
+    if (!d) return;
+    std::string why;
+    comm_aborted(c, &why);
+    {
+        std::lock_guard<std::mutex> g(d->m);
+        d->abort_reason = why;
+    }
+    d->abort_epoch.fetch_add(1);
+    doorbell_ring(d->ctl);
+}
+
+std::string sched_describe(Device* dev, Comm* c) {
+    std::string out;
+    std::vector<HThread*> ts;
+    {
+        std::lock_guard<std::mutex> g(dev->sched_m);
+        ts = dev->hthreads;
+    }
+    uint64_t now = now_ns();
+    for (HThread* t : ts) {
+        if (t->stream_bound || (c && t->comm != c)) continue;
+        std::lock_guard<std::mutex> g(t->qm);
+        if (t->q.empty()) continue;
+        const HTask& h = t->q.front();
+        std::string line;
+        if (h.op == HOp::Wait) {
+            uint64_t st = aload(&h.wait_start_ns);
+            line = strprintf("device thread t%u%s waits for %s (%s, %.1f s so far, timeout %s)", t->no,
+                             t->comm ? strprintf(" of rank %d", comm_rank(t->comm)).c_str() : "", slot_text(h).c_str(),
+                             h.api, st ? (double)(now - st) / 1e9 : 0.0,
+                             h.timeout_s ? strprintf("%u s", h.timeout_s).c_str() : "none");
+        } else {
+            line = strprintf("device thread t%u runs %s", t->no, h.api);
+        }
+        if (t->q.size() > 1) line += strprintf(", %zu more task(s) queued", t->q.size() - 1);
+        out += (out.empty() ? "" : "; ") + line;
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- waits on stream workers */
+
+int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg) {
+    DevCtl* c = dev->ctl;
+    uint32_t epoch = dev->abort_epoch.load();
+    for (;;) {
+        if (slot_consume(c, slot)) return 1;
+        if (sched_pass(dev)) continue; /* help the device threads instead of sleeping */
+        std::string why;
+        if (comm && comm_aborted(comm, &why)) {
+            *msg = "communicator aborted: " + why;
+            return -1;
+        }
+        if (dev->abort_epoch.load() != epoch) {
+            std::lock_guard<std::mutex> g(dev->m);
+            *msg = "a communicator on this device failed while the stream waited: " + dev->abort_reason;
+            return -1;
+        }
+        if (deadline_ns && now_ns() >= deadline_ns) return 0;
+        uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
+        uint64_t poll_deadline = now_ns() + 100000000ull;
+        if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
+        wait_word(&c->doorbell, true, poll_deadline,
+                  [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers);
+    }
+}
+
+/* ---------------------------------------------------------------- CPU_TS threads on streams */
+
+namespace {
+struct HTaskStreamTask : Task {
+    HThread* t;
+    std::vector<HTask> tasks;
+    HTaskStreamTask(HThread* th, std::vector<HTask>&& v) : t(th), tasks(std::move(v)) {}
+    int run(Stream* s, std::string* msg) override {
+        for (HTask& h : tasks) {
+            if (h.op != HOp::Wait) {
+                std::string m;
+                htask_exec(h, &m);
+                continue;
+            }
+            uint64_t deadline = h.timeout_s ? now_ns() + (uint64_t)h.timeout_s * 1000000000ull : 0;
+            std::string why;
+            int r = stream_wait_slot(s->dev, h.slot, deadline, h.comm, &why);
+            if (r == 1) continue;
+            std::string acct = sched_describe(s->dev, h.comm);
+            if (r == 0) {
+                *msg = strprintf("rank %d: %s on stream %u timed out after %u s waiting for %s (op tag '%s')%s%s",
+                                 h.comm ? comm_rank(h.comm) : -1, h.api, s->id, h.timeout_s, slot_text(h).c_str(),
+                                 h.tag ? h.tag : "", acct.empty() ? "" : "; ", acct.c_str());
+                if (h.comm) comm_abort(h.comm, *msg);
+                return ACL_ERROR_RT_TASK_TIMEOUT;
+            }
+            *msg = strprintf("rank %d: %s on stream %u failed: %s%s%s", h.comm ? comm_rank(h.comm) : -1, h.api, s->id,
+                             why.c_str(), acct.empty() ? "" : "; ", acct.c_str());
+            bool timeout = why.find("timed out") != std::string::npos;
+            return timeout ? ACL_ERROR_RT_TASK_TIMEOUT : ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+        }
+        return 0;
+    }
+    const char* name() const override { return "Hcomm task on a CPU_TS thread"; }
+};
+}  // namespace
+
+std::unique_ptr<Task> make_htask_stream_task(HThread* t, std::vector<HTask>&& tasks) {
+    return std::make_unique<HTaskStreamTask>(t, std::move(tasks));
+}
+
+}  // namespace emu

@@ -1,0 +1,954 @@
+/* Streams, events, ACL notifies, host callbacks and the launch-timeout watchdog
+ * (acl_runtime.md §3.3, §3.8, §3.9, §3.10).
+ *
+ * A stream is a FIFO of Tasks run by one worker thread. Asynchronous failures are kept in
+ * err_code and returned (then cleared) by the next synchronising call; tasks that reach the
+ * head while the stream is in error are dropped, not run. A kernel that outlives its launch
+ * timeout is abandoned by the watchdog: the stream fails with 507017 and gets a fresh worker,
+ * the stuck thread exits whenever the kernel returns. */
+#include "emu.h"
+
+#include <pthread.h>
+
+#include <climits>
+#include <cstring>
+
+namespace emu {
+
+void worker_thread_init();  /* kernel.cc: crash-guard alternate stack */
+void worker_thread_fini();
+
+namespace {
+std::mutex g_streams_m;
+std::unordered_set<Stream*> g_streams;
+std::atomic<uint32_t> g_stream_ids{0};
+/* Streams whose abandoned workers still run: deleted by the last of them. */
+std::unordered_map<Stream*, int> g_abandoned;
+std::unordered_set<Stream*> g_destroyed_pending;
+}  // namespace
+
+bool stream_valid(Stream* s) {
+    std::lock_guard<std::mutex> g(g_streams_m);
+    return g_streams.count(s) != 0;
+}
+
+Stream* stream_resolve(aclrtStream h, int* err_code, const char* api) {
+    if (!h) {
+        Context* c = current_ctx();
+        if (!c) {
+            *err_code = seterr(ACL_ERROR_RT_CONTEXT_NULL, api,
+                               "stream is NULL (default stream) but no device is set on this thread");
+            return nullptr;
+        }
+        return c->default_stream;
+    }
+    Stream* s = static_cast<Stream*>(h);
+    if (!stream_valid(s)) {
+        *err_code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "stream %p is not a live stream", h);
+        return nullptr;
+    }
+    return s;
+}
+
+static void worker_main(Stream* s, uint64_t gen);
+
+static void start_worker_locked(Stream* s) {
+    s->worker_running = true;
+    uint64_t gen = s->worker_gen;
+    std::thread(worker_main, s, gen).detach();
+}
+
+int stream_enqueue(Stream* s, std::unique_ptr<Task> t) {
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        if (s->stop) return seterr(ACL_ERROR_RT_PARAM_INVALID, t->name(), "stream %p is being destroyed", (void*)s);
+        s->q.push_back(std::move(t));
+        s->submitted++;
+        if (!s->worker_running) start_worker_locked(s);
+    }
+    s->qword.fetch_add(1, std::memory_order_seq_cst);
+    if (s->worker_idle.load(std::memory_order_seq_cst)) futex_wake(&s->qword, 1, false);
+    return ACL_SUCCESS;
+}
+
+static void complete_one(Stream* s, Task* t) {
+    if (t && t->done_word) {
+        t->done_word->store(1, std::memory_order_release);
+        futex_wake(t->done_word, INT_MAX, false);
+    }
+    s->completed.fetch_add(1, std::memory_order_seq_cst);
+    s->cword.fetch_add(1, std::memory_order_seq_cst);
+    if (s->waiters.load(std::memory_order_seq_cst)) futex_wake(&s->cword, INT_MAX, false);
+}
+
+static bool abandoned_exit(Stream* s) {
+    /* Called by a worker that found itself abandoned; returns true if it deleted the stream. */
+    std::lock_guard<std::mutex> g(g_streams_m);
+    if (--g_abandoned[s] > 0) return false;
+    g_abandoned.erase(s);
+    if (g_destroyed_pending.erase(s)) {
+        delete s;
+        return true;
+    }
+    return false;
+}
+
+static void worker_main(Stream* s, uint64_t gen) {
+    worker_thread_init();
+    for (;;) {
+        auto has_work = [&] {
+            return !s->q.empty() || s->stop;
+        };
+        bool idle;
+        {
+            std::lock_guard<std::mutex> g(s->m);
+            if (s->worker_gen != gen) break;
+            idle = !has_work();
+        }
+        if (idle) {
+            s->worker_idle.store(1, std::memory_order_seq_cst);
+            wait_word(&s->qword, false, 0, [&] {
+                std::lock_guard<std::mutex> g(s->m);
+                return has_work() || s->worker_gen != gen;
+            }, 1000000000ull);
+            s->worker_idle.store(0, std::memory_order_seq_cst);
+        }
+        std::unique_ptr<Task> t;
+        bool failed;
+        {
+            std::lock_guard<std::mutex> g(s->m);
+            if (s->worker_gen != gen) break;
+            if (s->q.empty()) {
+                if (s->stop) {
+                    s->worker_running = false;
+                    s->cword.fetch_add(1);
+                    futex_wake(&s->cword, INT_MAX, false);
+                    worker_thread_fini();
+                    return;
+                }
+                continue;
+            }
+            t = std::move(s->q.front());
+            s->q.pop_front();
+            failed = s->err_code != 0;
+        }
+        int rc = 0;
+        std::string msg;
+        if (failed) t->drop();
+        else rc = t->run(s, &msg);
+        {
+            std::lock_guard<std::mutex> g(s->m);
+            if (s->worker_gen != gen) {
+                /* The watchdog abandoned us while the kernel ran and already completed the task. */
+                break;
+            }
+            if (rc && !s->err_code) {
+                s->err_code = rc;
+                s->err_msg = msg;
+            }
+        }
+        complete_one(s, t.get());
+    }
+    worker_thread_fini();
+    abandoned_exit(s);
+}
+
+Stream* stream_create(Context* ctx, uint32_t flags, int* err_code, const char* api) {
+    Device* d = ctx->dev;
+    {
+        std::lock_guard<std::mutex> g(d->m);
+        if (d->stream_count >= 1984) {
+            *err_code = seterr(ACL_ERROR_RT_NO_STREAM_RESOURCE, api,
+                               "device %d already has 1984 streams (the A2/A3/950 limit, default streams included)", d->id);
+            return nullptr;
+        }
+        d->stream_count++;
+    }
+    Stream* s = new Stream();
+    s->ctx = ctx;
+    s->dev = d;
+    s->flags = flags;
+    s->id = g_stream_ids.fetch_add(1) + 1;
+    std::lock_guard<std::mutex> g(g_streams_m);
+    g_streams.insert(s);
+    return s;
+}
+
+void stream_destroy(Stream* s) {
+    {
+        std::lock_guard<std::mutex> g(g_streams_m);
+        if (!g_streams.erase(s)) return;
+    }
+    stream_sync(s, -1, "aclrtDestroyStream");
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        s->stop = true;
+    }
+    s->qword.fetch_add(1);
+    futex_wake(&s->qword, INT_MAX, false);
+    /* Wait for the current worker to leave (it only touches s under s->m). */
+    wait_word(&s->cword, false, 0, [&] {
+        std::lock_guard<std::mutex> g(s->m);
+        return !s->worker_running;
+    }, 10000000ull);
+    {
+        std::lock_guard<std::mutex> g(s->dev->m);
+        s->dev->stream_count--;
+    }
+    s->magic = 0;
+    std::lock_guard<std::mutex> g(g_streams_m);
+    if (g_abandoned.count(s)) g_destroyed_pending.insert(s);
+    else delete s;
+}
+
+void stream_set_error(Stream* s, int code, const std::string& msg) {
+    std::lock_guard<std::mutex> g(s->m);
+    if (!s->err_code) {
+        s->err_code = code;
+        s->err_msg = msg;
+    }
+}
+
+int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
+    uint64_t target;
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        target = s->submitted;
+    }
+    uint64_t deadline = timeout_ms >= 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+    if (timeout_ms == 0) deadline = now_ns();
+    s->waiters.fetch_add(1, std::memory_order_seq_cst);
+    bool ok = wait_word(&s->cword, false, deadline, [&] { return s->completed.load(std::memory_order_acquire) >= target; },
+                        1000000000ull);
+    s->waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (!ok) {
+        std::string running;
+        {
+            std::lock_guard<std::mutex> g(s->m);
+            if (!s->kernel_name.empty()) running = " (kernel " + s->kernel_name + " is running)";
+        }
+        std::string acct = sched_describe(s->dev, nullptr);
+        return seterr(ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, api, "stream %u still has %llu unfinished task(s) after %lld ms%s%s%s",
+                      s->id, (unsigned long long)(target - s->completed.load()), (long long)timeout_ms,
+                      running.c_str(), acct.empty() ? "" : "; ", acct.c_str());
+    }
+    int rc;
+    std::string msg;
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        rc = s->err_code;
+        msg = s->err_msg;
+        s->err_code = 0;
+        s->err_msg.clear();
+    }
+    if (rc) return seterr_str(rc, api, msg);
+    return ACL_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- watchdog */
+
+namespace {
+struct WdEntry {
+    Stream* s;
+    uint64_t deadline;
+    uint64_t seq;
+};
+/* Leaky singletons: a detached watchdog may still wait on them while statics are destroyed. */
+std::mutex& g_wd_m = *new std::mutex();
+std::condition_variable& g_wd_cv = *new std::condition_variable();
+std::vector<WdEntry>& g_wd = *new std::vector<WdEntry>();
+bool g_wd_started = false;
+
+void watchdog_fire(const WdEntry& e) {
+    Stream* s = e.s;
+    std::vector<std::unique_ptr<Task>> dropped;
+    uint64_t n_dropped = 0;
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        if (s->kernel_seq != e.seq || s->kernel_deadline_ns == 0) return; /* finished meanwhile */
+        std::string name = s->kernel_name;
+        if (!s->err_code) {
+            s->err_code = ACL_ERROR_RT_AICPU_TIMEOUT;
+            s->err_msg = strprintf("AICPU kernel %s on stream %u did not finish within its launch timeout (%.3f s); "
+                                   "the stream's pending tasks were dropped",
+                                   name.c_str(), s->id, (double)s->kernel_timeout_ns / 1e9);
+        }
+        s->kernel_deadline_ns = 0;
+        s->kernel_name.clear();
+        s->worker_gen++;
+        while (!s->q.empty()) {
+            dropped.push_back(std::move(s->q.front()));
+            s->q.pop_front();
+        }
+        n_dropped = dropped.size();
+        {
+            std::lock_guard<std::mutex> g2(g_streams_m);
+            g_abandoned[s]++;
+        }
+        start_worker_locked(s);
+    }
+    EMU_LOG(LOG_ERROR, "AICPU kernel timed out on stream %u: stream fails with 507017", s->id);
+    complete_one(s, nullptr); /* the abandoned kernel task */
+    for (auto& t : dropped) {
+        t->drop();
+        complete_one(s, t.get());
+    }
+    (void)n_dropped;
+}
+
+void watchdog_main() {
+    std::unique_lock<std::mutex> lk(g_wd_m);
+    for (;;) {
+        if (g_wd.empty()) {
+            g_wd_cv.wait(lk);
+            continue;
+        }
+        uint64_t now = now_ns(), next = UINT64_MAX;
+        std::vector<WdEntry> fire;
+        for (size_t i = 0; i < g_wd.size();) {
+            if (g_wd[i].deadline <= now) {
+                fire.push_back(g_wd[i]);
+                g_wd[i] = g_wd.back();
+                g_wd.pop_back();
+            } else {
+                next = std::min(next, g_wd[i].deadline);
+                i++;
+            }
+        }
+        if (!fire.empty()) {
+            lk.unlock();
+            for (auto& e : fire) watchdog_fire(e);
+            lk.lock();
+            continue;
+        }
+        g_wd_cv.wait_for(lk, std::chrono::nanoseconds(next - now));
+    }
+}
+}  // namespace
+
+void watchdog_arm(Stream* s, uint64_t deadline_ns, uint64_t seq) {
+    std::lock_guard<std::mutex> g(g_wd_m);
+    if (!g_wd_started) {
+        g_wd_started = true;
+        std::thread(watchdog_main).detach();
+    }
+    g_wd.push_back(WdEntry{s, deadline_ns, seq});
+    g_wd_cv.notify_one();
+}
+
+void watchdog_disarm(Stream* s, uint64_t seq) {
+    std::lock_guard<std::mutex> g(g_wd_m);
+    for (size_t i = 0; i < g_wd.size(); i++)
+        if (g_wd[i].s == s && g_wd[i].seq == seq) {
+            g_wd[i] = g_wd.back();
+            g_wd.pop_back();
+            break;
+        }
+}
+
+/* ---------------------------------------------------------------- simple tasks */
+
+namespace {
+struct CopyTask : Task {
+    void* dst;
+    const void* src;
+    size_t n;
+    CopyTask(void* d, const void* s, size_t c) : dst(d), src(s), n(c) {}
+    int run(Stream*, std::string*) override {
+        memmove(dst, src, n);
+        return 0;
+    }
+    const char* name() const override { return "aclrtMemcpyAsync"; }
+};
+
+struct SetTask : Task {
+    void* dst;
+    int v;
+    size_t n;
+    SetTask(void* d, int val, size_t c) : dst(d), v(val), n(c) {}
+    int run(Stream*, std::string*) override {
+        memset(dst, v, n);
+        return 0;
+    }
+    const char* name() const override { return "aclrtMemsetAsync"; }
+};
+
+struct HostFuncTask : Task {
+    aclrtHostFunc fn;
+    void* args;
+    HostFuncTask(aclrtHostFunc f, void* a) : fn(f), args(a) {}
+    int run(Stream*, std::string*) override {
+        fn(args);
+        return 0;
+    }
+    const char* name() const override { return "aclrtLaunchHostFunc"; }
+};
+}  // namespace
+
+}  // namespace emu
+
+using namespace emu;
+
+#define RESOLVE_STREAM(var, h)                      \
+    int var##_code = 0;                             \
+    Stream* var = stream_resolve((h), &var##_code, __func__); \
+    if (!var) return var##_code
+
+/* ================================================================ streams */
+
+EMU_API aclError aclrtCreateStreamWithConfig(aclrtStream* stream, uint32_t priority, uint32_t flag) {
+    if (int r = check_init(__func__)) return r;
+    (void)priority;
+    if (!stream) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "stream is NULL");
+    Context* c = current_ctx();
+    if (!c) return seterr(ACL_ERROR_RT_CONTEXT_NULL, __func__, "no device set on this thread (call aclrtSetDevice)");
+    if (flag & ~0x3fu) return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "unknown stream flag bits 0x%x", flag & ~0x3fu);
+    int code = 0;
+    Stream* s = stream_create(c, flag, &code, __func__);
+    if (!s) return code;
+    {
+        std::lock_guard<std::mutex> g(c->dev->m);
+        c->streams.push_back(s);
+    }
+    *stream = s;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtCreateStream(aclrtStream* stream) { return aclrtCreateStreamWithConfig(stream, 0, 0); }
+
+EMU_API aclError aclrtDestroyStream(aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    if (!stream) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "stream is NULL");
+    Stream* s = static_cast<Stream*>(stream);
+    if (!stream_valid(s)) return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "stream %p is not a live stream", stream);
+    Context* c = s->ctx;
+    if (s == c->default_stream)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "stream %p is a default stream; it goes with its context", stream);
+    {
+        std::lock_guard<std::mutex> g(c->dev->m);
+        for (size_t i = 0; i < c->streams.size(); i++)
+            if (c->streams[i] == s) c->streams.erase(c->streams.begin() + (long)i);
+    }
+    stream_destroy(s);
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtSynchronizeStream(aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_STREAM(s, stream);
+    return stream_sync(s, -1, __func__);
+}
+
+EMU_API aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
+    if (int r = check_init(__func__)) return r;
+    if (timeout < -1) return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "timeout %d ms is below -1", timeout);
+    RESOLVE_STREAM(s, stream);
+    if (s->flags & (ACL_STREAM_PERSISTENT | ACL_STREAM_DEVICE_USE_ONLY | ACL_STREAM_CPU_SCHEDULE)) return ACL_SUCCESS;
+    return stream_sync(s, timeout, __func__);
+}
+
+EMU_API aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus* status) {
+    if (int r = check_init(__func__)) return r;
+    if (!status) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "status is NULL");
+    RESOLVE_STREAM(s, stream);
+    std::lock_guard<std::mutex> g(s->m);
+    *status = s->completed.load() >= s->submitted ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
+    return ACL_SUCCESS;
+}
+
+/* ================================================================ async memory */
+
+EMU_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind,
+                                  aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    if (count == 0) return ACL_SUCCESS;
+    if (int r = memcpy_check(__func__, dst, destMax, src, count, (int)kind)) return r;
+    RESOLVE_STREAM(s, stream);
+    /* Pageable host memory: the call returns only after the copy completed (spec §3.4). */
+    MemRegion r;
+    bool dst_pageable = !mem_find(dst, count, &r);
+    bool src_pageable = !mem_find(src, count, &r);
+    auto t = std::make_unique<CopyTask>(dst, src, count);
+    std::atomic<uint32_t> done{0};
+    bool wait = dst_pageable || src_pageable;
+    if (wait) t->done_word = &done;
+    if (int rc = stream_enqueue(s, std::move(t))) return rc;
+    if (wait) wait_word(&done, false, 0, [&] { return done.load(std::memory_order_acquire) != 0; });
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    if (count == 0) return ACL_SUCCESS;
+    if (!devPtr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "devPtr is NULL");
+    if (maxCount < count)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "count %zu exceeds maxCount %zu", count, maxCount);
+    if (int r = check_side(__func__, "devPtr", devPtr, count, -1, "memset")) return r;
+    RESOLVE_STREAM(s, stream);
+    return stream_enqueue(s, std::make_unique<SetTask>(devPtr, value, count));
+}
+
+EMU_API aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void* args) {
+    if (int r = check_init(__func__)) return r;
+    if (!fn) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "fn is NULL");
+    RESOLVE_STREAM(s, stream);
+    return stream_enqueue(s, std::make_unique<HostFuncTask>(fn, args));
+}
+
+/* ================================================================ events */
+
+namespace emu {
+struct Event {
+    uint32_t magic = kEventMagic;
+    uint32_t flags = 0;
+    bool ex = false;
+    std::atomic<uint64_t> rec_seq{0};  /* records enqueued */
+    std::atomic<uint64_t> done_seq{0}; /* records completed */
+    std::atomic<uint64_t> ts_ns{0};    /* time of the last completed record */
+    std::atomic<uint32_t> word{0};     /* futex: bumped at each completion */
+};
+namespace {
+std::mutex g_ev_m;
+std::unordered_set<Event*> g_events;
+uint32_t g_op_wait_timeout_s = 0;
+
+bool event_valid(Event* e) {
+    std::lock_guard<std::mutex> g(g_ev_m);
+    return g_events.count(e) != 0;
+}
+
+void event_complete(Event* e, uint64_t seq) {
+    e->ts_ns.store(now_ns(), std::memory_order_release);
+    uint64_t cur = e->done_seq.load();
+    while (cur < seq && !e->done_seq.compare_exchange_weak(cur, seq)) {
+    }
+    e->word.fetch_add(1);
+    futex_wake(&e->word, INT_MAX, false);
+}
+
+struct EventRecordTask : Task {
+    std::shared_ptr<Event> hold;
+    Event* e;
+    uint64_t seq;
+    EventRecordTask(Event* ev, uint64_t s) : e(ev), seq(s) {}
+    int run(Stream*, std::string*) override {
+        event_complete(e, seq);
+        return 0;
+    }
+    /* A dropped record still completes, so nothing waits forever on a failed stream. */
+    void drop() override { event_complete(e, seq); }
+    const char* name() const override { return "aclrtRecordEvent"; }
+};
+
+struct EventWaitTask : Task {
+    Event* e;
+    uint64_t target;
+    EventWaitTask(Event* ev, uint64_t t) : e(ev), target(t) {}
+    int run(Stream* s, std::string* msg) override {
+        uint64_t deadline = g_op_wait_timeout_s ? now_ns() + (uint64_t)g_op_wait_timeout_s * 1000000000ull : 0;
+        bool ok = wait_word(&e->word, false, deadline, [&] { return e->done_seq.load() >= target; });
+        if (!ok) {
+            *msg = strprintf("stream %u waited more than %u s (aclrtSetOpWaitTimeout) for an event", s->id,
+                             g_op_wait_timeout_s);
+            return ACL_ERROR_RT_TASK_TIMEOUT;
+        }
+        return 0;
+    }
+    const char* name() const override { return "aclrtStreamWaitEvent"; }
+};
+}  // namespace
+}  // namespace emu
+
+static aclError create_event(aclrtEvent* event, uint32_t flag, bool ex, const char* api) {
+    if (int r = check_init(api)) return r;
+    if (!event) return seterr(ACL_ERROR_INVALID_PARAM, api, "event is NULL");
+    if (flag & ~0x7bu) return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "unknown event flag bits 0x%x", flag & ~0x7bu);
+    Event* e = new Event();
+    e->flags = flag;
+    e->ex = ex;
+    std::lock_guard<std::mutex> g(g_ev_m);
+    g_events.insert(e);
+    *event = e;
+    return ACL_SUCCESS;
+}
+
+#define RESOLVE_EVENT(var, h)                                                                        \
+    if (!(h)) return seterr(ACL_ERROR_INVALID_PARAM, __func__, #h " is NULL");                       \
+    Event* var = static_cast<Event*>(h);                                                              \
+    if (!event_valid(var)) return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "%p is not a live event", (void*)(h))
+
+EMU_API aclError aclrtCreateEvent(aclrtEvent* event) { return create_event(event, ACL_EVENT_SYNC, false, __func__); }
+EMU_API aclError aclrtCreateEventWithFlag(aclrtEvent* event, uint32_t flag) {
+    return create_event(event, flag, false, __func__);
+}
+EMU_API aclError aclrtCreateEventExWithFlag(aclrtEvent* event, uint32_t flag) {
+    return create_event(event, flag, true, __func__);
+}
+
+EMU_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_EVENT(e, event);
+    RESOLVE_STREAM(s, stream);
+    uint64_t seq = e->rec_seq.fetch_add(1) + 1;
+    return stream_enqueue(s, std::make_unique<EventRecordTask>(e, seq));
+}
+
+EMU_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_EVENT(e, event);
+    RESOLVE_STREAM(s, stream);
+    (void)s;
+    if (!(e->flags & ACL_EVENT_SYNC) || !e->ex)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                      "event %p was not created with aclrtCreateEventExWithFlag(ACL_EVENT_SYNC)", event);
+    e->done_seq.store(e->rec_seq.load());
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_EVENT(e, event);
+    RESOLVE_STREAM(s, stream);
+    uint64_t target = e->rec_seq.load();
+    if (target == 0) return ACL_SUCCESS; /* never recorded: nothing to wait for */
+    return stream_enqueue(s, std::make_unique<EventWaitTask>(e, target));
+}
+
+static aclError sync_event(aclrtEvent event, int32_t timeout, const char* api) {
+    if (int r = check_init(api)) return r;
+    if (!event) return seterr(ACL_ERROR_INVALID_PARAM, api, "event is NULL");
+    Event* e = static_cast<Event*>(event);
+    if (!event_valid(e)) return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "%p is not a live event", event);
+    if (timeout < -1) return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "timeout %d ms is below -1", timeout);
+    uint64_t target = e->rec_seq.load();
+    uint64_t deadline = timeout >= 0 ? now_ns() + (uint64_t)timeout * 1000000ull : 0;
+    if (timeout == 0) deadline = now_ns();
+    bool ok = wait_word(&e->word, false, deadline, [&] { return e->done_seq.load() >= target; }, 1000000000ull);
+    if (!ok)
+        return seterr(ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, api, "event %p did not complete within %d ms", event, timeout);
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtSynchronizeEvent(aclrtEvent event) { return sync_event(event, -1, __func__); }
+EMU_API aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) {
+    return sync_event(event, timeout, __func__);
+}
+
+EMU_API aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent) {
+    if (int r = check_init(__func__)) return r;
+    if (!ms) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "ms is NULL");
+    RESOLVE_EVENT(a, startEvent);
+    RESOLVE_EVENT(b, endEvent);
+    if (a->rec_seq.load() == 0 || b->rec_seq.load() == 0)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "%s event was never recorded",
+                      a->rec_seq.load() == 0 ? "start" : "end");
+    if (a->done_seq.load() < a->rec_seq.load() || b->done_seq.load() < b->rec_seq.load())
+        return seterr(ACL_ERROR_RT_EVENT_NOT_COMPLETE, __func__,
+                      "%s event has not completed yet (synchronise the stream first)",
+                      a->done_seq.load() < a->rec_seq.load() ? "start" : "end");
+    uint64_t t0 = a->ts_ns.load(), t1 = b->ts_ns.load();
+    *ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus* status) {
+    if (int r = check_init(__func__)) return r;
+    if (!status) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "status is NULL");
+    RESOLVE_EVENT(e, event);
+    if (e->ex) return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__, "not allowed on Ex-created events");
+    *status = e->done_seq.load() >= e->rec_seq.load() ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus* status) {
+    if (int r = check_init(__func__)) return r;
+    if (!status) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "status is NULL");
+    RESOLVE_EVENT(e, event);
+    *status = e->done_seq.load() >= e->rec_seq.load() ? ACL_EVENT_RECORDED_STATUS_COMPLETE
+                                                        : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtDestroyEvent(aclrtEvent event) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_EVENT(e, event);
+    {
+        std::lock_guard<std::mutex> g(g_ev_m);
+        g_events.erase(e);
+    }
+    /* Records still queued refer to it: keep the memory (tiny) rather than risk a use after free. */
+    e->magic = 0;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtSetOpWaitTimeout(uint32_t timeout) {
+    if (int r = check_init(__func__)) return r;
+    g_op_wait_timeout_s = timeout;
+    return ACL_SUCCESS;
+}
+
+/* ================================================================ ACL notifies */
+
+namespace emu {
+struct Notify {
+    uint32_t magic = kNotifyMagic;
+    Device* dev;
+    uint32_t slot;
+};
+namespace {
+std::mutex g_nt_m;
+std::unordered_set<Notify*> g_notifies;
+
+struct NotifyRecordTask : Task {
+    DevCtl* ctl;
+    uint32_t slot;
+    NotifyRecordTask(DevCtl* c, uint32_t s) : ctl(c), slot(s) {}
+    int run(Stream*, std::string*) override {
+        slot_record(ctl, slot);
+        return 0;
+    }
+    const char* name() const override { return "aclrtRecordNotify"; }
+};
+
+struct NotifyWaitTask : Task {
+    Device* dev;
+    uint32_t slot;
+    uint32_t timeout_s;
+    NotifyWaitTask(Device* d, uint32_t s, uint32_t t) : dev(d), slot(s), timeout_s(t) {}
+    int run(Stream* s, std::string* msg) override;
+    const char* name() const override { return "aclrtWaitAndResetNotify"; }
+};
+}  // namespace
+
+/* Waits on one of dev's slots from a stream worker, running the device's runnable device
+ * threads meanwhile. Returns 1 when consumed, 0 on timeout, -1 when aborted (msg says why). */
+int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg);
+
+int NotifyWaitTask::run(Stream* s, std::string* msg) {
+    uint64_t deadline = (timeout_s == 0 || timeout_s == UINT32_MAX) ? 0 : now_ns() + (uint64_t)timeout_s * 1000000000ull;
+    int r = stream_wait_slot(dev, slot, deadline, nullptr, msg);
+    if (r == 1) return 0;
+    if (r == 0) {
+        std::string acct = sched_describe(dev, nullptr);
+        *msg = strprintf("stream %u: ACL notify id %u was not recorded within %u s (aclrtWaitAndResetNotify)%s%s",
+                         s->id, slot, timeout_s, acct.empty() ? "" : "; ", acct.c_str());
+    }
+    return ACL_ERROR_RT_TASK_TIMEOUT;
+}
+}  // namespace emu
+
+#define RESOLVE_NOTIFY(var, h)                                                                        \
+    if (!(h)) return seterr(ACL_ERROR_INVALID_PARAM, __func__, #h " is NULL");                         \
+    Notify* var = static_cast<Notify*>(h);                                                             \
+    {                                                                                                  \
+        std::lock_guard<std::mutex> g_(g_nt_m);                                                        \
+        if (!g_notifies.count(var))                                                                    \
+            return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "%p is not a live notify", (void*)(h)); \
+    }
+
+EMU_API aclError aclrtCreateNotify(aclrtNotify* notify, uint64_t flag) {
+    if (int r = check_init(__func__)) return r;
+    if (!notify) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "notify is NULL");
+    if (flag > 1)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "flag 0x%llx is not ACL_NOTIFY_DEFAULT (0) or ACL_NOTIFY_DEVICE_USE_ONLY (1)", (unsigned long long)flag);
+    Context* c = current_ctx();
+    if (!c) return seterr(ACL_ERROR_RT_CONTEXT_NULL, __func__, "no device set on this thread (call aclrtSetDevice)");
+    Device* d = c->dev;
+    size_t limit = is_950() ? 65535 : 8192;
+    {
+        std::lock_guard<std::mutex> g(d->m);
+        if (d->acl_notifies.size() >= limit)
+            return seterr(ACL_ERROR_RT_NO_NOTIFY_RESOURCE, __func__, "device %d already has %zu notifies (limit on %s)",
+                          d->id, limit, cfg().soc_name.c_str());
+    }
+    uint32_t slot;
+    std::string err;
+    if (!slots_alloc(d, 1, &slot, &err)) return seterr(ACL_ERROR_RT_NO_NOTIFY_RESOURCE, __func__, "%s", err.c_str());
+    Notify* n = new Notify();
+    n->dev = d;
+    n->slot = slot;
+    {
+        std::lock_guard<std::mutex> g(d->m);
+        d->acl_notifies.insert(slot);
+    }
+    std::lock_guard<std::mutex> g(g_nt_m);
+    g_notifies.insert(n);
+    *notify = n;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtDestroyNotify(aclrtNotify notify) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_NOTIFY(n, notify);
+    {
+        std::lock_guard<std::mutex> g(g_nt_m);
+        g_notifies.erase(n);
+    }
+    {
+        std::lock_guard<std::mutex> g(n->dev->m);
+        n->dev->acl_notifies.erase(n->slot);
+    }
+    slots_free(n->dev, n->slot, 1);
+    n->magic = 0;
+    delete n;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_NOTIFY(n, notify);
+    RESOLVE_STREAM(s, stream);
+    return stream_enqueue(s, std::make_unique<NotifyRecordTask>(n->dev->ctl, n->slot));
+}
+
+EMU_API aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream, uint32_t timeout) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_NOTIFY(n, notify);
+    RESOLVE_STREAM(s, stream);
+    if (s->dev != n->dev)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "notify belongs to device %d but stream to device %d",
+                      n->dev->id, s->dev->id);
+    return stream_enqueue(s, std::make_unique<NotifyWaitTask>(n->dev, n->slot, timeout));
+}
+
+EMU_API aclError aclrtGetNotifyId(aclrtNotify notify, uint32_t* notifyId) {
+    if (int r = check_init(__func__)) return r;
+    if (!notifyId) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "notifyId is NULL");
+    RESOLVE_NOTIFY(n, notify);
+    *notifyId = n->slot;
+    return ACL_SUCCESS;
+}
+
+/* ================================================================ callbacks */
+
+namespace emu {
+namespace {
+struct CbItem {
+    aclrtCallback fn;
+    void* data;
+    bool block;
+    std::atomic<uint32_t> done{0};
+};
+struct Subscriber {
+    std::mutex m;
+    std::deque<std::shared_ptr<CbItem>> q;
+    std::atomic<uint32_t> word{0};
+    int nstreams = 0;
+};
+std::mutex g_cb_m;
+std::unordered_map<uint64_t, std::shared_ptr<Subscriber>> g_subs;
+
+std::shared_ptr<Subscriber> find_sub(uint64_t tid) {
+    std::lock_guard<std::mutex> g(g_cb_m);
+    auto it = g_subs.find(tid);
+    return it == g_subs.end() ? nullptr : it->second;
+}
+
+struct CallbackTask : Task {
+    std::shared_ptr<CbItem> item;
+    uint64_t tid;
+    explicit CallbackTask(std::shared_ptr<CbItem> i, uint64_t t) : item(std::move(i)), tid(t) {}
+    int run(Stream* s, std::string* msg) override {
+        auto sub = find_sub(tid);
+        if (!sub) {
+            *msg = strprintf("stream %u: the thread subscribed for its callbacks unsubscribed", s->id);
+            return ACL_ERROR_RT_STREAM_NO_CB_REG;
+        }
+        {
+            std::lock_guard<std::mutex> g(sub->m);
+            sub->q.push_back(item);
+        }
+        sub->word.fetch_add(1);
+        futex_wake(&sub->word, INT_MAX, false);
+        if (item->block) {
+            wait_word(&item->done, false, 0, [&] { return item->done.load() != 0 || !find_sub(tid); }, 200000000ull);
+        }
+        return 0;
+    }
+    const char* name() const override { return "aclrtLaunchCallback"; }
+};
+}  // namespace
+}  // namespace emu
+
+EMU_API aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_STREAM(s, stream);
+    std::lock_guard<std::mutex> g(g_cb_m);
+    if (s->subscriber_set && s->subscriber != threadId)
+        return seterr(ACL_ERROR_RT_STREAM_SUBSCRIBE, __func__, "stream %u is already served by thread %llu", s->id,
+                      (unsigned long long)s->subscriber);
+    if (s->subscriber_set) return seterr(ACL_ERROR_REPEAT_SUBSCRIBE, __func__, "stream %u already subscribed", s->id);
+    if (g_subs.size() >= 1024 && !g_subs.count(threadId))
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "1024 report threads already registered");
+    auto& sub = g_subs[threadId];
+    if (!sub) sub = std::make_shared<Subscriber>();
+    sub->nstreams++;
+    s->subscriber_set = 1;
+    s->subscriber = threadId;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    RESOLVE_STREAM(s, stream);
+    std::lock_guard<std::mutex> g(g_cb_m);
+    if (!s->subscriber_set || s->subscriber != threadId)
+        return seterr(ACL_ERROR_STREAM_NOT_SUBSCRIBE, __func__, "stream %u is not subscribed by thread %llu", s->id,
+                      (unsigned long long)threadId);
+    s->subscriber_set = 0;
+    auto it = g_subs.find(threadId);
+    if (it != g_subs.end() && --it->second->nstreams <= 0) {
+        it->second->word.fetch_add(1);
+        futex_wake(&it->second->word, INT_MAX, false);
+        g_subs.erase(it);
+    }
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtLaunchCallback(aclrtCallback fn, void* userData, aclrtCallbackBlockType blockType,
+                                     aclrtStream stream) {
+    if (int r = check_init(__func__)) return r;
+    if (!fn) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "fn is NULL");
+    if (blockType != ACL_CALLBACK_NO_BLOCK && blockType != ACL_CALLBACK_BLOCK)
+        return seterr(ACL_ERROR_INVALID_PARAM, __func__, "blockType %d is not ACL_CALLBACK_NO_BLOCK/BLOCK", (int)blockType);
+    RESOLVE_STREAM(s, stream);
+    uint64_t tid;
+    {
+        std::lock_guard<std::mutex> g(g_cb_m);
+        if (!s->subscriber_set)
+            return seterr(ACL_ERROR_RT_STREAM_NO_CB_REG, __func__,
+                          "stream %u has no thread subscribed for callbacks (call aclrtSubscribeReport)", s->id);
+        tid = s->subscriber;
+    }
+    auto item = std::make_shared<CbItem>();
+    item->fn = fn;
+    item->data = userData;
+    item->block = blockType == ACL_CALLBACK_BLOCK;
+    return stream_enqueue(s, std::make_unique<CallbackTask>(item, tid));
+}
+
+EMU_API aclError aclrtProcessReport(int32_t timeout) {
+    if (int r = check_init(__func__)) return r;
+    if (timeout == 0 || timeout < -1)
+        return seterr(ACL_ERROR_INVALID_PARAM, __func__, "timeout %d ms must be -1 or positive", timeout);
+    uint64_t tid = (uint64_t)pthread_self();
+    auto sub = find_sub(tid);
+    if (!sub)
+        return seterr(ACL_ERROR_RT_THREAD_SUBSCRIBE, __func__,
+                      "thread %llu is not subscribed to any stream (call aclrtSubscribeReport)", (unsigned long long)tid);
+    uint64_t deadline = timeout > 0 ? now_ns() + (uint64_t)timeout * 1000000ull : 0;
+    std::shared_ptr<CbItem> item;
+    bool ok = wait_word(&sub->word, false, deadline, [&] {
+        std::lock_guard<std::mutex> g(sub->m);
+        if (sub->q.empty()) return false;
+        item = sub->q.front();
+        sub->q.pop_front();
+        return true;
+    }, 200000000ull);
+    if (!ok) return seterr(ACL_ERROR_RT_REPORT_TIMEOUT, __func__, "no callback arrived within %d ms", timeout);
+    item->fn(item->data);
+    item->done.store(1);
+    futex_wake(&item->done, INT_MAX, false);
+    return ACL_SUCCESS;
+}

@@ -1,0 +1,334 @@
+"""``hcomm-kit new``: render ``templates/op`` into an operator directory, and re-render it.
+
+Only ``*.jinja`` files are rendered (Jinja2, ``StrictUndefined``: a missing variable is an
+error, never an empty string); answers are validated (as an ``op.toml``) before anything is
+written; the answers are stored in ``.hcomm-kit-answers.json`` so that ``--update`` can
+re-render after ``op.toml`` changes. ``op_kernel_aicpu/exec_op.cc`` belongs to the user: it is
+written only when absent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .._version import __version__
+from ..build.cache import atomic_write_bytes
+from ..errors import BuildError, ConfigError
+from . import names
+from .opspec import (
+    A2A3,
+    A2A3_REDUCE_DTYPES,
+    HANDSHAKES,
+    MAX_CHANNELS,
+    NOTIFY_TIMEOUT_DEFAULT,
+    OP_TOML,
+    PATTERNS,
+    PRODUCTS,
+    OpSpec,
+    load_opspec,
+    parse_opspec,
+)
+
+__all__ = [
+    "ANSWERS_FILE",
+    "PATTERN_DEFAULTS",
+    "RenderResult",
+    "templates_dir",
+    "make_environment",
+    "render_template",
+    "new_op",
+    "update_op",
+    "read_answers",
+]
+
+ANSWERS_FILE = ".hcomm-kit-answers.json"
+USER_FILES = ("op_kernel_aicpu/exec_op.cc",)
+
+# Element size per HcclDataType value 0..17 (hcomm.md §2.2; 13 is unused and holds 2).
+SIZE_TABLE = (1, 2, 4, 2, 4, 8, 8, 1, 2, 4, 8, 2, 16, 2, 1, 1, 1, 1)
+
+# What each pattern needs; becomes the op.toml written by `new` (the user edits it afterwards).
+PATTERN_DEFAULTS: dict[str, dict[str, Any]] = {
+    "empty": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="none",
+                  channel_notifies=0, reduce_ops=[]),
+    "p2p": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="p2p",
+                channel_notifies=2, reduce_ops=[]),
+    "ring-allreduce": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="ring",
+                           channel_notifies=2, reduce_ops=["sum", "max", "min"],
+                           dtypes=list(A2A3_REDUCE_DTYPES)),
+    "mesh-allgather": dict(output="count*ranks", inplace=False, threads="ranks", notifies_per_thread=2,
+                           topology="mesh", channel_notifies=2, reduce_ops=[]),
+}
+
+
+@dataclass
+class RenderResult:
+    """What ``new`` / ``--update`` did.
+
+    Attributes:
+        opdir: the operator directory.
+        spec: the validated operator description.
+        written: files (re)written, relative to ``opdir``.
+        unchanged: generated files whose content did not change.
+        kept: user files left as they were (``exec_op.cc``).
+    """
+
+    opdir: Path
+    spec: OpSpec
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def templates_dir() -> Path:
+    """The packaged templates (``templates/`` beside the package, or ``hcomm_kit/templates``)."""
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here / "templates", here.parent / "templates"):
+        if (cand / "op").is_dir():
+            return cand
+    raise BuildError(f"hcomm-kit templates not found (looked in {here / 'templates'} and "
+                     f"{here.parent / 'templates'}); the installation is incomplete, reinstall hcomm-kit")
+
+
+def _toml_value(value: Any) -> str:
+    """Format a scalar or list as TOML (strings as basic strings; JSON escapes are valid TOML)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def make_environment(template_dir: Path | None = None):
+    """A Jinja2 environment over ``template_dir`` with ``StrictUndefined`` and the ``toml`` filter."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir or templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["toml"] = _toml_value
+    env.filters["pad"] = lambda text, width: str(text).ljust(width - 1) + " "  # align trailing comments
+    return env
+
+
+def render_template(env, name: str, context: Mapping[str, Any]) -> str:
+    """Render one template; any template error becomes a :class:`BuildError` naming the template.
+
+    Raises:
+        BuildError: undefined variable (StrictUndefined), syntax error, missing template.
+    """
+    import jinja2
+
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.UndefinedError as exc:
+        raise BuildError(f"template {name}: {exc.message} (every variable must be defined; "
+                         "templates are rendered with StrictUndefined)") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise BuildError(f"template {exc.filename or name}:{exc.lineno}: syntax error: {exc.message}") from None
+    except jinja2.TemplateNotFound as exc:
+        raise BuildError(f"template {exc.name} not found in {env.loader.searchpath}") from None
+
+
+def default_answers(name: str, pattern: str, handshake: str) -> dict[str, Any]:
+    """The op.toml values ``new NAME --pattern P --handshake H`` writes."""
+    from .. import dtypes as dtype_table
+
+    if pattern not in PATTERNS:
+        raise ConfigError(f"unknown pattern {pattern!r}; accepted: {', '.join(PATTERNS)}", key="--pattern")
+    if handshake not in HANDSHAKES:
+        raise ConfigError(f"unknown handshake {handshake!r}; accepted: {', '.join(HANDSHAKES)}",
+                          key="--handshake")
+    pat = dict(PATTERN_DEFAULTS[pattern])
+    return {
+        "name": name,
+        "kernel": names.default_kernel_name(name),
+        "so": f"lib{name}_aicpu_kernel.so",
+        "handshake": handshake,
+        "pattern": pattern,
+        "products": list(PRODUCTS if handshake == "thread-notify" else A2A3),
+        "dtypes": pat.pop("dtypes", [d.name for d in dtype_table.DTYPES]),
+        "vendor": "cust",
+        **pat,
+    }
+
+
+def _context(spec: OpSpec) -> dict[str, Any]:
+    from ..build import opbuild
+
+    return {
+        "spec": spec,
+        "P": spec.macro_prefix,
+        "version": __version__,
+        "max_channels": MAX_CHANNELS,
+        "notify_timeout_default": NOTIFY_TIMEOUT_DEFAULT,
+        "size_table": list(SIZE_TABLE),
+        "width": 48,
+        "test_dtypes": list(spec.dtypes),
+        **opbuild.ascend_template_context(spec),
+    }
+
+
+def _manifest(spec: OpSpec) -> list[tuple[str, str, str]]:
+    """(template, output path, kind) for every file; kind is "generated" or "user"."""
+    return [
+        ("op/inc/param.h.jinja", f"inc/{spec.header_name}", "generated"),
+        ("op/inc/log.h.jinja", f"inc/{spec.name}_log.h", "generated"),
+        ("op/op_kernel_aicpu/aicpu_kernel.cc.jinja", "op_kernel_aicpu/aicpu_kernel.cc", "generated"),
+        ("op/op_kernel_aicpu/exec_op.h.jinja", "op_kernel_aicpu/exec_op.h", "generated"),
+        (f"op/op_kernel_aicpu/exec_op/{spec.pattern}.cc.jinja", "op_kernel_aicpu/exec_op.cc", "user"),
+        ("op/op_kernel_aicpu/op_info.json.jinja", f"op_kernel_aicpu/{spec.json_name}", "generated"),
+        ("op/tests/test_op.py.jinja", f"tests/test_{spec.name}.py", "generated"),
+        ("op/CMakeLists.txt.jinja", "CMakeLists.txt", "generated"),
+        ("op/BUILD_ON_CANN.md.jinja", "BUILD_ON_CANN.md", "generated"),
+        ("op/README.md.jinja", "README.md", "generated"),
+    ]
+
+
+def _render_all(spec: OpSpec, env) -> dict[str, tuple[bytes, str]]:
+    """Render every file in memory first, so that a template error writes nothing."""
+    ctx = _context(spec)
+    out: dict[str, tuple[bytes, str]] = {}
+    for template, rel, kind in _manifest(spec):
+        if template.endswith(".jinja"):
+            text = render_template(env, template, ctx)
+            data = text.encode()
+        else:  # only *.jinja files are rendered; anything else is copied verbatim
+            data = (Path(env.loader.searchpath[0]) / template).read_bytes()
+        out[rel] = (data, kind)
+    return out
+
+
+def _write(opdir: Path, files: dict[str, tuple[bytes, str]], result: RenderResult, *, overwrite_user: bool) -> None:
+    for rel, (data, kind) in files.items():
+        target = opdir / rel
+        if kind == "user" and target.exists() and not overwrite_user:
+            result.kept.append(rel)
+            continue
+        if target.is_file() and target.read_bytes() == data:
+            result.unchanged.append(rel)
+            continue
+        atomic_write_bytes(target, data)
+        result.written.append(rel)
+
+
+def _write_answers(opdir: Path, spec: OpSpec, files: dict[str, tuple[bytes, str]]) -> None:
+    answers = {
+        "_hcomm_kit_version": __version__,
+        "_template": "op",
+        "name": spec.name,
+        "pattern": spec.pattern,
+        "handshake": spec.handshake,
+        "op_toml_sha256": spec.toml_sha256,
+        "generated": sorted(rel for rel, (_, kind) in files.items() if kind == "generated"),
+        "user": sorted(rel for rel, (_, kind) in files.items() if kind == "user"),
+    }
+    atomic_write_bytes(opdir / ANSWERS_FILE, (json.dumps(answers, indent=2) + "\n").encode())
+
+
+def read_answers(opdir: str | Path) -> dict[str, Any] | None:
+    """The stored answers of an operator directory, or None if it has none."""
+    path = Path(opdir) / ANSWERS_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the answers file: {exc}; re-create it with `hcomm-kit new --force`",
+                          path=path) from None
+    if not isinstance(data, dict):
+        raise ConfigError("the answers file is not a JSON object", path=path)
+    return data
+
+
+def new_op(
+    name: str,
+    *,
+    pattern: str = "empty",
+    handshake: str = "thread-notify",
+    directory: str | Path = ".",
+    force: bool = False,
+    template_dir: Path | None = None,
+) -> RenderResult:
+    """Create ``directory/name/`` from the templates.
+
+    Args:
+        name: operator name (a C identifier; also the directory name).
+        pattern: one of :data:`~hcomm_kit.scaffold.opspec.PATTERNS`.
+        handshake: ``"thread-notify"`` or ``"acl-notify"``.
+        directory: parent directory.
+        force: re-render into an existing directory (op.toml and generated files are
+            overwritten; ``exec_op.cc`` is kept if it exists).
+        template_dir: alternative template tree (tests).
+
+    Returns:
+        A :class:`RenderResult`.
+
+    Raises:
+        ConfigError: bad name/pattern/handshake, or the directory exists without ``force``.
+        BuildError: a template failed to render (nothing is written then).
+
+    Example:
+        >>> new_op("my_allgather", pattern="mesh-allgather", directory="ops")  # doctest: +SKIP
+    """
+    names.check_op_name(name, key="NAME")
+    opdir = Path(directory) / name
+    if opdir.exists() and not opdir.is_dir():
+        raise ConfigError(f"{opdir} exists and is not a directory; pick another name or --dir", key="NAME")
+    if opdir.exists() and any(opdir.iterdir()) and not force:
+        what = "an hcomm-kit operator" if (opdir / ANSWERS_FILE).exists() else "a non-empty directory"
+        raise ConfigError(f"{opdir} already exists ({what}); use `hcomm-kit new --update {opdir}` after editing "
+                          f"its op.toml, --force to re-render it (your exec_op.cc is kept), or another "
+                          f"NAME / --dir", key="NAME")
+    env = make_environment(template_dir)
+    answers = default_answers(name, pattern, handshake)
+    toml_text = render_template(env, "op/op.toml.jinja", {"a": answers, "version": __version__})
+    toml_path = opdir / OP_TOML
+    spec = parse_opspec(toml_text, path=toml_path, opdir=opdir)  # validate before writing anything
+    files = _render_all(spec, env)
+    result = RenderResult(opdir=opdir, spec=spec)
+    opdir.mkdir(parents=True, exist_ok=True)
+    _write(opdir, {OP_TOML: (toml_text.encode(), "generated"), **files}, result, overwrite_user=False)
+    _write_answers(opdir, spec, files)
+    return result
+
+
+def update_op(opdir: str | Path, *, template_dir: Path | None = None) -> RenderResult:
+    """Re-render the generated files of ``opdir`` from its (edited) ``op.toml``.
+
+    ``op.toml`` and ``exec_op.cc`` are never written (``exec_op.cc`` is created only if missing).
+
+    Raises:
+        ConfigError: not an operator directory, invalid op.toml, or the operator was renamed.
+        BuildError: a template failed to render.
+    """
+    opdir = Path(opdir)
+    if not (opdir / OP_TOML).is_file():
+        raise ConfigError(f"{opdir} is not an operator directory (no {OP_TOML}); create one with "
+                          "`hcomm-kit new NAME`", key="--update")
+    answers = read_answers(opdir) or {}
+    spec = load_opspec(opdir)
+    old = answers.get("name")
+    if old and old != spec.name:
+        raise ConfigError(f"op.name changed from {old!r} to {spec.name!r}: renaming is not supported by "
+                          f"--update (exec_op.cc and the file names depend on it); create a new operator "
+                          f"with `hcomm-kit new {spec.name}` and move your exec_op.cc", key="op.name",
+                          path=opdir / OP_TOML)
+    env = make_environment(template_dir)
+    files = _render_all(spec, env)
+    result = RenderResult(opdir=opdir, spec=spec)
+    _write(opdir, files, result, overwrite_user=False)
+    _write_answers(opdir, spec, files)
+    return result

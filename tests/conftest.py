@@ -1,0 +1,32 @@
+"""Session-wide pytest fixtures shared by all test modules.
+
+The real user build cache (~/.cache/hcomm_kit or $HCOMM_KIT_CACHE_DIR) is kept by default so
+the emulator compiles once per machine; tests that must not see or touch it use
+``isolated_cache``. Add new shared fixtures here, one small fixture per scenario.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HCOMM_KIT_CACHE_DIR at an empty per-test directory and return it."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("HCOMM_KIT_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def clean_hcomm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset every variable declared in hcomm_kit.envs (except the cache dir) for this test."""
+    from hcomm_kit import envs
+
+    for name in envs.VARIABLES:
+        if name != "HCOMM_KIT_CACHE_DIR":
+            monkeypatch.delenv(name, raising=False)

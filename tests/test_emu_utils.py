@@ -1,0 +1,56 @@
+"""Builds and runs tests/c/test_emu_utils.cc (JSON reader, reductions, securec) three ways:
+plain -O2, AddressSanitizer + UndefinedBehaviorSanitizer, and ThreadSanitizer."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EMU = ROOT / "hcomm_kit" / "emu"
+SOURCES = [
+    EMU / "src" / "json.cc",
+    EMU / "src" / "reduce.cc",
+    EMU / "src" / "securec.cc",
+    ROOT / "tests" / "c" / "test_emu_utils.cc",
+]
+# Same flags as the emulator library (see .dev/CONTRACTS.md), minus -shared.
+PROJECT_FLAGS = [
+    "-std=c++17", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-DFUNC_VISIBILITY",
+    "-Wall", "-Wextra", "-Werror", "-pthread",
+    f"-I{EMU / 'include'}", f"-I{EMU / 'src'}",
+]
+VARIANTS = {
+    "plain": [],
+    "asan_ubsan": ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"],
+    "tsan": ["-fsanitize=thread"],
+}
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "abort_on_error=0:detect_leaks=1",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    "TSAN_OPTIONS": "halt_on_error=1:second_deadlock_stack=1",
+}
+
+
+def _cxx() -> str:
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        pytest.skip(f"C++ compiler {cxx!r} not found (set CXX to a g++ >= 12)")
+    return cxx
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_emu_utils(variant, tmp_path):
+    assert (EMU / "include" / "securec.h").is_file(), "hcomm_kit/emu/include/securec.h is missing"
+    exe = tmp_path / f"test_emu_utils_{variant}"
+    cmd = [_cxx(), *PROJECT_FLAGS, *VARIANTS[variant], *map(str, SOURCES), "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, f"compile failed:\n{' '.join(cmd)}\n{build.stdout}{build.stderr}"
+
+    env = {**os.environ, **SANITIZER_ENV, "TMPDIR": str(tmp_path)}
+    run = subprocess.run([str(exe), str(tmp_path)], capture_output=True, text=True, timeout=600, env=env)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, f"{exe.name} exited with {run.returncode}:\n{output}"
+    assert " 0 failed" in run.stdout, output
