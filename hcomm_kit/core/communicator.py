@@ -1,0 +1,272 @@
+"""The communicator: :func:`init` bootstraps one HCCL communicator per process (rank).
+
+Example::
+
+    import hcomm_kit
+    with hcomm_kit.init() as comm:            # under mpirun: one rank per process
+        op = comm.load_op("ops/my_allgather")
+        out = op(np.arange(8, dtype=np.float32))
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+from .. import envs
+from ..errors import ConfigError, HcommKitError
+from ..runtime import enums, structs
+from .bootstrap import Bootstrap, detect
+from .device import DeviceBuffer, Device, Stream
+
+__all__ = ["Communicator", "init"]
+
+_LIVE: "weakref.WeakSet[Communicator]" = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+_ATEXIT = False
+
+
+def _close_all() -> None:
+    for c in list(_LIVE):
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+def _apply_soc(soc: str | None, backend: str | None):
+    """Set HCOMM_KIT_SOC before the runtime loads; refuse a different SoC once it is loaded."""
+    from .. import runtime
+
+    rt = runtime.loaded()
+    if soc is not None:
+        choices = envs.VARIABLES["HCOMM_KIT_SOC"].choices
+        if soc not in choices:
+            raise ConfigError(f"unknown soc {soc!r}; accepted: {', '.join(choices)}", key="soc")
+        if rt is not None:
+            rt.checked.aclInit(None)
+            current = rt.soc_name()
+            if current and current != soc and not current.startswith(soc):
+                raise ConfigError(
+                    f"the runtime is already loaded with SoC {current}; cannot switch to {soc} in this process. "
+                    f"Set HCOMM_KIT_SOC={soc} before the first hcomm_kit call (or start a new process)",
+                    key="soc")
+        else:
+            os.environ["HCOMM_KIT_SOC"] = soc
+    if rt is None:
+        rt = runtime.load(backend)
+    return rt
+
+
+def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None) -> "Communicator":
+    """Create the communicator of this process.
+
+    Args:
+        comm: an mpi4py communicator to bootstrap from (default: ``MPI.COMM_WORLD`` under an MPI
+            launcher, else ``HCOMM_KIT_RANK``/``HCOMM_KIT_WORLD_SIZE``/``HCOMM_KIT_ROOT_INFO``, else a
+            1-rank communicator).
+        backend: ``"emu"`` / ``"cann"`` / ``"auto"`` (default ``HCOMM_KIT_BACKEND``).
+        soc: emulator personality (``Ascend910B``, ``Ascend910_93``, ``Ascend950``); sets
+            ``HCOMM_KIT_SOC`` before the runtime loads.
+
+    Returns:
+        A :class:`Communicator` (also a context manager).
+
+    Raises:
+        ConfigError: bad soc / env bootstrap; AclError / HcclError from the runtime.
+
+    Example:
+        >>> comm = hcomm_kit.init()          # doctest: +SKIP
+        >>> comm.rank, comm.size             # doctest: +SKIP
+        (0, 1)
+    """
+    rt = _apply_soc(soc, backend)
+    boot = detect(comm)
+    return Communicator._create(rt, boot)
+
+
+class Communicator:
+    """One HCCL communicator of this rank.
+
+    Attributes:
+        rank, size: this rank and the rank count.
+        name: the communicator name (``HcclGetCommName``).
+        handle: the ``HcclComm`` pointer (int).
+        stream: the default :class:`~hcomm_kit.core.device.Stream` of its operators.
+        device: the :class:`~hcomm_kit.core.device.Device`.
+        mpi_comm: the mpi4py communicator it was bootstrapped from (or None).
+    """
+
+    def __init__(self) -> None:  # use init() / split()
+        raise TypeError("use hcomm_kit.init() or Communicator.split()")
+
+    @classmethod
+    def _create(cls, rt, boot: Bootstrap) -> "Communicator":
+        global _ATEXIT
+        self = object.__new__(cls)
+        self.rt = rt
+        self.device = Device.open(rt, boot.local_rank)
+        self._boot = boot
+        self.mpi_comm = boot.mpi_comm
+        self.handle = None
+        self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.op)
+        self._ops: dict = {}            # opdir -> CustomOp
+        self._closed = False
+
+        def make_root() -> bytes:
+            info = structs.HcclRootInfo()
+            rt.checked.HcclGetRootInfo(ctypes.byref(info))
+            return bytes(ctypes.string_at(ctypes.addressof(info), ctypes.sizeof(info)))
+
+        try:
+            raw = boot.exchange(make_root)
+        except BaseException:
+            if boot.mpi_comm is not None and boot.size > 1:
+                _abort_mpi(boot.mpi_comm)
+            raise
+        info = structs.HcclRootInfo.from_buffer_copy(raw)
+        h = ctypes.c_void_p()
+        rt.checked.HcclCommInitRootInfo(boot.size, ctypes.byref(info), boot.rank, ctypes.byref(h))
+        self.handle = h.value
+        r, n = ctypes.c_uint32(), ctypes.c_uint32()
+        rt.checked.HcclGetRankId(self.handle, ctypes.byref(r))
+        rt.checked.HcclGetRankSize(self.handle, ctypes.byref(n))
+        self.rank, self.size = r.value, n.value
+        name = ctypes.create_string_buffer(enums.COMM_NAME_MAX_LENGTH)
+        rt.checked.HcclGetCommName(self.handle, name)
+        self.name = name.value.decode()
+        self.name_bytes = name.value
+        self.stream = Stream(rt)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+            if not _ATEXIT:
+                atexit.register(_close_all)  # runs before mpi4py's MPI_Finalize (registered earlier)
+                _ATEXIT = True
+        return self
+
+    # ---- properties ------------------------------------------------------------------------
+    @property
+    def soc(self) -> str:
+        return self.device.soc
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise HcommKitError("this communicator is closed")
+
+    # ---- operators and buffers -------------------------------------------------------------
+    def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
+        """Load (building if needed) the custom operator in ``path`` (its directory or op.toml).
+
+        Returns:
+            A :class:`~hcomm_kit.op.CustomOp`, cached per directory.
+        """
+        self._check_open()
+        key = (str(Path(path).resolve()), tuple(sorted(build_options.items())))
+        op = self._ops.get(key)
+        if op is None:
+            from ..op import CustomOp
+
+            op = CustomOp(self, path, **build_options)
+            self._ops[key] = op
+        return op
+
+    def empty(self, shape: "int | tuple[int, ...]", dtype: Any = "fp32") -> DeviceBuffer:
+        """Uninitialised device memory of ``shape`` elements of ``dtype``."""
+        self._check_open()
+        return DeviceBuffer.empty(shape, dtype, rt=self.rt)
+
+    def to_device(self, array: Any, dtype: Any = None) -> DeviceBuffer:
+        """A new device buffer holding a copy of a host array."""
+        self._check_open()
+        return DeviceBuffer.from_numpy(array, dtype, rt=self.rt)
+
+    def new_stream(self) -> Stream:
+        """A new stream (pass it as ``op(..., stream=s)``)."""
+        return Stream(self.rt)
+
+    # ---- collectives of the control plane ---------------------------------------------------
+    def barrier(self) -> None:
+        """``HcclBarrier`` on the default stream, then wait for it."""
+        self._check_open()
+        if self.size == 1:
+            self.stream.synchronize()
+            return
+        self.rt.checked.HcclBarrier(self.handle, self.stream.handle)
+        self.stream.synchronize()
+
+    def split(self, color: int | None, key: int = 0) -> "Communicator | None":
+        """A new communicator of the ranks with the same ``color``, ordered by ``key`` (collective).
+
+        Needs an MPI bootstrap (mpi4py ``Split``). ``color=None`` (``MPI.UNDEFINED``) returns None
+        on this rank.
+        """
+        self._check_open()
+        if self.mpi_comm is None:
+            if self.size == 1:
+                return self if color is None else Communicator._create(self.rt, Bootstrap(0, 1, self._boot.local_rank))
+            raise HcommKitError("split() needs a communicator bootstrapped from MPI (mpi4py)")
+        from mpi4py import MPI
+
+        sub = self.mpi_comm.Split(MPI.UNDEFINED if color is None else int(color), int(key))
+        if sub == MPI.COMM_NULL:
+            return None
+        boot = Bootstrap(sub.Get_rank(), sub.Get_size(), self._boot.local_rank, mpi_comm=sub)
+        return Communicator._create(self.rt, boot)
+
+    # ---- lifetime --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Wait for pending work, release operator resources and destroy the communicator."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.stream.handle:
+                self.rt.acl.aclrtSynchronizeStream(self.stream.handle)
+        finally:
+            for res in list(self._resources.values()):
+                try:
+                    res.close()
+                except Exception:
+                    pass
+            self._resources.clear()
+            for op in list(self._ops.values()):
+                op._release()
+            self._ops.clear()
+            if self.handle:
+                self.rt.acl  # noqa: B018 - keep rt alive
+                self.rt.hccl.HcclCommDestroy(self.handle)
+                self.handle = None
+            self.stream.close()
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"rank {self.rank}/{self.size}"
+        return f"<Communicator {self.name!r} {state} {self.device.soc} ({self._boot.kind})>"
+
+
+def _abort_mpi(mpi_comm) -> None:
+    try:
+        import sys
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        mpi_comm.Abort(1)
+    except Exception:
+        pass
