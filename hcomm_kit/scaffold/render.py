@@ -84,13 +84,14 @@ class RenderResult:
 
 
 def templates_dir() -> Path:
-    """The packaged templates (``templates/`` beside the package, or ``hcomm_kit/templates``)."""
-    here = Path(__file__).resolve().parent.parent
-    for cand in (here / "templates", here.parent / "templates"):
-        if (cand / "op").is_dir():
-            return cand
-    raise BuildError(f"hcomm-kit templates not found (looked in {here / 'templates'} and "
-                     f"{here.parent / 'templates'}); the installation is incomplete, reinstall hcomm-kit")
+    """The packaged templates (the checkout's ``templates/`` or ``hcomm_kit/_data/templates``)."""
+    from ..resources import templates_dir as packaged
+
+    path = Path(packaged())
+    if not (path / "op").is_dir():
+        raise BuildError(f"hcomm-kit templates not found in {path}; the installation is incomplete, "
+                         "reinstall hcomm-kit")
+    return path
 
 
 def _toml_value(value: Any) -> str:

@@ -151,11 +151,11 @@ static void rank_main(uint32_t rank) {
     CHECK((g_n == 2) == (rh[0] == rh[1]));
     for (size_t i = 0; i < mesh.size(); i++) CHECK(rh[0] != mh[i] && rh[1] != mh[i]);
     /* A host-engine channel is a different channel from the device one. */
-    HcclChannelDesc hostd = make_desc(next, COMM_PROTOCOL_HCCS, 1);
-    ChannelHandle hh = 0;
-    CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_CPU_TS, &hostd, 1, &hh), HCCL_SUCCESS);
-    CHECK(hh != 0);
-    for (size_t i = 0; i < mesh.size(); i++) CHECK(hh != mh[i]);
+    HcclChannelDesc hostd[2] = {make_desc(prev, COMM_PROTOCOL_HCCS, 1), make_desc(next, COMM_PROTOCOL_HCCS, 1)};
+    ChannelHandle hh[2] = {0, 0};
+    CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_CPU_TS, hostd, 2, hh), HCCL_SUCCESS);
+    CHECK(hh[0] != 0 && hh[1] != 0);
+    for (size_t i = 0; i < mesh.size(); i++) CHECK(hh[0] != mh[i] && hh[1] != mh[i]);
     /* Validation. */
     ChannelHandle bh = 0;
     HcclChannelDesc bd = make_desc(rank, COMM_PROTOCOL_HCCS, 1);
