@@ -13,4 +13,33 @@ __all__ = [
     "__version__",
     "get_include",
     "get_library",
+    "init",
+    "Communicator",
+    "CustomOp",
+    "Work",
+    "DeviceBuffer",
 ]
+
+# Imported on first use so that `import hcomm_kit` (and the CLI) stays cheap.
+_LAZY = {
+    "init": "hcomm_kit.core.communicator",
+    "Communicator": "hcomm_kit.core.communicator",
+    "DeviceBuffer": "hcomm_kit.core.device",
+    "CustomOp": "hcomm_kit.op",
+    "Work": "hcomm_kit.op",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hcomm_kit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

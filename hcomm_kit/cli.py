@@ -31,6 +31,8 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 # name -> module; the order here is the order in `hcomm-kit --help`.
 SUBCOMMANDS: dict[str, str] = {
+    "new": "hcomm_kit.cli_new",
+    "build": "hcomm_kit.cli_build",
     "doctor": "hcomm_kit.cli_doctor",
     "config": "hcomm_kit.cli_config",
 }
