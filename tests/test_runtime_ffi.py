@@ -211,7 +211,8 @@ def test_runtime_binds_emulator(rt, emu_library_path):
     assert rt.backend == "emu"
     assert rt.library_paths == (emu_library_path,)
     assert not [n for n in rt.missing if next(d for d in DECLS if d.name == n).required]
-    assert rt.acl.aclrtMalloc.argtypes == [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_int]
+    out, size, policy = rt.acl.aclrtMalloc.argtypes
+    assert out._type_ is ctypes.c_void_p and size is ctypes.c_size_t and policy is ctypes.c_int
     assert library.load("emu") is rt
 
 

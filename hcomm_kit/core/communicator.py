@@ -87,6 +87,10 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
     """
     rt = _apply_soc(soc, backend)
     boot = detect(comm)
+    if boot.mpi_comm is not None and boot.size > 1:
+        from .launch import install_abort_hook
+
+        install_abort_hook()  # an exception on one rank aborts the job instead of hanging the others
     return Communicator._create(rt, boot)
 
 

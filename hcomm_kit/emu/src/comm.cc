@@ -838,12 +838,10 @@ EMU_API HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
     return HCCL_SUCCESS;
 }
 
-EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
-    RESOLVE_COMM(c, comm);
-    {
-        std::lock_guard<std::mutex> g(g_comms_m);
-        g_comms.erase(c);
-    }
+namespace {
+/* Frees everything a communicator owns in this process; peers may still run (they keep their
+ * own mappings of our buffer, and our device control block stays). */
+void comm_teardown(Comm* c) {
     std::lock_guard<std::mutex> use(c->use_m); /* wait for kernels holding it (HcommAcquireComm) */
     std::lock_guard<std::mutex> g(c->m);
     for (HThread* t : c->threads) hthread_destroy(t);
@@ -872,6 +870,16 @@ EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
     if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
     comm_release_segments(c);
     c->magic = 0;
+}
+}  // namespace
+
+EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
+    RESOLVE_COMM(c, comm);
+    {
+        std::lock_guard<std::mutex> g(g_comms_m);
+        g_comms.erase(c);
+    }
+    comm_teardown(c);
     delete c;
     return HCCL_SUCCESS;
 }

@@ -1,0 +1,36 @@
+"""Start any program on N ranks (re-executed under mpirun unless already under MPI).
+
+  hcomm-kit launch --np 4 -- python train.py --epochs 1
+  hcomm-kit launch --np 2 --timeout 60 -- ./my_host_program
+
+Adds --oversubscribe, --allow-run-as-root (when root) and per-rank output tags. When one rank
+exits non-zero, mpirun terminates the others; Python programs that call hcomm_kit.init() under
+mpirun also abort the whole job on an uncaught exception (see hcomm_kit.core.launch.install_abort_hook).
+--timeout kills the whole job after S seconds (exit status 124).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "run a command on N ranks under mpirun"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--np", "-n", type=int, required=True, metavar="N", help="number of ranks")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="kill the whole job after S seconds (exit 124)")
+    parser.add_argument("--no-tag-output", action="store_true", help="do not prefix output lines with the rank")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .errors import ConfigError
+    from .core.launch import launch
+
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
+    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output)

@@ -1,0 +1,372 @@
+"""pytest plugin for multi-rank tests (registered as ``pytest11`` entry point ``hcomm_kit``).
+
+Mark a test with ``@pytest.mark.mpi(np=[2, 3, 4])`` (optional ``timeout=`` seconds, default 120):
+it is parametrized over the rank counts (ids ``np2``, ``np3``, ...).
+
+* **Under MPI** (``mpirun -np N python -m pytest ...``): only the items with ``np == N`` are kept
+  and the body runs on every rank; ranks meet at a barrier before each test. A rank whose test
+  fails prints the traceback and aborts the whole job (``MPI_Abort``), so no rank hangs.
+* **Not under MPI** (plain ``pytest``): the items of one file with the same rank count run in one
+  ``mpirun -np N python -m pytest <node ids> -x -q -p no:cacheprovider`` child job
+  (``HCOMM_KIT_MPI_NP=N``), each rank's output going to its own log file. Each item passes or
+  fails with what the ranks reported; a timeout (per item) or a crash fails the running item and
+  shows the failing rank's traceback and log tail. Items not reached after a failure run in a
+  new job. Full logs stay in the directory named in the failure message.
+
+Fixtures: ``comm`` (one ``hcomm_kit.init()`` per process, closed at session end), ``mpi_comm``
+(``mpi4py.MPI.COMM_WORLD``), ``mpi_np`` (the rank count of the item).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ENV_NP = "HCOMM_KIT_MPI_NP"            # set by the harness in the child job: the item rank count
+ENV_RESULTS = "HCOMM_KIT_MPI_RESULTS"  # child job: directory for per-rank result and log files
+DEFAULT_TIMEOUT = 120.0
+_MARKER_HELP = ("mpi(np=[2, 3, 4], timeout=120): run the test on each rank count under mpirun "
+                "(hcomm_kit.testing.plugin)")
+_LOG_TAIL = 60
+_COMM = None
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def _world_size() -> int | None:
+    """The MPI world size of this process when started by an MPI launcher, else None."""
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"):
+        raw = os.environ.get(name, "")
+        if raw.isdigit():
+            return int(raw)
+    if "PMIX_RANK" in os.environ:
+        return int(os.environ.get(ENV_NP, "1"))
+    return None
+
+
+def _world_rank() -> int:
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        raw = os.environ.get(name, "")
+        if raw.isdigit():
+            return int(raw)
+    return 0
+
+
+def _inner() -> bool:
+    return _world_size() is not None
+
+
+def _marker_nps(marker) -> list[int]:
+    nps = marker.kwargs.get("np", marker.args[0] if marker.args else [2])
+    if isinstance(nps, int):
+        nps = [nps]
+    out = [int(n) for n in nps]
+    if not out or min(out) < 1:
+        raise ValueError(f"@pytest.mark.mpi(np={nps!r}): rank counts must be >= 1")
+    return out
+
+
+def _item_np(item) -> int | None:
+    cs = getattr(item, "callspec", None)
+    if cs is not None and "mpi_np" in cs.params:
+        return int(cs.params["mpi_np"])
+    return None
+
+
+def _item_timeout(item) -> float:
+    m = item.get_closest_marker("mpi")
+    return float(m.kwargs.get("timeout", DEFAULT_TIMEOUT)) if m is not None else DEFAULT_TIMEOUT
+
+
+def _outer_item(item) -> bool:
+    return not _inner() and item.get_closest_marker("mpi") is not None and _item_np(item) is not None
+
+
+# ---- hooks -----------------------------------------------------------------------------------
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", _MARKER_HELP)
+    if _inner():
+        config._hk_results = None
+        d = os.environ.get(ENV_RESULTS)
+        if d:
+            config._hk_results = open(Path(d) / f"rank{_world_rank()}.jsonl", "a", buffering=1)
+
+
+def pytest_generate_tests(metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("mpi")
+    if marker is None:
+        return
+    nps = _marker_nps(marker)
+    if "mpi_np" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("mpi_np")
+    metafunc.parametrize("mpi_np", nps, ids=[f"np{n}" for n in nps], scope="function")
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    world = _world_size()
+    if world is not None:
+        want = int(os.environ.get(ENV_NP, world))
+        keep, drop = [], []
+        for it in items:
+            n = _item_np(it)
+            (drop if n is not None and n != want else keep).append(it)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+    else:
+        config._hk_items = [it for it in items if _outer_item(it)]
+        config._hk_results_by_id = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    if _inner() and (_world_size() or 1) > 1 and "mpi4py.MPI" in sys.modules:
+        sys.modules["mpi4py.MPI"].COMM_WORLD.Barrier()  # keep ranks in step (only once MPI is up)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    if not _outer_item(pyfuncitem):
+        return None
+    result = pyfuncitem.config._hk_results_by_id.get(pyfuncitem.nodeid)
+    if result is None:
+        _run_group(pyfuncitem)
+        result = pyfuncitem.config._hk_results_by_id.get(pyfuncitem.nodeid)
+    if result is None:
+        pytest.fail("the mpirun job ended without running this test (see the log directory above)", pytrace=False)
+    outcome, text = result
+    if outcome == "passed":
+        return True
+    if outcome == "skipped":
+        pytest.skip(text)
+    pytest.fail(text, pytrace=False)
+
+
+def pytest_runtest_logreport(report) -> None:
+    if not _inner():
+        return
+    f = _RESULTS_FILE[0]
+    if f is not None:
+        rec = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}
+        if report.failed:
+            rec["text"] = report.longreprtext
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            rec["text"] = str(report.longrepr[2])
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+    if report.failed and (_world_size() or 1) > 1:
+        _abort(report)
+
+
+_RESULTS_FILE: list = [None]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session) -> None:
+    _RESULTS_FILE[0] = getattr(session.config, "_hk_results", None)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    global _COMM
+    if _COMM is not None:
+        try:
+            _COMM.close()
+        except Exception:
+            pass
+        _COMM = None
+
+
+def _abort(report) -> None:
+    """One rank failed: print its traceback and abort every rank (no one waits for it forever)."""
+    rank = _world_rank()
+    sys.stderr.write(f"\n[hcomm_kit.testing] rank {rank}: {report.nodeid} {report.when} FAILED; aborting the "
+                     f"MPI job\n{report.longreprtext}\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    try:
+        from mpi4py import MPI
+
+        MPI.COMM_WORLD.Abort(1)
+    except Exception:
+        os._exit(1)
+
+
+# ---- fixtures --------------------------------------------------------------------------------
+@pytest.fixture
+def mpi_np(request) -> int:
+    """The rank count of this item (from @pytest.mark.mpi)."""
+    return int(getattr(request, "param", 1))
+
+
+@pytest.fixture
+def comm(request):
+    """The hcomm_kit communicator of this process (``hcomm_kit.init()``, shared by all tests).
+
+    In the outer (non-MPI) process of an mpi-marked test it is None: the body runs under mpirun.
+    """
+    global _COMM
+    if _outer_item(request.node):
+        return None
+    if _COMM is None or _COMM.closed:
+        import hcomm_kit
+
+        _COMM = hcomm_kit.init()
+    return _COMM
+
+
+@pytest.fixture
+def mpi_comm(request):
+    """``mpi4py.MPI.COMM_WORLD`` (None in the outer process of an mpi-marked test)."""
+    if _outer_item(request.node):
+        return None
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+# ---- the outer runner ------------------------------------------------------------------------
+def _group_key(item):
+    return (str(item.path), _item_np(item), _item_timeout(item))
+
+
+def _run_group(first) -> None:
+    """Run ``first`` and the pending items of its group in one mpirun job; store their results."""
+    import subprocess
+    import tempfile
+
+    from hcomm_kit.mpi import mpirun_argv
+
+    config = first.config
+    results = config._hk_results_by_id
+    key = _group_key(first)
+    items = config._hk_items
+    start = items.index(first) if first in items else 0
+    batch = [first] + [it for it in items[start + 1:] if _group_key(it) == key and it.nodeid not in results]
+    np_, timeout = key[1], key[2]
+    logdir = Path(tempfile.mkdtemp(prefix=f"hcomm_kit_mpi_np{np_}_"))
+    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir)}
+    if "HCCL_EXEC_TIMEOUT" not in os.environ:
+        env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(timeout) - 5))  # device waits fail before the harness kills
+    if "HCOMM_KIT_SPIN_US" not in os.environ and (os.cpu_count() or 1) < np_:
+        env["HCOMM_KIT_SPIN_US"] = "0"
+    pytest_args = [sys.executable, "-m", "pytest", *[it.nodeid for it in batch], "-x", "-q",
+                   "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(config.rootpath)]
+    if config.inifile:
+        pytest_args += ["-c", str(config.inifile)]
+    if config.pluginmanager.get_plugin("hcomm_kit") is None:
+        pytest_args += ["-p", "hcomm_kit.testing.plugin"]
+    redirect = 'exec "$0" "$@" >"$HCOMM_KIT_MPI_RESULTS/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.log" 2>&1'
+    argv = mpirun_argv(np_, ["/bin/sh", "-c", redirect, *pytest_args], env=env, tag_output=False)
+    full_env = dict(os.environ, **env)
+    with open(logdir / "mpirun.log", "wb") as mlog:
+        proc = subprocess.Popen(argv, cwd=str(config.rootpath), env=full_env, stdout=mlog,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        done_ids: set[str] = set()
+        last = time.monotonic()
+        timed_out = False
+        while proc.poll() is None:
+            time.sleep(0.05)
+            finished = _finished_ids(logdir, 0)
+            if len(finished) > len(done_ids):
+                done_ids, last = finished, time.monotonic()
+            elif time.monotonic() - last > timeout:
+                timed_out = True
+                _kill(proc)
+                break
+        proc.wait()
+    per_rank = {r: _read_reports(logdir / f"rank{r}.jsonl") for r in range(np_)}
+    current = None
+    for it in batch:
+        outcome, text = _combine(it.nodeid, per_rank)
+        if outcome is None:
+            if current is None and (timed_out or proc.returncode != 0):
+                current = it
+                results[it.nodeid] = ("failed", _failure_text(it, per_rank, logdir, np_, timeout, timed_out,
+                                                             proc.returncode))
+            break
+        if outcome == "failed":
+            text = _failure_text(it, per_rank, logdir, np_, timeout, False, proc.returncode, text)
+        results[it.nodeid] = (outcome, text)
+        if outcome == "failed":
+            break
+
+
+def _kill(proc) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+
+
+def _read_reports(path: Path) -> list[dict]:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _finished_ids(logdir: Path, rank: int) -> set[str]:
+    return {r["nodeid"] for r in _read_reports(logdir / f"rank{rank}.jsonl") if r["when"] == "teardown"}
+
+
+def _combine(nodeid: str, per_rank: dict[int, list[dict]]):
+    """(outcome, text) of one item over all ranks, or (None, '') if it did not finish everywhere."""
+    failed, skipped, complete = [], None, True
+    for rank, recs in per_rank.items():
+        mine = [r for r in recs if r["nodeid"] == nodeid]
+        for r in mine:
+            if r["outcome"] == "failed":
+                failed.append((rank, r))
+            elif r["outcome"] == "skipped" and skipped is None:
+                skipped = r.get("text", "skipped on the ranks")
+        if not any(r["when"] == "teardown" for r in mine):
+            complete = False
+    if failed:
+        rank, r = failed[0]
+        return "failed", f"rank {rank} ({r['when']}):\n{r.get('text', '')}"
+    if not complete:
+        return None, ""
+    if skipped is not None:
+        return "skipped", skipped
+    return "passed", ""
+
+
+def _tail(path: Path, n: int = _LOG_TAIL) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(lines[-n:])
+
+
+def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_out: bool, rc,
+                  reported: str = "") -> str:
+    head = f"{item.nodeid} on {np_} ranks: "
+    if reported:
+        rank = int(reported.split()[1])
+        log = _tail(logdir / f"rank{rank}.log").split("[hcomm_kit.testing] rank")[0].rstrip()
+        return (f"{head}failed on {reported}\n--- rank {rank} output before the failure (tail) ---\n{log}\n"
+                f"(full logs of every rank: {logdir})")
+    if timed_out:
+        why = f"timed out after {timeout:g} s (@pytest.mark.mpi(timeout=...)); killed the mpirun job"
+    else:
+        why = f"the mpirun job exited with status {rc} before the test finished (a rank crashed or aborted)"
+    parts = [head + why]
+    for r in range(np_):
+        parts.append(f"--- rank {r} log (tail) ---\n{_tail(logdir / f'rank{r}.log', 25)}")
+    parts.append(f"--- mpirun ---\n{_tail(logdir / 'mpirun.log', 15)}")
+    parts.append(f"(full logs of every rank: {logdir})")
+    return "\n".join(parts)
