@@ -35,6 +35,10 @@ SUBCOMMANDS: dict[str, str] = {
     "build": "hcomm_kit.cli_build",
     "doctor": "hcomm_kit.cli_doctor",
     "config": "hcomm_kit.cli_config",
+    "launch": "hcomm_kit.cli_launch",
+    "run": "hcomm_kit.cli_run",
+    "test": "hcomm_kit.cli_test",
+    "demo": "hcomm_kit.cli_demo",
 }
 
 

@@ -9,6 +9,7 @@ C programs in tests/c are compiled against the public headers and libhcomm_emu.s
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import signal
@@ -52,25 +53,46 @@ def _shm_entries() -> set[str]:
     return {p.name for p in SHM.iterdir() if p.name.startswith(SHM_PREFIX)} if SHM.is_dir() else set()
 
 
+def _unlocked(name: str) -> bool:
+    """True if nobody holds a lock on the segment (its creators are gone)."""
+    try:
+        fd = os.open(SHM / name, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _leaked(before: set[str], pids: list[int]) -> list[str]:
-    """Segments that appeared during the test and belong to it (its pids' devices, any job or buffer)."""
+    """Segments left behind by this test: its processes' device blocks and HCCL buffers, and any
+    job segment that appeared meanwhile and has no living holder. (Other test sessions may run
+    concurrently on the machine: their live segments are locked by their owners.)"""
     mine = []
     for name in _shm_entries() - before:
         rest = name[len(SHM_PREFIX):]
-        if rest.startswith(("job.", "buf.")) or any(rest.startswith(f"d{pid}.") for pid in pids):
+        if any(rest.startswith((f"d{pid}.", f"buf.{pid}.")) for pid in pids):
+            mine.append(name)
+        elif rest.startswith(("job.", "buf.")) and _unlocked(name):
             mine.append(name)
     return sorted(mine)
 
 
-@pytest.mark.parametrize("nranks", [2, 3, 4, 8])
-def test_comm_threads(programs: dict[str, Path], tmp_path: Path, nranks: int) -> None:
+@pytest.mark.parametrize("nranks,soc", [(2, ""), (3, ""), (4, ""), (8, ""), (2, "Ascend950"), (3, "Ascend910_93")])
+def test_comm_threads(programs: dict[str, Path], tmp_path: Path, nranks: int, soc: str) -> None:
     before = _shm_entries()
     table = tmp_path / "rank_table.json"
-    res = subprocess.run([str(programs["test_comm_threads"]), str(nranks), str(table)], env=_env(),
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
-    assert f"PASS {nranks} ranks" in res.stdout
-    assert _leaked(before, []) == []
+    env = _env(HCOMM_KIT_SOC=soc) if soc else _env()
+    proc = subprocess.Popen([str(programs["test_comm_threads"]), str(nranks), str(table)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (rc, out, err), = _reap([proc], 120)
+    assert rc == 0, f"exit {rc}\n{out}\n{err}"
+    assert f"PASS {nranks} ranks" in out
+    assert _leaked(before, [proc.pid]) == []
 
 
 def _spawn(prog: Path, n: int, rootfile: Path, mode: str, env: dict[str, str]) -> list[subprocess.Popen]:
@@ -103,6 +125,19 @@ def test_comm_processes(programs: dict[str, Path], tmp_path: Path, nranks: int) 
     names = {out.split()[2] for _, out, _ in results}
     assert len(names) == 1  # one communicator name on every rank
     assert _leaked(before, [p.pid for p in procs]) == []
+
+
+def test_missing_rank_times_out(programs: dict[str, Path], tmp_path: Path) -> None:
+    """Only rank 0 of 2 shows up: HCCL_E_TIMEOUT naming rank 1 after HCCL_CONNECT_TIMEOUT, no leftovers."""
+    before = _shm_entries()
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(programs["test_comm_procs"]), "0", "2", str(tmp_path / "root.bin"), "ok"],
+                            env=_env(HCCL_CONNECT_TIMEOUT="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (rc, _out, err), = _reap([proc], 30)
+    assert rc == 1
+    assert "rc=9" in err and "ranks 1 never arrived" in err, err
+    assert time.monotonic() - t0 < 10
+    assert _leaked(before, [proc.pid]) == []
 
 
 def test_peer_death_during_barrier(programs: dict[str, Path], tmp_path: Path) -> None:

@@ -146,6 +146,8 @@ class Communicator:
         self.name = name.value.decode()
         self.name_bytes = name.value
         self.stream = Stream(rt)
+        if boot.mpi_comm is not None and boot.size > 1:
+            boot.mpi_comm.Barrier()  # every rank is attached before any of them can use (or destroy) it
         with _LIVE_LOCK:
             _LIVE.add(self)
             if not _ATEXIT:
@@ -228,13 +230,17 @@ class Communicator:
 
     # ---- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
-        """Wait for pending work, release operator resources and destroy the communicator."""
+        """Wait for pending work, release operator resources and destroy the communicator.
+
+        Collective: every rank of the communicator calls it (the ranks meet at a barrier first).
+        """
         if self._closed:
             return
         self._closed = True
         try:
             if self.stream.handle:
                 self.rt.acl.aclrtSynchronizeStream(self.stream.handle)
+            self._closing_barrier()
         finally:
             for res in list(self._resources.values()):
                 try:
@@ -252,6 +258,18 @@ class Communicator:
             self.stream.close()
             with _LIVE_LOCK:
                 _LIVE.discard(self)
+
+    def _closing_barrier(self) -> None:
+        """close() is collective: no rank destroys its end while a peer may still use it."""
+        if self.size == 1 or not self.handle:
+            return
+        try:
+            if self.mpi_comm is not None:
+                self.mpi_comm.Barrier()
+            elif self.rt.hccl.HcclBarrier(self.handle, self.stream.handle) == 0:
+                self.rt.acl.aclrtSynchronizeStream(self.stream.handle)
+        except Exception:  # a dead peer: nothing to wait for
+            pass
 
     def __enter__(self) -> "Communicator":
         return self

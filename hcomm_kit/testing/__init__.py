@@ -10,6 +10,13 @@ The plugin is registered through the ``pytest11`` entry point; without the insta
 use ``pytest -p hcomm_kit.testing.plugin``.
 """
 
-from .reference import allgather, allreduce, alltoall, broadcast, reduce_scatter
-
 __all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"]
+
+
+def __getattr__(name: str):
+    # Lazy: the pytest plugin in this package is loaded by every pytest run; numpy is not needed there.
+    if name in __all__:
+        from . import reference
+
+        return getattr(reference, name)
+    raise AttributeError(f"module 'hcomm_kit.testing' has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """pytest plugin for multi-rank tests (registered as ``pytest11`` entry point ``hcomm_kit``).
 
-Mark a test with ``@pytest.mark.mpi(np=[2, 3, 4])`` (optional ``timeout=`` seconds, default 120):
-it is parametrized over the rank counts (ids ``np2``, ``np3``, ...).
+Mark a test with ``@pytest.mark.mpi(np=[2, 3, 4])`` (optional ``timeout=`` seconds per test,
+default 120, and ``env={"HCCL_BUFFSIZE": "1"}``: variables set for the whole mpirun job, read by
+the runtime at start-up): it is parametrized over the rank counts (ids ``np2``, ``np3``, ...).
 
 * **Under MPI** (``mpirun -np N python -m pytest ...``): only the items with ``np == N`` are kept
   and the body runs on every rank; ranks meet at a barrier before each test. A rank whose test
@@ -30,9 +31,11 @@ import pytest
 ENV_NP = "HCOMM_KIT_MPI_NP"            # set by the harness in the child job: the item rank count
 ENV_RESULTS = "HCOMM_KIT_MPI_RESULTS"  # child job: directory for per-rank result and log files
 DEFAULT_TIMEOUT = 120.0
-_MARKER_HELP = ("mpi(np=[2, 3, 4], timeout=120): run the test on each rank count under mpirun "
-                "(hcomm_kit.testing.plugin)")
+_MARKER_HELP = ("mpi(np=[2, 3, 4], timeout=120, env={}): run the test on each rank count under mpirun, "
+                "with extra environment variables for the job (hcomm_kit.testing.plugin)")
 _LOG_TAIL = 60
+# Plugins that cost a lot at start-up (hypothesis: ~1.6 s) or reorder items; off in the child jobs.
+_SLOW_PLUGINS_OFF = ("-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:randomly", "-p", "no:xdist")
 _COMM = None
 
 
@@ -82,11 +85,34 @@ def _item_timeout(item) -> float:
     return float(m.kwargs.get("timeout", DEFAULT_TIMEOUT)) if m is not None else DEFAULT_TIMEOUT
 
 
+def _item_env(item) -> tuple[tuple[str, str], ...]:
+    m = item.get_closest_marker("mpi")
+    env = (m.kwargs.get("env") if m is not None else None) or {}
+    return tuple(sorted((str(k), str(v)) for k, v in env.items()))
+
+
 def _outer_item(item) -> bool:
     return not _inner() and item.get_closest_marker("mpi") is not None and _item_np(item) is not None
 
 
 # ---- hooks -----------------------------------------------------------------------------------
+class _Alias:
+    """Placeholder registered as ``hcomm_kit`` when this module was loaded with ``-p``, so that the
+    ``pytest11`` entry point of the same module is skipped instead of registered twice."""
+
+
+def pytest_addhooks(pluginmanager) -> None:
+    if pluginmanager.get_plugin("hcomm_kit") is None:
+        pluginmanager.register(_Alias(), name="hcomm_kit")
+
+
+def entry_point_installed() -> bool:
+    """True when the ``pytest11`` entry point of this plugin is installed (child pytest runs find it)."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value == __name__ for ep in entry_points(group="pytest11"))
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
     if _inner():
@@ -230,7 +256,7 @@ def mpi_comm(request):
 
 # ---- the outer runner ------------------------------------------------------------------------
 def _group_key(item):
-    return (str(item.path), _item_np(item), _item_timeout(item))
+    return (str(item.path), _item_np(item), _item_timeout(item), _item_env(item))
 
 
 def _run_group(first) -> None:
@@ -248,16 +274,16 @@ def _run_group(first) -> None:
     batch = [first] + [it for it in items[start + 1:] if _group_key(it) == key and it.nodeid not in results]
     np_, timeout = key[1], key[2]
     logdir = Path(tempfile.mkdtemp(prefix=f"hcomm_kit_mpi_np{np_}_"))
-    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir)}
+    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), **dict(key[3])}
     if "HCCL_EXEC_TIMEOUT" not in os.environ:
         env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(timeout) - 5))  # device waits fail before the harness kills
     if "HCOMM_KIT_SPIN_US" not in os.environ and (os.cpu_count() or 1) < np_:
         env["HCOMM_KIT_SPIN_US"] = "0"
     pytest_args = [sys.executable, "-m", "pytest", *[it.nodeid for it in batch], "-x", "-q",
-                   "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(config.rootpath)]
+                   "-p", "no:cacheprovider", *_SLOW_PLUGINS_OFF, "--rootdir", str(config.rootpath)]
     if config.inifile:
         pytest_args += ["-c", str(config.inifile)]
-    if config.pluginmanager.get_plugin("hcomm_kit") is None:
+    if not entry_point_installed():
         pytest_args += ["-p", "hcomm_kit.testing.plugin"]
     redirect = 'exec "$0" "$@" >"$HCOMM_KIT_MPI_RESULTS/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.log" 2>&1'
     argv = mpirun_argv(np_, ["/bin/sh", "-c", redirect, *pytest_args], env=env, tag_output=False)

@@ -176,9 +176,15 @@ struct LogArgs {
 };
 #pragma pack(pop)
 
+// Helper launches through aclrtLaunchKernelWithHostArgs: they leave the calling thread's args
+// handle (one per thread, re-initialised by every aclrtKernelArgsInit) untouched.
 aclError launch_log(aclrtStream s, int32_t* log, int32_t* count, int32_t value, uint32_t sleep_us = 0) {
     LogArgs a{log, count, value, sleep_us};
-    return launch_blob(K.log, s, &a, sizeof a);
+    return aclrtLaunchKernelWithHostArgs(K.log, 1, s, nullptr, &a, sizeof a, nullptr, 0);
+}
+
+aclError launch_sleep_host(aclrtStream s, uint32_t ms) {
+    return aclrtLaunchKernelWithHostArgs(K.sleep, 1, s, nullptr, &ms, sizeof ms, nullptr, 0);
 }
 
 std::vector<uint8_t> read_dev(const void* dev, size_t n) {
@@ -969,7 +975,8 @@ void test_binaries() {
     CHECK_CONTAINS(recent_msg(), "cpuKernelMode");
     aclrtBinaryLoadOption bad;
     std::memset(&bad, 0, sizeof bad);
-    bad.type = (aclrtBinaryLoadOptionType)4;
+    const int32_t type4 = 4;  // outside the enum: set the raw 4-byte field
+    std::memcpy(&bad.type, &type4, sizeof type4);
     aclrtBinaryLoadOptions ob{&bad, 1};
     CHECK_RC(aclrtBinaryLoadFromFile(kpath("acl_test_kernels.json").c_str(), &ob, &b), ACL_ERROR_RT_PARAM_INVALID);
     aclrtBinaryLoadOptions onull{nullptr, 1};
@@ -1066,7 +1073,7 @@ void test_args() {
     uint8_t byte = 1;
     CHECK_RC(aclrtKernelArgsAppend(ah, &byte, 1, &ph), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     CHECK_RC(aclrtKernelArgsAppendPlaceHolder(ah, &ph), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
-    CHECK_OK(launch_sleep(s, 100));
+    CHECK_OK(launch_sleep_host(s, 100));
     CHECK_OK(aclrtLaunchKernelWithConfig(K.copy, 1, s, nullptr, ah, nullptr));  // queued behind the sleep
     uint32_t new_u32 = 0x0BADF00D;
     CHECK_OK(aclrtKernelArgsParaUpdate(ah, p_out, &out2, 8));
@@ -1424,11 +1431,17 @@ void test_fifo() {
         bad += aclrtSynchronizeStream(s) != ACL_SUCCESS;
     }
     CHECK_EQ(bad, 0);
-    // Many launches queued, then one sync.
-    for (int i = 0; i < 2000; i++) bad += launch_log(s, log, count, i) != ACL_SUCCESS;
+    // Many launches queued, then one sync: every one runs, in order.
+    int32_t* biglog = static_cast<int32_t*>(dev_alloc(2001 * 4));
+    for (int i = 0; i < 2000; i++) bad += launch_log(s, biglog, biglog + 2000, i) != ACL_SUCCESS;
     CHECK_OK(aclrtSynchronizeStream(s));
     CHECK_EQ(bad, 0);
-    CHECK_EQ(read_ints(count, 1)[0], 2003);
+    std::vector<int32_t> all = read_ints(biglog, 2001);
+    CHECK_EQ(all[2000], 2000);
+    int out_of_order = 0;
+    for (int i = 0; i < 2000; i++) out_of_order += all[i] != i;
+    CHECK_EQ(out_of_order, 0);
+    CHECK_OK(aclrtFree(biglog));
 
     CHECK_OK(aclrtDestroyEvent(e));
     CHECK_OK(aclrtFreeHost(p1));

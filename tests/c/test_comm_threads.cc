@@ -57,6 +57,8 @@ static void expect_msg(const char* needle, int line) {
 #define EXPECT_MSG(needle) expect_msg(needle, __LINE__)
 
 static uint32_t g_n = 0;
+static bool g_950 = false;
+static CommProtocol g_proto = COMM_PROTOCOL_HCCS; /* the product's native link protocol */
 static HcclRootInfo g_root;
 static std::vector<std::string> g_names;
 static std::atomic<uint32_t> g_bar_counter{0};
@@ -136,7 +138,7 @@ static void rank_main(uint32_t rank) {
     std::vector<HcclChannelDesc> mesh;
     std::vector<uint32_t> peers;
     for (uint32_t p = 0; p < g_n; p++)
-        if (p != rank) mesh.push_back(make_desc(p, COMM_PROTOCOL_HCCS, 2)), peers.push_back(p);
+        if (p != rank) mesh.push_back(make_desc(p, g_proto, 2)), peers.push_back(p);
     std::vector<ChannelHandle> mh(mesh.size(), 0), mh2(mesh.size(), 0), mq(mesh.size(), 0);
     CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_AICPU_TS, mesh.data(), (uint32_t)mesh.size(), mh.data()), HCCL_SUCCESS);
     CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_AICPU_TS, mesh.data(), (uint32_t)mesh.size(), mh2.data()), HCCL_SUCCESS);
@@ -151,22 +153,22 @@ static void rank_main(uint32_t rank) {
     CHECK((g_n == 2) == (rh[0] == rh[1]));
     for (size_t i = 0; i < mesh.size(); i++) CHECK(rh[0] != mh[i] && rh[1] != mh[i]);
     /* A host-engine channel is a different channel from the device one. */
-    HcclChannelDesc hostd[2] = {make_desc(prev, COMM_PROTOCOL_HCCS, 1), make_desc(next, COMM_PROTOCOL_HCCS, 1)};
+    HcclChannelDesc hostd[2] = {make_desc(prev, g_proto, 1), make_desc(next, g_proto, 1)};
     ChannelHandle hh[2] = {0, 0};
     CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_CPU_TS, hostd, 2, hh), HCCL_SUCCESS);
     CHECK(hh[0] != 0 && hh[1] != 0);
     for (size_t i = 0; i < mesh.size(); i++) CHECK(hh[0] != mh[i] && hh[1] != mh[i]);
     /* Validation. */
     ChannelHandle bh = 0;
-    HcclChannelDesc bd = make_desc(rank, COMM_PROTOCOL_HCCS, 1);
+    HcclChannelDesc bd = make_desc(rank, g_proto, 1);
     CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_AICPU_TS, &bd, 1, &bh), HCCL_E_PARA);
-    bd = make_desc(g_n, COMM_PROTOCOL_HCCS, 1);
+    bd = make_desc(g_n, g_proto, 1);
     CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_AICPU_TS, &bd, 1, &bh), HCCL_E_PARA);
     EXPECT_MSG("remoteRank");
-    bd = make_desc(next, COMM_PROTOCOL_UB_CTP, 1);
+    bd = make_desc(next, g_950 ? COMM_PROTOCOL_HCCS : COMM_PROTOCOL_UB_CTP, 1);
     CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_AICPU_TS, &bd, 1, &bh), HCCL_E_NOT_SUPPORT);
-    EXPECT_MSG("COMM_PROTOCOL_UB_CTP");
-    bd = make_desc(next, COMM_PROTOCOL_HCCS, 1);
+    EXPECT_MSG(g_950 ? "COMM_PROTOCOL_HCCS" : "COMM_PROTOCOL_UB_CTP");
+    bd = make_desc(next, g_proto, 1);
     CHECK_RC(HcclChannelAcquire(comm, COMM_ENGINE_CCU, &bd, 1, &bh), HCCL_E_NOT_SUPPORT);
     CHECK_RC(HcclChannelDestroy(comm, mh.data(), 1), HCCL_E_NOT_SUPPORT);
 
@@ -237,7 +239,7 @@ static void rank_main(uint32_t rank) {
     CommLink* links = nullptr;
     uint32_t nl = 0;
     CHECK_RC(HcclRankGraphGetLinks(comm, 0, rank, next, &links, &nl), HCCL_SUCCESS);
-    CHECK(nl == 1 && links && links[0].linkAttr.linkProtocol == COMM_PROTOCOL_HCCS && links[0].linkAttr.hop == 1);
+    CHECK(nl == 1 && links && links[0].linkAttr.linkProtocol == g_proto && links[0].linkAttr.hop == 1);
     CHECK(links && links[0].srcEndpointDesc.commAddr.type == COMM_ADDR_TYPE_ID &&
           links[0].srcEndpointDesc.commAddr.id == rank && links[0].dstEndpointDesc.commAddr.id == next &&
           links[0].dstEndpointDesc.loc.locType == ENDPOINT_LOC_TYPE_DEVICE &&
@@ -337,6 +339,8 @@ int main(int argc, char** argv) {
     g_n = (uint32_t)atoi(argv[1]);
     std::string table = argc > 2 ? argv[2] : "/tmp/test_comm_threads_rank_table.json";
     CHECK_RC(aclInit(nullptr), ACL_SUCCESS);
+    g_950 = strcmp(aclrtGetSocName(), "Ascend950") == 0;
+    g_proto = g_950 ? COMM_PROTOCOL_UB_CTP : COMM_PROTOCOL_HCCS;
     CHECK_RC(HcclGetRootInfo(&g_root), HCCL_SUCCESS);
     g_names.assign(g_n, "");
     {

@@ -108,6 +108,11 @@ int comm_wait(Comm* c, std::atomic<uint32_t>* word, uint64_t deadline, const std
             return true;
         }
         auto one = [&](uint32_t r) {
+            if (r != c->rank && c->job->ranks[r].state.load() == kRankGone) {
+                fail = kWaitPeerDead;
+                *why = strprintf("rank %u (pid %d) already destroyed its communicator (HcclCommDestroy)", r, c->pid[r]);
+                return true;
+            }
             if (peer_dead_now(c, r)) {
                 fail = kWaitPeerDead;
                 *why = dead_msg(c, r);
@@ -381,7 +386,7 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     /* Own HCCL buffer. */
     c->buf_size = a.buf_size ? a.buf_size : cfg().hccl_buffsize;
     std::string err;
-    if (!shm_create(&c->buf_seg, shm_prefix() + "buf.", c->buf_size, &err)) {
+    if (!shm_create(&c->buf_seg, shm_prefix() + strprintf("buf.%d.", (int)getpid()), c->buf_size, &err)) {
         int rc = seterr(HCCL_E_MEMORY, api, "cannot create the %llu-byte HCCL buffer of rank %u: %s",
                         (unsigned long long)c->buf_size, rank, err.c_str());
         job_set_abort(j, (int)rank, last_err());
@@ -787,6 +792,18 @@ struct BarrierTask : Task {
     Comm* c;
     uint32_t seq; /* this rank's barrier number: done when bar_gen >= seq */
     BarrierTask(Comm* cm, uint32_t s) : c(cm), seq(s) {}
+    /* Counts this rank in; the last one releases everybody. Returns true if this was the last. */
+    bool arrive() {
+        JobSeg* j = c->job;
+        if (j->bar_count.fetch_add(1) + 1 != c->nranks) return false;
+        j->bar_count.store(0);
+        j->bar_gen.store(seq, std::memory_order_seq_cst);
+        futex_wake(&j->bar_gen, INT_MAX, true);
+        return true;
+    }
+    /* The stream already failed: still arrive (without waiting) so that the peers are not held
+     * until HCCL_EXEC_TIMEOUT by a rank that will report its own error at synchronisation. */
+    void drop() override { arrive(); }
     int run(Stream* s, std::string* msg) override {
         JobSeg* j = c->job;
         std::string why;
@@ -794,12 +811,7 @@ struct BarrierTask : Task {
             *msg = strprintf("HcclBarrier on stream %u (rank %u of %s): %s", s->id, c->rank, c->name.c_str(), why.c_str());
             return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
         }
-        if (j->bar_count.fetch_add(1) + 1 == c->nranks) {
-            j->bar_count.store(0);
-            j->bar_gen.store(seq, std::memory_order_seq_cst);
-            futex_wake(&j->bar_gen, INT_MAX, true);
-            return 0;
-        }
+        if (arrive()) return 0;
         uint32_t tmo = cfg().default_kernel_timeout_s;
         auto done = [&] { return (int32_t)(j->bar_gen.load(std::memory_order_acquire) - seq) >= 0; };
         int rc = comm_wait(c, &j->bar_gen, secs_deadline(tmo), done, nullptr, &why);

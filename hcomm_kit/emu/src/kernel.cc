@@ -140,6 +140,21 @@ struct KernelTask : Task {
     const char* name() const override { return "kernel launch"; }
 };
 
+typedef uint32_t (*entry_t)(void*);
+
+/* Calls the kernel entry under the crash guard. Kept free of C++ objects so that nothing in
+ * this frame can be clobbered by siglongjmp. Returns the signal number, or 0. */
+__attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault) {
+    if (sigsetjmp(tl_guard.jb, 1) == 0) {
+        tl_guard.armed = 1;
+        *ret = entry(args);
+        tl_guard.armed = 0;
+        return 0;
+    }
+    *fault = tl_guard.addr;
+    return tl_guard.sig;
+}
+
 uint64_t g_kseq = 0;
 std::mutex g_kseq_m;
 
@@ -150,7 +165,6 @@ int KernelTask::run(Stream* s, std::string* msg) {
         memcpy(args.data() + p.first, &addr, sizeof addr);
     }
     if (args.empty()) args.resize(8); /* never hand a kernel a null pointer */
-    typedef uint32_t (*entry_t)(void*);
     entry_t entry = reinterpret_cast<entry_t>(f->fn);
     const char* kname = f->func_name.c_str();
     uint64_t seq;
@@ -177,16 +191,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     uint32_t ret = 0;
     int crashed = 0;
     void* fault_addr = nullptr;
-    for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++) {
-        if (sigsetjmp(tl_guard.jb, 1) == 0) {
-            tl_guard.armed = 1;
-            ret = entry(args.data());
-            tl_guard.armed = 0;
-        } else {
-            crashed = tl_guard.sig;
-            fault_addr = tl_guard.addr;
-        }
-    }
+    for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++) crashed = guarded_call(entry, args.data(), &ret, &fault_addr);
     set_current_ctx(saved_ctx);
     std::string left = kernel_cleanup(k);
     std::string first_err = k.first_err;

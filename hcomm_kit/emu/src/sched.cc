@@ -47,8 +47,9 @@ void hthread_destroy(HThread* t) {
         std::lock_guard<std::mutex> g(g_reg_m);
         for (auto it = g_view_cache.begin(); it != g_view_cache.end();) {
             if (it->first.first == t) {
+                /* Handles are validated against g_views, so a stale handle is rejected, never read. */
                 g_views.erase(it->second);
-                it->second->magic = 0;
+                delete it->second;
                 it = g_view_cache.erase(it);
             } else {
                 ++it;

@@ -1,0 +1,127 @@
+"""Run operators on every rank and check them against numpy (``hcomm-kit run`` / ``demo``).
+
+Executed on each rank (under mpirun); rank 0 prints one table row per operator.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes as _dtypes
+from ..errors import ConfigError
+from ..testing import reference
+
+__all__ = ["resolve_op", "reference_kind", "make_input", "run_ops", "format_table"]
+
+
+def resolve_op(name: str) -> Path:
+    """An operator directory, or the name of a built-in operator in ``aicpu_kernels/``."""
+    p = Path(name)
+    if (p / "op.toml").is_file() or (p.name == "op.toml" and p.is_file()):
+        return p.parent if p.name == "op.toml" else p
+    here = Path(__file__).resolve().parents[1]
+    for root in (here.parent / "aicpu_kernels", here / "_data" / "aicpu_kernels"):
+        cand = root / name
+        if (cand / "op.toml").is_file():
+            return cand
+    raise ConfigError(f"{name!r} is neither an operator directory (with op.toml) nor a built-in operator "
+                      f"(aicpu_kernels/<name>); create one with `hcomm-kit new {Path(name).name} --pattern ...`",
+                      key="OP")
+
+
+def reference_kind(spec) -> str:
+    """Which numpy reference fits the operator: allreduce/allgather/reduce_scatter/shift/copy/none."""
+    if spec.pattern == "p2p":
+        return "shift"
+    if spec.pattern == "empty":
+        return "copy"
+    if spec.output == "count*ranks":
+        return "allgather"
+    if spec.is_reduction and spec.output == "count":
+        return "allreduce"
+    if spec.is_reduction and spec.output == "count/ranks":
+        return "reduce_scatter"
+    return "none"
+
+
+def make_input(rank: int, count: int, dtype: str) -> np.ndarray:
+    """Deterministic input of ``rank`` (small integers: reductions are exact in every dtype)."""
+    dt = _dtypes.get_dtype(dtype)
+    rng = np.random.default_rng(1000003 * rank + count)
+    vals = rng.integers(-4, 5, count) if not np.issubdtype(dt.numpy, np.unsignedinteger) or dt.name == "bf16" \
+        else rng.integers(0, 8, count)
+    if dt.name == "bf16":
+        return _dtypes.float32_to_bf16_bits(vals.astype(np.float32))
+    return vals.astype(dt.numpy)
+
+
+def _expected(kind: str, rank: int, size: int, count: int, dtype: str, reduce_op: str):
+    ins = [make_input(r, count, dtype) for r in range(size)]
+    if kind == "allreduce":
+        return reference.allreduce(ins, reduce_op, dtype)[rank]
+    if kind == "allgather":
+        return reference.allgather(ins)[rank]
+    if kind == "reduce_scatter":
+        return reference.reduce_scatter(ins, reduce_op, dtype)[rank]
+    if kind == "shift":
+        return ins[(rank - 1) % size]
+    if kind == "copy":
+        return ins[rank]
+    return None
+
+
+def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str, Any]]:
+    """Run each job ``{op, count, dtype, reduce_op, root}`` on this rank; return rows (all ranks agree)."""
+    rows = []
+    for job in jobs:
+        op = comm.load_op(job["op"])
+        spec = op.spec
+        dtype = job.get("dtype") or ("fp32" if "fp32" in spec.dtypes else spec.dtypes[0])
+        rop = job.get("reduce_op") or (spec.reduce_ops[0] if spec.is_reduction and "sum" not in spec.reduce_ops
+                                       else "sum" if spec.is_reduction else None)
+        count = int(job.get("count") or 4096)
+        root = job.get("root")
+        kind = reference_kind(spec)
+        x = make_input(comm.rank, count, dtype)
+        out = op(x, dtype=dtype, reduce_op=rop, root=root)
+        exp = _expected(kind, comm.rank, comm.size, count, dtype, rop or "sum")
+        if exp is None:
+            err = float("nan")
+        elif exp.shape != out.shape:
+            err = float("inf")
+        else:
+            err = float(np.max(np.abs(reference.to_float(out, dtype) - reference.to_float(exp, dtype)), initial=0.0))
+        comm.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            op(x, dtype=dtype, reduce_op=rop, root=root)
+        dt_us = (time.perf_counter() - t0) / iters * 1e6
+        if comm.mpi_comm is not None:
+            from mpi4py import MPI
+
+            err = comm.mpi_comm.allreduce(err, op=MPI.MAX) if err == err else err
+            dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
+        rows.append({"op": spec.name, "pattern": spec.pattern, "handshake": spec.handshake, "ranks": comm.size,
+                     "dtype": dtype, "reduce_op": rop or "-", "count": count, "reference": kind,
+                     "max_error": err, "us_per_call": dt_us,
+                     "ok": (err == 0.0) if kind != "none" else None})
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = ("operator", "pattern", "handshake", "ranks", "dtype", "op", "count", "max error", "time/call", "check")
+    lines = []
+    for r in rows:
+        check = {True: "OK", False: "MISMATCH", None: "(no reference)"}[r["ok"]]
+        err = "-" if r["max_error"] != r["max_error"] else f"{r['max_error']:g}"
+        lines.append((r["op"], r["pattern"], r["handshake"], str(r["ranks"]), r["dtype"], r["reduce_op"],
+                      str(r["count"]), err, f"{r['us_per_call']:.0f} us", check))
+    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    out += [fmt.format(*l) for l in lines]
+    return "\n".join(out)

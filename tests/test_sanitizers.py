@@ -1,0 +1,77 @@
+"""Runs tests/c/test_acl_runtime.cc against the sanitizer builds of the emulator:
+
+* ``address``: library from ``get_library(sanitize='address')`` (ASan + UBSan), program and kernels
+  compiled with ``-fsanitize=address,undefined``;
+* ``thread``: library from ``get_library(sanitize='thread')``, program and kernels with
+  ``-fsanitize=thread``.
+
+The subtests whose kernel crashes on purpose (SIGSEGV caught by the emulator's guard) are skipped
+with ``ACL_TEST_SKIP_CRASH=1``: the sanitizers own the SIGSEGV handler and would report the fault
+instead of letting the emulator turn it into 507018.
+
+Leak checking stays on (``detect_leaks=1``). The LeakSanitizer suppressions below cover only
+memory the emulator keeps on purpose until exit:
+
+* ``pthread_create``: thread control blocks / static TLS of detached threads still alive at exit
+  (stream workers are detached; a worker abandoned by the launch-timeout watchdog keeps running
+  its sleeping kernel after the process has moved on, and the watchdog thread never exits);
+* ``emu::device_get``: ``Device`` objects are retired, not freed, by ``aclFinalize`` (handles the
+  user failed to destroy may still point at them; see ``finalize_all`` in acl_core.cc).
+
+Anything else reported (a use after free, a data race, a UBSan "runtime error", another leak)
+fails the test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("_acl_c_helpers", Path(__file__).with_name("test_acl_c.py"))
+_helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_helpers)  # type: ignore[union-attr]
+
+LSAN_SUPPRESSIONS = """\
+# Detached emulator threads (stream workers, abandoned kernel workers, watchdog) alive at exit.
+leak:pthread_create
+# Device objects retired by aclFinalize (acl_core.cc finalize_all), by design.
+leak:emu::device_get
+"""
+
+SANITIZER_ERROR_RE = re.compile(
+    r"(ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)|WARNING: ThreadSanitizer|runtime error:)"
+)
+
+
+def _env(mode: str, tmp: Path) -> dict[str, str]:
+    env = {"ACL_TEST_SKIP_CRASH": "1"}
+    if mode == "address":
+        supp = tmp / "lsan.supp"
+        supp.write_text(LSAN_SUPPRESSIONS)
+        env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0:halt_on_error=1:handle_segv=1"
+        env["LSAN_OPTIONS"] = f"suppressions={supp}:print_suppressions=0"
+        env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=0"
+    else:
+        # halt_on_error=0: collect every report in one run; the output check below fails the test.
+        env["TSAN_OPTIONS"] = "second_deadlock_stack=1:halt_on_error=0:report_signal_unsafe=0"
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", ["address", "thread"])
+def test_acl_runtime_under_sanitizer(mode: str, tmp_path: Path) -> None:
+    kdir, ddir = _helpers.build_kernels(tmp_path, mode)
+    exe = _helpers.build_program(tmp_path, mode)
+    proc = _helpers.run_program(exe, kdir, ddir, env=_env(mode, tmp_path), timeout=600)
+    out = proc.stdout + proc.stderr
+    print(out[-20000:])
+    passed, failed = _helpers.summary(proc)
+    reports = SANITIZER_ERROR_RE.findall(out)
+    assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{out[-20000:]}"
+    assert failed == 0 and proc.returncode == 0, out[-20000:]
+    assert passed > 500
+    assert "skipped: crashing-kernel subtests" in proc.stdout
