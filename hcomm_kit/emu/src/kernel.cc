@@ -245,7 +245,12 @@ struct ArgsHandle {
     ParaDetail params[kMaxArgs];
 };
 thread_local ArgsHandle tl_args;
-thread_local uint8_t* tl_args_buf = nullptr;
+/* The system-managed 64 KiB argument buffer of this thread, freed when the thread exits. */
+struct ArgsBuf {
+    uint8_t* p = nullptr;
+    ~ArgsBuf() { free(p); }
+};
+thread_local ArgsBuf tl_args_buf;
 
 ArgsHandle* args_check(aclrtArgsHandle h, const char* api, int* code) {
     if (!h) {
@@ -284,7 +289,9 @@ static int parse_options(const aclrtBinaryLoadOptions* options, int* mode, bool 
         return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "options->options is NULL");
     for (size_t i = 0; i < options->numOpt; i++) {
         const aclrtBinaryLoadOption& o = options->options[i];
-        switch ((int)o.type) {
+        int32_t type; /* read as an int: callers may pass values outside the enum */
+        memcpy(&type, &o.type, sizeof type);
+        switch (type) {
             case ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD:
                 if (o.value.isLazyLoad > 1)
                     return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "option %zu: isLazyLoad %u is not 0 or 1", i,
@@ -298,7 +305,7 @@ static int parse_options(const aclrtBinaryLoadOptions* options, int* mode, bool 
             case ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE: *mode = o.value.cpuKernelMode; break;
             default:
                 return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "option %zu: type %d is not a load option type (1..3)", i,
-                              (int)o.type);
+                              type);
         }
     }
     return ACL_SUCCESS;
@@ -566,14 +573,17 @@ EMU_API aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle) {
     if (!b) return code;
     std::lock_guard<std::mutex> g(g_bin_m);
     g_bins.erase(b);
+    /* Launches still queued keep using their entries: the library stays mapped and the Func
+     * objects are retired (kept reachable until exit) rather than freed under a running kernel. */
+    static std::vector<Func*>& retired = *new std::vector<Func*>();
     for (auto& kv : b->funcs) {
         g_funcs.erase(kv.second);
         kv.second->magic = 0;
-        /* Launches still queued keep using the entry: the library stays mapped (dlopen refcount)
-         * and the Func object is leaked on purpose rather than freed under a running kernel. */
+        kv.second->bin = nullptr;
+        retired.push_back(kv.second);
     }
-    b->magic = 0;
     if (b->memfd >= 0) close(b->memfd);
+    delete b;
     return ACL_SUCCESS;
 }
 
@@ -639,10 +649,10 @@ EMU_API aclError aclrtKernelArgsInit(aclrtFuncHandle funcHandle, aclrtArgsHandle
     int code = 0;
     Func* f = func_check(funcHandle, __func__, &code);
     if (!f) return code;
-    if (!tl_args_buf) tl_args_buf = static_cast<uint8_t*>(malloc(kArgsBuf));
-    if (!tl_args_buf) return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "out of memory");
+    if (!tl_args_buf.p) tl_args_buf.p = static_cast<uint8_t*>(malloc(kArgsBuf));
+    if (!tl_args_buf.p) return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "out of memory");
     /* One handle per thread, re-initialised on every call (spec §3.6). */
-    args_reset(&tl_args, f, tl_args_buf, kArgsBuf, false);
+    args_reset(&tl_args, f, tl_args_buf.p, kArgsBuf, false);
     *argsHandle = &tl_args;
     return ACL_SUCCESS;
 }
@@ -795,7 +805,9 @@ static int launch_timeout(const aclrtLaunchKernelCfg* cfgp, uint64_t* timeout_ns
     bool s7 = false, s8 = false;
     for (size_t i = 0; i < cfgp->numAttrs; i++) {
         const aclrtLaunchKernelAttr& at = cfgp->attrs[i];
-        switch ((int)at.id) {
+        int32_t id; /* read as an int: callers may pass values outside the enum */
+        memcpy(&id, &at.id, sizeof id);
+        switch (id) {
             case ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT:
                 s7 = true;
                 *timeout_ns = (uint64_t)at.value.timeout * 1000000000ull;
@@ -807,7 +819,7 @@ static int launch_timeout(const aclrtLaunchKernelCfg* cfgp, uint64_t* timeout_ns
             case 1: case 2: case 3: case 4: case 5: case 6: case 9: break;
             default:
                 return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "cfg attribute %zu: id %d is not a launch attribute", i,
-                              (int)at.id);
+                              id);
         }
     }
     if (s7 && s8)

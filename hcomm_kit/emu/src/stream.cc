@@ -19,12 +19,14 @@ void worker_thread_init();  /* kernel.cc: crash-guard alternate stack */
 void worker_thread_fini();
 
 namespace {
-std::mutex g_streams_m;
-std::unordered_set<Stream*> g_streams;
+/* Leaky singletons: a worker abandoned by the watchdog may return from its kernel after main()
+ * has exited and static destructors have run; it must still find these alive. */
+std::mutex& g_streams_m = *new std::mutex();
+std::unordered_set<Stream*>& g_streams = *new std::unordered_set<Stream*>();
 std::atomic<uint32_t> g_stream_ids{0};
 /* Streams whose abandoned workers still run: deleted by the last of them. */
-std::unordered_map<Stream*, int> g_abandoned;
-std::unordered_set<Stream*> g_destroyed_pending;
+std::unordered_map<Stream*, int>& g_abandoned = *new std::unordered_map<Stream*, int>();
+std::unordered_set<Stream*>& g_destroyed_pending = *new std::unordered_set<Stream*>();
 }  // namespace
 
 bool stream_valid(Stream* s) {
@@ -672,12 +674,13 @@ EMU_API aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatu
 EMU_API aclError aclrtDestroyEvent(aclrtEvent event) {
     if (int r = check_init(__func__)) return r;
     RESOLVE_EVENT(e, event);
-    {
-        std::lock_guard<std::mutex> g(g_ev_m);
-        g_events.erase(e);
-    }
-    /* Records still queued refer to it: keep the memory (tiny) rather than risk a use after free. */
+    /* Records still queued refer to it: retire it (kept reachable, 48 bytes) rather than risk a
+     * use after free in a stream worker. */
+    static std::vector<Event*>& retired = *new std::vector<Event*>();
+    std::lock_guard<std::mutex> g(g_ev_m);
+    g_events.erase(e);
     e->magic = 0;
+    retired.push_back(e);
     return ACL_SUCCESS;
 }
 
