@@ -37,6 +37,7 @@ SUBCOMMANDS: dict[str, str] = {
     "config": "hcomm_kit.cli_config",
     "launch": "hcomm_kit.cli_launch",
     "run": "hcomm_kit.cli_run",
+    "bench": "hcomm_kit.cli_bench",
     "test": "hcomm_kit.cli_test",
     "demo": "hcomm_kit.cli_demo",
 }

@@ -31,6 +31,7 @@ from . import dtypes as _dtypes
 from . import envs
 from .errors import AclError, ConfigError, HcclError, HcommKitError, KernelError, OpTimeoutError
 from .runtime import codes, enums, structs
+from .scaffold.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from .core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array
 
 __all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]
@@ -114,24 +115,8 @@ class _Resources:
         hc.HcclGetHcclBuffer(comm_h, ctypes.byref(buf), ctypes.byref(bsize))
         ctx.localBuffer.addr, ctx.localBuffer.size = buf.value, bsize.value
         self.hccl_buffer_size = bsize.value
-        peers = spec.channel_peers(rank, size)
-        if peers:
-            proto = (enums.CommProtocol.COMM_PROTOCOL_UB_CTP if comm.device.is_950
-                     else enums.CommProtocol.COMM_PROTOCOL_HCCS)
-            descs = (structs.HcclChannelDesc * len(peers))()
-            structs.channel_desc_init(descs)
-            for d, (_, peer) in zip(descs, peers):
-                d.remoteRank = peer
-                d.channelProtocol = int(proto)
-                d.notifyNum = spec.channel_notifies
-            handles = (ctypes.c_uint64 * len(peers))()
-            hc.HcclChannelAcquire(comm_h, _AICPU_TS, descs, len(peers), handles)
-            for (idx, peer), h in zip(peers, handles):
-                ch = ctx.channels[idx]
-                ch.remoteRank, ch.notifyNum, ch.handle = peer, spec.channel_notifies, h
-                rb, rs = ctypes.c_void_p(), ctypes.c_uint64()
-                hc.HcclChannelGetHcclBuffer(comm_h, h, ctypes.byref(rb), ctypes.byref(rs))
-                ch.remoteBuffer.addr, ch.remoteBuffer.size = rb.value, rs.value
+        self.ctx = ctx  # host copy of the engine context (op.resources(...).ctx)
+        self.acquire_channels(spec.channel_peers(rank, size), spec.channel_notifies)
         # Engine context: device memory the kernel reads through OpParam.resCtx.
         p, psize = ctypes.c_void_p(), ctypes.c_uint64()
         tag_b = tag.encode()
@@ -142,8 +127,44 @@ class _Resources:
                 rt.hccl.HcclEngineCtxDestroy(comm_h, tag_b, _AICPU_TS)
             hc.HcclEngineCtxCreate(comm_h, tag_b, _AICPU_TS, ctypes.sizeof(ctx), ctypes.byref(p))
         self.ctx_ptr = p.value
-        hc.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
-        self.ctx = ctx  # host copy, for inspection (op.resources(...).ctx)
+        self.push_ctx()
+
+    def push_ctx(self) -> None:
+        """Copy the host copy of AlgResourceCtx to the engine context (device memory)."""
+        ctx = self.ctx
+        self.rt.checked.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
+
+    def acquire_channels(self, peers: list[tuple[int, int]], notifies: int) -> None:
+        """Acquire channels ``[(index in channels[], peer rank), ...]`` and fill their ChannelInfo.
+
+        Collective between this rank and each listed peer (HcclChannelAcquire).
+        """
+        if not peers:
+            return
+        comm, hc = self.comm, self.rt.checked
+        ctx = self.ctx
+        proto = (enums.CommProtocol.COMM_PROTOCOL_UB_CTP if comm.device.is_950
+                 else enums.CommProtocol.COMM_PROTOCOL_HCCS)
+        descs = (structs.HcclChannelDesc * len(peers))()
+        structs.channel_desc_init(descs)
+        for d, (_, peer) in zip(descs, peers):
+            d.remoteRank = peer
+            d.channelProtocol = int(proto)
+            d.notifyNum = notifies
+        handles = (ctypes.c_uint64 * len(peers))()
+        hc.HcclChannelAcquire(comm.handle, _AICPU_TS, descs, len(peers), handles)
+        for (idx, peer), h in zip(peers, handles):
+            ch = ctx.channels[idx]
+            ch.remoteRank, ch.notifyNum, ch.handle = peer, notifies, h
+            rb, rs = ctypes.c_void_p(), ctypes.c_uint64()
+            hc.HcclChannelGetHcclBuffer(comm.handle, h, ctypes.byref(rb), ctypes.byref(rs))
+            ch.remoteBuffer.addr, ch.remoteBuffer.size = rb.value, rs.value
+
+    def ensure_peer(self, peer: int, notifies: int) -> None:
+        """``peer`` topology: acquire the channel to ``peer`` on first use and publish it."""
+        if peer != self.comm.rank and not self.ctx.channels[peer].handle:
+            self.acquire_channels([(peer, peer)], notifies)
+            self.push_ctx()
 
     def close(self) -> None:
         rt = self.rt
@@ -287,6 +308,8 @@ class CustomOp:
             self._go = a.aclrtRecordNotify
             self._done = a.aclrtWaitAndResetNotify
         self._thread_notify = spec.handshake == "thread-notify"
+        self._peer_topology = spec.topology == "peer"
+        self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------
@@ -352,6 +375,15 @@ class CustomOp:
                 v = rop.value
             self._rop_cache[reduce_op] = v
         return v
+
+    def _check_product_reduce(self, dt_value: int, rop: int) -> None:
+        """A2/A3 reduce only int8/int16/int32/fp16/fp32/bf16 x sum/max/min (hcomm.md §3.1)."""
+        dt, op = _dtypes.get_dtype(dt_value), _dtypes.get_reduce_op(rop)
+        if dt.name not in A2A3_REDUCE_DTYPES or op.name not in A2A3_REDUCE_OPS:
+            raise ConfigError(f"operator {self.name}: {self.comm.device.soc} cannot reduce {dt.name} with {op.name} "
+                              f"(A2/A3 Hcomm reductions: {'/'.join(A2A3_REDUCE_DTYPES)} x "
+                              f"{'/'.join(A2A3_REDUCE_OPS)}; Ascend950 supports every dtype and op)",
+                              key="reduce_op" if op.name not in A2A3_REDUCE_OPS else "dtype")
 
     def _toml(self):
         return self.spec.opdir / "op.toml" if self.spec.opdir else None
@@ -473,24 +505,89 @@ class CustomOp:
                                   f"{out_nbytes} bytes ({out_n} x {dt.name}); got {host_out.nbytes} bytes",
                                   key="output")
             out_ptr = self._pool.get("out", out_nbytes)[0]
-        # ---- OpParam (args updated only when its bytes change) --------------------------------
+        # ---- OpParam, go, launch, done -------------------------------------------------------
         rop = self._reduce(reduce_op)
         r = 0 if root is None else int(root)
         if not 0 <= r < size:
             raise ConfigError(f"root={root} is not a rank of this {size}-rank communicator", key="root")
         tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
         s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
+        self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
+        # ---- completion ---------------------------------------------------------------------
+        if async_op:
+            ev = Event(self.rt)
+            ret = self._record_event(ev.handle, s)
+            if ret:
+                raise self._error(ret, "aclrtRecordEvent", timeout)
+            work = Work(self, ev, (self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
+                                   tmo))
+            self._pending = work
+            return work
+        ret = self._sync(s)
+        if ret:
+            raise self._error(ret, "aclrtSynchronizeStream", tmo)
+        if device_in or isinstance(output, DeviceBuffer):
+            return output
+        if host_out is None:
+            host_out = np.empty(out_n, dtype=dt.numpy)
+        if out_nbytes:
+            ret = self._memcpy(host_out.__array_interface__["data"][0], out_nbytes, out_ptr, out_nbytes, _D2H)
+            if ret:
+                raise self._error(ret, "aclrtMemcpy", tmo)
+        return host_out
+
+    def launch(self, input_ptr: int, output_ptr: int, count: int, dtype: Any, *, reduce_op: Any = None,
+               root: int | None = None, stream: "Stream | int | None" = None, timeout: float | None = None,
+               **params: Any) -> None:
+        """Low-level call on device pointers: fill OpParam, record "go", launch, enqueue "done".
+
+        Returns as soon as everything is enqueued on ``stream``; completion is the caller's
+        (``aclrtSynchronizeStream``, :meth:`synchronize`, or an event). The caller sizes the
+        buffers (no ``[io].output`` rule is applied). With ``topology = "peer"``, ``root`` names the
+        peer, whose channel is acquired on first use (both ends must make such a call).
+
+        Raises:
+            ConfigError: dtype / reduce op / root / parameter not accepted.
+            AclError / HcclError: the runtime refused a call.
+        """
+        if self.comm._closed:
+            raise HcommKitError(f"operator {self.name}: the communicator is closed")
+        if self._pending is not None:
+            self._pending.wait()
+        dt = self._dtype(dtype, None)
+        rop = self._reduce(reduce_op)
+        r = 0 if root is None else int(root)
+        if not 0 <= r < self.comm.size:
+            raise ConfigError(f"root={root} is not a rank of this {self.comm.size}-rank communicator", key="root")
+        tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
+        s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
+        self._submit(int(input_ptr), int(output_ptr), int(count), dt.value, rop, r, tmo, s, params, timeout)
+
+    def synchronize(self, stream: "Stream | int | None" = None, timeout: float | None = None) -> None:
+        """Wait for everything enqueued on ``stream`` (default: the communicator's); raise its error."""
+        s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
+        ret = self._sync(s)
+        if ret:
+            raise self._error(ret, "aclrtSynchronizeStream", timeout)
+
+    def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
+                params: dict, timeout) -> None:
+        """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done"."""
         res = self._res_by_stream.get(s) or self.resources(s)
+        if self._peer_topology:
+            res.ensure_peer(r, self.spec.channel_notifies)
         if params:
             self._check_params(params)
             pkey = tuple(sorted((k, repr(v)) for k, v in params.items()))
         else:
             pkey = ()
-        key = (in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, pkey)
+        key = (in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, pkey)
         if key != self._last_key:
+            if self._a2a3_gate:
+                self._check_product_reduce(dt_value, rop)
             p = self._param
             p.inputPtr, p.outputPtr, p.count = in_ptr, out_ptr, n
-            p.dataType, p.reduceOp, p.root, p.notifyTimeout = dt.value, rop, r, tmo
+            p.dataType, p.reduceOp, p.root, p.notifyTimeout = dt_value, rop, r, tmo
             p.cpuThread, p.aicpuThreadOnCpu, p.resCtx = res.cpu_thread, res.aicpu_on_cpu, res.ctx_ptr
             if self._param_names:
                 self._set_params(params)
@@ -521,28 +618,6 @@ class CustomOp:
             ret = self._done(res.notifies[1], s, tmo)
             if ret:
                 raise self._error(ret, "aclrtWaitAndResetNotify", timeout)
-        # ---- completion ---------------------------------------------------------------------
-        if async_op:
-            ev = Event(self.rt)
-            ret = self._record_event(ev.handle, s)
-            if ret:
-                raise self._error(ret, "aclrtRecordEvent", timeout)
-            work = Work(self, ev, (self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
-                                   tmo))
-            self._pending = work
-            return work
-        ret = self._sync(s)
-        if ret:
-            raise self._error(ret, "aclrtSynchronizeStream", tmo)
-        if device_in or isinstance(output, DeviceBuffer):
-            return output
-        if host_out is None:
-            host_out = np.empty(out_n, dtype=dt.numpy)
-        if out_nbytes:
-            ret = self._memcpy(host_out.__array_interface__["data"][0], out_nbytes, out_ptr, out_nbytes, _D2H)
-            if ret:
-                raise self._error(ret, "aclrtMemcpy", tmo)
-        return host_out
 
     def _finisher(self, device_in, output, host_out, out_ptr, out_n, out_nbytes, dt):
         def finish():

@@ -80,12 +80,20 @@ def test_env_table_is_complete() -> None:
         "HCOMM_KIT_BACKEND", "HCOMM_KIT_SOC", "HCOMM_KIT_CACHE_DIR", "HCOMM_KIT_KERNEL_PATH", "HCOMM_KIT_LOG",
         "HCOMM_KIT_SPIN_US", "HCOMM_KIT_DEVICE_COUNT", "HCOMM_KIT_SANITIZE", "HCCL_BUFFSIZE", "HCCL_EXEC_TIMEOUT",
         "HCCL_CONNECT_TIMEOUT", "HCCL_ALGO", "ASCEND_HOME_PATH", "CXX",
+        "HCOMM_KIT_RANK", "HCOMM_KIT_WORLD_SIZE", "HCOMM_KIT_ROOT_INFO", "HCOMM_KIT_LOCAL_RANK",
+        "HCOMM_KIT_ABORT_ON_ERROR", "HCOMM_KIT_MPI_NP", "HCOMM_KIT_MPI_RESULTS",
     }
     assert set(envs.VARIABLES) == expected
     assert all(v.meaning for v in envs.VARIABLES.values())
     readme = (REPO / "README.md").read_text()
     missing = [name for name in expected if f"`{name}`" not in readme]
     assert not missing, f"README env table misses {missing}"
+    # Every HCOMM_KIT_* variable the package or the emulator reads is declared in the table.
+    import re
+    used = set()
+    for path in [*(REPO / "hcomm_kit").rglob("*.py"), *(REPO / "hcomm_kit" / "emu" / "src").glob("*.cc")]:
+        used |= set(re.findall(r"HCOMM_KIT_[A-Z][A-Z0-9_]*[A-Z0-9]", path.read_text()))
+    assert used <= set(envs.VARIABLES), f"undeclared environment variables: {sorted(used - set(envs.VARIABLES))}"
 
 
 # ----------------------------------------------------------------------------- dtypes

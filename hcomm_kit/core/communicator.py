@@ -23,6 +23,7 @@ from ..errors import ConfigError, HcommKitError
 from ..runtime import enums, structs
 from .bootstrap import Bootstrap, detect
 from .device import DeviceBuffer, Device, Stream
+from ..collectives import CollectiveOps
 
 __all__ = ["Communicator", "init"]
 
@@ -94,7 +95,7 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
     return Communicator._create(rt, boot)
 
 
-class Communicator:
+class Communicator(CollectiveOps):
     """One HCCL communicator of this rank.
 
     Attributes:
@@ -120,6 +121,7 @@ class Communicator:
         self.handle = None
         self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.op)
         self._ops: dict = {}            # opdir -> CustomOp
+        self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.collectives)
         self._closed = False
 
         def make_root() -> bytes:
@@ -199,16 +201,6 @@ class Communicator:
         """A new stream (pass it as ``op(..., stream=s)``)."""
         return Stream(self.rt)
 
-    # ---- collectives of the control plane ---------------------------------------------------
-    def barrier(self) -> None:
-        """``HcclBarrier`` on the default stream, then wait for it."""
-        self._check_open()
-        if self.size == 1:
-            self.stream.synchronize()
-            return
-        self.rt.checked.HcclBarrier(self.handle, self.stream.handle)
-        self.stream.synchronize()
-
     def split(self, color: int | None, key: int = 0) -> "Communicator | None":
         """A new communicator of the ranks with the same ``color``, ordered by ``key`` (collective).
 
@@ -251,6 +243,7 @@ class Communicator:
             for op in list(self._ops.values()):
                 op._release()
             self._ops.clear()
+            self._builtins.clear()
             if self.handle:
                 self.rt.acl  # noqa: B018 - keep rt alive
                 self.rt.hccl.HcclCommDestroy(self.handle)

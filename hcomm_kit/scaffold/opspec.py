@@ -29,7 +29,7 @@ Schema (every key except ``op.name`` is optional)::
     notifies_per_thread = 0  # the pattern's own thread-notify slots, numbered 1..N (slot 0 = host "go")
 
     [resources.channels]
-    topology = "none"        # "none" | "p2p" | "ring" | "mesh"
+    topology = "none"        # "none" | "p2p" | "ring" | "mesh" | "peer"
     notifies = 0             # notify slots per channel end
 
     [[param]]                # user fields appended to OpParam
@@ -72,7 +72,7 @@ PATTERNS = ("empty", "p2p", "ring-allreduce", "mesh-allgather")
 HANDSHAKES = ("thread-notify", "acl-notify")
 PRODUCTS = ("Ascend910B", "Ascend910_93", "Ascend950")
 A2A3 = ("Ascend910B", "Ascend910_93")
-TOPOLOGIES = ("none", "p2p", "ring", "mesh")
+TOPOLOGIES = ("none", "p2p", "ring", "mesh", "peer")
 OUTPUT_RULES = ("count", "count*ranks", "count/ranks")
 THREAD_RULES = ("ranks", "ranks-1", "peers")
 # Hcomm reduce (local, write-reduce, read-reduce) on A2/A3: these dtypes x sum/max/min only (hcomm.md §3.1).
@@ -237,10 +237,13 @@ class OpSpec:
           at index = peer rank.
         * ``ring``: index 0 = ``rank-1`` (prev), index 1 = ``rank+1`` (next); both name the same
           peer (and channel) when there are 2 ranks.
+        * ``peer``: none up front; the channel to the peer named by ``OpParam.root`` is acquired
+          on the first call with that peer (collective between the two ends only), at index =
+          peer rank (see :meth:`hcomm_kit.op.CustomOp.launch`).
         * ``none`` or a single rank: no channel.
         """
         _check_rank(rank, rank_size)
-        if self.topology == "none" or rank_size == 1:
+        if self.topology in ("none", "peer") or rank_size == 1:
             return []
         prev, nxt = (rank - 1) % rank_size, (rank + 1) % rank_size
         if self.topology == "ring":
@@ -317,6 +320,9 @@ class OpSpec:
             return "[0] = prev (rank-1), [1] = next (rank+1); the same channel when rankSize == 2"
         if self.topology == "none":
             return "unused (topology none)"
+        if self.topology == "peer":
+            return ("indexed by peer rank; the peer named by OpParam.root is acquired on first use, "
+                    "others may be 0")
         return "indexed by peer rank; handle 0 for this rank and for ranks without a channel"
 
     def param_fields(self) -> list[CField]:
@@ -567,7 +573,9 @@ class _Validator:
                 canon_dtypes.append(dtype_table.get_dtype(d).name)
             except ConfigError as exc:
                 raise self.fail("op.dtypes", exc.reason) from None
-        if canon_ops and any(p in A2A3 for p in products):
+        # Mixed A2/A3 + 950 lists are allowed: the call-time gate (hcomm_kit.op) then refuses the
+        # combinations the running product cannot reduce.
+        if canon_ops and all(p in A2A3 for p in products):
             bad_ops = [r for r in canon_ops if r not in A2A3_REDUCE_OPS]
             bad_dt = [d for d in canon_dtypes if d not in A2A3_REDUCE_DTYPES]
             if bad_ops or bad_dt:
@@ -575,7 +583,7 @@ class _Validator:
                 raise self.fail("op.reduce_ops" if bad_ops else "op.dtypes",
                                 f"{what}: Hcomm reduces on A2/A3 support only "
                                 f"{'/'.join(A2A3_REDUCE_DTYPES)} x {'/'.join(A2A3_REDUCE_OPS)}; remove "
-                                "them or restrict op.products to ['Ascend950']")
+                                "them or add 'Ascend950' to op.products")
         vendor = self.get(op, "vendor", "op", str, "cust")
         if not vendor or not all(c.isalnum() or c == "_" for c in vendor):
             raise self.fail("op.vendor", f"op.vendor = {vendor!r} must be letters, digits and '_' (e.g. 'cust')")

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..dtypes import bf16_bits_to_float32, float32_to_bf16_bits, get_dtype, get_reduce_op
 
-__all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "reduce", "to_float", "from_float"]
+__all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "alltoallv", "reduce", "scatter",
+           "gather", "to_float", "from_float"]
 
 _REDUCERS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
@@ -89,3 +90,30 @@ def alltoall(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
             raise ValueError(f"alltoall needs a count divisible by {n} ranks, got {x.size}")
         blocks.append(np.split(x, n))
     return [np.concatenate([blocks[src][dst] for src in range(n)]) for dst in range(n)]
+
+
+def scatter(inputs: Sequence[np.ndarray], root: int = 0) -> list[np.ndarray]:
+    """Rank r gets block r of the root's input (ranks equal blocks)."""
+    n = len(inputs)
+    x = np.asarray(inputs[root]).ravel()
+    if x.size % n:
+        raise ValueError(f"scatter needs a count divisible by {n} ranks, got {x.size}")
+    return [b.copy() for b in np.split(x, n)]
+
+
+def gather(inputs: Sequence[np.ndarray], root: int = 0) -> list[np.ndarray | None]:
+    """The root gets the concatenation of all inputs in rank order; the others get None."""
+    cat = np.concatenate([np.asarray(x).ravel() for x in inputs])
+    return [cat if r == root else None for r in range(len(inputs))]
+
+
+def alltoallv(inputs: Sequence[np.ndarray], send_counts: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    """Rank i sends ``send_counts[i][j]`` elements (packed, in peer order) to rank j; rank j gets them in
+    source-rank order."""
+    n = len(inputs)
+    parts: list[list[np.ndarray]] = []
+    for i, x in enumerate(inputs):
+        x = np.asarray(x).ravel()
+        edges = np.concatenate([[0], np.cumsum(np.asarray(send_counts[i], dtype=np.int64))])
+        parts.append([x[edges[j]:edges[j + 1]] for j in range(n)])
+    return [np.concatenate([parts[i][j] for i in range(n)]) for j in range(n)]

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -185,7 +186,34 @@ uint64_t now_ns() {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+bool g_trace_on = getenv("EMU_TRACE") != nullptr;
+namespace {
+struct TEv { uint64_t t; const char* ev; uint64_t arg; int tid; int cpu; };
+TEv* g_tbuf = nullptr;
+std::atomic<uint64_t> g_tn{0};
+constexpr uint64_t kTMax = 4000000;
+struct TDump {
+    TDump() { if (g_trace_on) g_tbuf = (TEv*)calloc(kTMax, sizeof(TEv)); }
+    ~TDump() {
+        if (!g_tbuf) return;
+        char name[64]; snprintf(name, sizeof name, "/tmp/prof/trace.%d", (int)getpid());
+        FILE* f = fopen(name, "w");
+        uint64_t n = g_tn.load(); if (n > kTMax) n = kTMax;
+        for (uint64_t i = 0; i < n; i++) fprintf(f, "%llu %d %d %s %llu\n", (unsigned long long)g_tbuf[i].t, g_tbuf[i].tid, g_tbuf[i].cpu, g_tbuf[i].ev, (unsigned long long)g_tbuf[i].arg);
+        fclose(f);
+    }
+} g_tdump;
+}
+void trace_ev(const char* ev, uint64_t arg) {
+    if (!g_tbuf) return;
+    uint64_t i = g_tn.fetch_add(1);
+    if (i >= kTMax) return;
+    static thread_local int tid = (int)syscall(SYS_gettid);
+    g_tbuf[i] = TEv{now_ns(), ev, arg, tid, sched_getcpu()};
+}
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared) {
+    EMU_TRACE("fwait", (uintptr_t)word & 0xffff);
     struct timespec ts, *tsp = nullptr;
     if (timeout_ns >= 0) {
         ts.tv_sec = timeout_ns / 1000000000;
@@ -194,11 +222,13 @@ void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_
     }
     int op = shared ? FUTEX_WAIT : (FUTEX_WAIT | FUTEX_PRIVATE_FLAG);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, expected, tsp, nullptr, 0);
+    EMU_TRACE("fwait_end", (uintptr_t)word & 0xffff);
 }
 
 void futex_wake(std::atomic<uint32_t>* word, int n, bool shared) {
     int op = shared ? FUTEX_WAKE : (FUTEX_WAKE | FUTEX_PRIVATE_FLAG);
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, n, nullptr, nullptr, 0);
+    long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, n, nullptr, nullptr, 0);
+    EMU_TRACE("fwake", ((uintptr_t)word & 0xffff) * 100 + r);
 }
 
 static inline void cpu_relax() {
@@ -209,18 +239,27 @@ static inline void cpu_relax() {
 #endif
 }
 
+void spin_pause() { cpu_relax(); }
+static bool g_yield = getenv("EMU_YIELD") != nullptr;
+
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
                uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
     if (pred()) return true;
     uint64_t spin = cfg().spin_ns;
     if (spin) {
+        /* Spin phase, bounded by HCOMM_KIT_SPIN_US: first a short busy spin (a waker running on
+         * another core answers within a fraction of a microsecond), then give the core away with
+         * sched_yield between checks, so that a runnable thread of ours or of another rank that
+         * shares this core (oversubscription) runs instead of waiting for a preemption. */
         uint64_t t0 = now_ns();
-        unsigned i = 0;
+        uint64_t busy = spin < kBusySpinNs ? spin : kBusySpinNs;
         for (;;) {
             uint32_t v = word->load(std::memory_order_acquire);
-            for (int k = 0; k < 64 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
+            for (int k = 0; k < 32 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
             if (pred()) return true;
-            if ((++i & 7) == 0 && now_ns() - t0 > spin) break;
+            uint64_t now = now_ns(), el = now - t0;
+            if (el >= spin || (deadline_ns && now >= deadline_ns)) break;
+            if (el >= busy && g_yield) sched_yield();
         }
     }
     /* Sleep phase. The waker bumps *word (seq_cst) and then reads *sleepers; we raise

@@ -96,13 +96,21 @@ inline bool is_950() { return cfg().soc == Soc::A950; }
 /* ------------------------------------------------------------------ time and futex */
 
 uint64_t now_ns();
+/* TEMP tracing */
+void trace_ev(const char* ev, uint64_t arg);
+extern bool g_trace_on;
+#define EMU_TRACE(ev, arg) do { if (::emu::g_trace_on) ::emu::trace_ev(ev, (uint64_t)(arg)); } while (0)
 /* Waits while *word == expected, at most timeout_ns (<0: forever). shared: futex across processes. */
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared);
 void futex_wake(std::atomic<uint32_t>* word, int n, bool shared);
 
-/* Spin (with pause) up to cfg().spin_ns while pred() is false, then sleep on word until
- * pred() or the deadline (absolute ns, 0 = none). Returns pred() at the end.
- * poll_ns bounds each sleep so callers can run periodic checks through pred(). */
+/* Spins up to cfg().spin_ns while pred() is false (busy for the first kBusySpinNs, then
+ * yielding the core between checks), then sleeps on word until pred() or the deadline
+ * (absolute ns, 0 = none). Returns pred() at the end. poll_ns bounds each sleep so callers can
+ * run periodic checks through pred(). sleepers (optional) counts the threads in the sleep
+ * phase only: a waker that bumps *word need not call futex_wake while it reads 0. */
+constexpr uint64_t kBusySpinNs = 2000;
+void spin_pause(); /* one pause instruction */
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns,
                const std::function<bool()>& pred, uint64_t poll_ns = 200000000ull,
                std::atomic<uint32_t>* sleepers = nullptr);
@@ -147,16 +155,36 @@ struct DevCtl {
     int32_t device;
     /* Bumped after every slot record and every task submission; sleepers wait on it. */
     std::atomic<uint32_t> doorbell;
-    /* Number of threads sleeping (or about to) on doorbell; a recorder wakes only if > 0. */
+    /* Number of helpers sleeping (or about to) on doorbell; a recorder wakes only if > 0. */
     std::atomic<uint32_t> sleepers;
-    uint32_t pad[10];
+    /* Stream workers currently inside a notify wait on this device ("helpers"): they run the
+     * device threads' ready tasks themselves, so while one is present a ring need not wake the
+     * executor (it would only compete for the core). */
+    std::atomic<uint32_t> helpers;
+    /* The executor sleeps on exec_word (not on doorbell) with exec_sleeping = 1. */
+    std::atomic<uint32_t> exec_word;
+    std::atomic<uint32_t> exec_sleeping;
+    /* Tasks queued on this device's device threads (not yet finished): with none, a ring has
+     * nothing for the executor to run. */
+    std::atomic<uint32_t> queued;
+    uint32_t pad[6];
     /* Binary notify flags: 1 = set. Record = store 1; wait = exchange(0) == 1. Slot 0 unused. */
     std::atomic<uint32_t> slots[kMaxSlots];
 };
 
-inline void doorbell_ring(DevCtl* c) {
+inline void exec_wake(DevCtl* c) {
+    c->exec_word.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(&c->exec_word, 1, true);
+}
+/* Announces a slot record or a task submission. Sleeping helpers are woken; the executor only
+ * when no helper is present (unless wake_exec is false: the caller guarantees that someone will
+ * look at the device threads soon, see hthread_submit). */
+inline void doorbell_ring(DevCtl* c, bool wake_exec = true) {
     c->doorbell.fetch_add(1, std::memory_order_seq_cst);
     if (c->sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&c->doorbell, 0x7fffffff, true);
+    if (wake_exec && c->exec_sleeping.load(std::memory_order_seq_cst) != 0 &&
+        c->helpers.load(std::memory_order_seq_cst) == 0 && c->queued.load(std::memory_order_seq_cst) != 0)
+        exec_wake(c);
 }
 inline void slot_record(DevCtl* c, uint32_t idx) {
     c->slots[idx].store(1, std::memory_order_release);
@@ -249,6 +277,7 @@ public:
     virtual void drop() {}
     virtual const char* name() const = 0;
     std::atomic<uint32_t>* done_word = nullptr; /* set to 1 + woken when the task finishes (sync memcpy) */
+    bool helps = false; /* run() waits on a notify of the stream's device, running its device threads meanwhile */
 };
 
 struct Stream {
@@ -303,6 +332,7 @@ struct KernelCtx {
     BatchState batch;
     std::vector<Comm*> acquired;
     std::string first_err; /* first data-plane error raised during this kernel */
+    bool deferred_exec_wake = false; /* submitted to device threads without waking the executor */
 };
 KernelCtx& kctx();
 
@@ -380,6 +410,13 @@ void hthread_submit(HThread* t, std::vector<HTask>&& tasks);
 /* Runs runnable device threads of dev once; returns true if any task made progress. */
 bool sched_pass(Device* dev);
 void sched_start(Device* dev);
+/* Longest an executor sleeps without a ring: bounds timeout/liveness checks of parked waits
+ * and the delay of a deferred wake-up (kernel_end_submit). */
+constexpr uint64_t kExecPollNs = 20000000ull;
+/* Called on the stream worker when a kernel returned: wakes the executor for the tasks the kernel
+ * submitted unless helper_follows (the stream's next task is a notify wait on the same device,
+ * whose worker runs them). */
+void kernel_end_submit(Stream* s, bool helper_follows);
 void sched_stop(Device* dev);
 /* Fails all queued tasks of the communicator's device threads on this process. */
 void sched_abort_comm(Comm* c);

@@ -197,11 +197,17 @@ int KernelTask::run(Stream* s, std::string* msg) {
     std::string first_err = k.first_err;
     k.active = false;
     if (timeout_ns) watchdog_disarm(s, seq);
+    bool helper_follows;
     {
         std::lock_guard<std::mutex> g(s->m);
         s->kernel_deadline_ns = 0;
         s->kernel_name.clear();
+        /* Tasks the kernel submitted to device threads: the next task runs them if it is a
+         * notify wait that this worker will execute (not dropped by an error). */
+        helper_follows = !crashed && ret == 0 && left.empty() && s->err_code == 0 && !s->q.empty() &&
+                         s->q.front()->helps;
     }
+    kernel_end_submit(s, helper_follows);
     if (crashed) {
         *msg = strprintf("AICPU kernel %s crashed with %s (fault address %p)", kname, strsignal(crashed), fault_addr);
         if (!first_err.empty()) *msg += "; first error in the kernel: " + first_err;

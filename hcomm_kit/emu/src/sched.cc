@@ -67,6 +67,14 @@ void hthread_destroy(HThread* t) {
     }
     /* Wait for a runner that may still hold it. */
     while (t->claimed.exchange(true)) std::this_thread::yield();
+    {
+        std::lock_guard<std::mutex> g(t->qm);
+        if (!t->stream_bound && !t->q.empty()) {
+            d->ctl->queued.fetch_sub((uint32_t)t->q.size(), std::memory_order_seq_cst);
+            t->q.clear();
+            t->qlen.store(0);
+        }
+    }
     slots_free(d, t->slot_base, t->nslots);
     t->magic = 0;
     /* Views were freed above; the thread object itself is kept if a stream task may still refer
@@ -183,6 +191,7 @@ static bool run_thread(HThread* t) {
         std::string why;
         if (t->comm && comm_aborted(t->comm, &why)) {
             std::lock_guard<std::mutex> g(t->qm);
+            t->dev->ctl->queued.fetch_sub((uint32_t)t->q.size(), std::memory_order_seq_cst);
             t->q.clear();
             t->qlen.store(0);
             progress = true;
@@ -190,11 +199,13 @@ static bool run_thread(HThread* t) {
         }
         std::string msg;
         int r = htask_exec(*h, &msg);
+        if (r) EMU_TRACE(h->op == HOp::Wait ? "h_wait_ok" : h->op == HOp::Record ? "h_rec" : "h_other", h->slot);
         if (r == 0) break;
         if (r < 0) {
             EMU_LOG(LOG_ERROR, "%s", msg.c_str());
             if (t->comm) comm_abort(t->comm, msg);
             std::lock_guard<std::mutex> g(t->qm);
+            t->dev->ctl->queued.fetch_sub((uint32_t)t->q.size(), std::memory_order_seq_cst);
             t->q.clear();
             t->qlen.store(0);
             progress = true;
@@ -204,6 +215,7 @@ static bool run_thread(HThread* t) {
             std::lock_guard<std::mutex> g(t->qm);
             t->q.pop_front();
             t->qlen.fetch_sub(1, std::memory_order_release);
+            t->dev->ctl->queued.fetch_sub(1, std::memory_order_seq_cst);
         }
         progress = true;
     }
@@ -226,13 +238,18 @@ bool sched_pass(Device* dev) {
 static void executor_main(Device* dev) {
     DevCtl* c = dev->ctl;
     while (!dev->executor_stop.load()) {
-        uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
+        uint32_t db = c->doorbell.load(std::memory_order_seq_cst);
         if (sched_pass(dev)) continue;
-        /* Sleep until something is recorded or submitted; wake periodically so parked waits
-         * notice timeouts, dead peers and aborts. */
-        wait_word(&c->doorbell, true, now_ns() + 100000000ull,
-                  [&] { return c->doorbell.load(std::memory_order_acquire) != v || dev->executor_stop.load(); },
-                  100000000ull, &c->sleepers);
+        /* Sleep on our own word until a ring wakes us (only done while no helper is present, see
+         * doorbell_ring) or the poll interval passes, so parked waits notice timeouts, dead peers
+         * and aborts, and tasks whose wake-up was deferred (hthread_submit) never wait long.
+         * exec_sleeping is raised before the doorbell is read again: a ring either sees it and
+         * wakes us, or we see its doorbell bump and run another pass. */
+        uint32_t ew = c->exec_word.load(std::memory_order_seq_cst);
+        c->exec_sleeping.store(1, std::memory_order_seq_cst);
+        if (c->doorbell.load(std::memory_order_seq_cst) == db && !dev->executor_stop.load())
+            futex_wait(&c->exec_word, ew, (int64_t)kExecPollNs, true);
+        c->exec_sleeping.store(0, std::memory_order_seq_cst);
     }
 }
 
@@ -254,6 +271,7 @@ void sched_stop(Device* dev) {
         t = std::move(dev->executor);
     }
     doorbell_ring(dev->ctl);
+    exec_wake(dev->ctl);
     if (t.joinable()) t.join();
 }
 
@@ -268,9 +286,31 @@ void hthread_submit(HThread* t, std::vector<HTask>&& tasks) {
         std::lock_guard<std::mutex> g(t->qm);
         for (auto& h : tasks) t->q.push_back(std::move(h));
         t->qlen.fetch_add((uint32_t)n, std::memory_order_release);
+        t->dev->ctl->queued.fetch_add((uint32_t)n, std::memory_order_seq_cst);
     }
     sched_start(t->dev);
+    KernelCtx& k = kctx();
+    if (k.active && k.dev == t->dev) {
+        /* Submitted by a kernel on a stream worker: the stream's next task is usually the host
+         * handshake wait, whose worker then runs these tasks itself. Waking the executor now
+         * would only add a thread competing for the core; kernel_end_submit decides once the
+         * kernel has returned (and the executor's poll bounds the delay if it never does). */
+        doorbell_ring(t->dev->ctl, false);
+        k.deferred_exec_wake = true;
+        return;
+    }
     doorbell_ring(t->dev->ctl);
+}
+
+void kernel_end_submit(Stream* s, bool helper_follows) {
+    KernelCtx& k = kctx();
+    if (!k.deferred_exec_wake) return;
+    k.deferred_exec_wake = false;
+    if (helper_follows) return;
+    DevCtl* c = s->dev->ctl;
+    if (c->exec_sleeping.load(std::memory_order_seq_cst) && c->helpers.load(std::memory_order_seq_cst) == 0 &&
+        c->queued.load(std::memory_order_seq_cst) != 0)
+        exec_wake(c);
 }
 
 void sched_abort_comm(Comm* c) {
@@ -317,11 +357,25 @@ std::string sched_describe(Device* dev, Comm* c) {
 
 /* ---------------------------------------------------------------- waits on stream workers */
 
+static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg);
+
 int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg) {
+    DevCtl* c = dev->ctl;
+    c->helpers.fetch_add(1, std::memory_order_seq_cst);
+    int r = stream_wait_slot_loop(dev, slot, deadline_ns, comm, msg);
+    c->helpers.fetch_sub(1, std::memory_order_seq_cst);
+    /* Rings seen while we were here did not wake the executor: hand it what is left. */
+    if (c->exec_sleeping.load(std::memory_order_seq_cst) && c->helpers.load(std::memory_order_seq_cst) == 0 &&
+        c->queued.load(std::memory_order_seq_cst) != 0)
+        exec_wake(c);
+    return r;
+}
+
+static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg) {
     DevCtl* c = dev->ctl;
     uint32_t epoch = dev->abort_epoch.load();
     for (;;) {
-        if (slot_consume(c, slot)) return 1;
+        if (slot_consume(c, slot)) { EMU_TRACE("helper_consumed", slot); return 1; }
         if (sched_pass(dev)) continue; /* help the device threads instead of sleeping */
         std::string why;
         if (comm && comm_aborted(comm, &why)) {
@@ -348,7 +402,10 @@ namespace {
 struct HTaskStreamTask : Task {
     HThread* t;
     std::vector<HTask> tasks;
-    HTaskStreamTask(HThread* th, std::vector<HTask>&& v) : t(th), tasks(std::move(v)) {}
+    HTaskStreamTask(HThread* th, std::vector<HTask>&& v) : t(th), tasks(std::move(v)) {
+        for (const HTask& h : tasks)
+            if (h.op == HOp::Wait) helps = true;
+    }
     int run(Stream* s, std::string* msg) override {
         for (HTask& h : tasks) {
             if (h.op != HOp::Wait) {

@@ -61,6 +61,7 @@ static void start_worker_locked(Stream* s) {
 }
 
 int stream_enqueue(Stream* s, std::unique_ptr<Task> t) {
+    EMU_TRACE("enq", 0);
     {
         std::lock_guard<std::mutex> g(s->m);
         if (s->stop) return seterr(ACL_ERROR_RT_PARAM_INVALID, t->name(), "stream %p is being destroyed", (void*)s);
@@ -102,18 +103,20 @@ static void worker_main(Stream* s, uint64_t gen) {
             return !s->q.empty() || s->stop;
         };
         bool idle;
+        uint32_t qv;
         {
             std::lock_guard<std::mutex> g(s->m);
             if (s->worker_gen != gen) break;
             idle = !has_work();
+            /* Every enqueue (and stop) bumps qword after its change under m: a value read
+             * here changes before the worker could miss new work. */
+            qv = s->qword.load(std::memory_order_seq_cst);
         }
         if (idle) {
-            s->worker_idle.store(1, std::memory_order_seq_cst);
-            wait_word(&s->qword, false, 0, [&] {
-                std::lock_guard<std::mutex> g(s->m);
-                return has_work() || s->worker_gen != gen;
-            }, 1000000000ull);
-            s->worker_idle.store(0, std::memory_order_seq_cst);
+            /* worker_idle counts this worker only while it sleeps: enqueue skips the wake-up
+             * syscall while the worker is still spinning. */
+            wait_word(&s->qword, false, 0, [&] { return s->qword.load(std::memory_order_seq_cst) != qv; },
+                      1000000000ull, &s->worker_idle);
         }
         std::unique_ptr<Task> t;
         bool failed;
@@ -136,8 +139,10 @@ static void worker_main(Stream* s, uint64_t gen) {
         }
         int rc = 0;
         std::string msg;
+        EMU_TRACE(t->name(), 0);
         if (failed) t->drop();
         else rc = t->run(s, &msg);
+        EMU_TRACE("task_end", rc);
         {
             std::lock_guard<std::mutex> g(s->m);
             if (s->worker_gen != gen) {
@@ -212,6 +217,7 @@ void stream_set_error(Stream* s, int code, const std::string& msg) {
 }
 
 int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
+    EMU_TRACE("sync", 0);
     uint64_t target;
     {
         std::lock_guard<std::mutex> g(s->m);
@@ -219,10 +225,9 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
     }
     uint64_t deadline = timeout_ms >= 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
     if (timeout_ms == 0) deadline = now_ns();
-    s->waiters.fetch_add(1, std::memory_order_seq_cst);
+    /* waiters counts only sleeping callers, so a completion skips the wake-up syscall while we spin. */
     bool ok = wait_word(&s->cword, false, deadline, [&] { return s->completed.load(std::memory_order_acquire) >= target; },
-                        1000000000ull);
-    s->waiters.fetch_sub(1, std::memory_order_seq_cst);
+                        1000000000ull, &s->waiters);
     if (!ok) {
         std::string running;
         {
@@ -243,6 +248,7 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
         s->err_code = 0;
         s->err_msg.clear();
     }
+    EMU_TRACE("sync_end", 0);
     if (rc) return seterr_str(rc, api, msg);
     return ACL_SUCCESS;
 }
@@ -260,6 +266,9 @@ std::mutex& g_wd_m = *new std::mutex();
 std::condition_variable& g_wd_cv = *new std::condition_variable();
 std::vector<WdEntry>& g_wd = *new std::vector<WdEntry>();
 bool g_wd_started = false;
+/* When the sleeping watchdog wakes up next (UINT64_MAX: no deadline; 0: it is awake and will
+ * rescan before sleeping). Under g_wd_m. An arm with a later deadline need not wake it. */
+uint64_t g_wd_wake = 0;
 
 void watchdog_fire(const WdEntry& e) {
     Stream* s = e.s;
@@ -302,7 +311,9 @@ void watchdog_main() {
     std::unique_lock<std::mutex> lk(g_wd_m);
     for (;;) {
         if (g_wd.empty()) {
+            g_wd_wake = UINT64_MAX;
             g_wd_cv.wait(lk);
+            g_wd_wake = 0;
             continue;
         }
         uint64_t now = now_ns(), next = UINT64_MAX;
@@ -323,7 +334,9 @@ void watchdog_main() {
             lk.lock();
             continue;
         }
+        g_wd_wake = next;
         g_wd_cv.wait_for(lk, std::chrono::nanoseconds(next - now));
+        g_wd_wake = 0;
     }
 }
 }  // namespace
@@ -335,7 +348,7 @@ void watchdog_arm(Stream* s, uint64_t deadline_ns, uint64_t seq) {
         std::thread(watchdog_main).detach();
     }
     g_wd.push_back(WdEntry{s, deadline_ns, seq});
-    g_wd_cv.notify_one();
+    if (deadline_ns < g_wd_wake) g_wd_cv.notify_one();
 }
 
 void watchdog_disarm(Stream* s, uint64_t seq) {
@@ -717,7 +730,7 @@ struct NotifyWaitTask : Task {
     Device* dev;
     uint32_t slot;
     uint32_t timeout_s;
-    NotifyWaitTask(Device* d, uint32_t s, uint32_t t) : dev(d), slot(s), timeout_s(t) {}
+    NotifyWaitTask(Device* d, uint32_t s, uint32_t t) : dev(d), slot(s), timeout_s(t) { helps = true; }
     int run(Stream* s, std::string* msg) override;
     const char* name() const override { return "aclrtWaitAndResetNotify"; }
 };

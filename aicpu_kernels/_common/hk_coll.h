@@ -1,0 +1,197 @@
+/*
+ * hk_coll.h -- helpers shared by hcomm-kit's built-in collective operators (aicpu_kernels/).
+ *
+ * Each operator directory links this file as inc/hk_coll.h and includes it from exec_op.cc AFTER
+ * its own headers (OpParam, AlgResourceCtx, OP_CHECK and OP_LOG_ERROR come from there).
+ *
+ * Conventions every built-in follows (so that they can share channels, notify slots and the
+ * HCCL buffer of a communicator with each other and with users' operators):
+ *  - channel notify slots: only HK_ACK (0) and HK_DATA (1) are used (op.toml channels.notifies = 2);
+ *  - clean exit: when an operator records "done", no peer will touch this rank's HCCL buffer for
+ *    this call any more (every remote read of my buffer is acknowledged, every remote write into a
+ *    peer's buffer is made only after that peer said it is ready). The next call may therefore
+ *    overwrite its own buffer right away;
+ *  - device threads: threads[0] is the main thread; workers 1..k are started by HkFanOut (thread
+ *    slot HK_SLOT_START) and joined by HkFanIn (thread slot HK_SLOT_FINISH, a reverse chain, so two
+ *    slots per thread suffice for any rank count; op.toml notifies_per_thread = 2);
+ *  - algorithm ids (OpParam.algo; 0 = let the kernel choose by size and rank count) are below and
+ *    mirrored in hcomm_kit/collectives.py (ALGORITHMS), checked by tests/test_collectives_meta.py;
+ *  - results are deterministic: a reduction always combines contributions in the same order for a
+ *    given (count, rank count, algorithm, HCCL buffer size).
+ */
+#ifndef HCOMM_KIT_AICPU_KERNELS_HK_COLL_H
+#define HCOMM_KIT_AICPU_KERNELS_HK_COLL_H
+
+#include <stdint.h>
+
+#include <hccl/hccl_types.h>
+#include <hccl/hcomm_primitives.h>
+
+/* ---- algorithm ids (OpParam.algo) ----------------------------------------------------------- */
+#define HK_ALGO_AUTO 0u
+#define HK_ALGO_RING 1u       /* allreduce (reduce-scatter + allgather), allgather, reduce-scatter */
+#define HK_ALGO_MESH 2u       /* one-shot: every rank talks to every peer directly (thread per peer) */
+#define HK_ALGO_PAIRWISE 3u   /* alltoall(v): step s exchanges with rank +/- s */
+
+/* ---- channel and thread notify slots -------------------------------------------------------- */
+#define HK_ACK 0u              /* channel: "you may write into my buffer" / "I have read yours" */
+#define HK_DATA 1u             /* channel: "the data is in place" */
+#define HK_SLOT_START 1u       /* thread: main -> worker "start" */
+#define HK_SLOT_FINISH 2u      /* thread: worker -> previous thread "finished" (reverse chain) */
+
+/* Slices are aligned to 128 bytes (a multiple of every element size) and capped at 256 MiB like
+ * CANN's examples. HCCL_BUFFSIZE is job-wide, so every rank computes the same slice size. */
+#define HK_SLICE_ALIGN_BYTES 128ull
+#define HK_MAX_SLICE_BYTES (256ull * 1024 * 1024)
+
+static inline uint64_t HkMin(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Largest slice (bytes) that fits in `bufferBytes`, aligned. */
+static inline uint64_t HkSliceBytes(uint64_t bufferBytes)
+{
+    return HkMin(bufferBytes, HK_MAX_SLICE_BYTES) / HK_SLICE_ALIGN_BYTES * HK_SLICE_ALIGN_BYTES;
+}
+
+/* Chunk `index` of `total` elements cut into `chunks` nearly equal parts: the first total % chunks
+ * chunks get one element more (counts need not divide evenly). */
+static inline void HkChunkRange(uint64_t total, uint32_t chunks, uint32_t index, uint64_t *first, uint64_t *count)
+{
+    const uint64_t base = total / chunks;
+    const uint64_t extra = total % chunks;
+    *count = base + (index < extra ? 1 : 0);
+    *first = index * base + (index < extra ? index : extra);
+}
+
+/* The channel to `peer` of a mesh/peer-topology operator, or 0 with an error logged. */
+static inline ChannelHandle HkChannel(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t peer)
+{
+    const ChannelHandle h = (peer < resCtx.rankSize && peer != resCtx.rank) ? resCtx.channels[peer].handle : 0;
+    if (h == 0) {
+        OP_LOG_ERROR("no channel to rank %u (rank %u/%u), tag %s", peer, resCtx.rank, resCtx.rankSize, param.tag);
+    }
+    return h;
+}
+
+/* Main thread -> workers 1..k: "start" (each worker must HkWorkerStart first). */
+static inline HcclResult HkFanOut(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t k)
+{
+    for (uint32_t i = 1; i <= k; ++i) {
+        OP_CHECK(param.tag, HcommThreadNotifyRecordOnThread(resCtx.threads[0], resCtx.threads[i], HK_SLOT_START));
+    }
+    return HCCL_SUCCESS;
+}
+
+/* Worker i waits for the main thread's "start". */
+static inline HcclResult HkWorkerStart(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t i)
+{
+    OP_CHECK(param.tag, HcommThreadNotifyWaitOnThread(resCtx.threads[i], HK_SLOT_START, param.notifyTimeout));
+    return HCCL_SUCCESS;
+}
+
+/* Worker i (1..k) has enqueued its last task: join the reverse chain k -> k-1 -> ... -> 1 -> main. */
+static inline HcclResult HkWorkerFinish(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t i, uint32_t k)
+{
+    if (i < k) {
+        OP_CHECK(param.tag, HcommThreadNotifyWaitOnThread(resCtx.threads[i], HK_SLOT_FINISH, param.notifyTimeout));
+    }
+    OP_CHECK(param.tag, HcommThreadNotifyRecordOnThread(resCtx.threads[i], resCtx.threads[i - 1], HK_SLOT_FINISH));
+    return HCCL_SUCCESS;
+}
+
+/* Main thread waits until workers 1..k have all finished (k = 0: nothing). */
+static inline HcclResult HkFanIn(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t k)
+{
+    if (k != 0) {
+        OP_CHECK(param.tag, HcommThreadNotifyWaitOnThread(resCtx.threads[0], HK_SLOT_FINISH, param.notifyTimeout));
+    }
+    return HCCL_SUCCESS;
+}
+
+/* ---- notify discipline across calls (added with broadcast/reduce/scatter/gather/barrier) ------
+ * Channel slots are binary and shared by every built-in of a communicator, and a rank may enter
+ * its next call while a peer is still finishing this one. A record made at the start of call k+1
+ * must never land on a slot whose record from call k the peer has not consumed yet (the two would
+ * merge and the peer would hang in call k+1). Every built-in therefore keeps two rules:
+ *  - HK_ACK is the "initiative" slot: it may be recorded to P without having heard from P in this
+ *    call, but every ACK recorded to P is known to be consumed before the recorder exits (P sends
+ *    something back after its wait of that ACK, and the recorder waits for it);
+ *  - HK_DATA is the "response" slot: it is recorded to P only after having waited, in this call,
+ *    for a signal P recorded after its last wait of our DATA (so P has left its previous call),
+ *    and it may still be pending when the recorder exits.
+ * (The ring/mesh/p2p patterns of templates/ and CANN's send/recv example keep both rules.)
+ */
+
+/* Bytes usable in every HCCL buffer of a mesh operator (own buffer and every peer's), the same
+ * on every rank; 0 with an error logged when a channel is missing. */
+static inline uint64_t HkMeshBufferBytes(const OpParam &param, const AlgResourceCtx &resCtx)
+{
+    uint64_t bytes = resCtx.localBuffer.size;
+    for (uint32_t p = 0; p < resCtx.rankSize; ++p) {
+        if (p == resCtx.rank) {
+            continue;
+        }
+        if (HkChannel(param, resCtx, p) == 0) {
+            return 0;
+        }
+        bytes = HkMin(bytes, resCtx.channels[p].remoteBuffer.size);
+    }
+    return bytes;
+}
+
+/* Local copy that skips empty and self copies. */
+static inline HcclResult HkCopy(const OpParam &param, ThreadHandle thread, void *dst, const void *src, uint64_t bytes)
+{
+    if (bytes != 0 && dst != src) {
+        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, dst, src, bytes));
+    }
+    return HCCL_SUCCESS;
+}
+
+/* Staging slices for a message of `totalBytes` in a buffer of `bufferBytes` split into `parts`
+ * regions (one per reader/writer): one round with whole regions when everything fits, else
+ * double-buffered rounds (half the buffer per round, so the next round is staged while the
+ * previous one is read). *sliceBytes = bytes per region per round (0: buffer too small),
+ * *halfBytes = offset of the second half (0 when single-buffered). */
+static inline void HkStagePlan(uint64_t totalBytes, uint64_t bufferBytes, uint32_t parts, uint64_t *sliceBytes,
+                               uint64_t *halfBytes)
+{
+    if (parts == 0) {
+        parts = 1;
+    }
+    if (totalBytes * parts <= HkMin(bufferBytes, HK_MAX_SLICE_BYTES)) {
+        *sliceBytes = totalBytes;
+        *halfBytes = 0;
+        return;
+    }
+    *sliceBytes = HkSliceBytes(bufferBytes / 2 / parts);
+    *halfBytes = *sliceBytes * parts;
+}
+
+/* ---- automatic algorithm choice (OpParam.algo == HK_ALGO_AUTO) ---------------------------------
+ * The ONE place for the size/rank-count thresholds of allreduce, allgather and reduce_scatter.
+ * `bytes` is the per-rank message: allreduce count * size, allgather and reduce_scatter the
+ * per-rank block (count * size). Every rank computes the same answer (same inputs).
+ *  - allreduce: HK_ALGO_MESH (one-shot: every rank reads every peer's whole input and reduces in
+ *    rank order; 2 notify rounds, n reads of `bytes`) while bytes * (rankSize - 1) stays under
+ *    HK_AR_ONESHOT_MAX_BYTES, else HK_ALGO_RING (reduce-scatter ring + allgather, ~3 passes).
+ *  - allgather / reduce_scatter: HK_ALGO_MESH (each block moves once, peers in parallel; fewer
+ *    memory passes than the ring on shared-memory links) up to HK_MESH_MAX_RANKS ranks, else RING. */
+#define HK_COLL_ALLREDUCE 0u
+#define HK_COLL_ALLGATHER 1u
+#define HK_COLL_REDUCE_SCATTER 2u
+#define HK_AR_ONESHOT_MAX_BYTES (64ull * 1024)
+#define HK_MESH_MAX_RANKS 64u
+
+static inline uint32_t HkChooseAlgo(uint32_t coll, uint64_t bytes, uint32_t rankSize)
+{
+    if (coll == HK_COLL_ALLREDUCE) {
+        return (rankSize <= 2 ? bytes : bytes * (rankSize - 1)) <= HK_AR_ONESHOT_MAX_BYTES ? HK_ALGO_MESH
+                                                                                            : HK_ALGO_RING;
+    }
+    return rankSize <= HK_MESH_MAX_RANKS ? HK_ALGO_MESH : HK_ALGO_RING;
+}
+
+#endif /* HCOMM_KIT_AICPU_KERNELS_HK_COLL_H */

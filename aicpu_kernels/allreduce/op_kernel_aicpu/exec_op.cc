@@ -1,0 +1,274 @@
+/*
+ * exec_op.cc -- built-in allreduce: output[i] = input_0[i] op input_1[i] op ... (every rank).
+ *
+ * OpParam.count = elements of input = output (output == input allowed); OpParam.algo:
+ *   HK_ALGO_MESH  one-shot (small messages): every rank reduces every peer's whole input itself,
+ *                 in rank order, so all ranks compute bit-identical results;
+ *   HK_ALGO_RING  reduce-scatter over the ring rank-1 -> rank -> rank+1, then every rank reads the
+ *                 reduced chunks directly from their owners (mesh channels);
+ *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLREDUCE, ...) of hk_coll.h.
+ * Messages larger than the HCCL buffer are cut into slices (the last one shorter); each slice
+ * runs the whole protocol and ends in a clean state (see hk_coll.h: clean exit, ACK/DATA rules).
+ *
+ * Data plane rules (hcomm.md §1.5-§1.6, §3.1-§3.2): ...OnThread calls only enqueue; one thread's
+ * tasks run in order; notifies are binary flags; remote Write destinations / Read sources lie in
+ * the peer's HCCL buffer, local sides may be any device memory (input/output directly).
+ */
+#include "exec_op.h"
+#include "allreduce_log.h"
+#include "hk_coll.h"
+
+namespace ops_allreduce {
+namespace {
+
+struct Ctx {
+    const OpParam &param;
+    const AlgResourceCtx &res;
+    uint32_t unit;
+    HcommDataType dataType;
+    HcommReduceOp reduceOp;
+    uint32_t rank;
+    uint32_t rankSize;
+    uint32_t timeout;
+    ThreadHandle thread;  // main thread
+    const uint8_t *input;
+    uint8_t *output;
+    uint8_t *myBuf;
+    uint64_t bufferBytes;
+
+    ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
+    uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
+    HcclResult Record(uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, Ch(peer), slot));
+        return HCCL_SUCCESS;
+    }
+    HcclResult Wait(uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, Ch(peer), slot, timeout));
+        return HCCL_SUCCESS;
+    }
+};
+
+#define HK_TRY(call)                                   \
+    do {                                               \
+        const HcclResult hkRet_ = (call);              \
+        if (hkRet_ != HCCL_SUCCESS) {                  \
+            return hkRet_;                             \
+        }                                              \
+    } while (0)
+
+/*
+ * One-shot, per slice of `count` elements at element offset `off`:
+ *   copy my input slice into my HCCL buffer; record ACK to every peer ("my slice is staged");
+ *   output = buf_0 op buf_1 op ... op buf_{n-1} in rank order (Read / ReadReduce from peers, wait
+ *   peer r's ACK just before touching its buffer; LocalCopy / LocalReduce from my own buffer);
+ *   record DATA to every peer ("done reading yours"), wait every peer's DATA (clean exit: nobody
+ *   reads my buffer any more). Each ACK is consumed before the DATA that answers it; DATA is the
+ *   last word. 2 notify rounds, 5n-3 tasks.
+ */
+HcclResult OneShotSlice(const Ctx &c, uint64_t off, uint64_t count)
+{
+    const uint64_t bytes = count * c.unit;
+    const uint64_t offBytes = off * c.unit;
+    uint8_t *out = c.output + offBytes;
+    OP_CHECK(c.param.tag, HcommLocalCopyOnThread(c.thread, c.myBuf, c.input + offBytes, bytes));
+    for (uint32_t p = 0; p < c.rankSize; ++p) {
+        if (p != c.rank) {
+            HK_TRY(c.Record(p, HK_ACK));
+        }
+    }
+    for (uint32_t r = 0; r < c.rankSize; ++r) {
+        if (r == c.rank) {
+            if (r == 0) {  // rank 0's own input is still intact here (in place: nothing to copy)
+                HK_TRY(HkCopy(c.param, c.thread, out, c.input + offBytes, bytes));
+            } else {
+                OP_CHECK(c.param.tag,
+                         HcommLocalReduceOnThread(c.thread, out, c.myBuf, count, c.dataType, c.reduceOp));
+            }
+            continue;
+        }
+        HK_TRY(c.Wait(r, HK_ACK));
+        if (r == 0) {
+            OP_CHECK(c.param.tag, HcommReadOnThread(c.thread, c.Ch(r), out, c.PeerBuf(r), bytes));
+        } else {
+            OP_CHECK(c.param.tag,
+                     HcommReadReduceOnThread(c.thread, c.Ch(r), out, c.PeerBuf(r), count, c.dataType, c.reduceOp));
+        }
+    }
+    for (uint32_t p = 0; p < c.rankSize; ++p) {
+        if (p != c.rank) {
+            HK_TRY(c.Record(p, HK_DATA));
+        }
+    }
+    for (uint32_t p = 0; p < c.rankSize; ++p) {
+        if (p != c.rank) {
+            HK_TRY(c.Wait(p, HK_DATA));
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+/*
+ * Two ranks, per slice: chunk m (mine) and chunk q (the peer's) of the slice (HkChunkRange).
+ * Each rank owns the reduction of the OTHER chunk in its own buffer (offset 0):
+ *   copy input chunk q into my buffer; record ACK ("staged"); wait the peer's ACK;
+ *   write-reduce my input chunk m into the peer's buffer (it becomes final there: peer_m op my_m),
+ *   read it back into output chunk m; record DATA ("done with your buffer"); wait the peer's DATA
+ *   (its write-reduce into my buffer and its read are done); copy my buffer into output chunk q.
+ * Every chunk is reduced once, so both ranks hold identical bits. Memory passes per rank: copy,
+ * write-reduce, read and copy of half the slice each. 2 notify rounds.
+ */
+HcclResult PairSlice(const Ctx &c, uint64_t off, uint64_t count)
+{
+    const uint32_t peer = 1 - c.rank;
+    uint64_t mFirst = 0, mCount = 0, qFirst = 0, qCount = 0;
+    HkChunkRange(count, 2, c.rank, &mFirst, &mCount);
+    HkChunkRange(count, 2, peer, &qFirst, &qCount);
+    const uint64_t mOff = (off + mFirst) * c.unit;
+    const uint64_t qOff = (off + qFirst) * c.unit;
+
+    HK_TRY(HkCopy(c.param, c.thread, c.myBuf, c.input + qOff, qCount * c.unit));
+    HK_TRY(c.Record(peer, HK_ACK));
+    HK_TRY(c.Wait(peer, HK_ACK));
+    if (mCount != 0) {
+        OP_CHECK(c.param.tag, HcommWriteReduceOnThread(c.thread, c.Ch(peer), c.PeerBuf(peer), c.input + mOff, mCount,
+                                                       c.dataType, c.reduceOp));
+        OP_CHECK(c.param.tag, HcommReadOnThread(c.thread, c.Ch(peer), c.output + mOff, c.PeerBuf(peer),
+                                                mCount * c.unit));
+    }
+    HK_TRY(c.Record(peer, HK_DATA));
+    HK_TRY(c.Wait(peer, HK_DATA));
+    return HkCopy(c.param, c.thread, c.output + qOff, c.myBuf, qCount * c.unit);
+}
+
+/*
+ * Ring, n > 2 ranks, per slice cut into n chunks; my buffer mirrors the slice (chunk k at its
+ * offset in the slice). prev = rank-1, next = rank+1.
+ *  1. copy every input chunk except mine into my buffer; record ACK to prev ("staged");
+ *  2. reduce-scatter, steps s = 0..n-2: wait ACK from next, write-reduce chunk (rank - s) into
+ *     next's buffer (step 0 straight from my input, later from my buffer where it was
+ *     accumulated), record DATA to next; wait DATA from prev (chunk rank-1-s landed in mine),
+ *     record ACK to prev unless it was the last step. Afterwards my buffer holds chunk rank+1
+ *     fully reduced (in ring order: in_{rank+1} op (in_rank op (... op in_{rank+2}))).
+ *  3. allgather by reads: record ACK to every peer ("my reduced chunk is ready"), copy my chunk
+ *     to the output; for each peer p: wait its ACK, read chunk p+1 from its buffer into the
+ *     output, record DATA ("done reading yours"); finally wait every peer's DATA.
+ * Slot hand-over: every RS ACK is consumed before the DATA it enables comes back; the ready ACKs
+ * of step 3 go to slots whose earlier ACKs are consumed (prev's: before its last write, whose
+ * DATA we waited; others: unused in step 2); the DATA of step 3 to a peer is recorded after its
+ * ready ACK, i.e. after it consumed our last RS DATA.
+ */
+HcclResult RingSlice(const Ctx &c, uint64_t off, uint64_t count)
+{
+    const uint32_t n = c.rankSize;
+    const uint32_t rank = c.rank;
+    const uint32_t prev = (rank + n - 1) % n;
+    const uint32_t next = (rank + 1) % n;
+    const uint8_t *in = c.input + off * c.unit;
+    uint8_t *out = c.output + off * c.unit;
+
+    uint64_t first = 0, cnt = 0;
+    HkChunkRange(count, n, rank, &first, &cnt);
+    HK_TRY(HkCopy(c.param, c.thread, c.myBuf, in, first * c.unit));
+    HK_TRY(HkCopy(c.param, c.thread, c.myBuf + (first + cnt) * c.unit, in + (first + cnt) * c.unit,
+                  (count - first - cnt) * c.unit));
+    HK_TRY(c.Record(prev, HK_ACK));
+
+    for (uint32_t s = 0; s + 1 < n; ++s) {
+        const uint32_t chunk = (rank + n - s) % n;
+        HkChunkRange(count, n, chunk, &first, &cnt);
+        HK_TRY(c.Wait(next, HK_ACK));
+        if (cnt != 0) {
+            const uint8_t *src = (s == 0 ? in : c.myBuf) + first * c.unit;
+            OP_CHECK(c.param.tag, HcommWriteReduceOnThread(c.thread, c.Ch(next), c.PeerBuf(next) + first * c.unit, src,
+                                                           cnt, c.dataType, c.reduceOp));
+        }
+        HK_TRY(c.Record(next, HK_DATA));
+        HK_TRY(c.Wait(prev, HK_DATA));
+        if (s + 2 < n) {
+            HK_TRY(c.Record(prev, HK_ACK));
+        }
+    }
+
+    for (uint32_t i = 1; i < n; ++i) {
+        HK_TRY(c.Record((rank + i) % n, HK_ACK));
+    }
+    HkChunkRange(count, n, next, &first, &cnt);
+    HK_TRY(HkCopy(c.param, c.thread, out + first * c.unit, c.myBuf + first * c.unit, cnt * c.unit));
+    for (uint32_t i = 1; i < n; ++i) {
+        const uint32_t p = (rank + n - i) % n;  // prev first: its chunk (= mine) was final earliest
+        HkChunkRange(count, n, (p + 1) % n, &first, &cnt);
+        HK_TRY(c.Wait(p, HK_ACK));
+        if (cnt != 0) {
+            OP_CHECK(c.param.tag, HcommReadOnThread(c.thread, c.Ch(p), out + first * c.unit,
+                                                    c.PeerBuf(p) + first * c.unit, cnt * c.unit));
+        }
+        HK_TRY(c.Record(p, HK_DATA));
+    }
+    for (uint32_t i = 1; i < n; ++i) {
+        HK_TRY(c.Wait((rank + i) % n, HK_DATA));
+    }
+    return HCCL_SUCCESS;
+}
+
+}  // namespace
+
+HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
+{
+    const uint32_t unit = OpDataTypeSize(param.dataType);
+    if (unit == 0) {
+        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
+        return HCCL_E_PARA;
+    }
+    const uint32_t n = resCtx.rankSize;
+    const ThreadHandle thread = resCtx.threads[0];
+    if (n == 1 || param.count == 0) {
+        return HkCopy(param, thread, param.outputPtr, param.inputPtr, param.count * unit);
+    }
+    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    if (bufferBytes == 0) {
+        return HCCL_E_PARA;
+    }
+    const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo
+                                                      : HkChooseAlgo(HK_COLL_ALLREDUCE, param.count * unit, n);
+    const Ctx c{param,
+                resCtx,
+                unit,
+                static_cast<HcommDataType>(param.dataType),
+                static_cast<HcommReduceOp>(param.reduceOp),
+                resCtx.rank,
+                n,
+                param.notifyTimeout,
+                thread,
+                static_cast<const uint8_t *>(param.inputPtr),
+                static_cast<uint8_t *>(param.outputPtr),
+                static_cast<uint8_t *>(resCtx.localBuffer.addr),
+                bufferBytes};
+
+    // Elements per slice: one-shot and ring keep a whole slice in the buffer; the 2-rank ring
+    // keeps only half a slice (the chunk this rank reduces).
+    uint64_t maxCount = HkSliceBytes(bufferBytes) / unit;
+    if (algo == HK_ALGO_RING && n == 2) {
+        maxCount *= 2;
+    }
+    if (maxCount == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                     param.tag);
+        return HCCL_E_MEMORY;
+    }
+    for (uint64_t off = 0; off < param.count; off += maxCount) {
+        const uint64_t count = HkMin(maxCount, param.count - off);
+        if (algo == HK_ALGO_MESH) {
+            HK_TRY(OneShotSlice(c, off, count));
+        } else if (algo == HK_ALGO_RING) {
+            HK_TRY(n == 2 ? PairSlice(c, off, count) : RingSlice(c, off, count));
+        } else {
+            OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
+            return HCCL_E_PARA;
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+}  // namespace ops_allreduce

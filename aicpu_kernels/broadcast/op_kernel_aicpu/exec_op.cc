@@ -1,0 +1,98 @@
+/*
+ * exec_op.cc -- built-in "broadcast": root's inputPtr -> every rank's outputPtr (.dev/BUILTINS.md).
+ *
+ * Algorithm (mesh, read-based; the only one, so OpParam.algo is ignored):
+ *   the root stages the message slice by slice in its HCCL buffer and every other rank Reads each
+ *   slice straight from there into its output, so a byte crosses memory once on the root side
+ *   (staging) and once per reader. Large messages are double-buffered: the root stages slice k+1
+ *   into one half of its buffer while the readers read slice k from the other half.
+ *
+ * Notify protocol per slice k, root R and each reader P (hk_coll.h "notify discipline"):
+ *   R: stage slice k; [k > 0: wait DATA from every P (slice k-1 read)]; record ACK to every P;
+ *   P: wait ACK; Read slice k into its output; record DATA to R;
+ *   R finally waits the last DATA of every P, so no reader touches R's buffer after R is done
+ *   ("clean exit"); every ACK is consumed before R exits, P's last DATA may be pending.
+ * The root's own output is filled by one local copy (skipped when output == input), enqueued
+ * right after the first ACK so that it overlaps with the readers.
+ */
+#include "exec_op.h"
+#include "broadcast_log.h"
+#include "hk_coll.h"
+
+namespace ops_broadcast {
+
+HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
+{
+    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    if (unitSize == 0) {
+        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
+        return HCCL_E_PARA;
+    }
+    const uint64_t totalBytes = param.count * unitSize;
+    const uint32_t rank = resCtx.rank;
+    const uint32_t rankSize = resCtx.rankSize;
+    const uint32_t root = param.root;
+    const uint32_t timeout = param.notifyTimeout;
+    const ThreadHandle thread = resCtx.threads[0];
+    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
+    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
+
+    if (root >= rankSize) {
+        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
+        return HCCL_E_PARA;
+    }
+    if (rankSize == 1 || totalBytes == 0) {
+        return rank == root ? HkCopy(param, thread, output, input, totalBytes) : HCCL_SUCCESS;
+    }
+    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    uint64_t sliceBytes = 0;
+    uint64_t halfBytes = 0;
+    HkStagePlan(totalBytes, bufferBytes, 1, &sliceBytes, &halfBytes);
+    if (sliceBytes == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                     param.tag);
+        return HCCL_E_MEMORY;
+    }
+
+    if (rank == root) {
+        uint8_t *stage = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+        uint64_t k = 0;
+        for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
+            const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
+            OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage + (k % 2) * halfBytes, input + offset, len));
+            for (uint32_t p = 0; p < rankSize && k != 0; ++p) {
+                if (p != root) {
+                    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA,
+                                                                       timeout));
+                }
+            }
+            for (uint32_t p = 0; p < rankSize; ++p) {
+                if (p != root) {
+                    OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, resCtx.channels[p].handle, HK_ACK));
+                }
+            }
+            if (k == 0) {
+                OP_CHECK(param.tag, HkCopy(param, thread, output, input, totalBytes));
+            }
+        }
+        for (uint32_t p = 0; p < rankSize; ++p) {
+            if (p != root) {
+                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA, timeout));
+            }
+        }
+        return HCCL_SUCCESS;
+    }
+
+    const ChannelInfo &ch = resCtx.channels[root];
+    const uint8_t *rootStage = static_cast<const uint8_t *>(ch.remoteBuffer.addr);
+    uint64_t k = 0;
+    for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
+        const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, HK_ACK, timeout));
+        OP_CHECK(param.tag, HcommReadOnThread(thread, ch.handle, output + offset, rootStage + (k % 2) * halfBytes, len));
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
+    }
+    return HCCL_SUCCESS;
+}
+
+}  // namespace ops_broadcast

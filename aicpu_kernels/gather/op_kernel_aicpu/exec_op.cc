@@ -1,0 +1,89 @@
+/*
+ * exec_op.cc -- built-in "gather": rank r's inputPtr (count elements) -> block r of root's
+ * outputPtr (count * rankSize elements) (.dev/BUILTINS.md). Non-roots' outputPtr is not touched.
+ *
+ * Algorithm (mesh, read-based; the only one, so OpParam.algo is ignored):
+ *   every non-root stages its block slice by slice in its own HCCL buffer; the root Reads each
+ *   peer's slice straight into that peer's block of the output, peers in rank order. Large
+ *   blocks are double-buffered on the peers (slice k+1 is staged while the root reads slice k).
+ *
+ * Notify protocol per slice k, peer P and root R (hk_coll.h "notify discipline"):
+ *   P: stage slice k; [k > 0: wait DATA (slice k-1 read)]; record ACK to R;
+ *   R: for each peer: wait its ACK, Read into the output, record DATA to it;
+ *   P finally waits the last DATA, so R never reads P's buffer after P is done ("clean exit").
+ * The root's own block is one local copy, enqueued first (the peers stage meanwhile).
+ */
+#include "exec_op.h"
+#include "gather_log.h"
+#include "hk_coll.h"
+
+namespace ops_gather {
+
+HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
+{
+    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    if (unitSize == 0) {
+        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
+        return HCCL_E_PARA;
+    }
+    const uint64_t blockBytes = param.count * unitSize;
+    const uint32_t rank = resCtx.rank;
+    const uint32_t rankSize = resCtx.rankSize;
+    const uint32_t root = param.root;
+    const uint32_t timeout = param.notifyTimeout;
+    const ThreadHandle thread = resCtx.threads[0];
+    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
+    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
+
+    if (root >= rankSize) {
+        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
+        return HCCL_E_PARA;
+    }
+    if (rankSize == 1 || blockBytes == 0) {
+        return rank == root ? HkCopy(param, thread, output + rank * blockBytes, input, blockBytes) : HCCL_SUCCESS;
+    }
+    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    uint64_t sliceBytes = 0;
+    uint64_t halfBytes = 0;
+    HkStagePlan(blockBytes, bufferBytes, 1, &sliceBytes, &halfBytes);
+    if (sliceBytes == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                     param.tag);
+        return HCCL_E_MEMORY;
+    }
+
+    if (rank != root) {
+        uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+        const ChannelHandle ch = resCtx.channels[root].handle;
+        uint64_t k = 0;
+        for (uint64_t offset = 0; offset < blockBytes; offset += sliceBytes, ++k) {
+            const uint64_t len = HkMin(sliceBytes, blockBytes - offset);
+            OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, myBuf + (k % 2) * halfBytes, input + offset, len));
+            if (k != 0) {
+                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, timeout));
+            }
+            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch, HK_ACK));
+        }
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, timeout));
+        return HCCL_SUCCESS;
+    }
+
+    OP_CHECK(param.tag, HkCopy(param, thread, output + root * blockBytes, input, blockBytes));
+    uint64_t k = 0;
+    for (uint64_t offset = 0; offset < blockBytes; offset += sliceBytes, ++k) {
+        const uint64_t len = HkMin(sliceBytes, blockBytes - offset);
+        for (uint32_t p = 0; p < rankSize; ++p) {
+            if (p == root) {
+                continue;
+            }
+            const ChannelInfo &ch = resCtx.channels[p];
+            const uint8_t *src = static_cast<const uint8_t *>(ch.remoteBuffer.addr) + (k % 2) * halfBytes;
+            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, HK_ACK, timeout));
+            OP_CHECK(param.tag, HcommReadOnThread(thread, ch.handle, output + p * blockBytes + offset, src, len));
+            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+}  // namespace ops_gather

@@ -1,0 +1,110 @@
+/*
+ * exec_op.cc -- built-in "reduce" (op name hk_reduce: "reduce" clashes with a header symbol):
+ * root's outputPtr = in_0 op in_1 op ... op in_{n-1}, combined in rank order (.dev/BUILTINS.md).
+ * Non-roots' outputPtr is not touched.
+ *
+ * Algorithm (mesh, read-based, deterministic; the only one, so OpParam.algo is ignored):
+ *   every non-root stages its input slice by slice in its own HCCL buffer; the root walks the
+ *   ranks in order: rank 0's slice is Read (or copied, root 0) into the output, every later
+ *   rank's slice is ReadReduce'd (or LocalReduce'd, the root's own) onto it. Large messages are
+ *   double-buffered on the non-roots (slice k+1 is staged while the root reads slice k).
+ *
+ * Notify protocol per slice k, non-root P and root R (hk_coll.h "notify discipline"):
+ *   P: stage slice k; [k > 0: wait DATA (slice k-1 read)]; record ACK to R;
+ *   R: for each rank in order: wait its ACK, Read/ReadReduce from its buffer, record DATA to it;
+ *   P finally waits the last DATA, so R never reads P's buffer after P is done ("clean exit").
+ * In place (output == input) with root != 0 the root first copies its own slice to its HCCL
+ * buffer (nobody else uses the root's buffer), because rank 0's slice lands on it first.
+ */
+#include "exec_op.h"
+#include "hk_reduce_log.h"
+#include "hk_coll.h"
+
+namespace ops_hk_reduce {
+
+HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
+{
+    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    if (unitSize == 0) {
+        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
+        return HCCL_E_PARA;
+    }
+    const HcommDataType dataType = static_cast<HcommDataType>(param.dataType);
+    const HcommReduceOp reduceOp = static_cast<HcommReduceOp>(param.reduceOp);
+    const uint64_t totalBytes = param.count * unitSize;
+    const uint32_t rank = resCtx.rank;
+    const uint32_t rankSize = resCtx.rankSize;
+    const uint32_t root = param.root;
+    const uint32_t timeout = param.notifyTimeout;
+    const ThreadHandle thread = resCtx.threads[0];
+    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
+    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
+
+    if (root >= rankSize) {
+        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
+        return HCCL_E_PARA;
+    }
+    if (rankSize == 1 || totalBytes == 0) {
+        return rank == root ? HkCopy(param, thread, output, input, totalBytes) : HCCL_SUCCESS;
+    }
+    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    uint64_t sliceBytes = 0;
+    uint64_t halfBytes = 0;
+    HkStagePlan(totalBytes, bufferBytes, 1, &sliceBytes, &halfBytes);
+    if (sliceBytes == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                     param.tag);
+        return HCCL_E_MEMORY;
+    }
+    uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+
+    if (rank != root) {
+        const ChannelHandle ch = resCtx.channels[root].handle;
+        uint64_t k = 0;
+        for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
+            const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
+            OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, myBuf + (k % 2) * halfBytes, input + offset, len));
+            if (k != 0) {
+                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, timeout));
+            }
+            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch, HK_ACK));
+        }
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, timeout));
+        return HCCL_SUCCESS;
+    }
+
+    const bool stageOwn = (output == input) && root != 0;
+    uint64_t k = 0;
+    for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
+        const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
+        const uint64_t count = len / unitSize;
+        uint8_t *dst = output + offset;
+        const uint8_t *own = input + offset;
+        if (stageOwn) {
+            OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, myBuf, own, len));
+            own = myBuf;
+        }
+        for (uint32_t r = 0; r < rankSize; ++r) {
+            if (r == root) {
+                if (r == 0) {
+                    OP_CHECK(param.tag, HkCopy(param, thread, dst, own, len));
+                } else {
+                    OP_CHECK(param.tag, HcommLocalReduceOnThread(thread, dst, own, count, dataType, reduceOp));
+                }
+                continue;
+            }
+            const ChannelInfo &ch = resCtx.channels[r];
+            const uint8_t *src = static_cast<const uint8_t *>(ch.remoteBuffer.addr) + (k % 2) * halfBytes;
+            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, HK_ACK, timeout));
+            if (r == 0) {
+                OP_CHECK(param.tag, HcommReadOnThread(thread, ch.handle, dst, src, len));
+            } else {
+                OP_CHECK(param.tag, HcommReadReduceOnThread(thread, ch.handle, dst, src, count, dataType, reduceOp));
+            }
+            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+}  // namespace ops_hk_reduce

@@ -1,0 +1,112 @@
+/*
+ * exec_op.cc -- built-in "scatter": block r (count elements) of root's inputPtr -> rank r's
+ * outputPtr (.dev/BUILTINS.md).
+ *
+ * Algorithm (mesh, read-based; the only one, so OpParam.algo is ignored):
+ *   the root stages the blocks of all other ranks in its HCCL buffer, one region per peer, and
+ *   every peer Reads its region straight into its output. When all blocks fit, one round with
+ *   the regions laid out like the input (at most two staging copies); otherwise rounds of one
+ *   slice per peer, double-buffered (round k+1 is staged while the peers read round k).
+ *
+ * Notify protocol per round k, root R and each peer P (hk_coll.h "notify discipline"):
+ *   R: stage round k; [k > 0: wait DATA from every P (round k-1 read)]; record ACK to every P;
+ *   P: wait ACK; Read its slice into its output; record DATA to R;
+ *   R finally waits the last DATA of every P ("clean exit"). The root's own block is copied once,
+ *   right after the first ACK, overlapping with the readers.
+ */
+#include "exec_op.h"
+#include "scatter_log.h"
+#include "hk_coll.h"
+
+namespace ops_scatter {
+
+HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
+{
+    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    if (unitSize == 0) {
+        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
+        return HCCL_E_PARA;
+    }
+    const uint64_t blockBytes = param.count * unitSize;
+    const uint32_t rank = resCtx.rank;
+    const uint32_t rankSize = resCtx.rankSize;
+    const uint32_t root = param.root;
+    const uint32_t timeout = param.notifyTimeout;
+    const ThreadHandle thread = resCtx.threads[0];
+    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
+    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
+
+    if (root >= rankSize) {
+        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
+        return HCCL_E_PARA;
+    }
+    if (rankSize == 1 || blockBytes == 0) {
+        return rank == root ? HkCopy(param, thread, output, input + rank * blockBytes, blockBytes) : HCCL_SUCCESS;
+    }
+    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    const uint32_t peers = rankSize - 1;
+    uint64_t sliceBytes = 0;
+    uint64_t halfBytes = 0;
+    HkStagePlan(blockBytes, bufferBytes, peers, &sliceBytes, &halfBytes);
+    if (sliceBytes == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u peers), tag %s",
+                     static_cast<unsigned long long>(bufferBytes), peers, param.tag);
+        return HCCL_E_MEMORY;
+    }
+
+    if (rank == root) {
+        uint8_t *stage = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+        uint64_t k = 0;
+        for (uint64_t offset = 0; offset < blockBytes; offset += sliceBytes, ++k) {
+            const uint64_t len = HkMin(sliceBytes, blockBytes - offset);
+            uint8_t *half = stage + (k % 2) * halfBytes;
+            if (halfBytes == 0) {  // one round: regions = the input without the root's block
+                OP_CHECK(param.tag, HkCopy(param, thread, half, input, root * blockBytes));
+                OP_CHECK(param.tag, HkCopy(param, thread, half + root * blockBytes, input + (root + 1) * blockBytes,
+                                           (rankSize - 1 - root) * blockBytes));
+            } else {
+                for (uint32_t p = 0; p < rankSize; ++p) {
+                    if (p != root) {
+                        const uint32_t j = p < root ? p : p - 1;
+                        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, half + j * sliceBytes,
+                                                                   input + p * blockBytes + offset, len));
+                    }
+                }
+            }
+            for (uint32_t p = 0; p < rankSize && k != 0; ++p) {
+                if (p != root) {
+                    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA,
+                                                                       timeout));
+                }
+            }
+            for (uint32_t p = 0; p < rankSize; ++p) {
+                if (p != root) {
+                    OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, resCtx.channels[p].handle, HK_ACK));
+                }
+            }
+            if (k == 0) {
+                OP_CHECK(param.tag, HkCopy(param, thread, output, input + root * blockBytes, blockBytes));
+            }
+        }
+        for (uint32_t p = 0; p < rankSize; ++p) {
+            if (p != root) {
+                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA, timeout));
+            }
+        }
+        return HCCL_SUCCESS;
+    }
+
+    const ChannelInfo &ch = resCtx.channels[root];
+    const uint32_t j = rank < root ? rank : rank - 1;
+    const uint8_t *region = static_cast<const uint8_t *>(ch.remoteBuffer.addr) + j * sliceBytes;
+    uint64_t k = 0;
+    for (uint64_t offset = 0; offset < blockBytes; offset += sliceBytes, ++k) {
+        const uint64_t len = HkMin(sliceBytes, blockBytes - offset);
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, HK_ACK, timeout));
+        OP_CHECK(param.tag, HcommReadOnThread(thread, ch.handle, output + offset, region + (k % 2) * halfBytes, len));
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
+    }
+    return HCCL_SUCCESS;
+}
+
+}  // namespace ops_scatter

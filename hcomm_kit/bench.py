@@ -1,0 +1,469 @@
+"""Collective benchmarks in the hccl_test / nccl-tests conventions (``hcomm-kit bench``).
+
+Runs on every rank (under mpirun). For each message size: ``-w`` warm-up calls, ``-n`` timed calls
+bracketed by device events (``aclrtEventElapsedTime``), the time reduced across ranks (max), then
+one checked call on exact-by-construction data compared with the numpy reference of
+:mod:`hcomm_kit.testing.reference`. Optionally the same collective through mpi4py (Open MPI) on the
+same ranks, sizes and dtype (``--baseline mpi``). See ``spec/bench.md`` for the conventions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from . import dtypes as _dtypes
+from .core.device import DeviceBuffer, Event
+from .errors import ConfigError
+from .testing import reference
+
+__all__ = ["COLLECTIVES", "Collective", "parse_size", "sizes", "run_bench", "format_header", "format_row"]
+
+
+@dataclass(frozen=True)
+class Collective:
+    """How one collective is sized, timed and checked."""
+
+    name: str
+    bus_factor: Callable[[int], float]   # busbw = algbw x bus_factor(ranks)
+    split: bool                          # data_size is cut into one block per rank
+    reduction: bool = False
+    rooted: bool = False
+    inplace: bool = False                # supports out = in
+
+
+def _ring(n: int) -> float:
+    return (n - 1) / n
+
+
+COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
+    Collective("allreduce", lambda n: 2 * (n - 1) / n, False, reduction=True, inplace=True),
+    Collective("reduce_scatter", _ring, True, reduction=True),
+    Collective("allgather", _ring, True),
+    Collective("alltoall", _ring, True),
+    Collective("broadcast", lambda n: 1.0, False, rooted=True, inplace=True),
+    Collective("reduce", lambda n: 1.0, False, reduction=True, rooted=True, inplace=True),
+    Collective("gather", _ring, True, rooted=True),
+    Collective("scatter", _ring, True, rooted=True),
+    Collective("sendrecv", lambda n: 1.0, False),
+)}
+ALIASES = {"all_reduce": "allreduce", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
+           "reduce_scatter": "reduce_scatter", "all_gather": "allgather", "all_to_all": "alltoall",
+           "bcast": "broadcast", "send_recv": "sendrecv", "p2p": "sendrecv"}
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+# Largest integer every value up to which the dtype holds exactly.
+_EXACT_FLOAT = {"fp16": 2 ** 11, "bf16": 2 ** 8, "fp32": 2 ** 24, "fp64": 2 ** 53}
+
+
+def parse_size(text: str) -> int:
+    """``"64M"`` -> 67108864 (K/M/G are powers of 1024, as hccl_test; a trailing B is allowed)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([KMG]?)B?\s*", str(text), re.IGNORECASE)
+    if m is None:
+        raise ConfigError(f"bad size {text!r}: expected a number with an optional K/M/G suffix (e.g. 64M)",
+                          key="size")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def sizes(begin: int, end: int, factor: float | None, step: int | None) -> list[int]:
+    """The sizes of a sweep: ``-f`` multiplies (wins over ``-i``), ``-i`` adds (default (e-b)/10)."""
+    if end < begin:
+        raise ConfigError(f"-e {end} is smaller than -b {begin}", key="-e")
+    if begin == end:
+        return [begin]
+    out = []
+    if factor is not None:
+        if factor <= 1:
+            raise ConfigError(f"-f {factor} must be > 1", key="-f")
+        s = max(begin, 1) if begin == 0 else begin
+        if begin == 0:
+            out.append(0)
+        while s <= end:
+            out.append(int(s))
+            s = s * factor
+        return out
+    inc = step if step else max(1, (end - begin) // 10)
+    return list(range(begin, end + 1, inc))
+
+
+def _rank_data(rank: int, count: int, dt: "_dtypes.DType", rop: str, fill: str) -> np.ndarray:
+    """Exact-by-construction data of ``rank``: small integers stored in the dtype (prod: {1, 2})."""
+    if fill == "const":
+        vals = np.full(count, 2, dtype=np.int64)
+    else:
+        rng = np.random.default_rng(7919 * rank + 104729 + count)
+        if rop == "prod":
+            vals = rng.integers(1, 3, count)
+        elif dt.numpy.kind == "u" and dt.name != "bf16":
+            vals = rng.integers(0, 4, count)
+        else:
+            vals = rng.integers(-3, 4, count)
+    if dt.name == "bf16":
+        return _dtypes.float32_to_bf16_bits(vals.astype(np.float32))
+    return vals.astype(dt.numpy)
+
+
+def _exact(dt: "_dtypes.DType", wide: np.ndarray) -> bool:
+    """Can the dtype hold every value of ``wide`` (the reference computed in int64/float64)?"""
+    if wide.size == 0:
+        return True
+    lo, hi = float(wide.min()), float(wide.max())
+    if dt.name in _EXACT_FLOAT:
+        return max(abs(lo), abs(hi)) <= _EXACT_FLOAT[dt.name]
+    info = np.iinfo(dt.numpy)
+    return info.min <= lo and hi <= info.max
+
+
+def _wide_reduce(inputs: list[np.ndarray], dt: "_dtypes.DType", rop: str) -> np.ndarray:
+    wide = np.stack([reference.to_float(x, dt.name) for x in inputs])
+    return {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[rop](wide, axis=0)
+
+
+class _Case:
+    """One (collective, size) on this rank: device buffers, the call, and its expected output."""
+
+    def __init__(self, comm, coll: Collective, nbytes: int, dt: "_dtypes.DType", rop: str, root: int, fill: str,
+                 inplace: bool, algorithm: str | None) -> None:
+        n, item = comm.size, dt.itemsize
+        self.comm, self.coll, self.dt, self.rop, self.root = comm, coll, dt, rop, root
+        self.algorithm = algorithm
+        if coll.split:
+            self.block = nbytes // (n * item)
+            self.rounded = self.block * n * item != nbytes
+            count_in = self.block * n if coll.name not in ("allgather", "gather") else self.block
+        else:
+            self.block = nbytes // item
+            self.rounded = self.block * item != nbytes
+            count_in = self.block
+        self.data_size = (self.block * n if coll.split else self.block) * item
+        self.inputs = [_rank_data(r, count_in, dt, rop, fill) for r in range(n)]
+        mine = self.inputs[comm.rank]
+        self.x = DeviceBuffer.from_numpy(mine, dt, rt=comm.rt)
+        out_n = {"allgather": self.block * n, "gather": self.block * n, "reduce_scatter": self.block,
+                 "scatter": self.block}.get(coll.name, count_in)
+        self.inplace = inplace and coll.inplace
+        self.y = self.x if self.inplace else DeviceBuffer.empty(max(out_n, 0), dt, rt=comm.rt)
+        self.peer = None
+        if coll.name == "sendrecv":
+            # Ranks pair up (0,1), (2,3), ...; an odd last rank sits out.
+            partner = comm.rank ^ 1
+            self.peer = partner if partner < n else None
+
+    def call(self, async_op: bool = True):
+        c, comm, x, y = self.coll.name, self.comm, self.x, self.y
+        kw: dict[str, Any] = {"async_op": async_op}
+        if self.algorithm:
+            kw["algorithm"] = self.algorithm
+        if c == "allreduce":
+            return comm.all_reduce(x, self.rop, out=y, **kw)
+        if c == "reduce_scatter":
+            return comm.reduce_scatter(x, self.rop, out=y, **kw)
+        if c == "allgather":
+            return comm.all_gather(x, out=y, **kw)
+        if c == "alltoall":
+            return comm.all_to_all(x, out=y, **kw)
+        if c == "broadcast":
+            return comm.broadcast(x, self.root, out=y, **kw)
+        if c == "reduce":
+            return comm.reduce(x, self.root, self.rop, out=y, **kw)
+        if c == "gather":
+            return comm.gather(x, self.root, out=y, **kw)
+        if c == "scatter":
+            return comm.scatter(x, self.root, out=y, **kw)
+        kw.pop("algorithm", None)
+        if self.peer is None:
+            return None
+        if comm.rank % 2 == 0:
+            return comm.send(x, self.peer, **kw)
+        return comm.recv(y, self.peer, **kw)
+
+    def expected(self) -> tuple[np.ndarray | None, bool]:
+        """(this rank's expected output or None when it has none, whether the dtype holds it)."""
+        c, r, n, dt = self.coll.name, self.comm.rank, self.comm.size, self.dt
+        ins = self.inputs
+        if c in ("allreduce", "reduce", "reduce_scatter"):
+            wide = _wide_reduce(ins, dt, self.rop)
+            ok = _exact(dt, wide)
+            if c == "reduce" and r != self.root:
+                return None, ok
+            full = reference.reduce(ins, self.rop, dt.name)
+            return (np.split(full, n)[r] if c == "reduce_scatter" else full), ok
+        if c == "allgather":
+            return reference.allgather(ins)[r], True
+        if c == "alltoall":
+            return reference.alltoall(ins)[r], True
+        if c == "broadcast":
+            return reference.broadcast(ins, self.root)[r], True
+        if c == "gather":
+            return reference.gather(ins, self.root)[r], True
+        if c == "scatter":
+            return reference.scatter(ins, self.root)[r], True
+        if self.peer is None or r % 2 == 0:
+            return None, True
+        return ins[self.peer], True
+
+    def check(self) -> tuple[int, tuple | None, bool]:
+        """Run once on fresh buffers; (#wrong, first mismatch (rank, index, expected, actual), holdable)."""
+        self.x.copy_from(self.inputs[self.comm.rank])
+        w = self.call(async_op=False)
+        del w
+        exp, ok = self.expected()
+        if exp is None or not ok:
+            return 0, None, ok
+        got = self.y.numpy()[: exp.size]
+        bad = np.flatnonzero(got != exp)
+        first = None
+        if bad.size:
+            i = int(bad[0])
+            first = (self.comm.rank, i, exp[i].item(), got[i].item())
+        return int(bad.size), first, ok
+
+    def close(self) -> None:
+        if self.y is not self.x:
+            self.y.close()
+        self.x.close()
+
+
+def _elapsed_ms(rt, start: Event, end: Event) -> float:
+    ms = ctypes.c_float()
+    rt.checked.aclrtEventElapsedTime(ctypes.byref(ms), start.handle, end.handle)
+    return float(ms.value)
+
+
+def _time_ours(case: _Case, iters: int, warmup: int) -> float:
+    comm = case.comm
+    for _ in range(warmup):
+        w = case.call()
+        if w is not None:
+            w.wait()
+    _barrier(comm)
+    start, end = Event(comm.rt), Event(comm.rt)
+    start.record(comm.stream)
+    last = None
+    for _ in range(iters):
+        last = case.call()
+    if last is not None:
+        last.wait()
+    end.record(comm.stream)
+    end.synchronize()
+    us = _elapsed_ms(comm.rt, start, end) * 1000.0 / max(1, iters)
+    start.close()
+    end.close()
+    return _max_over_ranks(comm, us)
+
+
+def _mpi():
+    from mpi4py import MPI
+
+    return MPI
+
+
+def _barrier(comm) -> None:
+    if comm.mpi_comm is not None and comm.size > 1:
+        comm.mpi_comm.Barrier()
+
+
+def _max_over_ranks(comm, value: float) -> float:
+    if comm.mpi_comm is not None and comm.size > 1:
+        return float(comm.mpi_comm.allreduce(value, op=_mpi().MAX))
+    return value
+
+
+def _time_mpi(case: _Case, iters: int, warmup: int) -> float | None:
+    """The same collective through mpi4py (None when MPI cannot do it: no MPI, fp16/bf16...)."""
+    comm = case.comm
+    mc = comm.mpi_comm
+    if mc is None or case.dt.name in ("bf16", "fp16"):
+        return None
+    from mpi4py import MPI
+
+    ops = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
+    x = case.inputs[comm.rank].copy()
+    n, c = comm.size, case.coll.name
+    y = np.empty(case.y.size if case.y is not case.x else x.size, dtype=x.dtype)
+    root = case.root
+    rop = ops.get(case.rop, MPI.SUM)
+    calls: dict[str, Callable[[], Any]] = {
+        "allreduce": lambda: mc.Allreduce(x, y, rop),
+        "reduce_scatter": lambda: mc.Reduce_scatter_block(x, y, rop),
+        "allgather": lambda: mc.Allgather(x, y),
+        "alltoall": lambda: mc.Alltoall(x, y),
+        "broadcast": lambda: mc.Bcast(x, root),
+        "reduce": lambda: mc.Reduce(x, y, rop, root),
+        "gather": lambda: mc.Gather(x, y if comm.rank == root else None, root),
+        "scatter": lambda: mc.Scatter(x if comm.rank == root else None, y, root),
+    }
+    if c == "sendrecv":
+        if case.peer is None:
+            fn: Callable[[], Any] = lambda: None  # noqa: E731
+        elif comm.rank % 2 == 0:
+            fn = lambda: mc.Send(x, case.peer)  # noqa: E731
+        else:
+            fn = lambda: mc.Recv(y, case.peer)  # noqa: E731
+    else:
+        fn = calls[c]
+    try:
+        for _ in range(warmup):
+            fn()
+        mc.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        us = (time.perf_counter() - t0) * 1e6 / max(1, iters)
+    except (MPI.Exception, KeyError, TypeError, ValueError):
+        return None
+    return _max_over_ranks(comm, us)
+
+
+def _bw(coll: Collective, data_size: int, us: float | None, n: int) -> tuple[float, float]:
+    if not us or us <= 0:
+        return 0.0, 0.0
+    alg = data_size / (us * 1e-6) / 1e9
+    return alg, alg * coll.bus_factor(n)
+
+
+def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str = "sum", root: int = 0,
+              iters: int = 20, warmup: int = 5, check: int = 1, fill: str = "rand", inplace: bool = False,
+              algorithm: str | None = None, baseline: str | None = None, out=sys.stdout) -> list[dict[str, Any]]:
+    """Run the sweep on this rank; rank 0 prints the table. Returns the rows (every rank)."""
+    name = ALIASES.get(collective, collective)
+    coll = COLLECTIVES.get(name)
+    if coll is None:
+        raise ConfigError(f"unknown collective {collective!r}; choose from {sorted(COLLECTIVES)}", key="collective")
+    dt = _dtypes.get_dtype(dtype)
+    rop = _dtypes.get_reduce_op(op).name
+    if not 0 <= root < comm.size:
+        raise ConfigError(f"-r {root} is not a rank of this {comm.size}-rank job", key="-r")
+    if name == "sendrecv" and comm.size < 2:
+        raise ConfigError("sendrecv needs at least 2 ranks", key="--np")
+    lead = comm.rank == 0
+    if lead:
+        print(format_header(comm, coll, dt.name, rop if coll.reduction else None, root if coll.rooted else None,
+                            iters, warmup, inplace and coll.inplace, algorithm, baseline), file=out, flush=True)
+    rows = []
+    total_wrong = 0
+    for nbytes in size_list:
+        case = _Case(comm, coll, nbytes, dt, rop, root, fill, inplace, algorithm)
+        if case.rounded and lead:
+            print(f"# warning: {nbytes} bytes rounded to {case.data_size} "
+                  f"({'a multiple of ranks x ' if coll.split else ''}{dt.itemsize}-byte elements)", file=out)
+        us = _time_ours(case, iters, warmup)
+        wrong, first, holdable = case.check() if check else (0, None, True)
+        if comm.mpi_comm is not None and comm.size > 1:
+            wrong = int(comm.mpi_comm.allreduce(wrong))
+            firsts = comm.mpi_comm.gather(first, root=0)
+            first = next((f for f in (firsts or []) if f), None)
+            holdable = bool(comm.mpi_comm.allreduce(int(holdable), op=_mpi().MIN))
+        mpi_us = _time_mpi(case, iters, warmup) if baseline == "mpi" else None
+        alg, bus = _bw(coll, case.data_size, us, comm.size)
+        status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")
+        row = {"collective": name, "algorithm": algorithm or "auto", "ranks": comm.size, "dtype": dt.name,
+               "op": rop if coll.reduction else None, "root": root if coll.rooted else None,
+               "size": case.data_size, "time_us": us, "algbw": alg, "busbw": bus, "check": status,
+               "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
+               "soc": comm.soc, "host": socket.gethostname()}
+        if baseline == "mpi":
+            _, mbus = _bw(coll, case.data_size, mpi_us, comm.size)
+            row.update(mpi_time_us=mpi_us, mpi_busbw=mbus if mpi_us else None,
+                       vs_mpi=(bus / mbus) if mpi_us and mbus else None)
+        if status == "failed":
+            total_wrong += wrong
+        rows.append(row)
+        if lead:
+            print(format_row(row, baseline), file=out, flush=True)
+            if check == 2 and first is not None:
+                print(f"#   first wrong element: rank {first[0]}, index {first[1]}, expected {first[2]}, "
+                      f"got {first[3]}", file=out, flush=True)
+        case.close()
+    if lead:
+        avg = sum(r["busbw"] for r in rows) / len(rows) if rows else 0.0
+        print(f"# Out of bounds values : {total_wrong} {'OK' if total_wrong == 0 else 'FAILED'}", file=out)
+        print(f"# Avg bus bandwidth    : {avg:.4f}", file=out, flush=True)
+    return rows
+
+
+def _backend(comm) -> str:
+    return getattr(comm.rt, "backend", "emu")
+
+
+_COLS = ("data_size(Bytes)", "aveg_time(us)", "alg_bandwidth(GB/s)", "bus_bandwidth(GB/s)", "check_result", "#wrong")
+
+
+def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int | None, iters: int, warmup: int,
+                  inplace: bool, algorithm: str | None, baseline: str | None) -> str:
+    """The header: what ran where, and the column names (hccl_test's first)."""
+    backend = _backend(comm)
+    what = (f"# hcomm-kit bench {coll.name}: {comm.size} ranks, dtype {dtype}"
+            + (f", op {op}" if op else "") + (f", root {root}" if root is not None else "")
+            + f", algorithm {algorithm or 'auto'}, {'in-place' if inplace else 'out-of-place'}"
+            + f", {iters} iterations after {warmup} warm-ups")
+    lines = [what,
+             f"# backend {backend}, soc {comm.soc}"
+             + (" -- EMULATOR: CPU timings of the emulator on this host, not Ascend hardware figures"
+                if backend == "emu" else ""),
+             "# data_size = bytes taking part per rank (hccl_test); algbw = S/time, busbw = algbw x factor "
+             "(nccl-tests, GB = 1e9 bytes); time = mean per call, max over ranks (device events)"]
+    cols = list(_COLS)
+    if baseline == "mpi":
+        cols += ["mpi_time(us)", "mpi_busbw(GB/s)", "vs_mpi"]
+    lines.append(" | ".join(cols))
+    return "\n".join(lines)
+
+
+def format_row(row: dict[str, Any], baseline: str | None) -> str:
+    """One table row in the header's column order."""
+    wrong = "NULL" if row["wrong"] is None else str(row["wrong"])
+    cells = [f"{row['size']:>16d}", f"{row['time_us']:>13.2f}", f"{row['algbw']:>19.4f}", f"{row['busbw']:>19.4f}",
+             f"{row['check']:>12s}", f"{wrong:>6s}"]
+    if baseline == "mpi":
+        t, b, v = row.get("mpi_time_us"), row.get("mpi_busbw"), row.get("vs_mpi")
+        cells += [f"{t:>12.2f}" if t else f"{'NULL':>12s}", f"{b:>15.4f}" if b else f"{'NULL':>15s}",
+                  f"{v:>6.2f}" if v else f"{'NULL':>6s}"]
+    return " | ".join(cells)
+
+
+def write_json(rows: list[dict[str, Any]], path: str) -> None:
+    """One JSON object per line."""
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def plot(rows: list[dict[str, Any]], path: str) -> None:
+    """busbw and time against size, one line per series (ours, and MPI when measured)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib: pip install 'hcomm-kit[plot]' (or pip install matplotlib)",
+                          key="--plot") from None
+    xs = [max(r["size"], 1) for r in rows]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    label = f"hcomm-kit {rows[0]['collective']} ({rows[0]['backend']})" if rows else "hcomm-kit"
+    ax1.plot(xs, [r["busbw"] for r in rows], marker="o", label=label)
+    ax2.plot(xs, [r["time_us"] for r in rows], marker="o", label=label)
+    if rows and "mpi_busbw" in rows[0]:
+        ax1.plot(xs, [r["mpi_busbw"] or math.nan for r in rows], marker="s", label="Open MPI (mpi4py)")
+        ax2.plot(xs, [r["mpi_time_us"] or math.nan for r in rows], marker="s", label="Open MPI (mpi4py)")
+    for ax, yl in ((ax1, "bus bandwidth (GB/s)"), (ax2, "time per call (us)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("data size per rank (bytes)")
+        ax.set_ylabel(yl)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    ax2.set_yscale("log")
+    fig.suptitle("emulator CPU timings" if rows and rows[0]["backend"] == "emu" else "")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

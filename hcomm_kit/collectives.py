@@ -1,0 +1,514 @@
+"""The built-in collectives: ``comm.all_reduce(x)`` and friends.
+
+Every collective is an ordinary operator directory in ``aicpu_kernels/`` (built, loaded and
+launched through the same path as users' operators: :class:`hcomm_kit.op.CustomOp`). This module
+only maps the Python API onto ``CustomOp.launch``: it stages host arrays through the operator's
+pooled device buffers, picks the algorithm id, and returns the output (or a :class:`Work`).
+
+Conventions (as ``torch.distributed`` / mpi4py users expect):
+
+* Inputs: numpy arrays, :class:`DeviceBuffer` (no host copies), or objects with DLPack / the
+  buffer protocol. ``dtype=`` overrides the element type (``"bf16"`` for uint16 bit patterns).
+* ``out=``: a numpy array or DeviceBuffer to fill; ``out=x`` is in-place. Without it a new numpy
+  array is returned (a new DeviceBuffer when the input is one).
+* ``async_op=True`` returns a :class:`Work` (``wait()`` gives the output, ``is_completed()``).
+* ``op``: ``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or ``"avg"`` = sum, then divided by the rank
+  count on the host (floats: in the dtype's precision; integers: truncated toward zero).
+  A2/A3 (Ascend910B, Ascend910_93) reduce only int8/int16/int32/fp16/fp32/bf16 with
+  sum/max/min; Ascend950 reduces every dtype with every op.
+* ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set,
+  else the kernel chooses by message size and rank count.
+* Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as _dtypes
+from . import envs
+from .core.device import DeviceBuffer, Event, as_host_array
+from .errors import ConfigError
+from .op import CustomOp, Work
+from .resources import aicpu_kernels_dir
+from .runtime import enums
+
+__all__ = ["ALGORITHMS", "CollectiveOps", "parse_hccl_algo"]
+
+_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+_D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
+
+# Algorithm names -> OpParam.algo (HK_ALGO_* in aicpu_kernels/_common/hk_coll.h; checked by a test).
+_AUTO, _RING, _MESH, _PAIRWISE = 0, 1, 2, 3
+ALGORITHMS: dict[str, dict[str, int]] = {
+    "allreduce": {"auto": _AUTO, "ring": _RING, "mesh": _MESH},
+    "allgather": {"auto": _AUTO, "ring": _RING, "mesh": _MESH},
+    "reduce_scatter": {"auto": _AUTO, "ring": _RING, "mesh": _MESH},
+    "alltoall": {"auto": _AUTO, "pairwise": _PAIRWISE, "mesh": _MESH},
+    "alltoallv": {"auto": _AUTO, "pairwise": _PAIRWISE, "mesh": _MESH},
+    "broadcast": {"auto": _AUTO, "mesh": _MESH},
+    "reduce": {"auto": _AUTO, "mesh": _MESH},
+    "scatter": {"auto": _AUTO, "mesh": _MESH},
+    "gather": {"auto": _AUTO, "mesh": _MESH},
+    "barrier": {"auto": _AUTO},
+    "send_recv": {"auto": _AUTO},
+}
+# HCCL_ALGO spellings (CANN's level0/level1 values) -> our names.
+_HCCL_ALGO_NAMES = {"ring": "ring", "fullmesh": "mesh", "mesh": "mesh", "pairwise": "pairwise", "na": "auto",
+                    "auto": "auto"}
+_MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
+
+
+def parse_hccl_algo(value: str | None, collective: str) -> str | None:
+    """The algorithm name ``HCCL_ALGO`` asks for ``collective``, or None.
+
+    Accepted forms (CANN's): ``"level0:NA;level1:ring"`` for every collective, and per collective
+    ``"allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"``. The first level that is not
+    ``NA`` wins (the emulator is one server). Values: ring, fullmesh (= mesh), pairwise, NA.
+
+    Raises:
+        ConfigError: malformed text or an algorithm hcomm-kit does not implement for it.
+    """
+    if not value or not value.strip():
+        return None
+    text = value.strip()
+    chosen: str | None = None
+    for part in text.split("/"):
+        part = part.strip()
+        if not part:
+            continue
+        target = None
+        if "=" in part:
+            target, part = (s.strip() for s in part.split("=", 1))
+            target = target.lower().replace("-", "_")
+        if target is not None and target not in (collective, collective.replace("_", "")):
+            continue
+        for level in part.split(";"):
+            if ":" not in level:
+                raise ConfigError(f"HCCL_ALGO={value!r}: {level!r} is not 'levelN:algorithm' "
+                                  f"(e.g. 'level0:NA;level1:ring')", key="HCCL_ALGO")
+            name = level.split(":", 1)[1].strip().lower()
+            mapped = _HCCL_ALGO_NAMES.get(name)
+            if mapped is None:
+                raise ConfigError(f"HCCL_ALGO={value!r}: algorithm {name!r} is not implemented by hcomm-kit "
+                                  f"(supported: ring, fullmesh, pairwise, NA)", key="HCCL_ALGO")
+            if mapped != "auto" and chosen is None:
+                chosen = mapped
+    return chosen
+
+
+def _algo_id(collective: str, algorithm: str | None) -> int:
+    table = ALGORITHMS[collective]
+    from_env = False
+    if algorithm is None:
+        algorithm = parse_hccl_algo(envs.hccl_algo(), collective)
+        from_env = algorithm is not None
+        if algorithm is None:
+            return _AUTO
+    key = str(algorithm).lower()
+    if key == "fullmesh":
+        key = "mesh"
+    if key not in table:
+        if from_env:
+            return _AUTO  # a global HCCL_ALGO names an algorithm this collective does not have
+        raise ConfigError(f"{collective}: unknown algorithm {algorithm!r}; choose from {sorted(table)}",
+                          key="algorithm")
+    return table[key]
+
+
+class _Staged:
+    """Where one call's data lives on the device and how its result gets back."""
+
+    __slots__ = ("in_ptr", "out_ptr", "finish")
+
+    def __init__(self, in_ptr: int, out_ptr: int, finish) -> None:
+        self.in_ptr, self.out_ptr, self.finish = in_ptr, out_ptr, finish
+
+
+class CollectiveOps:
+    """The built-in collectives, mixed into :class:`~hcomm_kit.core.communicator.Communicator`.
+
+    Operators are built and loaded on first use (``comm.load_op`` caches them); see the module
+    docstring for the conventions shared by every method.
+    """
+
+    # Provided by the communicator.
+    rank: int
+    size: int
+    rt: Any
+    _builtins: dict[str, CustomOp]
+
+    # ---- plumbing -----------------------------------------------------------------------------
+    def builtin_op(self, name: str) -> CustomOp:
+        """The loaded built-in operator ``name`` (a directory of ``aicpu_kernels/``)."""
+        op = self._builtins.get(name)
+        if op is None:
+            op = self._builtins[name] = self.load_op(aicpu_kernels_dir() / name)  # type: ignore[attr-defined]
+        return op
+
+    @staticmethod
+    def _host(x: Any) -> np.ndarray:
+        arr = as_host_array(x)
+        return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+    @staticmethod
+    def _dtype(x: Any, dtype: Any) -> "_dtypes.DType":
+        if dtype is not None:
+            return _dtypes.get_dtype(dtype)
+        if isinstance(x, DeviceBuffer):
+            return x.dtype
+        return _dtypes.get_dtype(x.dtype)
+
+    def _stage_in(self, op: CustomOp, x: Any, dt: "_dtypes.DType", nelems: int) -> int:
+        nbytes = nelems * dt.itemsize
+        if isinstance(x, DeviceBuffer):
+            if nbytes > x.capacity:
+                raise ConfigError(f"{op.name}: the input buffer holds {x.capacity} bytes, the call needs {nbytes} "
+                                  f"({nelems} x {dt.name})", key="input")
+            return x.ptr
+        arr = x
+        if arr.nbytes < nbytes:
+            raise ConfigError(f"{op.name}: the input holds {arr.nbytes} bytes, the call needs {nbytes} "
+                              f"({nelems} x {dt.name})", key="input")
+        ptr = op._pool.get("in", nbytes)[0]
+        if nbytes:
+            self.rt.checked.aclrtMemcpy(ptr, nbytes, arr.ctypes.data, nbytes, _H2D)
+        return ptr
+
+    def _stage_out(self, op: CustomOp, out: Any, device: bool, shape: tuple[int, ...], dt: "_dtypes.DType",
+                   in_ptr: int, same_as_input: bool) -> tuple[int, Any]:
+        """(device pointer the kernel writes, finisher returning the user-visible result)."""
+        nelems = int(np.prod(shape, dtype=np.int64))
+        nbytes = nelems * dt.itemsize
+        rt = self.rt
+        if isinstance(out, DeviceBuffer):
+            if out.capacity < nbytes:
+                raise ConfigError(f"{op.name}: out= holds {out.capacity} bytes, the result needs {nbytes} "
+                                  f"({nelems} x {dt.name})", key="out")
+            return out.ptr, lambda: out
+        if out is None and device:
+            buf = DeviceBuffer.empty(shape, dt, rt=rt)
+            return buf.ptr, lambda: buf
+        if out is not None:
+            host = as_host_array(out)
+            if host.nbytes < nbytes or not host.flags.c_contiguous or not host.flags.writeable:
+                raise ConfigError(f"{op.name}: out= must be a writable C-contiguous array of >= {nbytes} bytes "
+                                  f"({nelems} x {dt.name}); got {host.nbytes} bytes", key="out")
+        else:
+            host = None
+        # In place on the host: the kernel still reads and writes device memory; stage separately
+        # unless the operator runs in place on the device too (saves a buffer and a copy).
+        ptr = in_ptr if same_as_input else op._pool.get("out", nbytes)[0]
+
+        def finish():
+            res = host if host is not None else np.empty(shape, dtype=dt.numpy)
+            if nbytes:
+                rt.checked.aclrtMemcpy(res.ctypes.data, nbytes, ptr, nbytes, _D2H)
+            return res
+        return ptr, finish
+
+    def _call(self, name: str, x: Any, *, in_elems: int, out_shape: tuple[int, ...] | None, out: Any, count: int,
+              dtype: Any, reduce_op: Any = None, root: int = 0, algorithm: str | None = None, async_op: bool,
+              timeout: float | None, stream: Any = None, post=None, inplace_ok: bool = False,
+              params: dict | None = None, want_result: bool = True) -> Any:
+        op = self.builtin_op(name)
+        if op._pending is not None:
+            op._pending.wait()  # its pooled buffers are about to be reused
+        device = isinstance(x, DeviceBuffer)
+        dt = self._dtype(x, dtype)
+        xin = x if device or x is None else self._host(x)
+        if xin is not None and not device and xin.itemsize != dt.itemsize:
+            raise ConfigError(f"{name}: input dtype {xin.dtype} does not hold {dt.name} elements "
+                              f"({xin.itemsize} != {dt.itemsize} bytes)", key="dtype")
+        in_ptr = self._stage_in(op, xin, dt, in_elems) if xin is not None else 0
+        same = inplace_ok and out is not None and out is x and not device
+        if out_shape is None:
+            out_ptr, finish = 0, (lambda: None)
+        elif not want_result:  # a non-root of a rooted collective: scratch output, nothing returned
+            nbytes = int(np.prod(out_shape, dtype=np.int64)) * dt.itemsize
+            out_ptr, finish = op._pool.get("out", nbytes)[0], (lambda: None)
+        else:
+            out_ptr, finish = self._stage_out(op, out, device, out_shape, dt, in_ptr, same)
+        if post is not None:
+            raw = finish
+            finish = lambda: post(raw())  # noqa: E731
+        kwargs = dict(params or {})
+        kwargs["algo"] = _algo_id(name, algorithm)
+        op.launch(in_ptr, out_ptr, count, dt, reduce_op=reduce_op, root=root, stream=stream, timeout=timeout,
+                  **kwargs)
+        tmo = op._default_timeout if timeout is None else timeout
+        s = op._stream_handle(stream)
+        if async_op:
+            ev = Event(self.rt)
+            ret = op._record_event(ev.handle, s)
+            if ret:
+                raise op._error(ret, "aclrtRecordEvent", timeout)
+            work = Work(op, ev, (finish, tmo))
+            op._pending = work
+            return work
+        op.synchronize(stream, timeout)
+        return finish()
+
+    def _rop(self, op: Any, x: Any, dtype: Any) -> tuple[Any, Any]:
+        """(reduce op for the kernel, host post-processing) — ``avg`` is sum, then divide."""
+        if isinstance(op, str) and op.strip().lower() in ("avg", "mean", "average"):
+            n, dt = self.size, self._dtype(x, dtype)
+            return "sum", lambda res: _divide(res, n, dt)
+        return op, None
+
+    def _root(self, root: int) -> int:
+        r = int(root)
+        if not 0 <= r < self.size:
+            raise ConfigError(f"root={root} is not a rank of this {self.size}-rank communicator", key="root")
+        return r
+
+    def _prepare(self, x: Any) -> Any:
+        return x if isinstance(x, DeviceBuffer) or x is None else self._host(x)
+
+    @staticmethod
+    def _size(x: Any) -> int:
+        return x.size if x is not None else 0
+
+    @staticmethod
+    def _shape(x: Any) -> tuple[int, ...]:
+        return tuple(x.shape)
+
+    def _blocks(self, name: str, x: Any) -> tuple[int, tuple[int, ...]]:
+        """(per-rank count, per-rank shape) of an input holding one block per rank."""
+        n, size = self._size(x), self.size
+        if n % size:
+            raise ConfigError(f"{name}: the input's {n} elements do not split into {size} equal blocks "
+                              f"(one per rank)", key="input")
+        shape = self._shape(x)
+        if len(shape) >= 1 and shape[0] % size == 0:
+            return n // size, (shape[0] // size, *shape[1:])
+        return n // size, (n // size,)
+
+    # ---- the collectives ------------------------------------------------------------------------
+    def all_reduce(self, x: Any, op: Any = "sum", *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
+                   async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+        """Every rank gets the element-wise reduction of every rank's ``x`` (same shape)."""
+        x = self._prepare(x)
+        rop, post = self._rop(op, x, dtype)
+        n = self._size(x)
+        return self._call("allreduce", x, in_elems=n, out_shape=self._shape(x), out=out, count=n, dtype=dtype,
+                          reduce_op=rop, algorithm=algorithm, async_op=async_op, timeout=timeout, stream=stream,
+                          post=post, inplace_ok=True)
+
+    def all_gather(self, x: Any, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
+                   async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+        """Every rank gets every rank's ``x`` concatenated along the first axis, in rank order."""
+        x = self._prepare(x)
+        n, size = self._size(x), self.size
+        shape = self._shape(x)
+        out_shape = (size * shape[0], *shape[1:]) if shape else (size,)
+        return self._call("allgather", x, in_elems=n, out_shape=out_shape, out=out, count=n, dtype=dtype,
+                          algorithm=algorithm, async_op=async_op, timeout=timeout, stream=stream)
+
+    def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, dtype: Any = None,
+                       algorithm: str | None = None, async_op: bool = False, timeout: float | None = None,
+                       stream: Any = None) -> Any:
+        """Reduce ``x`` (one equal block per rank) over the ranks; rank r gets reduced block r."""
+        x = self._prepare(x)
+        rop, post = self._rop(op, x, dtype)
+        per, shape = self._blocks("reduce_scatter", x)
+        return self._call("reduce_scatter", x, in_elems=per * self.size, out_shape=shape, out=out, count=per,
+                          dtype=dtype, reduce_op=rop, algorithm=algorithm, async_op=async_op, timeout=timeout,
+                          stream=stream, post=post)
+
+    def broadcast(self, x: Any, root: int = 0, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
+                  async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+        """Every rank gets the root's ``x`` (other ranks' ``x`` gives shape and dtype; ``out=x`` is in place)."""
+        x = self._prepare(x)
+        n = self._size(x)
+        return self._call("broadcast", x, in_elems=n, out_shape=self._shape(x), out=out, count=n, dtype=dtype,
+                          root=self._root(root), algorithm=algorithm, async_op=async_op, timeout=timeout,
+                          stream=stream, inplace_ok=True)
+
+    def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, dtype: Any = None,
+               algorithm: str | None = None, async_op: bool = False, timeout: float | None = None,
+               stream: Any = None) -> Any:
+        """The root gets the element-wise reduction of every rank's ``x``; other ranks get None."""
+        x = self._prepare(x)
+        r = self._root(root)
+        rop, post = self._rop(op, x, dtype)
+        n = self._size(x)
+        mine = self.rank == r
+        return self._call("reduce", x, in_elems=n, out_shape=self._shape(x), out=out if mine else None,
+                          count=n, dtype=dtype, reduce_op=rop, root=r, algorithm=algorithm, async_op=async_op,
+                          timeout=timeout, stream=stream, post=post, inplace_ok=True, want_result=mine)
+
+    def scatter(self, x: Any, root: int = 0, *, out: Any = None, count: int | None = None, dtype: Any = None,
+                algorithm: str | None = None, async_op: bool = False, timeout: float | None = None,
+                stream: Any = None) -> Any:
+        """Rank r gets block r of the root's ``x`` (``x`` holds one equal block per rank).
+
+        Non-roots pass an ``x`` of the same shape (contents unused), or ``x=None`` with ``out=``
+        or ``count=`` and ``dtype=``.
+        """
+        r = self._root(root)
+        size = self.size
+        if x is None and self.rank == r:
+            raise ConfigError("scatter: the root must pass the data to scatter", key="input")
+        if x is None:
+            per = count if count is not None else (out.size if out is not None else None)
+            if per is None:
+                raise ConfigError("scatter: a non-root rank without x needs out= or count= (and dtype=)", key="count")
+            dt = _dtypes.get_dtype(dtype if dtype is not None else
+                                   (out.dtype if out is not None else "fp32"))
+            shape: tuple[int, ...] = tuple(out.shape) if out is not None else (int(per),)
+            return self._call("scatter", None, in_elems=0, out_shape=shape, out=out, count=int(per), dtype=dt,
+                              root=r, algorithm=algorithm, async_op=async_op, timeout=timeout, stream=stream)
+        x = self._prepare(x)
+        per, shape = self._blocks("scatter", x)
+        return self._call("scatter", x, in_elems=per * size if self.rank == r else 0, out_shape=shape,
+                          out=out, count=per, dtype=dtype, root=r, algorithm=algorithm, async_op=async_op,
+                          timeout=timeout, stream=stream)
+
+    def gather(self, x: Any, root: int = 0, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
+               async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+        """The root gets every rank's ``x`` concatenated along the first axis; others get None."""
+        x = self._prepare(x)
+        r = self._root(root)
+        n, size = self._size(x), self.size
+        shape = self._shape(x)
+        mine = self.rank == r
+        out_shape = ((size * shape[0], *shape[1:]) if shape else (size,)) if mine else (n,)
+        return self._call("gather", x, in_elems=n, out_shape=out_shape, out=out if mine else None, count=n,
+                          dtype=dtype, root=r, algorithm=algorithm, async_op=async_op, timeout=timeout, stream=stream,
+                          want_result=mine)
+
+    def all_to_all(self, x: Any, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
+                   async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+        """Block j of ``x`` (one equal block per rank) goes to rank j; block i of the result came from rank i."""
+        x = self._prepare(x)
+        per, _ = self._blocks("all_to_all", x)
+        return self._call("alltoall", x, in_elems=per * self.size, out_shape=self._shape(x), out=out,
+                          count=per, dtype=dtype, algorithm=algorithm, async_op=async_op, timeout=timeout,
+                          stream=stream)
+
+    def all_to_all_v(self, x: Any, send_counts: Any, recv_counts: Any = None, *, send_displs: Any = None,
+                     recv_displs: Any = None, out: Any = None, dtype: Any = None, algorithm: str | None = None,
+                     async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+        """Rank i sends ``send_counts[j]`` elements (from ``send_displs[j]``) to rank j.
+
+        Displacements default to packed (exclusive prefix sums). Without ``recv_counts`` the counts
+        are exchanged first (one small all_to_all). The result is 1-D of ``sum(recv_counts)``
+        elements, or fills ``out`` (``recv_displs`` index into it).
+        """
+        x = self._prepare(x)
+        size = self.size
+        if size > _MAX_PEERS:
+            raise ConfigError(f"all_to_all_v supports at most {_MAX_PEERS} ranks, got {size}", key="ranks")
+        sc = _counts("send_counts", send_counts, size)
+        if recv_counts is None:
+            rc = self.all_to_all(sc.astype(np.uint64)).astype(np.int64)
+        else:
+            rc = _counts("recv_counts", recv_counts, size)
+        sd = _displs("send_displs", send_displs, sc)
+        rd = _displs("recv_displs", recv_displs, rc)
+        n_in = int((sd + sc).max(initial=0))
+        if n_in > self._size(x):
+            raise ConfigError(f"all_to_all_v: send counts/displacements reach element {n_in} but the input has "
+                              f"{self._size(x)}", key="send_counts")
+        n_out = int((rd + rc).max(initial=0))
+        params = {"sendCounts": sc, "sdispls": sd, "recvCounts": rc, "rdispls": rd}
+        return self._call("alltoallv", x, in_elems=n_in, out_shape=(n_out,) if out is None else tuple(out.shape),
+                          out=out, count=0, dtype=dtype, algorithm=algorithm, async_op=async_op, timeout=timeout,
+                          stream=stream, params=params)
+
+    def send(self, x: Any, dst: int, *, dtype: Any = None, async_op: bool = False, timeout: float | None = None,
+             stream: Any = None) -> Any:
+        """Send ``x`` to rank ``dst`` (which calls :meth:`recv`); returns None (or a Work)."""
+        peer = self._peer(dst, "send")
+        x = self._prepare(x)
+        n = self._size(x)
+        return self._call("send_recv", x, in_elems=n, out_shape=None, out=None, count=n, dtype=dtype, root=peer,
+                          async_op=async_op, timeout=timeout, stream=stream, params={"direction": 0})
+
+    def recv(self, out: Any, src: int, *, dtype: Any = None, async_op: bool = False, timeout: float | None = None,
+             stream: Any = None) -> Any:
+        """Receive into ``out`` (numpy array or DeviceBuffer, sized like the sender's data) from ``src``.
+
+        Returns ``out`` (or a Work).
+        """
+        peer = self._peer(src, "recv")
+        if out is None:
+            raise ConfigError("recv: pass out= (an array or DeviceBuffer sized like the sent data)", key="out")
+        device = isinstance(out, DeviceBuffer)
+        o = out if device else as_host_array(out)
+        n = o.size
+        dt = _dtypes.get_dtype(dtype if dtype is not None else o.dtype)
+        op = self.builtin_op("send_recv")
+        if op._pending is not None:
+            op._pending.wait()
+        out_ptr, finish = self._stage_out(op, out, device, tuple(o.shape), dt, 0, False)
+        op.launch(0, out_ptr, n, dt, root=peer, stream=stream, timeout=timeout, algo=_AUTO, direction=1)
+        if async_op:
+            ev = Event(self.rt)
+            ret = op._record_event(ev.handle, op._stream_handle(stream))
+            if ret:
+                raise op._error(ret, "aclrtRecordEvent", timeout)
+            work = Work(op, ev, (finish, op._default_timeout if timeout is None else timeout))
+            op._pending = work
+            return work
+        op.synchronize(stream, timeout)
+        return finish()
+
+    def barrier(self, *, async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+        """Every rank waits until every rank has reached the barrier."""
+        return self._call("barrier", None, in_elems=0, out_shape=None, out=None, count=0, dtype="int8",
+                          async_op=async_op, timeout=timeout, stream=stream)
+
+    def _peer(self, peer: int, what: str) -> int:
+        p = int(peer)
+        if not 0 <= p < self.size:
+            raise ConfigError(f"{what}: rank {peer} is not in this {self.size}-rank communicator", key="peer")
+        if p == self.rank:
+            raise ConfigError(f"{what}: rank {p} cannot {what} to/from itself", key="peer")
+        return p
+
+
+def _counts(name: str, counts: Any, size: int) -> np.ndarray:
+    c = np.asarray(counts, dtype=np.int64).ravel()
+    if c.size != size:
+        raise ConfigError(f"all_to_all_v: {name} needs one entry per rank ({size}), got {c.size}", key=name)
+    if (c < 0).any():
+        raise ConfigError(f"all_to_all_v: {name} has a negative entry: {c.tolist()}", key=name)
+    return c
+
+
+def _displs(name: str, displs: Any, counts: np.ndarray) -> np.ndarray:
+    if displs is None:
+        d = np.zeros_like(counts)
+        np.cumsum(counts[:-1], out=d[1:])
+        return d
+    d = np.asarray(displs, dtype=np.int64).ravel()
+    if d.size != counts.size or (d < 0).any():
+        raise ConfigError(f"all_to_all_v: {name} needs {counts.size} non-negative entries, got {d.tolist()}",
+                          key=name)
+    return d
+
+
+def _divide(res: Any, n: int, dt: "_dtypes.DType") -> Any:
+    """``avg``: the sum divided by the rank count, in place, in the result's own dtype.
+
+    Floats round once (bf16: through float32); integers truncate toward zero (like C).
+    """
+    if res is None:
+        return None
+    if isinstance(res, DeviceBuffer):
+        res.copy_from(_divide(res.numpy(), n, dt))
+        return res
+    if dt.name == "bf16":
+        res[...] = _dtypes.float32_to_bf16_bits(_dtypes.bf16_bits_to_float32(res) / np.float32(n))
+    elif dt.is_float:
+        np.divide(res, res.dtype.type(n), out=res)
+    else:
+        q = res // n
+        if dt.numpy.kind == "i":
+            q += ((res % n) != 0) & (res < 0)  # floor -> toward zero for negative sums
+        res[...] = q
+    return res

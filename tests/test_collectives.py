@@ -1,0 +1,337 @@
+"""The built-in collectives (aicpu_kernels/ + hcomm_kit.collectives) against numpy and mpi4py.
+
+Data are small integers stored in each dtype, so every reduction order gives the same bits and
+results compare exactly (one test also uses random floats, for run-to-run and cross-rank
+bit-identity). Each rank count runs in one mpirun job per environment (plugin grouping):
+  * Ascend950 personality: the full dtype x reduce-op matrix (A2/A3 cannot reduce int64, prod...);
+  * HCCL_BUFFSIZE=1 (MB): messages larger than the HCCL buffer (sliced, tails);
+  * the default A2 personality: the product gate, errors, async, in-place, algorithms, HCCL_ALGO.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hcomm_kit import dtypes as D
+from hcomm_kit.errors import ConfigError
+from hcomm_kit.testing import reference
+
+ALL_DTYPES = [d.name for d in D.DTYPES]
+REDUCE_OPS = ["sum", "prod", "max", "min"]
+SMALL_COUNTS = [0, 1, 7, 37]
+A950 = {"HCOMM_KIT_SOC": "Ascend950"}
+SMALL_BUF = {"HCCL_BUFFSIZE": "1"}
+
+
+def data(rank: int, count: int, dtype: str, rop: str = "sum", seed: int = 0) -> np.ndarray:
+    """Rank ``rank``'s input: exact in every dtype for any reduction order (prod: {1, 2})."""
+    dt = D.get_dtype(dtype)
+    rng = np.random.default_rng([rank, count, seed, dt.value])
+    if rop == "prod":
+        v = rng.integers(1, 3, count)
+    elif dt.numpy.kind == "u" and dt.name != "bf16":
+        v = rng.integers(0, 5, count)
+    else:
+        v = rng.integers(-4, 5, count)
+    return D.float32_to_bf16_bits(v.astype(np.float32)) if dt.name == "bf16" else v.astype(dt.numpy)
+
+
+def all_data(size: int, count: int, dtype: str, rop: str = "sum", seed: int = 0) -> list[np.ndarray]:
+    return [data(r, count, dtype, rop, seed) for r in range(size)]
+
+
+def prod_ok(dtype: str, size: int) -> bool:
+    """2**size must fit the dtype exactly (else the reference itself overflows)."""
+    limit = {"int8": 6, "uint8": 7, "fp16": 10, "bf16": 7}.get(dtype, 14)
+    return size <= limit
+
+
+# ---- the full matrix (Ascend950 reduces every dtype with every op) ------------------------------
+@pytest.mark.mpi(np=[1, 2, 3, 4], env=A950)
+def test_reductions_every_dtype_and_op(comm) -> None:
+    n, r = comm.size, comm.rank
+    for dtype in ALL_DTYPES:
+        for rop in REDUCE_OPS:
+            if rop == "prod" and not prod_ok(dtype, n):
+                continue
+            for count in SMALL_COUNTS:
+                ins = all_data(n, count, dtype, rop)
+                want = reference.reduce(ins, rop, dtype)
+                got = comm.all_reduce(ins[r], rop, dtype=dtype)
+                np.testing.assert_array_equal(got, want, err_msg=f"allreduce {dtype} {rop} count {count}")
+                root = count % n
+                got = comm.reduce(ins[r], root, rop, dtype=dtype)
+                if r == root:
+                    np.testing.assert_array_equal(got, want, err_msg=f"reduce {dtype} {rop} {count} root {root}")
+                else:
+                    assert got is None
+                ins = all_data(n, count * n, dtype, rop)
+                got = comm.reduce_scatter(ins[r], rop, dtype=dtype)
+                np.testing.assert_array_equal(got, reference.reduce_scatter(ins, rop, dtype)[r],
+                                              err_msg=f"reduce_scatter {dtype} {rop} count {count}")
+
+
+@pytest.mark.mpi(np=[1, 2, 3, 4], env=A950)
+def test_data_movement_every_dtype(comm) -> None:
+    n, r = comm.size, comm.rank
+    for dtype in ALL_DTYPES:
+        for count in SMALL_COUNTS:
+            ins = all_data(n, count, dtype)
+            np.testing.assert_array_equal(comm.all_gather(ins[r], dtype=dtype), reference.allgather(ins)[r])
+            root = (count + 1) % n
+            np.testing.assert_array_equal(comm.broadcast(ins[r], root, dtype=dtype), ins[root])
+            got = comm.gather(ins[r], root, dtype=dtype)
+            if r == root:
+                np.testing.assert_array_equal(got, reference.gather(ins, root)[root])
+            else:
+                assert got is None
+            blocks = all_data(n, count * n, dtype, seed=1)
+            np.testing.assert_array_equal(comm.all_to_all(blocks[r], dtype=dtype), reference.alltoall(blocks)[r])
+            np.testing.assert_array_equal(comm.scatter(blocks[r], root, dtype=dtype),
+                                          reference.scatter(blocks, root)[r])
+
+
+# ---- larger than the HCCL buffer (1 MB): slicing and tails --------------------------------------
+@pytest.mark.mpi(np=[2, 3, 4, 8], env=SMALL_BUF, timeout=300)
+def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
+    n, r = comm.size, comm.rank
+    sizes = [(1 << 20) + 4, 5 * (1 << 19) + 12] if mpi_np <= 4 else [(1 << 20) + 4]
+    for dtype in ("fp32", "int8", "bf16"):
+        item = D.get_dtype(dtype).itemsize
+        for nbytes in sizes:
+            count = nbytes // item
+            ins = all_data(n, count, dtype)
+            np.testing.assert_array_equal(comm.all_reduce(ins[r], dtype=dtype), reference.reduce(ins, "sum", dtype))
+            np.testing.assert_array_equal(comm.all_reduce(ins[r], "max", dtype=dtype, algorithm="mesh"),
+                                          reference.reduce(ins, "max", dtype))
+            np.testing.assert_array_equal(comm.broadcast(ins[r], n - 1, dtype=dtype), ins[n - 1])
+            got = comm.reduce(ins[r], 0, dtype=dtype)
+            if r == 0:
+                np.testing.assert_array_equal(got, reference.reduce(ins, "sum", dtype))
+            per = max(1, count // n)
+            blocks = all_data(n, per * n, dtype, seed=2)
+            np.testing.assert_array_equal(comm.reduce_scatter(blocks[r], dtype=dtype),
+                                          reference.reduce_scatter(blocks, "sum", dtype)[r])
+            np.testing.assert_array_equal(comm.all_to_all(blocks[r], dtype=dtype), reference.alltoall(blocks)[r])
+            np.testing.assert_array_equal(comm.scatter(blocks[r], 1 % n, dtype=dtype),
+                                          reference.scatter(blocks, 1 % n)[r])
+            small = all_data(n, per, dtype, seed=3)
+            np.testing.assert_array_equal(comm.all_gather(small[r], dtype=dtype), reference.allgather(small)[r])
+            got = comm.gather(small[r], n - 1, dtype=dtype)
+            if r == n - 1:
+                np.testing.assert_array_equal(got, reference.gather(small, n - 1)[r])
+
+
+# ---- against mpi4py, algorithms, bit-identity, back-to-back mixing ------------------------------
+@pytest.mark.mpi(np=[2, 3, 4, 8])
+def test_against_mpi4py(comm) -> None:
+    from mpi4py import MPI
+
+    mc = comm.mpi_comm
+    n, r = comm.size, comm.rank
+    for dtype in ("int32", "fp32", "fp64", "int8"):
+        for count in (1, 7, 1000, 65537):
+            x = data(r, count, dtype)
+            ref = np.empty_like(x)
+            mc.Allreduce(x, ref, MPI.SUM)
+            for algo in ("ring", "mesh"):
+                np.testing.assert_array_equal(comm.all_reduce(x, algorithm=algo), ref, err_msg=f"{algo} {count}")
+            ref = np.empty(count * n, x.dtype)
+            mc.Allgather(x, ref)
+            for algo in ("ring", "mesh"):
+                np.testing.assert_array_equal(comm.all_gather(x, algorithm=algo), ref)
+            xb = data(r, count * n, dtype, seed=5)
+            ref = np.empty(count, x.dtype)
+            mc.Reduce_scatter_block(xb, ref, MPI.SUM)
+            for algo in ("ring", "mesh"):
+                np.testing.assert_array_equal(comm.reduce_scatter(xb, algorithm=algo), ref)
+            ref = np.empty_like(xb)
+            mc.Alltoall(xb, ref)
+            for algo in ("pairwise", "mesh"):
+                np.testing.assert_array_equal(comm.all_to_all(xb, algorithm=algo), ref)
+            ref = x.copy()
+            mc.Bcast(ref, root=n - 1)
+            np.testing.assert_array_equal(comm.broadcast(x, n - 1), ref)
+
+
+@pytest.mark.mpi(np=[2, 3, 4])
+def test_bit_identical_across_ranks_and_runs(comm) -> None:
+    mc = comm.mpi_comm
+    rng = np.random.default_rng(comm.rank)
+    for dtype in (np.float32, np.float16, np.float64):
+        for count in (5, 4099, 300001):
+            x = rng.standard_normal(count).astype(dtype)
+            for algo in ("ring", "mesh"):
+                a = comm.all_reduce(x, algorithm=algo)
+                b = comm.all_reduce(x, algorithm=algo)
+                assert a.tobytes() == b.tobytes(), f"{algo} {dtype.__name__} {count}: differs run to run"
+                digests = mc.allgather(hash(a.tobytes()))
+                assert len(set(digests)) == 1, f"{algo} {dtype.__name__} {count}: ranks disagree"
+                ref = np.sum(np.stack(mc.allgather(x)).astype(np.float64), axis=0)
+                np.testing.assert_allclose(a.astype(np.float64), ref, rtol=2e-2 if dtype == np.float16 else 1e-5,
+                                           atol=5e-2 if dtype == np.float16 else 1e-5)
+
+
+@pytest.mark.mpi(np=[2, 3, 4])
+def test_back_to_back_mixed_collectives(comm) -> None:
+    """Built-ins share channels, notify slots and the HCCL buffer: interleave them with random sizes."""
+    n, r = comm.size, comm.rank
+    rng = np.random.default_rng(1234)  # same sequence on every rank
+    for it in range(40):
+        count = int(rng.choice([0, 1, 3, 17, 1000, 70001]))
+        root = int(rng.integers(0, n))
+        kind = int(rng.integers(0, 8))
+        ins = all_data(n, count, "int32", seed=it)
+        if kind == 0:
+            np.testing.assert_array_equal(comm.all_reduce(ins[r]), reference.reduce(ins, "sum"))
+        elif kind == 1:
+            np.testing.assert_array_equal(comm.all_gather(ins[r]), reference.allgather(ins)[r])
+        elif kind == 2:
+            blocks = all_data(n, count * n, "int32", seed=it)
+            np.testing.assert_array_equal(comm.reduce_scatter(blocks[r]), reference.reduce_scatter(blocks)[r])
+        elif kind == 3:
+            np.testing.assert_array_equal(comm.broadcast(ins[r], root), ins[root])
+        elif kind == 4:
+            blocks = all_data(n, count * n, "int32", seed=it)
+            np.testing.assert_array_equal(comm.all_to_all(blocks[r]), reference.alltoall(blocks)[r])
+        elif kind == 5:
+            got = comm.reduce(ins[r], root, "max")
+            if r == root:
+                np.testing.assert_array_equal(got, reference.reduce(ins, "max"))
+        elif kind == 6:
+            comm.barrier()
+        else:
+            got = comm.gather(ins[r], root)
+            if r == root:
+                np.testing.assert_array_equal(got, reference.gather(ins, root)[root])
+
+
+# ---- API: out=, in place, device buffers, async, avg, alltoallv, send/recv ---------------------
+@pytest.mark.mpi(np=[1, 2, 3, 4])
+def test_api_forms(comm) -> None:
+    n, r = comm.size, comm.rank
+    ins = all_data(n, 11, "int32")
+    want = reference.reduce(ins, "sum")
+    x = ins[r].copy()
+    assert comm.all_reduce(x, out=x) is x                      # in place (host)
+    np.testing.assert_array_equal(x, want)
+    out = np.empty(11, np.int32)
+    assert comm.all_reduce(ins[r], out=out) is out
+    np.testing.assert_array_equal(out, want)
+    d = comm.to_device(ins[r])
+    assert comm.all_reduce(d, out=d) is d                      # in place (device)
+    np.testing.assert_array_equal(d.numpy(), want)
+    y = comm.all_reduce(comm.to_device(ins[r]))                # device in -> new device buffer out
+    np.testing.assert_array_equal(y.numpy(), want)
+    w = comm.all_reduce(ins[r], async_op=True)
+    np.testing.assert_array_equal(w.wait(), want)
+    assert w.is_completed()
+    w1 = comm.all_gather(ins[r], async_op=True)
+    w2 = comm.all_reduce(ins[r], "max", async_op=True)
+    np.testing.assert_array_equal(w2.wait(), reference.reduce(ins, "max"))
+    np.testing.assert_array_equal(w1.wait(), reference.allgather(ins)[r])
+    # 2-D shapes: all_gather concatenates along axis 0, reduce_scatter splits it.
+    m = np.arange(6 * n, dtype=np.float32).reshape(n * 2, 3) + r
+    assert comm.all_gather(m).shape == (2 * n * n, 3)
+    assert comm.reduce_scatter(m).shape == (2, 3)
+    # avg = sum then divide (floats in the dtype; integers toward zero)
+    f = (np.arange(5, dtype=np.float32) + r)
+    np.testing.assert_allclose(comm.all_reduce(f, "avg"), np.arange(5) + (n - 1) / 2)
+    i = np.array([-7 - r, 7 + r], dtype=np.int32)
+    s = sum(-7 - k for k in range(n)), sum(7 + k for k in range(n))
+    np.testing.assert_array_equal(comm.all_reduce(i, "avg"), [int(s[0] / n), int(s[1] / n)])
+    b = D.float32_to_bf16_bits(np.array([1.0 + r, 3.0], np.float32))
+    got = D.bf16_bits_to_float32(comm.all_reduce(b, "avg", dtype="bf16"))
+    np.testing.assert_allclose(got, [1.0 + (n - 1) / 2, 3.0], rtol=1e-2)
+    for _ in range(5):
+        assert comm.barrier() is None                           # back to back must not hang
+
+
+@pytest.mark.mpi(np=[2, 3, 4])
+def test_alltoallv_and_send_recv(comm) -> None:
+    n, r = comm.size, comm.rank
+    rng = np.random.default_rng(99)
+    for it in range(6):
+        counts = rng.integers(0, 40 if it < 5 else 300000, size=(n, n))
+        if it == 0:
+            counts[:, 0] = 0                                   # zero-length blocks
+        ins = [data(i, int(counts[i].sum()), "fp32", seed=it) for i in range(n)]
+        want = reference.alltoallv(ins, counts)[r]
+        for algo in ("pairwise", "mesh"):
+            got = comm.all_to_all_v(ins[r], counts[r], counts[:, r], algorithm=algo)
+            np.testing.assert_array_equal(got, want)
+        got = comm.all_to_all_v(ins[r], counts[r])              # recv counts exchanged
+        np.testing.assert_array_equal(got, want)
+    # send/recv in a ring: even ranks send first (no deadlock for any n)
+    for count in (0, 1, 7, 300007):
+        x = data(r, count, "int16")
+        dst, src = (r + 1) % n, (r - 1) % n
+        buf = np.empty(count, np.int16)
+        if r % 2 == 0:
+            comm.send(x, dst)
+            comm.recv(buf, src)
+        else:
+            comm.recv(buf, src)
+            comm.send(x, dst)
+        np.testing.assert_array_equal(buf, data(src, count, "int16"))
+
+
+@pytest.mark.mpi(np=[2])
+def test_errors_and_product_gate(comm) -> None:
+    x = np.arange(4, dtype=np.int64)
+    with pytest.raises(ConfigError, match="cannot reduce int64 with sum"):
+        comm.all_reduce(x)                                      # A2: no int64 reductions
+    with pytest.raises(ConfigError, match="cannot reduce fp32 with prod"):
+        comm.all_reduce(x.astype(np.float32), "prod")
+    np.testing.assert_array_equal(comm.all_gather(x), np.concatenate([x, x]))   # data movement: any dtype
+    with pytest.raises(ConfigError, match="root=5"):
+        comm.broadcast(x, 5)
+    with pytest.raises(ConfigError, match="equal blocks"):
+        comm.reduce_scatter(np.arange(3, dtype=np.float32))
+    with pytest.raises(ConfigError, match="itself"):
+        comm.send(x, comm.rank)
+    with pytest.raises(ConfigError, match="unknown algorithm"):
+        comm.all_reduce(x.astype(np.float32), algorithm="tree")
+    with pytest.raises(ConfigError, match="unknown reduce op"):
+        comm.all_reduce(x.astype(np.float32), "xor")
+    # the communicator still works after refused calls
+    np.testing.assert_array_equal(comm.all_reduce(np.ones(3, np.float32)), np.full(3, 2.0, np.float32))
+
+
+@pytest.mark.mpi(np=[2, 3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"})
+def test_hccl_algo_override(comm) -> None:
+    from hcomm_kit.collectives import _algo_id
+
+    assert _algo_id("allreduce", None) == 1 and _algo_id("allgather", None) == 2
+    assert _algo_id("alltoall", None) == 0
+    ins = all_data(comm.size, 1000, "fp32")
+    np.testing.assert_array_equal(comm.all_reduce(ins[comm.rank]), reference.reduce(ins, "sum"))
+
+
+def test_parse_hccl_algo() -> None:
+    from hcomm_kit.collectives import parse_hccl_algo
+
+    assert parse_hccl_algo(None, "allreduce") is None
+    assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
+    assert parse_hccl_algo("level0:fullmesh;level1:ring", "allgather") == "mesh"
+    assert parse_hccl_algo("allreduce=level0:NA;level1:ring/alltoall=level0:pairwise", "alltoall") == "pairwise"
+    assert parse_hccl_algo("allreduce=level0:NA;level1:ring", "allgather") is None
+    with pytest.raises(ConfigError, match="H-D.*not implemented|not implemented"):
+        parse_hccl_algo("level0:NA;level1:H-D", "allreduce")
+    with pytest.raises(ConfigError, match="levelN:algorithm"):
+        parse_hccl_algo("ring", "allreduce")
+
+
+def test_algorithm_ids_match_kernel_header() -> None:
+    """hcomm_kit.collectives.ALGORITHMS mirrors HK_ALGO_* of aicpu_kernels/_common/hk_coll.h."""
+    import re
+
+    from hcomm_kit.collectives import ALGORITHMS
+    from hcomm_kit.resources import aicpu_kernels_dir
+
+    text = (aicpu_kernels_dir() / "_common" / "hk_coll.h").read_text()
+    ids = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(r"#define HK_ALGO_(\w+) (\d+)u", text)}
+    for table in ALGORITHMS.values():
+        for name, value in table.items():
+            assert ids[name] == value, name
