@@ -9,13 +9,21 @@ from hcomm_kit import _emulator
 
 C_DIR = Path(__file__).parent / "c"
 FLAGS = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror"]
+SANITIZE_FLAGS = {
+    "": [],
+    "address": ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"],
+    "thread": ["-fsanitize=thread", "-g"],
+}
 
 
-def build_example(name: str, out: Path) -> tuple[Path, Path]:
-    """Compiles tests/c/<name>/{kernel.cc,main.cc}; returns (host program, op-info JSON beside the kernel .so)."""
+def build_example(name: str, out: Path, sanitize: str = "") -> tuple[Path, Path]:
+    """Compiles tests/c/<name>/{kernel.cc,main.cc}; returns (host program, op-info JSON beside the kernel .so).
+
+    sanitize: "" or a sanitizer variant of the emulator ("address", "thread"): the program and the
+    kernel are then compiled with the same -fsanitize flags and linked against that library."""
     src = C_DIR / name
-    cflags = _emulator.cflags().split()
-    libs = _emulator.libs().split()
+    cflags = _emulator.cflags().split() + SANITIZE_FLAGS[sanitize]
+    libs = _emulator.libs(sanitize or None).split()
     json_src = next(src.glob("*.json"))
     so = out / (json_src.stem + ".so")
     shutil.copy(json_src, out / json_src.name)

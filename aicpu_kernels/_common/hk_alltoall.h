@@ -5,20 +5,24 @@
  * The caller describes, per peer, the bytes it sends (input + sendOffset) and receives (output +
  * recvOffset); the engine moves them with one of two algorithms:
  *
- *  HK_ALGO_PAIRWISE: main thread only; step s = 1..n-1 sends to dst = rank + s and receives from
- *      src = rank - s (no incast: each rank talks to one reader and one writer per step). The
- *      whole HCCL buffer stages the block for dst.
- *  HK_ALGO_MESH: one worker thread per peer (fan-out/fan-in of hk_coll.h), all peers at once. The
- *      HCCL buffer is cut into n-1 regions; region (p - rank - 1) mod n stages the block for p.
+ *  HK_ALGO_PAIRWISE: the main thread runs steps s = 1..n-1, sending to dst = rank + s and
+ *      receiving from src = rank - s (no incast: each rank has one reader and one source per
+ *      step); worker 1 copies the own block meanwhile. The whole HCCL buffer stages the block
+ *      for dst.
+ *  HK_ALGO_MESH: one worker thread per peer (fan-out/fan-in of hk_coll.h), all peers at once; main
+ *      copies the own block. The HCCL buffer is cut into n-1 regions; region (p - rank - 1) mod n
+ *      stages the block for p.
+ *  HK_ALGO_AUTO: HkAlltoallAutoAlgo (must be the same choice on every rank).
  *
  * Both move a block the same way (HkA2aExchange): the sender stages a slice in its HCCL buffer and
  * records HK_ACK ("slice staged"); the receiver waits HK_ACK, Reads the slice straight into its
  * output and records HK_DATA ("read, the region is free"); the sender waits HK_DATA before it
  * records the next HK_ACK and before it exits (clean exit, notify discipline of hk_coll.h: ACK is
  * the initiative, consumed before the recorder exits; DATA the response). A block larger than
- * its region is double-buffered: slice t+1 is staged into the other half of the region while the
- * receiver still reads slice t. Slice sizes depend only on the block size and the job-wide buffer
- * size, so both ends of a pair cut the same slices. The own block is a local copy.
+ * its region or HK_PIPE_MIN_BYTES is pipelined (HkPipePlan of hk_coll.h): slice t+1 is staged into
+ * the other half of the region while the receiver still reads slice t. Slice sizes depend only on
+ * the block size and the job-wide buffer size, so both ends of a pair cut the same slices. The
+ * own block is a local copy.
  */
 #ifndef HCOMM_KIT_AICPU_KERNELS_HK_ALLTOALL_H
 #define HCOMM_KIT_AICPU_KERNELS_HK_ALLTOALL_H
@@ -31,31 +35,6 @@ typedef struct {
     uint64_t recvBytes;
 } HkA2aBlock;
 
-/* How a block of `bytes` crosses a staging region of `regionBytes`: in `rounds` slices of `slice`
- * bytes (the last may be shorter), slice t at offset (t % 2) * half of the region. */
-typedef struct {
-    uint64_t slice;
-    uint64_t half;
-    uint64_t rounds;
-} HkA2aPlan;
-
-static inline HkA2aPlan HkA2aPairPlan(uint64_t bytes, uint64_t regionBytes)
-{
-    HkA2aPlan plan = {0, 0, 0};
-    if (bytes == 0) {
-        return plan;
-    }
-    if (bytes <= regionBytes) {
-        plan.slice = bytes;
-        plan.rounds = 1;
-        return plan;
-    }
-    plan.slice = HkSliceBytes(regionBytes / 2);
-    plan.half = plan.slice;
-    plan.rounds = (bytes + plan.slice - 1) / plan.slice;
-    return plan;
-}
-
 /* On `thread`: send `sendBytes` from sendPtr to the peer of `toDst` (staged in my region `stage`)
  * and receive `recvBytes` into recvPtr from the peer of `fromSrc` (read from its region for me,
  * `srcStage`). toDst may equal fromSrc. Both peers run the mirror image of this loop. */
@@ -65,8 +44,8 @@ static inline HcclResult HkA2aExchange(const OpParam &param, ThreadHandle thread
                                        uint8_t *recvPtr, uint64_t recvBytes)
 {
     const uint32_t timeout = param.notifyTimeout;
-    const HkA2aPlan s = HkA2aPairPlan(sendBytes, regionBytes);
-    const HkA2aPlan r = HkA2aPairPlan(recvBytes, regionBytes);
+    const HkPipe s = HkPipePlan(sendBytes, regionBytes);
+    const HkPipe r = HkPipePlan(recvBytes, regionBytes);
     const uint64_t rounds = s.rounds > r.rounds ? s.rounds : r.rounds;
 
     if (s.rounds != 0) {
@@ -96,10 +75,24 @@ static inline HcclResult HkA2aExchange(const OpParam &param, ThreadHandle thread
     return HCCL_SUCCESS;
 }
 
+/* Largest block (bytes) for which HK_ALGO_AUTO picks mesh with 3+ ranks. Measured on the emulator
+ * (2 cores, 4 ranks): mesh wins below ~32 KiB per block (every peer in flight at once), pairwise
+ * above (no incast, one staging region, fewer threads competing). */
+#define HK_A2A_MESH_MAX_BLOCK_BYTES (32ull * 1024)
+
+/* HK_ALGO_AUTO: every rank must pick the same algorithm (their staging layouts differ), so the
+ * choice depends only on job-wide facts: the rank count and, for alltoall, the block size
+ * (uniformBlockBytes; UINT64_MAX when blocks differ per rank, as in alltoallv -> pairwise). */
+static inline uint32_t HkAlltoallAutoAlgo(uint32_t rankSize, uint64_t uniformBlockBytes)
+{
+    return (rankSize >= 3 && uniformBlockBytes <= HK_A2A_MESH_MAX_BLOCK_BYTES) ? HK_ALGO_MESH : HK_ALGO_PAIRWISE;
+}
+
 /* Run the all-to-all described by blocks[0..rankSize) (own block: blocks[rank], sendBytes must
- * equal recvBytes). Validates resources before enqueuing anything. */
+ * equal recvBytes). `algo` (and so the staging layout) must be the same on every rank.
+ * Validates resources before enqueuing anything. */
 static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t algo,
-                                       const HkA2aBlock *blocks)
+                                       const HkA2aBlock *blocks, uint64_t uniformBlockBytes)
 {
     const uint32_t rank = resCtx.rank;
     const uint32_t n = resCtx.rankSize;
@@ -118,9 +111,7 @@ static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCt
         return HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset, own.recvBytes);
     }
     if (algo == HK_ALGO_AUTO) {
-        // Mesh has every peer in flight at once (latency), pairwise avoids incast and needs no
-        // worker threads; on the emulator mesh is faster at every size measured (see README).
-        algo = HK_ALGO_MESH;
+        algo = HkAlltoallAutoAlgo(n, uniformBlockBytes);
     }
     if (algo != HK_ALGO_PAIRWISE && algo != HK_ALGO_MESH) {
         OP_LOG_ERROR("unknown algo %u (0 auto, %u pairwise, %u mesh), tag %s", algo, HK_ALGO_PAIRWISE,
@@ -145,8 +136,18 @@ static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCt
     uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
 
     if (algo == HK_ALGO_PAIRWISE) {
-        OP_CHECK(param.tag, HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset,
-                                   own.recvBytes));
+        // The own block is copied by worker 1 (when there is one) while main runs the steps.
+        const uint32_t k = (resCtx.threadNum >= 2 && own.recvBytes != 0) ? 1 : 0;
+        if (k == 0) {
+            OP_CHECK(param.tag, HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset,
+                                       own.recvBytes));
+        } else {
+            OP_CHECK(param.tag, HkFanOut(param, resCtx, k));
+            OP_CHECK(param.tag, HkWorkerStart(param, resCtx, 1));
+            OP_CHECK(param.tag, HkCopy(param, resCtx.threads[1], output + own.recvOffset, input + own.sendOffset,
+                                       own.recvBytes));
+            OP_CHECK(param.tag, HkWorkerFinish(param, resCtx, 1, k));
+        }
         for (uint32_t s = 1; s < n; ++s) {
             const uint32_t dst = (rank + s) % n;
             const uint32_t src = (rank + n - s) % n;
@@ -157,7 +158,7 @@ static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCt
                                               static_cast<const uint8_t *>(chSrc.remoteBuffer.addr),
                                               output + blocks[src].recvOffset, blocks[src].recvBytes));
         }
-        return HCCL_SUCCESS;
+        return HkFanIn(param, resCtx, k);
     }
 
     // Mesh: worker i exchanges with peer (rank + i) % n; main copies the own block meanwhile.

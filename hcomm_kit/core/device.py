@@ -277,7 +277,7 @@ class BufferPool:
 
     def get(self, role: str, nbytes: int) -> tuple[int, int]:
         """``(ptr, capacity)`` of the ``role`` buffer with room for ``nbytes``."""
-        cap = self._cap.get(role, 0)
+        cap = self._cap.get(role, -1)
         if nbytes <= cap:
             return self._ptr[role], cap
         old = self._ptr.pop(role, 0)

@@ -23,11 +23,11 @@ def resolve_op(name: str) -> Path:
     p = Path(name)
     if (p / "op.toml").is_file() or (p.name == "op.toml" and p.is_file()):
         return p.parent if p.name == "op.toml" else p
-    here = Path(__file__).resolve().parents[1]
-    for root in (here.parent / "aicpu_kernels", here / "_data" / "aicpu_kernels"):
-        cand = root / name
-        if (cand / "op.toml").is_file():
-            return cand
+    from ..resources import aicpu_kernels_dir
+
+    cand = aicpu_kernels_dir() / name
+    if not name.startswith("_") and (cand / "op.toml").is_file():
+        return cand
     raise ConfigError(f"{name!r} is neither an operator directory (with op.toml) nor a built-in operator "
                       f"(aicpu_kernels/<name>); create one with `hcomm-kit new {Path(name).name} --pattern ...`",
                       key="OP")

@@ -1,157 +1,168 @@
 /*
- * exec_op.cc -- orchestration of operator "allgather" (pattern: mesh-allgather).
+ * exec_op.cc -- built-in allgather: output = [input of rank 0, input of rank 1, ...] on every rank.
  *
- * This file is YOURS: hcomm-kit wrote it once and never overwrites it (neither
- * `hcomm-kit new --update` nor `--force` touch it; delete it to get the pattern back).
- *
- * Rules of the Hcomm data plane used below (hcomm.md §1.5-§1.6, §3.1-§3.2):
- *  - every ...OnThread call only enqueues a task on that thread's FIFO; tasks of one thread run
- *    in order, different threads run concurrently and are ordered only by notifies;
- *  - notifies are binary flags: a record sets, a wait blocks its thread until set and clears it.
- *    Never record a slot twice before the matching wait has consumed the first record;
- *  - a channel record sets the slot at the PEER's end, a channel wait clears the slot at ours;
- *  - copy/write/read lengths are in bytes, reduce counts in elements; remote Write destinations
- *    and Read sources must lie inside the peer's HCCL buffer.
+ * OpParam.count = elements per rank (output holds count * rankSize); OpParam.algo:
+ *   HK_ALGO_MESH  every rank stages its block in its HCCL buffer and every peer reads it straight
+ *                 into its output (one device thread per peer when rankSize > 2);
+ *   HK_ALGO_RING  blocks travel rank -> rank+1 by writes into region `block` of next's buffer;
+ *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLGATHER, ...) of hk_coll.h.
+ * Blocks are cut into slices of at most HK_CACHE_SLICE_BYTES that also fit the buffer regions
+ * (the last one shorter); each slice runs the whole protocol and ends in a clean state
+ * (hk_coll.h: clean exit, ACK/DATA rules).
  */
 #include "exec_op.h"
 #include "allgather_log.h"
+#include "hk_coll.h"
 
 namespace ops_allgather {
 namespace {
 
-// Channel slots (one channel per peer).
-constexpr uint32_t ACK = ALLGATHER_CHANNEL_NOTIFY_ACK;    // "my region for your slice is free"
-constexpr uint32_t DATA = ALLGATHER_CHANNEL_NOTIFY_DATA;  // "my slice has landed in your buffer"
-// Thread slots (every thread; slot 0 of the main thread is the host's "go").
-constexpr uint32_t FAN_OUT = ALLGATHER_THREAD_NOTIFY_BASE + 0;  // main -> worker i: "slice staged, go"
-constexpr uint32_t FAN_IN = ALLGATHER_THREAD_NOTIFY_BASE + 1;   // worker i+1 -> worker i (-> main): "done"
+#define HK_TRY(call)                      \
+    do {                                  \
+        const HcclResult hkRet_ = (call); \
+        if (hkRet_ != HCCL_SUCCESS) {     \
+            return hkRet_;                \
+        }                                 \
+    } while (0)
 
-// Slices are cut so that every HCCL buffer involved can hold them; aligned to 128 bytes (a
-// multiple of every element size) and capped at 256 MiB like CANN's examples. HCCL_BUFFSIZE is
-// a job-wide setting, so every rank computes the same slice size.
-constexpr uint64_t SLICE_ALIGN_BYTES = 128;
-constexpr uint64_t MAX_SLICE_BYTES = 256ULL * 1024 * 1024;
+struct Ctx {
+    const OpParam &param;
+    const AlgResourceCtx &res;
+    uint32_t rank;
+    uint32_t rankSize;
+    uint32_t timeout;
+    const uint8_t *input;
+    uint8_t *output;
+    uint64_t blockBytes;  // one rank's contribution
+    uint8_t *myBuf;
 
-uint64_t SliceBytes(uint64_t bufferBytes)
+    ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
+    uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
+    HcclResult Record(ThreadHandle t, uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(t, Ch(peer), slot));
+        return HCCL_SUCCESS;
+    }
+    HcclResult Wait(ThreadHandle t, uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(t, Ch(peer), slot, timeout));
+        return HCCL_SUCCESS;
+    }
+};
+
+/* Mesh, the exchange with one peer for the slice [off, off + len) of every block: record ACK
+ * ("my slice is staged"), wait the peer's ACK, read its slice into its output block, record DATA
+ * ("done reading yours"), wait its DATA (it is done reading mine: clean exit). */
+HcclResult MeshPeer(const Ctx &c, ThreadHandle t, uint32_t peer, uint64_t off, uint64_t len)
 {
-    const uint64_t bytes = bufferBytes < MAX_SLICE_BYTES ? bufferBytes : MAX_SLICE_BYTES;
-    return bytes / SLICE_ALIGN_BYTES * SLICE_ALIGN_BYTES;
+    HK_TRY(c.Record(t, peer, HK_ACK));
+    HK_TRY(c.Wait(t, peer, HK_ACK));
+    OP_CHECK(c.param.tag, HcommReadOnThread(t, c.Ch(peer), c.output + peer * c.blockBytes + off, c.PeerBuf(peer), len));
+    HK_TRY(c.Record(t, peer, HK_DATA));
+    return c.Wait(t, peer, HK_DATA);
 }
 
-uint64_t Min(uint64_t a, uint64_t b)
+/* Mesh slice: main stages my slice, starts the workers (peer rank+i on thread i; with 2 ranks the
+ * main thread does the one exchange itself), copies my own block, and joins the workers. Memory
+ * passes per rank: stage 1 + own copy 1 + one read per peer. */
+HcclResult MeshSlice(const Ctx &c, uint64_t off, uint64_t len)
 {
-    return a < b ? a : b;
+    const ThreadHandle main = c.res.threads[0];
+    const uint32_t n = c.rankSize;
+    const uint32_t workers = n > 2 ? n - 1 : 0;
+    OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, c.myBuf, c.input + off, len));
+    HK_TRY(HkFanOut(c.param, c.res, workers));
+    if (workers == 0) {
+        HK_TRY(MeshPeer(c, main, 1 - c.rank, off, len));
+    }
+    HK_TRY(HkCopy(c.param, main, c.output + c.rank * c.blockBytes + off, c.input + off, len));
+    for (uint32_t i = 1; i <= workers; ++i) {
+        const ThreadHandle t = c.res.threads[i];
+        HK_TRY(HkWorkerStart(c.param, c.res, i));
+        HK_TRY(MeshPeer(c, t, (c.rank + i) % n, off, len));
+        HK_TRY(HkWorkerFinish(c.param, c.res, i, workers));
+    }
+    return HkFanIn(c.param, c.res, workers);
 }
 
-// Copy the whole input to the output on one thread (single rank, or the rank's own block).
-HcclResult CopyLocal(const OpParam &param, ThreadHandle thread, void *dst, const void *src, uint64_t bytes)
+/* Ring slice; my buffer holds n regions of `region` bytes, region b for block b. Own block: copy
+ * input -> output. Steps t = 0..n-2: wait ACK from next, write block (rank - t) into region
+ * (rank - t) of next's buffer (step 0 straight from my input, later from my region where it
+ * arrived), record DATA to next; wait DATA from prev (block rank-1-t is in my region), record ACK
+ * to prev unless last, copy that region to its output block. Writes only: at the end every write
+ * into my buffer has landed (DATA waited) and mine were made after next's ACK. */
+HcclResult RingSlice(const Ctx &c, uint64_t off, uint64_t len, uint64_t region)
 {
-    if (bytes != 0 && dst != src) {
-        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, dst, src, bytes));
+    const ThreadHandle main = c.res.threads[0];
+    const uint32_t n = c.rankSize;
+    const uint32_t prev = (c.rank + n - 1) % n;
+    const uint32_t next = (c.rank + 1) % n;
+    HK_TRY(HkCopy(c.param, main, c.output + c.rank * c.blockBytes + off, c.input + off, len));
+    HK_TRY(c.Record(main, prev, HK_ACK));
+    for (uint32_t t = 0; t + 1 < n; ++t) {
+        const uint32_t sendBlock = (c.rank + n - t) % n;
+        const uint32_t recvBlock = (c.rank + 2 * n - 1 - t) % n;
+        const uint8_t *src = t == 0 ? c.input + off : c.myBuf + sendBlock * region;
+        HK_TRY(c.Wait(main, next, HK_ACK));
+        OP_CHECK(c.param.tag, HcommWriteOnThread(main, c.Ch(next), c.PeerBuf(next) + sendBlock * region, src, len));
+        HK_TRY(c.Record(main, next, HK_DATA));
+        HK_TRY(c.Wait(main, prev, HK_DATA));
+        if (t + 2 < n) {
+            HK_TRY(c.Record(main, prev, HK_ACK));
+        }
+        OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, c.output + recvBlock * c.blockBytes + off,
+                                                     c.myBuf + recvBlock * region, len));
     }
     return HCCL_SUCCESS;
 }
 
 }  // namespace
 
-/*
- * Pattern "mesh-allgather": output = [input of rank 0, input of rank 1, ...], one device thread
- * per peer, like CANN's allgather example (hcomm.md §3.12).
- *
- * Every HCCL buffer is cut into rankSize regions; region r holds the current slice of rank r.
- * Per slice:
- *   - main thread: copy my input slice into my region, fan out to the workers, copy it into my
- *     own block of the output;
- *   - worker i (peer p = rank + i): record ACK to p (my region p is free), wait for p's ACK,
- *     write my region into region `rank` of p's buffer, record DATA to p, wait for p's DATA
- *     (p's slice is in my region p), copy region p into block p of the output;
- *   - fan in: worker n-1 -> n-2 -> ... -> 1 -> main, so that every thread slot has exactly one
- *     producer and is consumed before it is recorded again; main starts the next slice only
- *     when every worker is done with this one.
- */
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
-    if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
+    const uint32_t unit = HkUnitSize(param);
+    if (unit == 0) {
         return HCCL_E_PARA;
     }
-    const uint64_t blockBytes = param.count * unitSize;  // one rank's contribution
-    const uint32_t rank = resCtx.rank;
-    const uint32_t rankSize = resCtx.rankSize;
-    const uint32_t timeout = param.notifyTimeout;
-    const ThreadHandle mainThread = resCtx.threads[0];
-    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
-    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
-
-    if (rankSize == 1) {
-        return CopyLocal(param, mainThread, output, input, blockBytes);
+    const uint32_t n = resCtx.rankSize;
+    const uint64_t blockBytes = param.count * unit;
+    if (n == 1 || blockBytes == 0) {
+        return HkCopy(param, resCtx.threads[0], param.outputPtr, param.inputPtr, blockBytes);
     }
-    if (blockBytes == 0) {
-        return HCCL_SUCCESS;
-    }
-    if (resCtx.threadNum < rankSize) {
-        OP_LOG_ERROR("needs %u threads (main + one per peer), got %u, tag %s", rankSize, resCtx.threadNum,
-                     param.tag);
+    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    if (bufferBytes == 0) {
         return HCCL_E_PARA;
     }
-    uint64_t bufferBytes = resCtx.localBuffer.size;
-    for (uint32_t p = 0; p < rankSize; ++p) {
-        if (p == rank) {
-            continue;
-        }
-        if (resCtx.channels[p].handle == 0) {
-            OP_LOG_ERROR("missing channel to rank %u, tag %s", p, param.tag);
-            return HCCL_E_PARA;
-        }
-        bufferBytes = Min(bufferBytes, resCtx.channels[p].remoteBuffer.size);
+    const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_ALLGATHER, blockBytes, n);
+    if (algo != HK_ALGO_MESH && algo != HK_ALGO_RING) {
+        OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
+        return HCCL_E_PARA;
     }
-    const uint64_t regionBytes = SliceBytes(bufferBytes / rankSize);
-    if (regionBytes == 0) {
+    if (algo == HK_ALGO_MESH && resCtx.threadNum < n) {
+        OP_LOG_ERROR("mesh allgather needs %u threads, got %u, tag %s", n, resCtx.threadNum, param.tag);
+        return HCCL_E_PARA;
+    }
+    const Ctx c{param,
+                resCtx,
+                resCtx.rank,
+                n,
+                param.notifyTimeout,
+                static_cast<const uint8_t *>(param.inputPtr),
+                static_cast<uint8_t *>(param.outputPtr),
+                blockBytes,
+                static_cast<uint8_t *>(resCtx.localBuffer.addr)};
+    // Mesh keeps my slice in the buffer, the ring one region per block; cache-sized pieces.
+    const uint64_t region =
+        HkSliceBytes(HkMin(algo == HK_ALGO_MESH ? bufferBytes : bufferBytes / n, HK_CACHE_SLICE_BYTES));
+    const uint64_t slice = region / unit * unit;
+    if (slice == 0) {
         OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u ranks), tag %s",
-                     static_cast<unsigned long long>(bufferBytes), rankSize, param.tag);
+                     static_cast<unsigned long long>(bufferBytes), n, param.tag);
         return HCCL_E_MEMORY;
     }
-    uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
-    uint8_t *myRegion = myBuf + rank * regionBytes;
-
-    for (uint64_t offset = 0; offset < blockBytes; offset += regionBytes) {
-        const uint64_t len = Min(regionBytes, blockBytes - offset);
-
-        // Main thread: stage my slice, start the workers, then fill my own output block.
-        OP_CHECK(param.tag, HcommLocalCopyOnThread(mainThread, myRegion, input + offset, len));
-        for (uint32_t i = 1; i < rankSize; ++i) {
-            OP_CHECK(param.tag, HcommThreadNotifyRecordOnThread(mainThread, resCtx.threads[i], FAN_OUT));
-        }
-        OP_CHECK(param.tag, CopyLocal(param, mainThread, output + rank * blockBytes + offset, input + offset, len));
-
-        // Worker i exchanges slices with peer (rank + i) % rankSize.
-        for (uint32_t i = 1; i < rankSize; ++i) {
-            const ThreadHandle worker = resCtx.threads[i];
-            const uint32_t peer = (rank + i) % rankSize;
-            const ChannelInfo &ch = resCtx.channels[peer];
-            uint8_t *peerRegionForMe = static_cast<uint8_t *>(ch.remoteBuffer.addr) + rank * regionBytes;
-
-            OP_CHECK(param.tag, HcommThreadNotifyWaitOnThread(worker, FAN_OUT, timeout));
-            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(worker, ch.handle, ACK));
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(worker, ch.handle, ACK, timeout));
-            OP_CHECK(param.tag, HcommWriteOnThread(worker, ch.handle, peerRegionForMe, myRegion, len));
-            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(worker, ch.handle, DATA));
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(worker, ch.handle, DATA, timeout));
-            OP_CHECK(param.tag, HcommLocalCopyOnThread(worker, output + peer * blockBytes + offset,
-                                                       myBuf + peer * regionBytes, len));
-        }
-
-        // Fan in as a chain: worker n-1 -> ... -> worker 1 -> main.
-        for (uint32_t i = rankSize - 1; i >= 1; --i) {
-            const ThreadHandle worker = resCtx.threads[i];
-            if (i + 1 < rankSize) {
-                OP_CHECK(param.tag, HcommThreadNotifyWaitOnThread(worker, FAN_IN, timeout));
-            }
-            const ThreadHandle target = (i == 1) ? mainThread : resCtx.threads[i - 1];
-            OP_CHECK(param.tag, HcommThreadNotifyRecordOnThread(worker, target, FAN_IN));
-        }
-        OP_CHECK(param.tag, HcommThreadNotifyWaitOnThread(mainThread, FAN_IN, timeout));
+    for (uint64_t off = 0; off < blockBytes; off += slice) {
+        const uint64_t len = HkMin(slice, blockBytes - off);
+        HK_TRY(algo == HK_ALGO_MESH ? MeshSlice(c, off, len) : RingSlice(c, off, len, region));
     }
     return HCCL_SUCCESS;
 }

@@ -7,8 +7,9 @@
  *   HK_ALGO_RING  reduce-scatter over the ring rank-1 -> rank -> rank+1, then every rank reads the
  *                 reduced chunks directly from their owners (mesh channels);
  *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLREDUCE, ...) of hk_coll.h.
- * Messages larger than the HCCL buffer are cut into slices (the last one shorter); each slice
- * runs the whole protocol and ends in a clean state (see hk_coll.h: clean exit, ACK/DATA rules).
+ * Messages are cut into slices of cache-sized chunks (HK_CACHE_SLICE_BYTES) that also fit the
+ * HCCL buffer (the last one shorter); each slice runs the whole protocol and ends in a clean
+ * state (see hk_coll.h: clean exit, ACK/DATA rules).
  *
  * Data plane rules (hcomm.md §1.5-§1.6, §3.1-§3.2): ...OnThread calls only enqueue; one thread's
  * tasks run in order; notifies are binary flags; remote Write destinations / Read sources lie in
@@ -110,36 +111,65 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t off, uint64_t count)
 }
 
 /*
- * Two ranks, per slice: chunk m (mine) and chunk q (the peer's) of the slice (HkChunkRange).
- * Each rank owns the reduction of the OTHER chunk in its own buffer (offset 0):
- *   copy input chunk q into my buffer; record ACK ("staged"); wait the peer's ACK;
- *   write-reduce my input chunk m into the peer's buffer (it becomes final there: peer_m op my_m),
- *   read it back into output chunk m; record DATA ("done with your buffer"); wait the peer's DATA
- *   (its write-reduce into my buffer and its read are done); copy my buffer into output chunk q.
+ * Two ranks. The message is cut into slices of at most 2 * `half` bytes (a cache-sized piece,
+ * HK_CACHE_SLICE_BYTES, or half the buffer); slice k has chunk m (mine, HkChunkRange index
+ * rank) and chunk q (the peer's). Each rank owns the reduction of the OTHER chunk, in half k % 2
+ * of its buffer:
+ *   copy input chunk q into my half; record ACK ("staged"); wait the peer's ACK;
+ *   write-reduce my input chunk m into the peer's half (it becomes final there: peer_m op my_m);
+ *   read it back into output chunk m; record DATA ("done with your buffer");
+ *   copy input chunk q of slice k+1 into my other half (overlaps the peer's read);
+ *   wait the peer's DATA (its write-reduce into my half and its read are done); copy my half
+ *   into output chunk q.
  * Every chunk is reduced once, so both ranks hold identical bits. Memory passes per rank: copy,
- * write-reduce, read and copy of half the slice each. 2 notify rounds.
+ * write-reduce, read and copy of half the message, on cache-sized pieces (the peer's reduce
+ * reads what I staged just before, the read-back reads what I just wrote). 2 notify rounds per
+ * slice. ACK k+1 is recorded after DATA k was waited (the peer consumed ACK k before its write);
+ * DATA k+1 after ACK k+1 was waited; the half staged for k+1 was last touched by slice k-1.
  */
-HcclResult PairSlice(const Ctx &c, uint64_t off, uint64_t count)
+HcclResult PairRun(const Ctx &c)
 {
     const uint32_t peer = 1 - c.rank;
-    uint64_t mFirst = 0, mCount = 0, qFirst = 0, qCount = 0;
-    HkChunkRange(count, 2, c.rank, &mFirst, &mCount);
-    HkChunkRange(count, 2, peer, &qFirst, &qCount);
-    const uint64_t mOff = (off + mFirst) * c.unit;
-    const uint64_t qOff = (off + qFirst) * c.unit;
+    const uint64_t unit = c.unit;
+    const uint64_t half = HkSliceBytes(HkMin(c.bufferBytes / 2, HK_CACHE_SLICE_BYTES)) / unit;  // elements
+    const uint64_t maxCount = 2 * half;
+    const uint64_t total = c.param.count;
+    auto qRange = [&](uint64_t off, uint64_t *first, uint64_t *cnt) {
+        HkChunkRange(HkMin(maxCount, total - off), 2, peer, first, cnt);
+    };
+    uint64_t qFirst = 0, qCount = 0;
+    qRange(0, &qFirst, &qCount);
+    HK_TRY(HkCopy(c.param, c.thread, c.myBuf, c.input + qFirst * unit, qCount * unit));
+    uint32_t k = 0;
+    for (uint64_t off = 0; off < total; off += maxCount, ++k) {
+        const uint64_t count = HkMin(maxCount, total - off);
+        uint64_t mFirst = 0, mCount = 0;
+        HkChunkRange(count, 2, c.rank, &mFirst, &mCount);
+        qRange(off, &qFirst, &qCount);
+        uint8_t *myHalf = c.myBuf + (k % 2) * half * unit;
+        uint8_t *peerHalf = c.PeerBuf(peer) + (k % 2) * half * unit;
+        const uint64_t mOff = (off + mFirst) * unit;
+        const uint64_t qOff = (off + qFirst) * unit;
 
-    HK_TRY(HkCopy(c.param, c.thread, c.myBuf, c.input + qOff, qCount * c.unit));
-    HK_TRY(c.Record(peer, HK_ACK));
-    HK_TRY(c.Wait(peer, HK_ACK));
-    if (mCount != 0) {
-        OP_CHECK(c.param.tag, HcommWriteReduceOnThread(c.thread, c.Ch(peer), c.PeerBuf(peer), c.input + mOff, mCount,
-                                                       c.dataType, c.reduceOp));
-        OP_CHECK(c.param.tag, HcommReadOnThread(c.thread, c.Ch(peer), c.output + mOff, c.PeerBuf(peer),
-                                                mCount * c.unit));
+        HK_TRY(c.Record(peer, HK_ACK));
+        HK_TRY(c.Wait(peer, HK_ACK));
+        if (mCount != 0) {
+            OP_CHECK(c.param.tag, HcommWriteReduceOnThread(c.thread, c.Ch(peer), peerHalf, c.input + mOff, mCount,
+                                                           c.dataType, c.reduceOp));
+            OP_CHECK(c.param.tag,
+                     HcommReadOnThread(c.thread, c.Ch(peer), c.output + mOff, peerHalf, mCount * unit));
+        }
+        HK_TRY(c.Record(peer, HK_DATA));
+        if (off + maxCount < total) {  // stage the next slice's chunk q into my other half
+            uint64_t nFirst = 0, nCount = 0;
+            qRange(off + maxCount, &nFirst, &nCount);
+            HK_TRY(HkCopy(c.param, c.thread, c.myBuf + ((k + 1) % 2) * half * unit,
+                          c.input + (off + maxCount + nFirst) * unit, nCount * unit));
+        }
+        HK_TRY(c.Wait(peer, HK_DATA));
+        HK_TRY(HkCopy(c.param, c.thread, c.output + qOff, myHalf, qCount * unit));
     }
-    HK_TRY(c.Record(peer, HK_DATA));
-    HK_TRY(c.Wait(peer, HK_DATA));
-    return HkCopy(c.param, c.thread, c.output + qOff, c.myBuf, qCount * c.unit);
+    return HCCL_SUCCESS;
 }
 
 /*
@@ -216,9 +246,8 @@ HcclResult RingSlice(const Ctx &c, uint64_t off, uint64_t count)
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unit = OpDataTypeSize(param.dataType);
+    const uint32_t unit = HkUnitSize(param);
     if (unit == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const uint32_t n = resCtx.rankSize;
@@ -246,12 +275,18 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                 static_cast<uint8_t *>(resCtx.localBuffer.addr),
                 bufferBytes};
 
-    // Elements per slice: one-shot and ring keep a whole slice in the buffer; the 2-rank ring
-    // keeps only half a slice (the chunk this rank reduces).
-    uint64_t maxCount = HkSliceBytes(bufferBytes) / unit;
     if (algo == HK_ALGO_RING && n == 2) {
-        maxCount *= 2;
+        if (HkSliceBytes(bufferBytes / 2) < unit) {
+            OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                         param.tag);
+            return HCCL_E_MEMORY;
+        }
+        return PairRun(c);
     }
+    // Elements per slice: one-shot and ring keep a whole slice in the buffer; cache-sized pieces
+    // (HK_CACHE_SLICE_BYTES per chunk, n chunks per ring slice; 64 MiB, 4 ranks: 3.3 -> 4.8 GB/s).
+    const uint64_t pieceBytes = HK_CACHE_SLICE_BYTES * (algo == HK_ALGO_RING ? n : 1);
+    const uint64_t maxCount = HkSliceBytes(HkMin(bufferBytes, pieceBytes)) / unit;
     if (maxCount == 0) {
         OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
                      param.tag);
@@ -262,7 +297,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         if (algo == HK_ALGO_MESH) {
             HK_TRY(OneShotSlice(c, off, count));
         } else if (algo == HK_ALGO_RING) {
-            HK_TRY(n == 2 ? PairSlice(c, off, count) : RingSlice(c, off, count));
+            HK_TRY(RingSlice(c, off, count));
         } else {
             OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
             return HCCL_E_PARA;

@@ -2,8 +2,9 @@
  * exec_op.cc -- built-in "alltoall": input block j (count elements) goes to block `rank` of rank
  * j's output; input and output hold count * rankSize elements and must not overlap.
  *
- * The algorithms (OpParam.algo: HK_ALGO_PAIRWISE, HK_ALGO_MESH, 0 = auto) live in
- * inc/hk_alltoall.h, shared with alltoallv; see there for the notify protocol.
+ * The algorithms (OpParam.algo: HK_ALGO_PAIRWISE, HK_ALGO_MESH, 0 = auto: mesh for 3+ ranks and
+ * blocks up to 32 KiB, else pairwise; algo must be equal on all ranks) live in inc/hk_alltoall.h,
+ * shared with alltoallv; see there for the notify protocol.
  */
 #include "exec_op.h"
 #include "alltoall_log.h"
@@ -14,9 +15,8 @@ namespace ops_alltoall {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    const uint32_t unitSize = HkUnitSize(param);
     if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const uint32_t n = resCtx.rankSize;
@@ -53,7 +53,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         blocks[p].recvOffset = p * blockBytes;
         blocks[p].recvBytes = blockBytes;
     }
-    return HkAlltoallRun(param, resCtx, param.algo, blocks);
+    return HkAlltoallRun(param, resCtx, param.algo, blocks, blockBytes);
 }
 
 }  // namespace ops_alltoall

@@ -14,8 +14,10 @@
  * kernel does not know their sizes). The Python layer (hcomm_kit/collectives.py) validates both:
  * it exchanges the counts and checks the input/output sizes before launching.
  *
- * The algorithms (OpParam.algo: HK_ALGO_PAIRWISE, HK_ALGO_MESH, 0 = auto) live in
- * inc/hk_alltoall.h, shared with alltoall; see there for the notify protocol.
+ * The algorithms (OpParam.algo: HK_ALGO_PAIRWISE, HK_ALGO_MESH, 0 = auto = pairwise, since a
+ * rank cannot see the others' block sizes and every rank must choose the same one; algo must be
+ * equal on all ranks) live in inc/hk_alltoall.h, shared with alltoall; see there for the notify
+ * protocol.
  */
 #include "exec_op.h"
 #include "alltoallv_log.h"
@@ -40,9 +42,8 @@ bool ByteRange(uint64_t displ, uint64_t count, uint32_t unitSize, uint64_t *firs
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    const uint32_t unitSize = HkUnitSize(param);
     if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const uint32_t n = resCtx.rankSize;
@@ -119,7 +120,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         OP_LOG_ERROR("input and output ranges overlap (in-place alltoallv is not supported), tag %s", param.tag);
         return HCCL_E_PARA;
     }
-    return HkAlltoallRun(param, resCtx, param.algo, blocks);
+    return HkAlltoallRun(param, resCtx, param.algo, blocks, UINT64_MAX);
 }
 
 }  // namespace ops_alltoallv

@@ -2,7 +2,7 @@
  * exec_op.cc -- built-in "barrier": no rank leaves before every rank has entered
  * (.dev/BUILTINS.md; count, buffers, dtype and root are ignored).
  *
- * Algorithm (mesh, two phases; the only one, so OpParam.algo is ignored):
+ * Algorithm (mesh, two phases; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_MESH):
  *   phase 1: record ACK to every peer, wait the ACK of every peer (everyone has arrived);
  *   phase 2: record DATA to every peer, wait the DATA of every peer.
  * Phase 1 alone is a barrier, phase 2 makes it safe to call back to back with binary notify
@@ -18,6 +18,7 @@ namespace ops_barrier {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
+    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
     const uint32_t rank = resCtx.rank;
     const uint32_t rankSize = resCtx.rankSize;
     const ThreadHandle thread = resCtx.threads[0];

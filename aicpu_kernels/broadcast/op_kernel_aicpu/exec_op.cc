@@ -1,19 +1,20 @@
 /*
  * exec_op.cc -- built-in "broadcast": root's inputPtr -> every rank's outputPtr (.dev/BUILTINS.md).
  *
- * Algorithm (mesh, read-based; the only one, so OpParam.algo is ignored):
+ * Algorithm (mesh, read-based; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_MESH):
  *   the root stages the message slice by slice in its HCCL buffer and every other rank Reads each
  *   slice straight from there into its output, so a byte crosses memory once on the root side
- *   (staging) and once per reader. Large messages are double-buffered: the root stages slice k+1
- *   into one half of its buffer while the readers read slice k from the other half.
+ *   (staging) and once per reader. Messages above HK_PIPELINE_BYTES are pipelined and
+ *   double-buffered: the root stages slice k+1 into one half of its buffer while the readers
+ *   read slice k from the other half.
  *
  * Notify protocol per slice k, root R and each reader P (hk_coll.h "notify discipline"):
  *   R: stage slice k; [k > 0: wait DATA from every P (slice k-1 read)]; record ACK to every P;
  *   P: wait ACK; Read slice k into its output; record DATA to R;
  *   R finally waits the last DATA of every P, so no reader touches R's buffer after R is done
  *   ("clean exit"); every ACK is consumed before R exits, P's last DATA may be pending.
- * The root's own output is filled by one local copy (skipped when output == input), enqueued
- * right after the first ACK so that it overlaps with the readers.
+ * The root's own output is filled by one local copy on worker thread 1 (skipped when output ==
+ * input), concurrent with the staging (hk_coll.h HkSideCopyStart/HkSideCopyJoin).
  */
 #include "exec_op.h"
 #include "broadcast_log.h"
@@ -23,9 +24,9 @@ namespace ops_broadcast {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
+    const uint32_t unitSize = HkUnitSize(param);
     if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const uint64_t totalBytes = param.count * unitSize;
@@ -37,10 +38,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
     uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
 
-    if (root >= rankSize) {
-        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
-        return HCCL_E_PARA;
-    }
+    OP_CHECK(param.tag, HkRootCheck(param, resCtx));
     if (rankSize == 1 || totalBytes == 0) {
         return rank == root ? HkCopy(param, thread, output, input, totalBytes) : HCCL_SUCCESS;
     }
@@ -56,6 +54,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 
     if (rank == root) {
         uint8_t *stage = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+        bool joined = false;
+        OP_CHECK(param.tag, HkSideCopyStart(param, resCtx, output, input, totalBytes, &joined));
         uint64_t k = 0;
         for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
             const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
@@ -71,16 +71,14 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                     OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, resCtx.channels[p].handle, HK_ACK));
                 }
             }
-            if (k == 0) {
-                OP_CHECK(param.tag, HkCopy(param, thread, output, input, totalBytes));
-            }
         }
         for (uint32_t p = 0; p < rankSize; ++p) {
             if (p != root) {
-                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA, timeout));
+                OP_CHECK(param.tag,
+                         HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA, timeout));
             }
         }
-        return HCCL_SUCCESS;
+        return HkSideCopyJoin(param, resCtx, joined);
     }
 
     const ChannelInfo &ch = resCtx.channels[root];
@@ -89,7 +87,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
         const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
         OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, HK_ACK, timeout));
-        OP_CHECK(param.tag, HcommReadOnThread(thread, ch.handle, output + offset, rootStage + (k % 2) * halfBytes, len));
+        OP_CHECK(param.tag,
+                 HcommReadOnThread(thread, ch.handle, output + offset, rootStage + (k % 2) * halfBytes, len));
         OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
     }
     return HCCL_SUCCESS;

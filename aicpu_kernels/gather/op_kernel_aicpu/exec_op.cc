@@ -2,16 +2,18 @@
  * exec_op.cc -- built-in "gather": rank r's inputPtr (count elements) -> block r of root's
  * outputPtr (count * rankSize elements) (.dev/BUILTINS.md). Non-roots' outputPtr is not touched.
  *
- * Algorithm (mesh, read-based; the only one, so OpParam.algo is ignored):
+ * Algorithm (mesh, read-based; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_MESH):
  *   every non-root stages its block slice by slice in its own HCCL buffer; the root Reads each
- *   peer's slice straight into that peer's block of the output, peers in rank order. Large
- *   blocks are double-buffered on the peers (slice k+1 is staged while the root reads slice k).
+ *   peer's slice straight into that peer's block of the output, peers in rank order. Blocks
+ *   above HK_PIPELINE_BYTES are pipelined and double-buffered on the peers (slice k+1 is staged
+ *   while the root reads slice k).
  *
  * Notify protocol per slice k, peer P and root R (hk_coll.h "notify discipline"):
  *   P: stage slice k; [k > 0: wait DATA (slice k-1 read)]; record ACK to R;
  *   R: for each peer: wait its ACK, Read into the output, record DATA to it;
  *   P finally waits the last DATA, so R never reads P's buffer after P is done ("clean exit").
- * The root's own block is one local copy, enqueued first (the peers stage meanwhile).
+ * The root's own block is one local copy on worker thread 1, concurrent with the reads
+ * (HkSideCopyStart/HkSideCopyJoin).
  */
 #include "exec_op.h"
 #include "gather_log.h"
@@ -21,9 +23,9 @@ namespace ops_gather {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
+    const uint32_t unitSize = HkUnitSize(param);
     if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const uint64_t blockBytes = param.count * unitSize;
@@ -35,10 +37,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
     uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
 
-    if (root >= rankSize) {
-        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
-        return HCCL_E_PARA;
-    }
+    OP_CHECK(param.tag, HkRootCheck(param, resCtx));
     if (rankSize == 1 || blockBytes == 0) {
         return rank == root ? HkCopy(param, thread, output + rank * blockBytes, input, blockBytes) : HCCL_SUCCESS;
     }
@@ -68,7 +67,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         return HCCL_SUCCESS;
     }
 
-    OP_CHECK(param.tag, HkCopy(param, thread, output + root * blockBytes, input, blockBytes));
+    bool joined = false;
+    OP_CHECK(param.tag, HkSideCopyStart(param, resCtx, output + root * blockBytes, input, blockBytes, &joined));
     uint64_t k = 0;
     for (uint64_t offset = 0; offset < blockBytes; offset += sliceBytes, ++k) {
         const uint64_t len = HkMin(sliceBytes, blockBytes - offset);
@@ -83,7 +83,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
         }
     }
-    return HCCL_SUCCESS;
+    return HkSideCopyJoin(param, resCtx, joined);
 }
 
 }  // namespace ops_gather

@@ -3,11 +3,12 @@
  * root's outputPtr = in_0 op in_1 op ... op in_{n-1}, combined in rank order (.dev/BUILTINS.md).
  * Non-roots' outputPtr is not touched.
  *
- * Algorithm (mesh, read-based, deterministic; the only one, so OpParam.algo is ignored):
+ * Algorithm (mesh, read-based, deterministic; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_MESH):
  *   every non-root stages its input slice by slice in its own HCCL buffer; the root walks the
  *   ranks in order: rank 0's slice is Read (or copied, root 0) into the output, every later
- *   rank's slice is ReadReduce'd (or LocalReduce'd, the root's own) onto it. Large messages are
- *   double-buffered on the non-roots (slice k+1 is staged while the root reads slice k).
+ *   rank's slice is ReadReduce'd (or LocalReduce'd, the root's own) onto it. Messages above
+ *   HK_PIPELINE_BYTES are pipelined and double-buffered on the non-roots (slice k+1 is staged
+ *   while the root reads slice k).
  *
  * Notify protocol per slice k, non-root P and root R (hk_coll.h "notify discipline"):
  *   P: stage slice k; [k > 0: wait DATA (slice k-1 read)]; record ACK to R;
@@ -24,9 +25,9 @@ namespace ops_hk_reduce {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
+    const uint32_t unitSize = HkUnitSize(param);
     if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const HcommDataType dataType = static_cast<HcommDataType>(param.dataType);
@@ -40,10 +41,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
     uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
 
-    if (root >= rankSize) {
-        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
-        return HCCL_E_PARA;
-    }
+    OP_CHECK(param.tag, HkRootCheck(param, resCtx));
     if (rankSize == 1 || totalBytes == 0) {
         return rank == root ? HkCopy(param, thread, output, input, totalBytes) : HCCL_SUCCESS;
     }

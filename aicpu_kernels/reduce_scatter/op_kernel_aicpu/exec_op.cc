@@ -1,161 +1,203 @@
 /*
- * exec_op.cc -- orchestration of operator "reduce_scatter" (pattern: ring-allreduce).
+ * exec_op.cc -- built-in reduce_scatter: rank r gets block r of (input_0 op input_1 op ...).
  *
- * This file is YOURS: hcomm-kit wrote it once and never overwrites it (neither
- * `hcomm-kit new --update` nor `--force` touch it; delete it to get the pattern back).
- *
- * Rules of the Hcomm data plane used below (hcomm.md §1.5-§1.6, §3.1-§3.2):
- *  - every ...OnThread call only enqueues a task on that thread's FIFO; tasks of one thread run
- *    in order, different threads run concurrently and are ordered only by notifies;
- *  - notifies are binary flags: a record sets, a wait blocks its thread until set and clears it.
- *    Never record a slot twice before the matching wait has consumed the first record;
- *  - a channel record sets the slot at the PEER's end, a channel wait clears the slot at ours;
- *  - copy/write/read lengths are in bytes, reduce counts in elements; remote Write destinations
- *    and Read sources must lie inside the peer's HCCL buffer.
+ * OpParam.count = elements per rank's result (input holds count * rankSize: block b is
+ * elements [b * count, (b + 1) * count)); OpParam.algo:
+ *   HK_ALGO_MESH  every rank writes block p of its input straight into peer p's buffer (one device
+ *                 thread per peer when rankSize > 2); p reduces the blocks in rank order;
+ *   HK_ALGO_RING  reduce-scatter over the ring rank-1 -> rank -> rank+1 by write-reduce;
+ *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_REDUCE_SCATTER, ...) of hk_coll.h.
+ * Blocks are cut into slices of at most HK_CACHE_SLICE_BYTES that also fit the buffer regions
+ * (the last one shorter); each slice runs the whole protocol and ends in a clean state
+ * (hk_coll.h: clean exit, ACK/DATA rules).
  */
 #include "exec_op.h"
 #include "reduce_scatter_log.h"
+#include "hk_coll.h"
 
 namespace ops_reduce_scatter {
 namespace {
 
-constexpr uint32_t ACK = REDUCE_SCATTER_CHANNEL_NOTIFY_ACK;    // receiver -> sender: "you may write the next chunk"
-constexpr uint32_t DATA = REDUCE_SCATTER_CHANNEL_NOTIFY_DATA;  // sender -> receiver: "the chunk has landed"
+#define HK_TRY(call)                      \
+    do {                                  \
+        const HcclResult hkRet_ = (call); \
+        if (hkRet_ != HCCL_SUCCESS) {     \
+            return hkRet_;                \
+        }                                 \
+    } while (0)
 
-// Slices are cut so that every HCCL buffer involved can hold them; aligned to 128 bytes (a
-// multiple of every element size) and capped at 256 MiB like CANN's examples. HCCL_BUFFSIZE is
-// a job-wide setting, so every rank computes the same slice size.
-constexpr uint64_t SLICE_ALIGN_BYTES = 128;
-constexpr uint64_t MAX_SLICE_BYTES = 256ULL * 1024 * 1024;
+struct Ctx {
+    const OpParam &param;
+    const AlgResourceCtx &res;
+    uint32_t unit;
+    HcommDataType dataType;
+    HcommReduceOp reduceOp;
+    uint32_t rank;
+    uint32_t rankSize;
+    uint32_t timeout;
+    const uint8_t *input;
+    uint8_t *output;
+    uint64_t blockBytes;  // count * unit
+    uint8_t *myBuf;
 
-uint64_t SliceBytes(uint64_t bufferBytes)
-{
-    const uint64_t bytes = bufferBytes < MAX_SLICE_BYTES ? bufferBytes : MAX_SLICE_BYTES;
-    return bytes / SLICE_ALIGN_BYTES * SLICE_ALIGN_BYTES;
-}
-
-uint64_t Min(uint64_t a, uint64_t b)
-{
-    return a < b ? a : b;
-}
-
-// Copy the whole input to the output on one thread (single rank, or the rank's own block).
-HcclResult CopyLocal(const OpParam &param, ThreadHandle thread, void *dst, const void *src, uint64_t bytes)
-{
-    if (bytes != 0 && dst != src) {
-        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, dst, src, bytes));
+    ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
+    uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
+    HcclResult Record(ThreadHandle t, uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(t, Ch(peer), slot));
+        return HCCL_SUCCESS;
     }
-    return HCCL_SUCCESS;
+    HcclResult Wait(ThreadHandle t, uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(t, Ch(peer), slot, timeout));
+        return HCCL_SUCCESS;
+    }
+};
+
+/* Mesh: region of `owner`'s buffer that receives the slice from rank `from` (n-1 regions, no
+ * region for the owner itself). */
+inline uint64_t MeshRegion(uint32_t from, uint32_t owner)
+{
+    return from < owner ? from : from - 1;
 }
 
-// Chunk `index` of a slice of `sliceCount` elements cut into `chunks` nearly equal parts: the
-// first sliceCount % chunks chunks get one element more (counts need not divide evenly).
-void ChunkRange(uint64_t sliceCount, uint32_t chunks, uint32_t index, uint64_t *first, uint64_t *count)
+/* Mesh, the push to one peer: wait its ACK ("my regions are free"), write my block `peer` slice
+ * into its region for me, record DATA ("landed"). */
+HcclResult MeshPush(const Ctx &c, ThreadHandle t, uint32_t peer, uint64_t off, uint64_t len, uint64_t region)
 {
-    const uint64_t base = sliceCount / chunks;
-    const uint64_t extra = sliceCount % chunks;
-    *count = base + (index < extra ? 1 : 0);
-    *first = index * base + (index < extra ? index : extra);
+    HK_TRY(c.Wait(t, peer, HK_ACK));
+    OP_CHECK(c.param.tag, HcommWriteOnThread(t, c.Ch(peer), c.PeerBuf(peer) + MeshRegion(c.rank, peer) * region,
+                                             c.input + peer * c.blockBytes + off, len));
+    return c.Record(t, peer, HK_DATA);
+}
+
+/* Mesh slice [off, off + len) of every block: main records ACK to every peer, starts the workers
+ * (push to peer rank+i on thread i; with 2 ranks main pushes itself), then reduces in rank order:
+ * output = block_0 op block_1 op ... where block_q comes from my input (q == rank) or from my
+ * region for q after waiting q's DATA; finally joins the workers. Writes only: when main is done
+ * every write into my buffer landed, and mine were made after the peers' ACKs. */
+HcclResult MeshSlice(const Ctx &c, uint64_t off, uint64_t len, uint64_t region)
+{
+    const ThreadHandle main = c.res.threads[0];
+    const uint32_t n = c.rankSize;
+    const uint32_t workers = n > 2 ? n - 1 : 0;
+    const uint64_t count = len / c.unit;
+    uint8_t *out = c.output + off;
+    for (uint32_t i = 1; i < n; ++i) {
+        HK_TRY(c.Record(main, (c.rank + i) % n, HK_ACK));
+    }
+    HK_TRY(HkFanOut(c.param, c.res, workers));
+    if (workers == 0) {
+        HK_TRY(MeshPush(c, main, 1 - c.rank, off, len, region));
+    }
+    for (uint32_t q = 0; q < n; ++q) {
+        const uint8_t *src = c.input + c.rank * c.blockBytes + off;
+        if (q != c.rank) {
+            HK_TRY(c.Wait(main, q, HK_DATA));
+            src = c.myBuf + MeshRegion(q, c.rank) * region;
+        }
+        if (q == 0) {
+            OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, out, src, len));
+        } else {
+            OP_CHECK(c.param.tag, HcommLocalReduceOnThread(main, out, src, count, c.dataType, c.reduceOp));
+        }
+    }
+    for (uint32_t i = 1; i <= workers; ++i) {
+        HK_TRY(HkWorkerStart(c.param, c.res, i));
+        HK_TRY(MeshPush(c, c.res.threads[i], (c.rank + i) % n, off, len, region));
+        HK_TRY(HkWorkerFinish(c.param, c.res, i, workers));
+    }
+    return HkFanIn(c.param, c.res, workers);
+}
+
+/* Ring slice; my buffer holds n regions of `region` bytes, region b for block b. Rank r sends
+ * block r-1-s at step s and ends with block r fully reduced:
+ *   copy every input block except r-1 into its region; record ACK to prev ("staged");
+ *   steps s = 0..n-2: wait ACK from next, write-reduce block (r-1-s) into the same region of
+ *   next's buffer (step 0 straight from my input, later from my region where it accumulated),
+ *   record DATA to next; wait DATA from prev, record ACK to prev unless last;
+ *   copy region r to the output. Same slot hand-over as the allreduce ring. */
+HcclResult RingSlice(const Ctx &c, uint64_t off, uint64_t len, uint64_t region)
+{
+    const ThreadHandle main = c.res.threads[0];
+    const uint32_t n = c.rankSize;
+    const uint32_t r = c.rank;
+    const uint32_t prev = (r + n - 1) % n;
+    const uint32_t next = (r + 1) % n;
+    const uint64_t count = len / c.unit;
+    for (uint32_t b = 0; b < n; ++b) {
+        if (b != prev) {
+            OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, c.myBuf + b * region, c.input + b * c.blockBytes + off,
+                                                         len));
+        }
+    }
+    HK_TRY(c.Record(main, prev, HK_ACK));
+    for (uint32_t s = 0; s + 1 < n; ++s) {
+        const uint32_t b = (r + 2 * n - 1 - s) % n;
+        const uint8_t *src = s == 0 ? c.input + b * c.blockBytes + off : c.myBuf + b * region;
+        HK_TRY(c.Wait(main, next, HK_ACK));
+        OP_CHECK(c.param.tag, HcommWriteReduceOnThread(main, c.Ch(next), c.PeerBuf(next) + b * region, src, count,
+                                                       c.dataType, c.reduceOp));
+        HK_TRY(c.Record(main, next, HK_DATA));
+        HK_TRY(c.Wait(main, prev, HK_DATA));
+        if (s + 2 < n) {
+            HK_TRY(c.Record(main, prev, HK_ACK));
+        }
+    }
+    OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, c.output + off, c.myBuf + r * region, len));
+    return HCCL_SUCCESS;
 }
 
 }  // namespace
 
-/*
- * Pattern "ring-allreduce": output[i] = reduce over all ranks of input[i].
- *
- * Per slice (as much as one HCCL buffer holds), with n ranks and the slice cut into n chunks:
- *   - copy my input slice into my HCCL buffer;
- *   - reduce-scatter, n-1 steps: at step s, write-reduce chunk (rank - s) of my buffer into the
- *     same chunk of next's buffer (next_buf[c] = next_buf[c] op my_buf[c]). After the last step
- *     chunk (rank + 1) of my buffer is fully reduced;
- *   - allgather, n-1 steps: at step t, write chunk (rank + 1 - t) into next's buffer;
- *   - copy my buffer (now the full result) to the output.
- * Flow control per step: wait ACK from next (it is ready for this step), write, record DATA to
- * next; wait DATA from prev (its chunk has landed in my buffer), record ACK to prev for the
- * following step. Each slot thus alternates record/wait and is never recorded twice in a row.
- * The chunk a rank writes at a step is never the one it receives at that step, so a write never
- * races with the receiver's own send. With 2 ranks prev == next: one channel, both directions.
- */
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
-    if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
+    const uint32_t unit = HkUnitSize(param);
+    if (unit == 0) {
         return HCCL_E_PARA;
     }
-    const HcommDataType dataType = static_cast<HcommDataType>(param.dataType);
-    const HcommReduceOp reduceOp = static_cast<HcommReduceOp>(param.reduceOp);
-    const ThreadHandle thread = resCtx.aicpuThread;
-    const uint32_t rank = resCtx.rank;
-    const uint32_t rankSize = resCtx.rankSize;
-    const uint32_t timeout = param.notifyTimeout;
-    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
-    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
-
-    if (rankSize == 1) {
-        return CopyLocal(param, thread, output, input, param.count * unitSize);
+    const uint32_t n = resCtx.rankSize;
+    const uint64_t blockBytes = param.count * unit;
+    if (n == 1 || blockBytes == 0) {
+        return HkCopy(param, resCtx.threads[0], param.outputPtr, param.inputPtr, blockBytes);
     }
-    if (param.count == 0) {
-        return HCCL_SUCCESS;
-    }
-
-    const ChannelInfo &prev = resCtx.channels[0];
-    const ChannelInfo &next = resCtx.channels[1];
-    if (prev.handle == 0 || next.handle == 0) {
-        OP_LOG_ERROR("missing ring channel (prev %llu, next %llu), tag %s",
-                     static_cast<unsigned long long>(prev.handle), static_cast<unsigned long long>(next.handle),
-                     param.tag);
+    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    if (bufferBytes == 0) {
         return HCCL_E_PARA;
     }
-    uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
-    uint8_t *nextBuf = static_cast<uint8_t *>(next.remoteBuffer.addr);
-    const uint64_t bufferBytes = Min(resCtx.localBuffer.size, Min(next.remoteBuffer.size, prev.remoteBuffer.size));
-    const uint64_t maxSliceCount = SliceBytes(bufferBytes) / unitSize;
-    if (maxSliceCount == 0) {
-        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
-                     param.tag);
+    const uint32_t algo =
+        param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_REDUCE_SCATTER, blockBytes, n);
+    if (algo != HK_ALGO_MESH && algo != HK_ALGO_RING) {
+        OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
+        return HCCL_E_PARA;
+    }
+    if (algo == HK_ALGO_MESH && resCtx.threadNum < n) {
+        OP_LOG_ERROR("mesh reduce_scatter needs %u threads, got %u, tag %s", n, resCtx.threadNum, param.tag);
+        return HCCL_E_PARA;
+    }
+    const Ctx c{param,
+                resCtx,
+                unit,
+                static_cast<HcommDataType>(param.dataType),
+                static_cast<HcommReduceOp>(param.reduceOp),
+                resCtx.rank,
+                n,
+                param.notifyTimeout,
+                static_cast<const uint8_t *>(param.inputPtr),
+                static_cast<uint8_t *>(param.outputPtr),
+                blockBytes,
+                static_cast<uint8_t *>(resCtx.localBuffer.addr)};
+    // Mesh: n-1 regions (one per sender); ring: n regions (one per block); cache-sized pieces.
+    const uint64_t region = HkSliceBytes(HkMin(bufferBytes / (algo == HK_ALGO_MESH ? n - 1 : n), HK_CACHE_SLICE_BYTES));
+    const uint64_t slice = region / unit * unit;
+    if (slice == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u ranks), tag %s",
+                     static_cast<unsigned long long>(bufferBytes), n, param.tag);
         return HCCL_E_MEMORY;
     }
-    const uint32_t steps = 2 * (rankSize - 1);
-
-    for (uint64_t done = 0; done < param.count; done += maxSliceCount) {
-        const uint64_t sliceCount = Min(maxSliceCount, param.count - done);
-        const uint64_t sliceBytes = sliceCount * unitSize;
-
-        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, myBuf, input + done * unitSize, sliceBytes));
-        // My buffer holds my contribution: prev may start writing into it.
-        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, prev.handle, ACK));
-
-        for (uint32_t step = 0; step < steps; ++step) {
-            const bool reduceScatter = step < rankSize - 1;
-            const uint32_t back = reduceScatter ? step : step - (rankSize - 1);
-            // Reduce-scatter sends chunk (rank - step); allgather sends chunk (rank + 1 - t).
-            const uint32_t chunk = reduceScatter ? (rank + rankSize - back % rankSize) % rankSize
-                                                 : (rank + 1 + rankSize - back % rankSize) % rankSize;
-            uint64_t first = 0;
-            uint64_t count = 0;
-            ChunkRange(sliceCount, rankSize, chunk, &first, &count);
-
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, next.handle, ACK, timeout));
-            if (count != 0) {  // a slice shorter than the rank count has empty chunks
-                uint8_t *dst = nextBuf + first * unitSize;
-                const uint8_t *src = myBuf + first * unitSize;
-                if (reduceScatter) {
-                    OP_CHECK(param.tag, HcommWriteReduceOnThread(thread, next.handle, dst, src, count, dataType,
-                                                                 reduceOp));
-                } else {
-                    OP_CHECK(param.tag, HcommWriteOnThread(thread, next.handle, dst, src, count * unitSize));
-                }
-            }
-            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, next.handle, DATA));
-
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, prev.handle, DATA, timeout));
-            if (step + 1 < steps) {
-                OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, prev.handle, ACK));
-            }
-        }
-
-        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, output + done * unitSize, myBuf, sliceBytes));
+    for (uint64_t off = 0; off < blockBytes; off += slice) {
+        const uint64_t len = HkMin(slice, blockBytes - off);
+        HK_TRY(algo == HK_ALGO_MESH ? MeshSlice(c, off, len, region) : RingSlice(c, off, len, region));
     }
     return HCCL_SUCCESS;
 }

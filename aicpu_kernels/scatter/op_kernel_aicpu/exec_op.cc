@@ -2,17 +2,18 @@
  * exec_op.cc -- built-in "scatter": block r (count elements) of root's inputPtr -> rank r's
  * outputPtr (.dev/BUILTINS.md).
  *
- * Algorithm (mesh, read-based; the only one, so OpParam.algo is ignored):
+ * Algorithm (mesh, read-based; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_MESH):
  *   the root stages the blocks of all other ranks in its HCCL buffer, one region per peer, and
  *   every peer Reads its region straight into its output. When all blocks fit, one round with
- *   the regions laid out like the input (at most two staging copies); otherwise rounds of one
- *   slice per peer, double-buffered (round k+1 is staged while the peers read round k).
+ *   the regions laid out like the input (at most two staging copies) when all blocks together are
+ *   at most HK_PIPELINE_BYTES; otherwise rounds of one slice per peer, double-buffered (round k+1
+ *   is staged while the peers read round k).
  *
  * Notify protocol per round k, root R and each peer P (hk_coll.h "notify discipline"):
  *   R: stage round k; [k > 0: wait DATA from every P (round k-1 read)]; record ACK to every P;
  *   P: wait ACK; Read its slice into its output; record DATA to R;
- *   R finally waits the last DATA of every P ("clean exit"). The root's own block is copied once,
- *   right after the first ACK, overlapping with the readers.
+ *   R finally waits the last DATA of every P ("clean exit"). The root's own block is one local
+ *   copy on worker thread 1, concurrent with the staging (HkSideCopyStart/HkSideCopyJoin).
  */
 #include "exec_op.h"
 #include "scatter_log.h"
@@ -22,9 +23,9 @@ namespace ops_scatter {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
+    const uint32_t unitSize = HkUnitSize(param);
     if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const uint64_t blockBytes = param.count * unitSize;
@@ -36,10 +37,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
     uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
 
-    if (root >= rankSize) {
-        OP_LOG_ERROR("root %u out of range (%u ranks), tag %s", root, rankSize, param.tag);
-        return HCCL_E_PARA;
-    }
+    OP_CHECK(param.tag, HkRootCheck(param, resCtx));
     if (rankSize == 1 || blockBytes == 0) {
         return rank == root ? HkCopy(param, thread, output, input + rank * blockBytes, blockBytes) : HCCL_SUCCESS;
     }
@@ -56,6 +54,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 
     if (rank == root) {
         uint8_t *stage = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+        bool joined = false;
+        OP_CHECK(param.tag, HkSideCopyStart(param, resCtx, output, input + root * blockBytes, blockBytes, &joined));
         uint64_t k = 0;
         for (uint64_t offset = 0; offset < blockBytes; offset += sliceBytes, ++k) {
             const uint64_t len = HkMin(sliceBytes, blockBytes - offset);
@@ -84,16 +84,14 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                     OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, resCtx.channels[p].handle, HK_ACK));
                 }
             }
-            if (k == 0) {
-                OP_CHECK(param.tag, HkCopy(param, thread, output, input + root * blockBytes, blockBytes));
-            }
         }
         for (uint32_t p = 0; p < rankSize; ++p) {
             if (p != root) {
-                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA, timeout));
+                OP_CHECK(param.tag,
+                         HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA, timeout));
             }
         }
-        return HCCL_SUCCESS;
+        return HkSideCopyJoin(param, resCtx, joined);
     }
 
     const ChannelInfo &ch = resCtx.channels[root];

@@ -9,8 +9,9 @@
  *             ... wait HK_DATA before the next HK_ACK and before it exits;
  *   receiver: wait HK_ACK; Read the slice from the sender's buffer straight into the output;
  *             record HK_DATA ("read, the buffer is free").
- * Messages larger than the HCCL buffer are sliced and double-buffered: the sender stages slice
- * t+1 in the other half of its buffer while the receiver reads slice t. Slices depend only on
+ * Messages larger than the HCCL buffer or HK_PIPE_MIN_BYTES are sliced and double-buffered
+ * (HkPipePlan of hk_coll.h): the sender stages slice t+1 in the other half of its buffer while
+ * the receiver reads slice t. Slices depend only on
  * count and both buffer sizes, so the two ends agree. Clean exit: when the sender is done, the
  * receiver has read everything (its last HK_DATA was waited); HK_ACK is the initiative slot and
  * HK_DATA the response (hk_coll.h), so a following call of any built-in cannot merge notifies.
@@ -31,9 +32,8 @@ namespace ops_send_recv {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    const uint32_t unitSize = HkUnitSize(param);
     if (unitSize == 0) {
-        OP_LOG_ERROR("unsupported dataType %d, tag %s", static_cast<int>(param.dataType), param.tag);
         return HCCL_E_PARA;
     }
     const uint32_t rank = resCtx.rank;
@@ -73,19 +73,15 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const ChannelInfo &info = resCtx.channels[peer];
     const uint64_t bufferBytes = HkMin(resCtx.localBuffer.size, info.remoteBuffer.size);
 
-    // Slice plan: one slice if the message fits, else halves of the buffer (double-buffered).
-    uint64_t slice = totalBytes;
-    uint64_t half = 0;
-    if (totalBytes > HkSliceBytes(bufferBytes)) {
-        slice = HkSliceBytes(bufferBytes / 2);
-        half = slice;
-    }
-    if (slice == 0) {
+    const HkPipe plan = HkPipePlan(totalBytes, bufferBytes);  // one round, or pipelined halves
+    if (plan.rounds == 0) {
         OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
                      param.tag);
         return HCCL_E_MEMORY;
     }
-    const uint64_t rounds = (totalBytes + slice - 1) / slice;
+    const uint64_t slice = plan.slice;
+    const uint64_t half = plan.half;
+    const uint64_t rounds = plan.rounds;
 
     if (send) {
         uint8_t *stage = static_cast<uint8_t *>(resCtx.localBuffer.addr);

@@ -650,9 +650,10 @@ void comm_abort(Comm* c, const std::string& why) {
 bool comm_peer_dead(Comm* c, int peer) {
     if (peer < 0 || (uint32_t)peer >= c->nranks || (uint32_t)peer == c->rank) return false;
     if (c->dead[peer].load()) return true;
-    if (c->pid[peer] == (int)getpid()) return false;
+    /* Rate limit first: this runs at every unsatisfied wait attempt, getpid() is a system call. */
     uint64_t now = now_ns(), last = c->live_checked[peer].load();
     if (now - last < kProbeNs) return false;
+    if (c->pid[peer] == (int)getpid()) return false;
     if (!c->live_checked[peer].compare_exchange_strong(last, now)) return c->dead[peer].load();
     if (!shm_owner_dead(&c->ctl_seg[peer])) return false;
     if (!c->dead[peer].exchange(true)) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -240,27 +241,72 @@ static inline void cpu_relax() {
 }
 
 void spin_pause() { cpu_relax(); }
-static bool g_yield = getenv("EMU_YIELD") != nullptr;
+
+void background_thread_init() {
+    /* Stream workers and executors run when the host thread blocks or on a free core. As
+     * SCHED_BATCH (same fair share, no wake-up preemption) a worker woken by an enqueue does not
+     * preempt the host between its enqueue calls: the host finishes queueing, blocks, and the
+     * worker runs the whole sequence, instead of one task per wake-up. Unprivileged, best effort. */
+    static const bool enabled = [] {
+        const char* v = getenv("HCOMM_KIT_BATCH_SCHED");
+        return !(v && !strcmp(v, "0"));
+    }();
+    if (!enabled) return;
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+}
+
+namespace {
+/* Adaptive spin budgets of the calling thread, one per recently waited-on word (see wait_word):
+ * a stream worker waits both for its host thread (usually sharing its core: spinning never
+ * pays) and for peers (other cores: spinning pays). */
+struct SpinSlot {
+    const void* word = nullptr;
+    uint64_t budget = 0;
+    uint32_t waits = 0;
+};
+constexpr int kSpinSlots = 4;
+thread_local SpinSlot tl_spin[kSpinSlots];
+thread_local unsigned tl_spin_next = 0;
+
+SpinSlot& spin_slot(const void* word, uint64_t max) {
+    for (SpinSlot& s : tl_spin)
+        if (s.word == word) return s;
+    SpinSlot& s = tl_spin[tl_spin_next++ % kSpinSlots];
+    s.word = word;
+    s.budget = max;
+    s.waits = 0;
+    return s;
+}
+}  // namespace
 
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
                uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
     if (pred()) return true;
-    uint64_t spin = cfg().spin_ns;
-    if (spin) {
-        /* Spin phase, bounded by HCOMM_KIT_SPIN_US: first a short busy spin (a waker running on
-         * another core answers within a fraction of a microsecond), then give the core away with
-         * sched_yield between checks, so that a runnable thread of ours or of another rank that
-         * shares this core (oversubscription) runs instead of waiting for a preemption. */
+    /* Spin phase, adaptive and bounded by HCOMM_KIT_SPIN_US. A spin only pays when the thread
+     * that will satisfy us runs on another core; when it shares ours (oversubscription, or both
+     * threads of a hand-off on one core) every spin is lost time, since it cannot run before we
+     * sleep. So each thread halves its budget after a spin that ended in sleep (down to
+     * kMinSpinNs), restores it after a spin that succeeded, and spends the full budget on every
+     * kProbeEvery-th wait to find out whether spinning pays again. */
+    uint64_t max = cfg().spin_ns;
+    if (max) {
+        SpinSlot& st = spin_slot(word, max);
+        if (st.budget > max) st.budget = max;
+        uint64_t spin = (++st.waits % kProbeEvery) == 0 ? max : st.budget;
         uint64_t t0 = now_ns();
-        uint64_t busy = spin < kBusySpinNs ? spin : kBusySpinNs;
         for (;;) {
             uint32_t v = word->load(std::memory_order_acquire);
             for (int k = 0; k < 32 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
-            if (pred()) return true;
-            uint64_t now = now_ns(), el = now - t0;
-            if (el >= spin || (deadline_ns && now >= deadline_ns)) break;
-            if (el >= busy && g_yield) sched_yield();
+            if (pred()) {
+                st.budget = max;
+                return true;
+            }
+            uint64_t now = now_ns();
+            if (now - t0 >= spin || (deadline_ns && now >= deadline_ns)) break;
         }
+        st.budget = spin / 2 > kMinSpinNs ? spin / 2 : kMinSpinNs;
     }
     /* Sleep phase. The waker bumps *word (seq_cst) and then reads *sleepers; we raise
      * *sleepers before re-reading *word, so one of us always sees the other. */

@@ -104,13 +104,16 @@ extern bool g_trace_on;
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared);
 void futex_wake(std::atomic<uint32_t>* word, int n, bool shared);
 
-/* Spins up to cfg().spin_ns while pred() is false (busy for the first kBusySpinNs, then
- * yielding the core between checks), then sleeps on word until pred() or the deadline
- * (absolute ns, 0 = none). Returns pred() at the end. poll_ns bounds each sleep so callers can
- * run periodic checks through pred(). sleepers (optional) counts the threads in the sleep
- * phase only: a waker that bumps *word need not call futex_wake while it reads 0. */
-constexpr uint64_t kBusySpinNs = 2000;
+/* Spins while pred() is false (adaptively, at most cfg().spin_ns: see common.cc), then sleeps
+ * on word until pred() or the deadline (absolute ns, 0 = none). Returns pred() at the end.
+ * poll_ns bounds each sleep so callers can run periodic checks through pred(). sleepers
+ * (optional) counts the threads in the sleep phase only: a waker that bumps *word need not
+ * call futex_wake while it reads 0. */
+constexpr uint64_t kMinSpinNs = 100;
+constexpr uint32_t kProbeEvery = 128;
 void spin_pause(); /* one pause instruction */
+/* Scheduling hint for the emulator's own threads (stream workers, executors). */
+void background_thread_init();
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns,
                const std::function<bool()>& pred, uint64_t poll_ns = 200000000ull,
                std::atomic<uint32_t>* sleepers = nullptr);
@@ -292,8 +295,11 @@ struct Stream {
     std::atomic<uint64_t> completed{0};
     std::atomic<uint32_t> qword{0};       /* worker wake-up futex */
     std::atomic<uint32_t> cword{0};       /* completion futex */
-    std::atomic<uint32_t> waiters{0};     /* host threads blocked in sync */
+    std::atomic<uint32_t> waiters{0};     /* host threads sleeping in sync */
+    /* Smallest completion count a sleeping sync caller waits for: completions before it wake nobody. */
+    std::atomic<uint64_t> wake_target{UINT64_MAX};
     std::atomic<uint32_t> worker_idle{0}; /* worker sleeping on qword */
+    std::atomic<uint32_t> worker_woken{0}; /* a wake-up was sent since the worker last went to sleep */
     int err_code = 0;                     /* under m: first async error, reported by next sync */
     std::string err_msg;
     bool stop = false;
@@ -322,6 +328,7 @@ void stream_set_error(Stream* s, int code, const std::string& msg);
 struct BatchState {
     bool active = false;
     std::string tag;
+    const char* itag = nullptr; /* tag interned at HcommBatchModeStart (stable pointer for HTask::tag) */
     /* tasks recorded per device thread, submitted in thread order at HcommBatchModeEnd */
     std::vector<std::pair<HThread*, std::vector<struct HTask>>> pending;
 };

@@ -68,7 +68,8 @@ int emit(Call& c, HTask&& h) {
     BatchState& b = batch();
     h.api = c.api;
     h.comm = c.t->comm;
-    h.tag = intern(b.active ? b.tag : std::string());
+    static const char* const untagged = intern(std::string());
+    h.tag = b.active && b.itag ? b.itag : untagged;
     if (h.op == HOp::Wait) h.desc.thread_no = h.desc.kind == 0 ? c.t->no : h.desc.thread_no;
     if (b.active) {
         for (auto& p : b.pending)
@@ -77,6 +78,7 @@ int emit(Call& c, HTask&& h) {
                 return HCCL_SUCCESS;
             }
         b.pending.emplace_back(c.t, std::vector<HTask>());
+        b.pending.back().second.reserve(32);
         b.pending.back().second.push_back(std::move(h));
         return HCCL_SUCCESS;
     }
@@ -179,9 +181,10 @@ HTask record_task(DevCtl* ctl, uint32_t slot) {
     return h;
 }
 
-/* Write / write-reduce / read / read-reduce with optional remote notify after the data landed. */
+/* Write / write-reduce / read / read-reduce with optional remote notify after the data landed.
+ * check_only: validate without enqueueing (HcommBatchTransferOnThread checks every descriptor first). */
 int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, uint64_t n,
-             bool reduce, int dtype, int op, bool write, bool notify, uint32_t notify_idx) {
+             bool reduce, int dtype, int op, bool write, bool notify, uint32_t notify_idx, bool check_only = false) {
     Call c{api};
     if (int r = begin(c, thread)) return r;
     Channel* ch;
@@ -201,6 +204,7 @@ int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* 
     }
     if (notify)
         if (int r = chan_slot(c, ch, notify_idx)) return r;
+    if (check_only) return HCCL_SUCCESS;
     HTask h;
     h.op = reduce ? HOp::Reduce : HOp::Copy;
     h.dst = dst;
@@ -214,6 +218,14 @@ int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* 
         h.post_slot = ch->remote_slot_base + notify_idx;
     }
     return emit(c, std::move(h));
+}
+
+/* A descriptor's transfer type read as an int: callers may pass values outside the enum, and
+ * loading such a value through the enum type is undefined behaviour. */
+int trans_type(const HcommBatchTransferDesc& d) {
+    int32_t t;
+    memcpy(&t, &d.transType, sizeof t);
+    return t;
 }
 
 int not_on_aicpu(const char* api) {
@@ -415,51 +427,57 @@ EMU_API int32_t HcommBatchTransferOnThread(ThreadHandle thread, ChannelHandle ch
                       cfg().soc_name.c_str(), ch->remote_rank, ch->protocol);
     for (uint32_t i = 0; i < transferDescNum; i++) {
         const HcommBatchTransferDesc& d = transferDescs[i];
-        int t = (int)d.transType;
+        int t = trans_type(d);
         if (!is_950() && t != HCOMM_TRANSFER_TYPE_WRITE && t != HCOMM_TRANSFER_TYPE_READ)
             return seterr(HCCL_E_NOT_SUPPORT, c.api, "descriptor %u: transfer type %d; %s supports only WRITE and READ", i, t,
                           cfg().soc_name.c_str());
     }
-    for (uint32_t i = 0; i < transferDescNum; i++) {
-        const HcommBatchTransferDesc& d = transferDescs[i];
-        int r;
-        switch ((int)d.transType) {
-            case HCOMM_TRANSFER_TYPE_WRITE:
-                r = transfer(c.api, thread, channel, d.transferInfo.write.dst, d.transferInfo.write.src,
-                             d.transferInfo.write.len, false, 0, 0, true, false, 0);
-                break;
-            case HCOMM_TRANSFER_TYPE_READ:
-                r = transfer(c.api, thread, channel, d.transferInfo.read.dst, d.transferInfo.read.src,
-                             d.transferInfo.read.len, false, 0, 0, false, false, 0);
-                break;
-            case HCOMM_TRANSFER_TYPE_WRITE_REDUCE:
-                r = transfer(c.api, thread, channel, d.transferInfo.reduce.dst, d.transferInfo.reduce.src,
-                             d.transferInfo.reduce.count, true, d.transferInfo.reduce.dataType,
-                             d.transferInfo.reduce.reduceOp, true, false, 0);
-                break;
-            case HCOMM_TRANSFER_TYPE_READ_REDUCE:
-                r = transfer(c.api, thread, channel, d.transferInfo.reduce.dst, d.transferInfo.reduce.src,
-                             d.transferInfo.reduce.count, true, d.transferInfo.reduce.dataType,
-                             d.transferInfo.reduce.reduceOp, false, false, 0);
-                break;
-            case HCOMM_TRANSFER_TYPE_WRITE_WITH_NOTIFY:
-                r = transfer(c.api, thread, channel, d.transferInfo.writeWithNotify.dst, d.transferInfo.writeWithNotify.src,
-                             d.transferInfo.writeWithNotify.len, false, 0, 0, true, true,
-                             d.transferInfo.writeWithNotify.notifyIdx);
-                break;
-            case HCOMM_TRANSFER_TYPE_WRITE_REDUCE_WITH_NOTIFY:
-                r = transfer(c.api, thread, channel, d.transferInfo.writeReduceWithNotify.dst,
-                             d.transferInfo.writeReduceWithNotify.src, d.transferInfo.writeReduceWithNotify.count, true,
-                             d.transferInfo.writeReduceWithNotify.dataType, d.transferInfo.writeReduceWithNotify.reduceOp,
-                             true, true, d.transferInfo.writeReduceWithNotify.notifyIdx);
-                break;
-            case HCOMM_TRANSFER_TYPE_NOTIFY_RECORD:
-                r = HcommChannelNotifyRecordOnThread(thread, channel, d.transferInfo.notifyRecord.notifyIdx);
-                break;
-            default:
-                return seterr(HCCL_E_PARA, c.api, "descriptor %u: transfer type %d is not valid", i, (int)d.transType);
+    /* Two passes: a batch with an invalid descriptor is rejected as a whole, nothing enqueued. */
+    for (int pass = 0; pass < 2; pass++) {
+        bool check = pass == 0;
+        for (uint32_t i = 0; i < transferDescNum; i++) {
+            const HcommBatchTransferDesc& d = transferDescs[i];
+            int r;
+            switch (trans_type(d)) {
+                case HCOMM_TRANSFER_TYPE_WRITE:
+                    r = transfer(c.api, thread, channel, d.transferInfo.write.dst, d.transferInfo.write.src,
+                                 d.transferInfo.write.len, false, 0, 0, true, false, 0, check);
+                    break;
+                case HCOMM_TRANSFER_TYPE_READ:
+                    r = transfer(c.api, thread, channel, d.transferInfo.read.dst, d.transferInfo.read.src,
+                                 d.transferInfo.read.len, false, 0, 0, false, false, 0, check);
+                    break;
+                case HCOMM_TRANSFER_TYPE_WRITE_REDUCE:
+                    r = transfer(c.api, thread, channel, d.transferInfo.reduce.dst, d.transferInfo.reduce.src,
+                                 d.transferInfo.reduce.count, true, d.transferInfo.reduce.dataType,
+                                 d.transferInfo.reduce.reduceOp, true, false, 0, check);
+                    break;
+                case HCOMM_TRANSFER_TYPE_READ_REDUCE:
+                    r = transfer(c.api, thread, channel, d.transferInfo.reduce.dst, d.transferInfo.reduce.src,
+                                 d.transferInfo.reduce.count, true, d.transferInfo.reduce.dataType,
+                                 d.transferInfo.reduce.reduceOp, false, false, 0, check);
+                    break;
+                case HCOMM_TRANSFER_TYPE_WRITE_WITH_NOTIFY:
+                    r = transfer(c.api, thread, channel, d.transferInfo.writeWithNotify.dst,
+                                 d.transferInfo.writeWithNotify.src, d.transferInfo.writeWithNotify.len, false, 0, 0, true,
+                                 true, d.transferInfo.writeWithNotify.notifyIdx, check);
+                    break;
+                case HCOMM_TRANSFER_TYPE_WRITE_REDUCE_WITH_NOTIFY:
+                    r = transfer(c.api, thread, channel, d.transferInfo.writeReduceWithNotify.dst,
+                                 d.transferInfo.writeReduceWithNotify.src, d.transferInfo.writeReduceWithNotify.count,
+                                 true, d.transferInfo.writeReduceWithNotify.dataType,
+                                 d.transferInfo.writeReduceWithNotify.reduceOp, true, true,
+                                 d.transferInfo.writeReduceWithNotify.notifyIdx, check);
+                    break;
+                case HCOMM_TRANSFER_TYPE_NOTIFY_RECORD:
+                    r = check ? chan_slot(c, ch, d.transferInfo.notifyRecord.notifyIdx)
+                              : HcommChannelNotifyRecordOnThread(thread, channel, d.transferInfo.notifyRecord.notifyIdx);
+                    break;
+                default:
+                    return seterr(HCCL_E_PARA, c.api, "descriptor %u: transfer type %d is not valid", i, trans_type(d));
+            }
+            if (r) return check ? r : seterr(HCCL_E_INTERNAL, c.api, "descriptor %u failed after validation (%d)", i, r);
         }
-        if (r) return r;
     }
     return HCCL_SUCCESS;
 }
@@ -517,6 +535,7 @@ EMU_API int32_t HcommBatchModeStart(const char* batchTag) {
                       b.tag.c_str());
     b.active = true;
     b.tag = batchTag ? batchTag : "";
+    b.itag = intern(b.tag);
     b.pending.clear();
     return HCCL_SUCCESS;
 }

@@ -55,6 +55,10 @@ struct Guard {
 };
 thread_local Guard tl_guard;
 thread_local void* tl_altstack = nullptr;
+/* Signal mask of the worker, restored after a crash (the guard's sigsetjmp does not save it:
+ * that would cost a sigprocmask system call per launch). */
+thread_local sigset_t tl_mask;
+thread_local bool tl_mask_saved = false;
 struct sigaction g_old[32];
 std::once_flag g_sig_once;
 const int kSigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
@@ -98,6 +102,7 @@ void install_handlers() {
 
 void worker_thread_init() {
     if (tl_altstack) return;
+    background_thread_init();
     size_t sz = 64 * 1024;
     tl_altstack = malloc(sz);
     if (!tl_altstack) return;
@@ -145,18 +150,24 @@ typedef uint32_t (*entry_t)(void*);
 /* Calls the kernel entry under the crash guard. Kept free of C++ objects so that nothing in
  * this frame can be clobbered by siglongjmp. Returns the signal number, or 0. */
 __attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault) {
-    if (sigsetjmp(tl_guard.jb, 1) == 0) {
+    if (!tl_mask_saved) {
+        pthread_sigmask(SIG_SETMASK, nullptr, &tl_mask);
+        tl_mask_saved = true;
+    }
+    if (sigsetjmp(tl_guard.jb, 0) == 0) {
         tl_guard.armed = 1;
         *ret = entry(args);
         tl_guard.armed = 0;
         return 0;
     }
+    /* The handler runs with SA_NODEFER and an empty sa_mask, but the kernel (abort(), say) may
+     * have changed the mask before it faulted: put the worker's mask back. */
+    pthread_sigmask(SIG_SETMASK, &tl_mask, nullptr);
     *fault = tl_guard.addr;
     return tl_guard.sig;
 }
 
-uint64_t g_kseq = 0;
-std::mutex g_kseq_m;
+std::atomic<uint64_t> g_kseq{0};
 
 int KernelTask::run(Stream* s, std::string* msg) {
     if (dev_args) args.assign((const uint8_t*)dev_args, (const uint8_t*)dev_args + dev_args_size);
@@ -167,11 +178,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     if (args.empty()) args.resize(8); /* never hand a kernel a null pointer */
     entry_t entry = reinterpret_cast<entry_t>(f->fn);
     const char* kname = f->func_name.c_str();
-    uint64_t seq;
-    {
-        std::lock_guard<std::mutex> g(g_kseq_m);
-        seq = ++g_kseq;
-    }
+    uint64_t seq = g_kseq.fetch_add(1) + 1;
     {
         std::lock_guard<std::mutex> g(s->m);
         s->kernel_seq = seq;

@@ -224,6 +224,8 @@ static bool run_thread(HThread* t) {
 }
 
 bool sched_pass(Device* dev) {
+    /* Nothing queued on any device thread: nothing to run (helpers call this in their wait loop). */
+    if (dev->ctl->queued.load(std::memory_order_seq_cst) == 0) return false;
     static thread_local std::vector<HThread*> snap;
     {
         std::lock_guard<std::mutex> g(dev->sched_m);
@@ -236,6 +238,7 @@ bool sched_pass(Device* dev) {
 }
 
 static void executor_main(Device* dev) {
+    background_thread_init();
     DevCtl* c = dev->ctl;
     while (!dev->executor_stop.load()) {
         uint32_t db = c->doorbell.load(std::memory_order_seq_cst);
@@ -375,6 +378,9 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
     DevCtl* c = dev->ctl;
     uint32_t epoch = dev->abort_epoch.load();
     for (;;) {
+        /* Sampled before looking: a record or submission after this point changes it, so the
+         * wait below cannot miss work (the executor is not woken while we are here). */
+        uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
         if (slot_consume(c, slot)) { EMU_TRACE("helper_consumed", slot); return 1; }
         if (sched_pass(dev)) continue; /* help the device threads instead of sleeping */
         std::string why;
@@ -388,7 +394,6 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
             return -1;
         }
         if (deadline_ns && now_ns() >= deadline_ns) return 0;
-        uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
         uint64_t poll_deadline = now_ns() + 100000000ull;
         if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
         wait_word(&c->doorbell, true, poll_deadline,

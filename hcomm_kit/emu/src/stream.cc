@@ -70,7 +70,9 @@ int stream_enqueue(Stream* s, std::unique_ptr<Task> t) {
         if (!s->worker_running) start_worker_locked(s);
     }
     s->qword.fetch_add(1, std::memory_order_seq_cst);
-    if (s->worker_idle.load(std::memory_order_seq_cst)) futex_wake(&s->qword, 1, false);
+    /* One wake-up per sleep is enough: later enqueues find worker_woken set. */
+    if (s->worker_idle.load(std::memory_order_seq_cst) && !s->worker_woken.exchange(1, std::memory_order_seq_cst))
+        futex_wake(&s->qword, 1, false);
     return ACL_SUCCESS;
 }
 
@@ -79,9 +81,14 @@ static void complete_one(Stream* s, Task* t) {
         t->done_word->store(1, std::memory_order_release);
         futex_wake(t->done_word, INT_MAX, false);
     }
-    s->completed.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t done = s->completed.fetch_add(1, std::memory_order_seq_cst) + 1;
+    /* Wake sleeping sync callers only once the first of them is satisfied. The target is reset
+     * before cword moves: a caller that registered a larger target meanwhile read cword before
+     * the bump, so its futex wait returns at once and it registers again (stream_sync). */
+    bool wake = s->waiters.load(std::memory_order_seq_cst) && s->wake_target.load(std::memory_order_seq_cst) <= done;
+    if (wake) s->wake_target.store(UINT64_MAX, std::memory_order_seq_cst);
     s->cword.fetch_add(1, std::memory_order_seq_cst);
-    if (s->waiters.load(std::memory_order_seq_cst)) futex_wake(&s->cword, INT_MAX, false);
+    if (wake) futex_wake(&s->cword, INT_MAX, false);
 }
 
 static bool abandoned_exit(Stream* s) {
@@ -115,6 +122,7 @@ static void worker_main(Stream* s, uint64_t gen) {
         if (idle) {
             /* worker_idle counts this worker only while it sleeps: enqueue skips the wake-up
              * syscall while the worker is still spinning. */
+            s->worker_woken.store(0, std::memory_order_seq_cst);
             wait_word(&s->qword, false, 0, [&] { return s->qword.load(std::memory_order_seq_cst) != qv; },
                       1000000000ull, &s->worker_idle);
         }
@@ -225,9 +233,17 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
     }
     uint64_t deadline = timeout_ms >= 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
     if (timeout_ms == 0) deadline = now_ns();
-    /* waiters counts only sleeping callers, so a completion skips the wake-up syscall while we spin. */
-    bool ok = wait_word(&s->cword, false, deadline, [&] { return s->completed.load(std::memory_order_acquire) >= target; },
-                        1000000000ull, &s->waiters);
+    /* waiters counts only sleeping callers, so a completion skips the wake-up syscall while we spin.
+     * Before each check (the last one precedes the sleep) the target is published in wake_target
+     * (a minimum over the sleepers), then completed is read again: a completer that missed the
+     * target has already raised completed. */
+    bool ok = wait_word(&s->cword, false, deadline, [&] {
+        if (s->completed.load(std::memory_order_seq_cst) >= target) return true;
+        uint64_t cur = s->wake_target.load(std::memory_order_seq_cst);
+        while (target < cur && !s->wake_target.compare_exchange_weak(cur, target, std::memory_order_seq_cst)) {
+        }
+        return s->completed.load(std::memory_order_seq_cst) >= target;
+    }, 1000000000ull, &s->waiters);
     if (!ok) {
         std::string running;
         {

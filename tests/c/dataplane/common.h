@@ -54,6 +54,8 @@ struct OpParam {
     Results* results;  /* device memory */
     int32_t devType;
     uint32_t aclHandshake; /* 1: HcommAclrtNotify* handshake on notifyIds[0]/[1] */
+    uint32_t pollChecks;   /* 1: the kernel may poll memory written by device threads (off under TSan) */
+    uint32_t reserved;
     ThreadHandle cpuThread;
     ThreadHandle aicpuThreadOnCpu;
     AlgResourceCtx* resCtx;
