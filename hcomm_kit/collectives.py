@@ -23,6 +23,7 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,7 @@ ALGORITHMS: dict[str, dict[str, int]] = {
 _HCCL_ALGO_NAMES = {"ring": "ring", "fullmesh": "mesh", "mesh": "mesh", "pairwise": "pairwise", "na": "auto",
                     "auto": "auto"}
 _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
+_DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
 
 
 def parse_hccl_algo(value: str | None, collective: str) -> str | None:
@@ -155,11 +157,17 @@ class CollectiveOps:
 
     @staticmethod
     def _dtype(x: Any, dtype: Any) -> "_dtypes.DType":
-        if dtype is not None:
-            return _dtypes.get_dtype(dtype)
-        if isinstance(x, DeviceBuffer):
-            return x.dtype
-        return _dtypes.get_dtype(x.dtype)
+        key = (dtype, None if x is None or isinstance(x, DeviceBuffer) else x.dtype)
+        dt = _DT_CACHE.get(key)
+        if dt is None:
+            if dtype is not None:
+                dt = _dtypes.get_dtype(dtype)
+            elif isinstance(x, DeviceBuffer):
+                return x.dtype
+            else:
+                dt = _dtypes.get_dtype(x.dtype)
+            _DT_CACHE[key] = dt
+        return dt
 
     def _stage_in(self, op: CustomOp, x: Any, dt: "_dtypes.DType", nelems: int) -> int:
         nbytes = nelems * dt.itemsize
@@ -174,13 +182,15 @@ class CollectiveOps:
                               f"({nelems} x {dt.name})", key="input")
         ptr = op._pool.get("in", nbytes)[0]
         if nbytes:
-            self.rt.checked.aclrtMemcpy(ptr, nbytes, arr.ctypes.data, nbytes, _H2D)
+            ret = self.rt.acl.aclrtMemcpy(ptr, nbytes, arr.__array_interface__["data"][0], nbytes, _H2D)
+            if ret:
+                raise op._error(ret, "aclrtMemcpy", None)
         return ptr
 
     def _stage_out(self, op: CustomOp, out: Any, device: bool, shape: tuple[int, ...], dt: "_dtypes.DType",
                    in_ptr: int, same_as_input: bool) -> tuple[int, Any]:
         """(device pointer the kernel writes, finisher returning the user-visible result)."""
-        nelems = int(np.prod(shape, dtype=np.int64))
+        nelems = math.prod(shape)
         nbytes = nelems * dt.itemsize
         rt = self.rt
         if isinstance(out, DeviceBuffer):
@@ -205,7 +215,9 @@ class CollectiveOps:
         def finish():
             res = host if host is not None else np.empty(shape, dtype=dt.numpy)
             if nbytes:
-                rt.checked.aclrtMemcpy(res.ctypes.data, nbytes, ptr, nbytes, _D2H)
+                ret = rt.acl.aclrtMemcpy(res.__array_interface__["data"][0], nbytes, ptr, nbytes, _D2H)
+                if ret:
+                    raise op._error(ret, "aclrtMemcpy", None)
             return res
         return ptr, finish
 
@@ -227,7 +239,7 @@ class CollectiveOps:
         if out_shape is None:
             out_ptr, finish = 0, (lambda: None)
         elif not want_result:  # a non-root of a rooted collective: scratch output, nothing returned
-            nbytes = int(np.prod(out_shape, dtype=np.int64)) * dt.itemsize
+            nbytes = math.prod(out_shape) * dt.itemsize
             out_ptr, finish = op._pool.get("out", nbytes)[0], (lambda: None)
         else:
             out_ptr, finish = self._stage_out(op, out, device, out_shape, dt, in_ptr, same)

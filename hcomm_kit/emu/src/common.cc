@@ -187,34 +187,7 @@ uint64_t now_ns() {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-bool g_trace_on = getenv("EMU_TRACE") != nullptr;
-namespace {
-struct TEv { uint64_t t; const char* ev; uint64_t arg; int tid; int cpu; };
-TEv* g_tbuf = nullptr;
-std::atomic<uint64_t> g_tn{0};
-constexpr uint64_t kTMax = 4000000;
-struct TDump {
-    TDump() { if (g_trace_on) g_tbuf = (TEv*)calloc(kTMax, sizeof(TEv)); }
-    ~TDump() {
-        if (!g_tbuf) return;
-        char name[64]; snprintf(name, sizeof name, "/tmp/prof/trace.%d", (int)getpid());
-        FILE* f = fopen(name, "w");
-        uint64_t n = g_tn.load(); if (n > kTMax) n = kTMax;
-        for (uint64_t i = 0; i < n; i++) fprintf(f, "%llu %d %d %s %llu\n", (unsigned long long)g_tbuf[i].t, g_tbuf[i].tid, g_tbuf[i].cpu, g_tbuf[i].ev, (unsigned long long)g_tbuf[i].arg);
-        fclose(f);
-    }
-} g_tdump;
-}
-void trace_ev(const char* ev, uint64_t arg) {
-    if (!g_tbuf) return;
-    uint64_t i = g_tn.fetch_add(1);
-    if (i >= kTMax) return;
-    static thread_local int tid = (int)syscall(SYS_gettid);
-    g_tbuf[i] = TEv{now_ns(), ev, arg, tid, sched_getcpu()};
-}
-
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared) {
-    EMU_TRACE("fwait", (uintptr_t)word & 0xffff);
     struct timespec ts, *tsp = nullptr;
     if (timeout_ns >= 0) {
         ts.tv_sec = timeout_ns / 1000000000;
@@ -223,13 +196,11 @@ void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_
     }
     int op = shared ? FUTEX_WAIT : (FUTEX_WAIT | FUTEX_PRIVATE_FLAG);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, expected, tsp, nullptr, 0);
-    EMU_TRACE("fwait_end", (uintptr_t)word & 0xffff);
 }
 
 void futex_wake(std::atomic<uint32_t>* word, int n, bool shared) {
     int op = shared ? FUTEX_WAKE : (FUTEX_WAKE | FUTEX_PRIVATE_FLAG);
-    long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, n, nullptr, nullptr, 0);
-    EMU_TRACE("fwake", ((uintptr_t)word & 0xffff) * 100 + r);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, n, nullptr, nullptr, 0);
 }
 
 static inline void cpu_relax() {
@@ -247,11 +218,6 @@ void background_thread_init() {
      * SCHED_BATCH (same fair share, no wake-up preemption) a worker woken by an enqueue does not
      * preempt the host between its enqueue calls: the host finishes queueing, blocks, and the
      * worker runs the whole sequence, instead of one task per wake-up. Unprivileged, best effort. */
-    static const bool enabled = [] {
-        const char* v = getenv("HCOMM_KIT_BATCH_SCHED");
-        return !(v && !strcmp(v, "0"));
-    }();
-    if (!enabled) return;
     struct sched_param sp;
     memset(&sp, 0, sizeof sp);
     pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
@@ -281,33 +247,44 @@ SpinSlot& spin_slot(const void* word, uint64_t max) {
 }
 }  // namespace
 
-bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
-               uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
-    if (pred()) return true;
-    /* Spin phase, adaptive and bounded by HCOMM_KIT_SPIN_US. A spin only pays when the thread
-     * that will satisfy us runs on another core; when it shares ours (oversubscription, or both
-     * threads of a hand-off on one core) every spin is lost time, since it cannot run before we
-     * sleep. So each thread halves its budget after a spin that ended in sleep (down to
+bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred) {
+    /* Adaptive and bounded by HCOMM_KIT_SPIN_US. A spin only pays when the thread that will
+     * satisfy us runs on another core; when it shares ours (oversubscription, or both threads of
+     * a hand-off on one core) every spin is lost time, since it cannot run before we sleep. So
+     * each thread halves its budget for this word after a spin that ended in sleep (down to
      * kMinSpinNs), restores it after a spin that succeeded, and spends the full budget on every
      * kProbeEvery-th wait to find out whether spinning pays again. */
     uint64_t max = cfg().spin_ns;
-    if (max) {
-        SpinSlot& st = spin_slot(word, max);
-        if (st.budget > max) st.budget = max;
-        uint64_t spin = (++st.waits % kProbeEvery) == 0 ? max : st.budget;
-        uint64_t t0 = now_ns();
-        for (;;) {
-            uint32_t v = word->load(std::memory_order_acquire);
-            for (int k = 0; k < 32 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
-            if (pred()) {
-                st.budget = max;
-                return true;
-            }
-            uint64_t now = now_ns();
-            if (now - t0 >= spin || (deadline_ns && now >= deadline_ns)) break;
+    if (!max) return false;
+    SpinSlot& st = spin_slot(word, max);
+    if (st.budget > max) st.budget = max;
+    uint64_t spin = (++st.waits % kProbeEvery) == 0 ? max : st.budget;
+    uint64_t t0 = now_ns(), last = t0;
+    bool descheduled = false;
+    for (;;) {
+        uint32_t v = word->load(std::memory_order_acquire);
+        for (int k = 0; k < 4 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
+        bool ok = pred();
+        uint64_t now = now_ns();
+        /* One round takes a few hundred ns; a longer gap means we lost the core meanwhile, and
+         * whatever we waited for may have run on it: that success says nothing for spinning. */
+        if (now - last > kDeschedGapNs) descheduled = true;
+        last = now;
+        if (ok) {
+            if (!descheduled) st.budget = max;
+            else st.budget = st.budget / 2 > kMinSpinNs ? st.budget / 2 : kMinSpinNs;
+            return true;
         }
-        st.budget = spin / 2 > kMinSpinNs ? spin / 2 : kMinSpinNs;
+        if (now - t0 >= spin || (deadline_ns && now >= deadline_ns)) break;
     }
+    st.budget = spin / 2 > kMinSpinNs ? spin / 2 : kMinSpinNs;
+    return false;
+}
+
+bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
+               uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
+    if (pred()) return true;
+    if (spin_until(word, deadline_ns, pred)) return true;
     /* Sleep phase. The waker bumps *word (seq_cst) and then reads *sleepers; we raise
      * *sleepers before re-reading *word, so one of us always sees the other. */
     for (;;) {

@@ -8,6 +8,9 @@
  *   - A Stream is a FIFO of Tasks run by one worker OS thread.
  *   - A device thread (ThreadHandle, AICPU_TS engine) is a FIFO of HTasks run by the device's
  *     scheduler (sched.cc). Waiters park and sleep on the device doorbell.
+ *   - Waits spin adaptively (wait_word) and then sleep on a futex; wakers skip the wake-up
+ *     system call while nobody sleeps. The emulator's own threads run as SCHED_BATCH so that a
+ *     woken worker does not preempt the host thread in the middle of its enqueue calls.
  * Public API symbols get default visibility from the headers included below; everything
  * internal is hidden by -fvisibility=hidden.
  */
@@ -96,10 +99,7 @@ inline bool is_950() { return cfg().soc == Soc::A950; }
 /* ------------------------------------------------------------------ time and futex */
 
 uint64_t now_ns();
-/* TEMP tracing */
-void trace_ev(const char* ev, uint64_t arg);
-extern bool g_trace_on;
-#define EMU_TRACE(ev, arg) do { if (::emu::g_trace_on) ::emu::trace_ev(ev, (uint64_t)(arg)); } while (0)
+
 /* Waits while *word == expected, at most timeout_ns (<0: forever). shared: futex across processes. */
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared);
 void futex_wake(std::atomic<uint32_t>* word, int n, bool shared);
@@ -110,6 +110,9 @@ void futex_wake(std::atomic<uint32_t>* word, int n, bool shared);
  * (optional) counts the threads in the sleep phase only: a waker that bumps *word need not
  * call futex_wake while it reads 0. */
 constexpr uint64_t kMinSpinNs = 100;
+constexpr uint64_t kDeschedGapNs = 3000; /* a spin round slower than this was descheduled */
+/* The spin phase alone: true as soon as pred() holds, false when the budget is spent. */
+bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred);
 constexpr uint32_t kProbeEvery = 128;
 void spin_pause(); /* one pause instruction */
 /* Scheduling hint for the emulator's own threads (stream workers, executors). */

@@ -2,10 +2,16 @@
  *
  * A device thread is a FIFO of HTasks. The tasks of all threads of a device are run by the
  * device's executor thread, and also by any stream worker of that device that is blocked on a
- * notify wait (it "helps" instead of sleeping: fewer hand-offs between OS threads). A thread is
- * claimed (atomic flag) by one runner at a time, so its order is kept; different threads run
- * concurrently. A Wait at the head of a queue parks the thread until its slot is set; runners
- * then sleep on the device doorbell, which every slot record and every submission rings. */
+ * notify wait (a "helper": it runs them instead of sleeping, fewer hand-offs between OS threads).
+ * A thread is claimed (atomic flag) by one runner at a time, so its order is kept; different
+ * threads run concurrently. A Wait at the head of a queue parks the thread until its slot is set.
+ *
+ * Wake-ups (DevCtl, shared with peers): every slot record and submission bumps the doorbell.
+ * Helpers sleep on it (counted in `sleepers`, woken only if > 0). The executor sleeps on its own
+ * word and is woken only when work is queued (`queued`) and no helper is present (`helpers`):
+ * a helper will run the work anyway, and a second runner would only compete for the core.
+ * Tasks a kernel submits do not wake the executor when the stream's next task is a helper
+ * (kernel_end_submit); the executor's periodic poll bounds every deferred wake-up. */
 #include "emu.h"
 #include "reduce.h"
 
@@ -199,7 +205,6 @@ static bool run_thread(HThread* t) {
         }
         std::string msg;
         int r = htask_exec(*h, &msg);
-        if (r) EMU_TRACE(h->op == HOp::Wait ? "h_wait_ok" : h->op == HOp::Record ? "h_rec" : "h_other", h->slot);
         if (r == 0) break;
         if (r < 0) {
             EMU_LOG(LOG_ERROR, "%s", msg.c_str());
@@ -243,6 +248,14 @@ static void executor_main(Device* dev) {
     while (!dev->executor_stop.load()) {
         uint32_t db = c->doorbell.load(std::memory_order_seq_cst);
         if (sched_pass(dev)) continue;
+        /* Parked waits and no helper: spin for the next ring (a peer's record usually follows
+         * within a microsecond when it runs on another core), then sleep. */
+        auto rung = [&] {
+            return c->doorbell.load(std::memory_order_acquire) != db || dev->executor_stop.load();
+        };
+        if (c->queued.load(std::memory_order_seq_cst) != 0 && c->helpers.load(std::memory_order_seq_cst) == 0 &&
+            spin_until(&c->doorbell, 0, rung))
+            continue;
         /* Sleep on our own word until a ring wakes us (only done while no helper is present, see
          * doorbell_ring) or the poll interval passes, so parked waits notice timeouts, dead peers
          * and aborts, and tasks whose wake-up was deferred (hthread_submit) never wait long.
@@ -381,7 +394,7 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
         /* Sampled before looking: a record or submission after this point changes it, so the
          * wait below cannot miss work (the executor is not woken while we are here). */
         uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
-        if (slot_consume(c, slot)) { EMU_TRACE("helper_consumed", slot); return 1; }
+        if (slot_consume(c, slot)) return 1;
         if (sched_pass(dev)) continue; /* help the device threads instead of sleeping */
         std::string why;
         if (comm && comm_aborted(comm, &why)) {

@@ -61,7 +61,6 @@ static void start_worker_locked(Stream* s) {
 }
 
 int stream_enqueue(Stream* s, std::unique_ptr<Task> t) {
-    EMU_TRACE("enq", 0);
     {
         std::lock_guard<std::mutex> g(s->m);
         if (s->stop) return seterr(ACL_ERROR_RT_PARAM_INVALID, t->name(), "stream %p is being destroyed", (void*)s);
@@ -147,10 +146,8 @@ static void worker_main(Stream* s, uint64_t gen) {
         }
         int rc = 0;
         std::string msg;
-        EMU_TRACE(t->name(), 0);
         if (failed) t->drop();
         else rc = t->run(s, &msg);
-        EMU_TRACE("task_end", rc);
         {
             std::lock_guard<std::mutex> g(s->m);
             if (s->worker_gen != gen) {
@@ -225,7 +222,6 @@ void stream_set_error(Stream* s, int code, const std::string& msg) {
 }
 
 int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
-    EMU_TRACE("sync", 0);
     uint64_t target;
     {
         std::lock_guard<std::mutex> g(s->m);
@@ -264,7 +260,6 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
         s->err_code = 0;
         s->err_msg.clear();
     }
-    EMU_TRACE("sync_end", 0);
     if (rc) return seterr_str(rc, api, msg);
     return ACL_SUCCESS;
 }
@@ -285,6 +280,7 @@ bool g_wd_started = false;
 /* When the sleeping watchdog wakes up next (UINT64_MAX: no deadline; 0: it is awake and will
  * rescan before sleeping). Under g_wd_m. An arm with a later deadline need not wake it. */
 uint64_t g_wd_wake = 0;
+constexpr uint64_t kWdHorizonNs = 1000000000ull;
 
 void watchdog_fire(const WdEntry& e) {
     Stream* s = e.s;
@@ -327,8 +323,11 @@ void watchdog_main() {
     std::unique_lock<std::mutex> lk(g_wd_m);
     for (;;) {
         if (g_wd.empty()) {
-            g_wd_wake = UINT64_MAX;
-            g_wd_cv.wait(lk);
+            /* Sleep with a horizon rather than indefinitely: launches arm and disarm at every
+             * call, and an arm whose deadline lies beyond the horizon (the common case: seconds
+             * to minutes) then need not wake us. */
+            g_wd_wake = now_ns() + kWdHorizonNs;
+            g_wd_cv.wait_for(lk, std::chrono::nanoseconds(kWdHorizonNs));
             g_wd_wake = 0;
             continue;
         }
@@ -350,6 +349,7 @@ void watchdog_main() {
             lk.lock();
             continue;
         }
+        if (next - now > kWdHorizonNs) next = now + kWdHorizonNs;
         g_wd_wake = next;
         g_wd_cv.wait_for(lk, std::chrono::nanoseconds(next - now));
         g_wd_wake = 0;

@@ -55,7 +55,8 @@ struct OpParam {
     int32_t devType;
     uint32_t aclHandshake; /* 1: HcommAclrtNotify* handshake on notifyIds[0]/[1] */
     uint32_t pollChecks;   /* 1: the kernel may poll memory written by device threads (off under TSan) */
-    uint32_t reserved;
+    uint32_t noHandshake;  /* 1: no go/done notifies (a kernel that fails on purpose: no done to wait for,
+                              and an unconsumed go would merge with the next op's go) */
     ThreadHandle cpuThread;
     ThreadHandle aicpuThreadOnCpu;
     AlgResourceCtx* resCtx;

@@ -57,9 +57,9 @@ uint32_t prev_of(const AlgResourceCtx& r) { return (r.rank + r.rankSize - 1) % r
 
 typedef int (*Body)(OpParam&, AlgResourceCtx&);
 
-/* The canonical kernel shape around a scenario body. A failing body skips "done"; the batch is
- * still closed so the "go" wait is consumed and the host's done-wait is dropped with the stream error. */
-unsigned Run(OpParam* p, Body body, bool record_done = true) {
+/* The canonical kernel shape around a scenario body. A failing body skips "done" (the host's
+ * done-wait is dropped with the stream error); the batch is still closed. */
+unsigned Run(OpParam* p, Body body) {
     AlgResourceCtx& r = *p->resCtx;
     if (HcommAcquireComm(p->commName) != HCCL_SUCCESS) return 1000;
     if (HcommBatchModeStart(p->tag) != HCCL_SUCCESS) {
@@ -67,13 +67,14 @@ unsigned Run(OpParam* p, Body body, bool record_done = true) {
         return 1001;
     }
     int rc = 0;
-    if (p->aclHandshake) {
+    if (p->noHandshake) {
+    } else if (p->aclHandshake) {
         if (HcommAclrtNotifyWaitOnThread(r.aicpuThread, r.notifyIds[0], DP_WAIT_TIMEOUT)) rc = __LINE__;
     } else if (HcommThreadNotifyWaitOnThread(r.aicpuThread, 0, DP_WAIT_TIMEOUT)) {
         rc = __LINE__;
     }
     if (!rc) rc = body(*p, r);
-    if (!rc && record_done) {
+    if (!rc && !p->noHandshake) {
         if (p->aclHandshake) {
             if (HcommAclrtNotifyRecordOnThread(r.aicpuThread, r.notifyIds[1])) rc = __LINE__;
         } else if (HcommThreadNotifyRecordOnThread(r.aicpuThread, r.cpuThreadOnAicpu, 0)) {
@@ -467,7 +468,7 @@ extern "C" unsigned int DpNotify(OpParam* p) { return Run(p, Notify); }
 extern "C" unsigned int DpAclNotify(OpParam* p) { return Run(p, AclBody); }
 extern "C" unsigned int DpXfer(OpParam* p) { return Run(p, Xfer); }
 extern "C" unsigned int DpGates(OpParam* p) { return Run(p, Gates); }
-extern "C" unsigned int DpOob(OpParam* p) { return Run(p, Oob, false); }
+extern "C" unsigned int DpOob(OpParam* p) { return Run(p, Oob); }
 extern "C" unsigned int DpTimeoutThread(OpParam* p) { return Run(p, TimeoutThread); }
 extern "C" unsigned int DpTimeoutChannel(OpParam* p) { return Run(p, TimeoutChannel); }
 extern "C" unsigned int DpWaitPeer(OpParam* p) { return Run(p, WaitPeer); }

@@ -336,8 +336,9 @@ int clear_results(Rank& R) {
     return 0;
 }
 
-/* Launches kernel `fn` with the thread-notify (or ACL-notify) handshake; does not synchronise. */
-int launch(Rank& R, const char* fn, bool acl_handshake = false) {
+enum Handshake { THREAD_NOTIFY, ACL_NOTIFY, NO_HANDSHAKE };
+/* Launches kernel `fn` with the thread-notify (or ACL-notify, or no) handshake; does not synchronise. */
+int launch(Rank& R, const char* fn, Handshake hs = THREAD_NOTIFY) {
     if (!g_bin) {
         aclrtBinaryLoadOptions opts = {};
         aclrtBinaryLoadOption opt;
@@ -349,9 +350,10 @@ int launch(Rank& R, const char* fn, bool acl_handshake = false) {
     }
     OpParam param = R.param;
     snprintf(param.tag, sizeof param.tag, "dp_%s", R.scenario.c_str());
-    param.aclHandshake = acl_handshake ? 1 : 0;
-    if (acl_handshake) ACLCHECK(aclrtRecordNotify(R.acl[0], R.stream));
-    else ACLCHECK(HcommThreadNotifyRecordOnThread(param.cpuThread, param.aicpuThreadOnCpu, 0));
+    param.aclHandshake = hs == ACL_NOTIFY ? 1 : 0;
+    param.noHandshake = hs == NO_HANDSHAKE ? 1 : 0;
+    if (hs == ACL_NOTIFY) ACLCHECK(aclrtRecordNotify(R.acl[0], R.stream));
+    else if (hs == THREAD_NOTIFY) ACLCHECK(HcommThreadNotifyRecordOnThread(param.cpuThread, param.aicpuThreadOnCpu, 0));
     aclrtFuncHandle fh;
     ACLCHECK(aclrtBinaryGetFunction(g_bin, fn, &fh));
     aclrtArgsHandle ah;
@@ -366,14 +368,14 @@ int launch(Rank& R, const char* fn, bool acl_handshake = false) {
     cfg.numAttrs = 1;
     cfg.attrs = &attr;
     ACLCHECK(aclrtLaunchKernelWithConfig(fh, 1, R.stream, &cfg, ah, nullptr));
-    if (acl_handshake) ACLCHECK(aclrtWaitAndResetNotify(R.acl[1], R.stream, DP_WAIT_TIMEOUT));
-    else ACLCHECK(HcommThreadNotifyWaitOnThread(param.cpuThread, 0, DP_WAIT_TIMEOUT));
+    if (hs == ACL_NOTIFY) ACLCHECK(aclrtWaitAndResetNotify(R.acl[1], R.stream, DP_WAIT_TIMEOUT));
+    else if (hs == THREAD_NOTIFY) ACLCHECK(HcommThreadNotifyWaitOnThread(param.cpuThread, 0, DP_WAIT_TIMEOUT));
     return 0;
 }
 
 /* launch + synchronise, expecting success */
-int run_ok(Rank& R, const char* fn, bool acl_handshake = false) {
-    if (launch(R, fn, acl_handshake)) return 1;
+int run_ok(Rank& R, const char* fn, Handshake hs = THREAD_NOTIFY) {
+    if (launch(R, fn, hs)) return 1;
     ACLCHECK(aclrtSynchronizeStream(R.stream));
     return 0;
 }
@@ -653,12 +655,12 @@ int sc_xfer(Rank& R) {
 int sc_aclnotify(Rank& R) {
     auto a = bytes(seed_of(R.rank, 'n'), LEN);
     if (put(R, R.in, a) || put(R, R.out, std::vector<uint8_t>(LEN, 0))) return 1;
-    if (barrier(R) || run_ok(R, "DpAclNotify", true)) return 1;
+    if (barrier(R) || run_ok(R, "DpAclNotify", ACL_NOTIFY)) return 1;
     return expect_mem(R, "copy under the ACL-notify handshake", R.out, a);
 }
 
 int sc_oob(Rank& R) {
-    if (clear_results(R) || barrier(R) || launch(R, "DpOob")) return 1;
+    if (clear_results(R) || barrier(R) || launch(R, "DpOob", NO_HANDSHAKE)) return 1;
     int rc = aclrtSynchronizeStream(R.stream);
     const char* m = aclGetRecentErrMsg();
     std::string msg = m ? m : "";
@@ -703,7 +705,8 @@ int sc_timeout(Rank& R, bool channel) {
         if (rc != ACL_ERROR_RT_TASK_TIMEOUT)
             FAILF("rank 0: %s: synchronize returned %d, expected %d (%s)", R.scenario.c_str(), rc, ACL_ERROR_RT_TASK_TIMEOUT,
                   msg.c_str());
-        if (dt < 0.9 || dt > 10) FAILF("rank 0: %s: the 1 s wait failed after %.2f s", R.scenario.c_str(), dt);
+        if (dt < 0.9 || dt > 10)
+            FAILF("rank 0: %s: the 1 s wait failed after %.2f s (%s)", R.scenario.c_str(), dt, msg.c_str());
         std::vector<std::string> want;
         if (channel)
             want = {"rank 0: HcommChannelNotifyWaitOnThread timed out after 1 s on device thread t",
