@@ -77,14 +77,6 @@ def test_acl_runtime_under_sanitizer(mode: str, tmp_path: Path) -> None:
     assert "skipped: crashing-kernel subtests" in proc.stdout
 
 
-# Known emulator race (reported, sched.cc): sched_pass() walks a snapshot of Device::hthreads
-# without holding the threads, while hthread_destroy() (from HcclCommDestroy) deletes a device
-# thread that a concurrent pass may still read (stream_bound, qlen, claimed): a use after free.
-# Remove this suppression once sched.cc keeps destroyed threads alive until no pass can see them.
-TSAN_KNOWN_RACES = "race:emu::hthread_destroy\n"
-# By design (sched.cc, hthread_destroy): a stream-bound (CPU_TS) thread object is not freed because a
-# stream task may still refer to it.
-LSAN_DATAPLANE = LSAN_SUPPRESSIONS + "leak:HcclThreadAcquireWithStream\n"
 
 
 @pytest.mark.slow
@@ -103,14 +95,6 @@ def test_dataplane_under_sanitizer(mode: str, soc: str, tmp_path: Path) -> None:
     env = dict(os.environ, **_env(mode, tmp_path))
     env.update(DP_NO_POLL="1", HCOMM_KIT_KERNEL_PATH=str(json.parent), HCOMM_KIT_SOC=soc, HCOMM_KIT_DEVICE_COUNT="8",
                HCCL_BUFFSIZE="4")
-    if mode == "address":
-        supp = tmp_path / "lsan_dataplane.supp"
-        supp.write_text(LSAN_DATAPLANE)
-        env["LSAN_OPTIONS"] = f"suppressions={supp}:print_suppressions=0"
-    if mode == "thread":
-        supp = tmp_path / "tsan.supp"
-        supp.write_text(TSAN_KNOWN_RACES)
-        env["TSAN_OPTIONS"] += f":suppressions={supp}"
     scenarios = SCENARIOS + ",timeout_thread"
     proc = subprocess.run([str(exe), str(json), "threads", "4", scenarios], env=env, capture_output=True, text=True,
                           timeout=300)

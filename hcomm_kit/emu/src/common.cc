@@ -248,36 +248,43 @@ SpinSlot& spin_slot(const void* word, uint64_t max) {
 }  // namespace
 
 bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred) {
-    /* Adaptive and bounded by HCOMM_KIT_SPIN_US. A spin only pays when the thread that will
-     * satisfy us runs on another core; when it shares ours (oversubscription, or both threads of
-     * a hand-off on one core) every spin is lost time, since it cannot run before we sleep. So
-     * each thread halves its budget for this word after a spin that ended in sleep (down to
-     * kMinSpinNs), restores it after a spin that succeeded, and spends the full budget on every
-     * kProbeEvery-th wait to find out whether spinning pays again. */
+    /* Adaptive and bounded by HCOMM_KIT_SPIN_US. Spinning costs nothing on a core nobody else
+     * wants, and saves the wake-up of a sleeping thread (tens of microseconds when its CPU went
+     * idle, on a VM). It is lost time when a thread that must run first shares our core
+     * (oversubscription, or both ends of a hand-off on one core). So the spin watches for
+     * contention: a round that took far longer than a round takes (we were descheduled), or a
+     * sched_yield() probe every kYieldEveryNs that returned late (another thread ran). On
+     * contention it stops at once and halves this thread's budget for this word; a spin that
+     * succeeded uncontended restores the full budget; every kProbeEvery-th wait spends the full
+     * budget to find out whether spinning pays again. */
     uint64_t max = cfg().spin_ns;
     if (!max) return false;
     SpinSlot& st = spin_slot(word, max);
     if (st.budget > max) st.budget = max;
     uint64_t spin = (++st.waits % kProbeEvery) == 0 ? max : st.budget;
-    uint64_t t0 = now_ns(), last = t0;
-    bool descheduled = false;
+    uint64_t t0 = now_ns(), last = t0, next_yield = t0 + kYieldEveryNs;
+    bool contended = false;
     for (;;) {
         uint32_t v = word->load(std::memory_order_acquire);
         for (int k = 0; k < 4 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
         bool ok = pred();
         uint64_t now = now_ns();
-        /* One round takes a few hundred ns; a longer gap means we lost the core meanwhile, and
-         * whatever we waited for may have run on it: that success says nothing for spinning. */
-        if (now - last > kDeschedGapNs) descheduled = true;
+        if (now - last > kDeschedGapNs) contended = true;
         last = now;
         if (ok) {
-            if (!descheduled) st.budget = max;
+            if (!contended) st.budget = max;
             else st.budget = st.budget / 2 > kMinSpinNs ? st.budget / 2 : kMinSpinNs;
             return true;
         }
-        if (now - t0 >= spin || (deadline_ns && now >= deadline_ns)) break;
+        if (contended || now - t0 >= spin || (deadline_ns && now >= deadline_ns)) break;
+        if (now >= next_yield) {
+            sched_yield();
+            last = now_ns();
+            if (last - now > kYieldSlowNs) contended = true;
+            next_yield = last + kYieldEveryNs;
+        }
     }
-    st.budget = spin / 2 > kMinSpinNs ? spin / 2 : kMinSpinNs;
+    if (contended) st.budget = spin / 2 > kMinSpinNs ? spin / 2 : kMinSpinNs;
     return false;
 }
 

@@ -111,6 +111,8 @@ void futex_wake(std::atomic<uint32_t>* word, int n, bool shared);
  * call futex_wake while it reads 0. */
 constexpr uint64_t kMinSpinNs = 100;
 constexpr uint64_t kDeschedGapNs = 3000; /* a spin round slower than this was descheduled */
+constexpr uint64_t kYieldEveryNs = 2000;  /* contention probe interval while spinning */
+constexpr uint64_t kYieldSlowNs = 1500;   /* a sched_yield() slower than this ran another thread */
 /* The spin phase alone: true as soon as pred() holds, false when the budget is spent. */
 bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred);
 constexpr uint32_t kProbeEvery = 128;
@@ -235,6 +237,7 @@ struct Device {
     /* device-thread scheduler state (sched.cc) */
     std::mutex sched_m;
     std::vector<HThread*> hthreads;   /* all device threads of this device */
+    std::vector<HThread*> retired_hthreads;  /* destroyed ones, never freed (see hthread_destroy) */
     std::atomic<uint32_t> sched_epoch{0};
     std::thread executor;
     bool executor_started = false;

@@ -83,9 +83,12 @@ void hthread_destroy(HThread* t) {
     }
     slots_free(d, t->slot_base, t->nslots);
     t->magic = 0;
-    /* Views were freed above; the thread object itself is kept if a stream task may still refer
-     * to it (stream-bound threads), which is a few bytes per communicator. */
-    if (!t->stream_bound) delete t;
+    /* Views were freed above. The thread object itself is retired, not freed: a scheduling pass
+     * that took its snapshot of hthreads before the removal (sched_pass, sched_describe) may still
+     * look at it (an empty queue, so it does nothing), and a stream task may still refer to a
+     * stream-bound one. A few hundred bytes per destroyed communicator thread, kept reachable. */
+    std::lock_guard<std::mutex> g(d->sched_m);
+    d->retired_hthreads.push_back(t);
 }
 
 ThreadView* thread_view(HThread* t, Engine e, int comm_engine) {
