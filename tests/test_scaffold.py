@@ -91,7 +91,7 @@ def test_resources_helpers() -> None:
     ('[op]\nname = "x"\n[resources]\nthreads = true\n', "resources.threads", ["must be"]),
     ('[op]\nname = "x"\n[resources]\nthreads = "all"\n', "resources.threads", ["'ranks'"]),
     ('[op]\nname = "x"\nhandshake = "acl-notify"\nproducts = ["Ascend950"]\n', "op.products", ["Ascend950"]),
-    ('[op]\nname = "x"\nreduce_ops = ["prod"]\n', "op.reduce_ops", ["A2/A3"]),
+    ('[op]\nname = "x"\nproducts = ["Ascend910B"]\nreduce_ops = ["prod"]\n', "op.reduce_ops", ["A2/A3"]),
     ('[op]\nname = "x"\ndtypes = ["float128"]\n', "op.dtypes", ["unknown dtype"]),
     ('[op]\nname = "x"\n[resources.channels]\ntopology = "mesh"\nnotifies = 0\n', "resources.channels.notifies", [">= 1"]),
     ('[op]\nname = "x"\n[[param]]\nname = "count"\ntype = "int32_t"\n', "param[0].name", ["standard OpParam"]),

@@ -1,0 +1,88 @@
+"""`hcomm-kit bench` (hccl_test flags, nccl-tests bandwidths) and `hcomm-kit run` of built-ins.
+
+Benchmarks are checked for what they print and compute, never for how fast anything is.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hcomm_kit import bench
+from hcomm_kit.errors import ConfigError
+
+
+def test_sizes_and_factors() -> None:
+    assert bench.parse_size("64M") == 64 << 20 and bench.parse_size("1k") == 1024 and bench.parse_size("8") == 8
+    assert bench.parse_size("2GB") == 2 << 30
+    with pytest.raises(ConfigError, match="bad size"):
+        bench.parse_size("lots")
+    assert bench.sizes(8, 64, 2.0, None) == [8, 16, 32, 64]
+    assert bench.sizes(0, 100, None, None) == list(range(0, 101, 10))       # hccl_test default (e-b)/10
+    assert bench.sizes(1000, 1000, None, None) == [1000]
+    with pytest.raises(ConfigError):
+        bench.sizes(64, 8, None, None)
+    ar, ag, bc = bench.COLLECTIVES["allreduce"], bench.COLLECTIVES["allgather"], bench.COLLECTIVES["broadcast"]
+    assert ar.bus_factor(4) == pytest.approx(1.5) and ag.bus_factor(4) == pytest.approx(0.75)
+    assert bc.bus_factor(8) == 1.0
+    alg, bus = bench._bw(ar, 1_000_000, 1000.0, 4)            # 1 MB in 1 ms
+    assert alg == pytest.approx(1.0) and bus == pytest.approx(1.5)
+
+
+def _bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hcomm_kit", "bench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("coll,np_", [("allreduce", 2), ("reduce_scatter", 3), ("alltoall", 2), ("scatter", 3),
+                                      ("sendrecv", 2)])
+def test_bench_table_and_json(tmp_path, coll: str, np_: int) -> None:
+    out = tmp_path / "rows.jsonl"
+    p = _bench(coll, "--np", str(np_), "-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1", "-r", str(np_ - 1),
+               "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert any(l.startswith("data_size(Bytes) | aveg_time(us) | alg_bandwidth(GB/s) | bus_bandwidth(GB/s) | "
+                            "check_result | #wrong") for l in lines), p.stdout
+    assert "EMULATOR" in p.stdout and "bytes taking part per rank" in p.stdout
+    assert "# Out of bounds values : 0 OK" in p.stdout and "# Avg bus bandwidth" in p.stdout
+    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    assert [r["collective"] for r in rows] == [coll] * 4        # 8, 64, 512, 4096 bytes
+    for r in rows:
+        assert r["check"] == "success" and r["wrong"] == 0 and r["ranks"] == np_ and r["backend"] == "emu"
+        assert r["time_us"] > 0 and r["busbw"] == pytest.approx(r["algbw"] * bench.COLLECTIVES[coll].bus_factor(np_))
+        for key in ("algorithm", "dtype", "op", "size", "soc", "host"):
+            assert key in r
+
+
+def test_bench_baseline_mpi_prod_and_null(tmp_path) -> None:
+    out = tmp_path / "rows.jsonl"
+    p = _bench("allreduce", "--np", "2", "-b", "1K", "-e", "1K", "-n", "3", "-w", "1", "-d", "int32", "-o", "max",
+               "--baseline", "mpi", "--inplace", "--json", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "vs_mpi" in p.stdout and "in-place" in p.stdout
+    row = json.loads(out.read_text())
+    assert row["check"] == "success" and row["mpi_time_us"] > 0 and row["vs_mpi"] > 0
+    # int8 prod over many ranks cannot hold 2**8: NULL, not failed (Ascend950 reduces int8 prod)
+    p = subprocess.run([sys.executable, "-m", "hcomm_kit", "bench", "allreduce", "--np", "8", "-b", "64", "-e", "64",
+                        "-n", "1", "-w", "0", "-d", "int8", "-o", "prod"], capture_output=True, text=True,
+                       timeout=300, env={**__import__("os").environ, "HCOMM_KIT_SOC": "Ascend950"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "NULL" in p.stdout
+
+
+def test_bench_bad_arguments() -> None:
+    p = _bench("allreduse", "--np", "2")
+    assert p.returncode != 0 and "unknown collective 'allreduse'" in p.stderr
+    p = _bench("allreduce", "--np", "1", "-b", "1Q")
+    assert p.returncode != 0 and "bad size '1Q'" in p.stderr
+
+
+def test_run_builtin_collective() -> None:
+    p = subprocess.run([sys.executable, "-m", "hcomm_kit", "run", "allgather", "--np", "3", "--count", "1031",
+                        "-d", "bf16", "--iters", "2"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "success" in p.stdout and "allgather" in p.stdout
