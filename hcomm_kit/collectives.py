@@ -24,6 +24,7 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -101,7 +102,23 @@ def parse_hccl_algo(value: str | None, collective: str) -> str | None:
     return chosen
 
 
+_ALGO_CACHE: dict = {}  # (collective, algorithm, HCCL_ALGO text) -> algo id (hot path)
+
+
 def _algo_id(collective: str, algorithm: str | None) -> int:
+    # Keyed by the raw HCCL_ALGO text, so a changed environment is still seen.
+    if algorithm is not None and type(algorithm) is not str:
+        return _algo_id_uncached(collective, algorithm)
+    key = (collective, algorithm, os.environ.get("HCCL_ALGO") if algorithm is None else None)
+    v = _ALGO_CACHE.get(key)
+    if v is None:
+        v = _algo_id_uncached(collective, algorithm)
+        if len(_ALGO_CACHE) < 256:
+            _ALGO_CACHE[key] = v
+    return v
+
+
+def _algo_id_uncached(collective: str, algorithm: str | None) -> int:
     table = ALGORITHMS[collective]
     from_env = False
     if algorithm is None:
@@ -246,13 +263,18 @@ class CollectiveOps:
         if post is not None:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
-        kwargs = dict(params or {})
-        kwargs["algo"] = _algo_id(name, algorithm)
-        op.launch(in_ptr, out_ptr, count, dt, reduce_op=reduce_op, root=root, stream=stream, timeout=timeout,
-                  **kwargs)
-        tmo = op._default_timeout if timeout is None else timeout
-        s = op._stream_handle(stream)
+        algo = _algo_id(name, algorithm)
+        if params:
+            kwargs = dict(params)
+            kwargs["algo"] = algo
+            op.launch(in_ptr, out_ptr, count, dt, reduce_op=reduce_op, root=root, stream=stream, timeout=timeout,
+                      **kwargs)
+        else:
+            op.launch(in_ptr, out_ptr, count, dt, reduce_op=reduce_op, root=root, stream=stream, timeout=timeout,
+                      algo=algo)
         if async_op:
+            tmo = op._default_timeout if timeout is None else timeout
+            s = op._stream_handle(stream)
             ev = Event(self.rt)
             ret = op._record_event(ev.handle, s)
             if ret:
@@ -265,6 +287,8 @@ class CollectiveOps:
 
     def _rop(self, op: Any, x: Any, dtype: Any) -> tuple[Any, Any]:
         """(reduce op for the kernel, host post-processing) — ``avg`` is sum, then divide."""
+        if type(op) is str and op == "sum":
+            return op, None
         if isinstance(op, str) and op.strip().lower() in ("avg", "mean", "average"):
             n, dt = self.size, self._dtype(x, dtype)
             return "sum", lambda res: _divide(res, n, dt)

@@ -123,6 +123,10 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCOMM_KIT_SPIN_US", "int", 20,
            "emulator waits spin this many microseconds before sleeping on a futex "
            "(default 20, 0 on a single-CPU machine)", minimum=0),
+    EnvVar("HCOMM_KIT_PIN", "choice", "auto",
+           "emulator: bind each rank's process to one CPU (auto = when the ranks of the node nearly fill its "
+           "CPUs: ranks <= CPUs < 2 x ranks; 1 = always; 0 = never; never when already bound to one CPU)",
+           choices=("auto", "0", "1")),
     EnvVar("HCOMM_KIT_DEVICE_COUNT", "int", 8,
            "number of emulated devices per node (aclrtGetDeviceCount)", minimum=1),
     EnvVar("HCOMM_KIT_SANITIZE", "choice", "",

@@ -577,8 +577,15 @@ class CustomOp:
         if self._peer_topology:
             res.ensure_peer(r, self.spec.channel_notifies)
         if params:
-            self._check_params(params)
-            pkey = tuple(sorted((k, repr(v)) for k, v in params.items()))
+            # Hot path (e.g. algo=0 on every call): plain int values key by value, in call order
+            # (another order only costs a redundant update); anything else (arrays) by repr.
+            if not self._param_names.keys() >= params.keys():
+                self._check_params(params)  # raises
+            pkey = tuple(params.items())
+            for _, v in pkey:
+                if type(v) is not int:
+                    pkey = tuple(sorted((k, repr(v)) for k, v in params.items()))
+                    break
         else:
             pkey = ()
         key = (in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, pkey)
