@@ -247,7 +247,7 @@ SpinSlot& spin_slot(const void* word, uint64_t max) {
 }
 }  // namespace
 
-bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred) {
+bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred, bool remote) {
     /* Adaptive and bounded by HCOMM_KIT_SPIN_US. Spinning costs nothing on a core nobody else
      * wants, and saves the wake-up of a sleeping thread (tens of microseconds when its CPU went
      * idle, on a VM). It is lost time when a thread that must run first shares our core
@@ -256,7 +256,14 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
      * sched_yield() probe every kYieldEveryNs that returned late (another thread ran). On
      * contention it stops at once and halves this thread's budget for this word; a spin that
      * succeeded uncontended restores the full budget; every kProbeEvery-th wait spends the full
-     * budget to find out whether spinning pays again. */
+     * budget to find out whether spinning pays again.
+     * remote (the waker is another process, usually on another core): a spin that ran out of
+     * budget without any sign of contention cost nobody anything, so the budget doubles back
+     * towards the maximum. Otherwise one contended wait (often just the VM pausing this vCPU, or
+     * a thread of our own process that ran once) would leave the budget collapsed until a wait
+     * that short happened to succeed: both ranks then sleep, and each notify pays the wake-up
+     * of an idle vCPU (2-rank 8-byte allreduce 30-50 us instead of ~17). Not for local wakers:
+     * they usually share our core, and spinning longer would only delay them. */
     uint64_t max = cfg().spin_ns;
     if (!max) return false;
     SpinSlot& st = spin_slot(word, max);
@@ -285,13 +292,14 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
         }
     }
     if (contended) st.budget = spin / 2 > kMinSpinNs ? spin / 2 : kMinSpinNs;
+    else if (remote) st.budget = spin * 2 < max ? spin * 2 : max;
     return false;
 }
 
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
                uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
     if (pred()) return true;
-    if (spin_until(word, deadline_ns, pred)) return true;
+    if (spin_until(word, deadline_ns, pred, shared)) return true;
     /* Sleep phase. The waker bumps *word (seq_cst) and then reads *sleepers; we raise
      * *sleepers before re-reading *word, so one of us always sees the other. */
     for (;;) {

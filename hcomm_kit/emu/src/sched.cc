@@ -257,7 +257,7 @@ static void executor_main(Device* dev) {
             return c->doorbell.load(std::memory_order_acquire) != db || dev->executor_stop.load();
         };
         if (c->queued.load(std::memory_order_seq_cst) != 0 && c->helpers.load(std::memory_order_seq_cst) == 0 &&
-            spin_until(&c->doorbell, 0, rung))
+            spin_until(&c->doorbell, 0, rung, true))
             continue;
         /* Sleep on our own word until a ring wakes us (only done while no helper is present, see
          * doorbell_ring) or the poll interval passes, so parked waits notice timeouts, dead peers
