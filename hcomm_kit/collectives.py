@@ -31,7 +31,7 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from . import envs
-from .core.device import DeviceBuffer, Event, as_host_array
+from .core.device import DeviceBuffer, as_host_array
 from .errors import ConfigError
 from .op import CustomOp, Work
 from .resources import aicpu_kernels_dir
@@ -275,7 +275,7 @@ class CollectiveOps:
         if async_op:
             tmo = op._default_timeout if timeout is None else timeout
             s = op._stream_handle(stream)
-            ev = Event(self.rt)
+            ev = op._take_event()
             ret = op._record_event(ev.handle, s)
             if ret:
                 raise op._error(ret, "aclrtRecordEvent", timeout)
@@ -483,7 +483,7 @@ class CollectiveOps:
         out_ptr, finish = self._stage_out(op, out, device, tuple(o.shape), dt, 0, False)
         op.launch(0, out_ptr, n, dt, root=peer, stream=stream, timeout=timeout, algo=_AUTO, direction=1)
         if async_op:
-            ev = Event(self.rt)
+            ev = op._take_event()
             ret = op._record_event(ev.handle, op._stream_handle(stream))
             if ret:
                 raise op._error(ret, "aclrtRecordEvent", timeout)

@@ -220,7 +220,10 @@ class Work:
             except BaseException as exc:
                 self._error = exc
             finally:
-                self._event.close()
+                if self._error is None:
+                    op._free_events.append(self._event)  # reused: no event is created per call
+                else:
+                    self._event.close()
         if self._error is not None:
             raise self._error
         return self._result
@@ -265,6 +268,7 @@ class CustomOp:
         self._op_type = int(_OP_TYPES.get(spec.pattern, 0))
         self._pool = BufferPool(rt)
         self._pending: Work | None = None
+        self._free_events: list[Event] = []
         self._res_by_stream: dict[int, _Resources] = {}
         self._cfg_by_timeout: dict[int, Any] = {}
         self._dt_cache: dict = {}
@@ -335,6 +339,10 @@ class CustomOp:
         if isinstance(stream, Stream):
             return stream.handle
         return int(stream)
+
+    def _take_event(self) -> Event:
+        """An event for an ``async_op`` call (recycled by :meth:`Work.wait`)."""
+        return self._free_events.pop() if self._free_events else Event(self.rt)
 
     def _cfg(self, timeout: int):
         cfg = self._cfg_by_timeout.get(timeout)
@@ -515,7 +523,7 @@ class CustomOp:
         self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
         # ---- completion ---------------------------------------------------------------------
         if async_op:
-            ev = Event(self.rt)
+            ev = self._take_event()
             ret = self._record_event(ev.handle, s)
             if ret:
                 raise self._error(ret, "aclrtRecordEvent", timeout)
@@ -670,6 +678,9 @@ class CustomOp:
                 self._pending.wait()
             except Exception:
                 pass
+        for ev in self._free_events:
+            ev.close()
+        self._free_events.clear()
         self._pool.close()
         self._res_by_stream.clear()
 
