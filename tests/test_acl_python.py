@@ -127,6 +127,7 @@ def test_init_finalize_refcount() -> None:
 
 
 def test_errmsg_per_thread_and_cleared(env: Env) -> None:
+    env.rt.recent_error_message()               # start clean (earlier tests in this process may leave text)
     assert env.rt.recent_error_message() == ""
     with pytest.raises(errors.AclError) as ei:
         env.chk.aclrtSetDevice(77)
