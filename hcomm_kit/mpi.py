@@ -8,18 +8,20 @@ Used by the launchers (``hcomm-kit run/test/bench``). Example::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from .errors import BackendError
 
-__all__ = ["find_mpirun", "mpirun_argv", "mpi_library_version"]
+__all__ = ["find_mpirun", "mpirun_argv", "mpi_library_version", "shm_backing_dir"]
 
 
 def find_mpirun() -> Path:
@@ -88,6 +90,22 @@ def mpirun_argv(
         argv += ["-x", f"{name}={value}"]
     argv += [*extra, *command]
     return argv
+
+
+@contextlib.contextmanager
+def shm_backing_dir() -> Iterator[dict[str, str]]:
+    """Environment for one mpirun job whose Open MPI shared-memory files go to a private directory.
+
+    Open MPI's ``sm`` transport leaves its ``sm_segment.*`` files in /dev/shm when a job is aborted
+    or killed; with ``btl_sm_backing_directory`` pointing at a directory of our own, removing it
+    afterwards leaves nothing behind whatever happened to the ranks.
+    """
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    path = tempfile.mkdtemp(prefix="hcomm_kit_mpi_", dir=base)
+    try:
+        yield {"OMPI_MCA_btl_sm_backing_directory": path}
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)

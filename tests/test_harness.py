@@ -68,6 +68,14 @@ def test_plugin_outer_run(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "2 failed, 2 passed, 1 skipped" in out, out
+    # The killed job leaves no rank behind (test_hangs' rank 0 would sleep on for a minute).
+    deadline = time.monotonic() + 10
+    while True:
+        left = subprocess.run(["pgrep", "-f", f"--rootdir {tmp_path}"], capture_output=True, text=True).stdout.split()
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, f"ranks of the killed job are still running: {left}"
     assert "PASSED test_m.py::test_ranks[np1]" in out and "PASSED test_m.py::test_ranks[np2]" in out
     # The failing rank's own traceback, not just "mpirun failed".
     assert "failed on rank 1 (call)" in out and "rank one says no" in out

@@ -23,23 +23,24 @@ def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag
            env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
     """Run ``command`` on ``np`` ranks; return its exit status (124 on timeout)."""
     from .bootstrap import under_mpi
-    from ..mpi import mpirun_argv
+    from ..mpi import mpirun_argv, shm_backing_dir
 
     if under_mpi():
         argv = list(command)
     else:
         argv = mpirun_argv(np, list(command), env=env, tag_output=tag_output)
-    full_env = dict(os.environ, **(env or {}))
-    proc = subprocess.Popen(argv, env=full_env, cwd=cwd, start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _killpg(proc)
-        print(f"hcomm-kit: the job did not finish within {timeout:g} s; killed all ranks", file=sys.stderr)
-        return 124
-    except KeyboardInterrupt:
-        _killpg(proc)
-        return 130
+    with shm_backing_dir() as shm_env:
+        full_env = dict(os.environ, **(env or {}), **({} if under_mpi() else shm_env))
+        proc = subprocess.Popen(argv, env=full_env, cwd=cwd, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _killpg(proc)
+            print(f"hcomm-kit: the job did not finish within {timeout:g} s; killed all ranks", file=sys.stderr)
+            return 124
+        except KeyboardInterrupt:
+            _killpg(proc)
+            return 130
 
 
 def _killpg(proc: subprocess.Popen) -> None:

@@ -113,9 +113,24 @@ def entry_point_installed() -> bool:
     return any(ep.value == __name__ for ep in entry_points(group="pytest11"))
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this rank when its launcher (Open MPI's prted) dies, e.g. when the harness
+    kills a timed-out job; ranks live in their own process groups and would otherwise linger."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
     if _inner():
+        _die_with_parent()
         config._hk_results = None
         d = os.environ.get(ENV_RESULTS)
         if d:
@@ -264,7 +279,7 @@ def _run_group(first) -> None:
     import subprocess
     import tempfile
 
-    from hcomm_kit.mpi import mpirun_argv
+    from hcomm_kit.mpi import mpirun_argv, shm_backing_dir
 
     config = first.config
     results = config._hk_results_by_id
@@ -287,8 +302,8 @@ def _run_group(first) -> None:
         pytest_args += ["-p", "hcomm_kit.testing.plugin"]
     redirect = 'exec "$0" "$@" >"$HCOMM_KIT_MPI_RESULTS/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.log" 2>&1'
     argv = mpirun_argv(np_, ["/bin/sh", "-c", redirect, *pytest_args], env=env, tag_output=False)
-    full_env = dict(os.environ, **env)
-    with open(logdir / "mpirun.log", "wb") as mlog:
+    with shm_backing_dir() as shm_env, open(logdir / "mpirun.log", "wb") as mlog:
+        full_env = dict(os.environ, **env, **shm_env)
         proc = subprocess.Popen(argv, cwd=str(config.rootpath), env=full_env, stdout=mlog,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         done_ids: set[str] = set()
@@ -322,12 +337,22 @@ def _run_group(first) -> None:
 
 
 def _kill(proc) -> None:
+    """SIGTERM first (mpirun then terminates its ranks), SIGKILL the group if it is still there."""
     import signal
+    import subprocess
 
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            proc.kill()
+        if grace is None:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _read_reports(path: Path) -> list[dict]:
