@@ -302,23 +302,40 @@ def _run_group(first) -> None:
         pytest_args += ["-p", "hcomm_kit.testing.plugin"]
     redirect = 'exec "$0" "$@" >"$HCOMM_KIT_MPI_RESULTS/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.log" 2>&1'
     argv = mpirun_argv(np_, ["/bin/sh", "-c", redirect, *pytest_args], env=env, tag_output=False)
-    with shm_backing_dir() as shm_env, open(logdir / "mpirun.log", "wb") as mlog:
-        full_env = dict(os.environ, **env, **shm_env)
-        proc = subprocess.Popen(argv, cwd=str(config.rootpath), env=full_env, stdout=mlog,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        done_ids: set[str] = set()
-        last = time.monotonic()
-        timed_out = False
-        while proc.poll() is None:
-            time.sleep(0.05)
-            finished = _finished_ids(logdir, 0)
-            if len(finished) > len(done_ids):
-                done_ids, last = finished, time.monotonic()
-            elif time.monotonic() - last > timeout:
-                timed_out = True
-                _kill(proc)
-                break
-        proc.wait()
+    # Open MPI occasionally fails to start its PMIx listener ("The PMIx server's listener thread
+    # failed to start"), before any rank exists: that launcher failure alone is retried, once.
+    for attempt in range(2):
+        with shm_backing_dir() as shm_env, open(logdir / "mpirun.log", "ab") as mlog:
+            full_env = dict(os.environ, **env, **shm_env)
+            proc = subprocess.Popen(argv, cwd=str(config.rootpath), env=full_env, stdout=mlog,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            done_ids: set[str] = set()
+            last = time.monotonic()
+            timed_out = False
+            while proc.poll() is None:
+                time.sleep(0.05)
+                finished = _finished_ids(logdir, 0)
+                if len(finished) > len(done_ids):
+                    done_ids, last = finished, time.monotonic()
+                elif time.monotonic() - last > timeout:
+                    timed_out = True
+                    _kill(proc)
+                    break
+            proc.wait()
+        if attempt or proc.returncode == 0 or timed_out or not _launcher_failed(logdir):
+            break
+    _collect(batch, results, logdir, np_, timeout, timed_out, proc)
+
+
+def _launcher_failed(logdir: Path) -> bool:
+    """mpirun failed to start its PMIx server before any rank ran (no rank log exists)."""
+    if any(logdir.glob("rank*")):
+        return False
+    text = (logdir / "mpirun.log").read_text(errors="replace")
+    return "listener thread failed to start" in text
+
+
+def _collect(batch, results, logdir: Path, np_: int, timeout: float, timed_out: bool, proc) -> None:
     per_rank = {r: _read_reports(logdir / f"rank{r}.jsonl") for r in range(np_)}
     current = None
     for it in batch:
