@@ -86,3 +86,12 @@ def test_run_builtin_collective() -> None:
                         "-d", "bf16", "--iters", "2"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "success" in p.stdout and "allgather" in p.stdout
+
+
+def test_plot_writes_png(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    rows = [{"collective": "allreduce", "backend": "emu", "size": s, "busbw": b, "time_us": t, "mpi_busbw": m,
+             "mpi_time_us": mt} for s, b, t, m, mt in ((8, 0.0, 20.0, 0.01, 1.3), (1 << 20, 8.0, 130.0, 4.0, 260.0))]
+    out = tmp_path / "bw.png"
+    bench.plot(rows, str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
