@@ -33,7 +33,7 @@ from . import dtypes as _dtypes
 from . import envs
 from .core.device import DeviceBuffer, as_host_array
 from .errors import ConfigError
-from .op import CustomOp, Work
+from .op import CustomOp
 from .resources import aicpu_kernels_dir
 from .runtime import enums
 
@@ -135,15 +135,6 @@ def _algo_id_uncached(collective: str, algorithm: str | None) -> int:
         raise ConfigError(f"{collective}: unknown algorithm {algorithm!r}; choose from {sorted(table)}",
                           key="algorithm")
     return table[key]
-
-
-class _Staged:
-    """Where one call's data lives on the device and how its result gets back."""
-
-    __slots__ = ("in_ptr", "out_ptr", "finish")
-
-    def __init__(self, in_ptr: int, out_ptr: int, finish) -> None:
-        self.in_ptr, self.out_ptr, self.finish = in_ptr, out_ptr, finish
 
 
 class CollectiveOps:
@@ -272,18 +263,7 @@ class CollectiveOps:
         else:
             op.launch(in_ptr, out_ptr, count, dt, reduce_op=reduce_op, root=root, stream=stream, timeout=timeout,
                       algo=algo)
-        if async_op:
-            tmo = op._default_timeout if timeout is None else timeout
-            s = op._stream_handle(stream)
-            ev = op._take_event()
-            ret = op._record_event(ev.handle, s)
-            if ret:
-                raise op._error(ret, "aclrtRecordEvent", timeout)
-            work = Work(op, ev, (finish, tmo))
-            op._pending = work
-            return work
-        op.synchronize(stream, timeout)
-        return finish()
+        return op.complete(finish, stream=stream, timeout=timeout, async_op=async_op)
 
     def _rop(self, op: Any, x: Any, dtype: Any) -> tuple[Any, Any]:
         """(reduce op for the kernel, host post-processing) — ``avg`` is sum, then divide."""
@@ -473,25 +453,10 @@ class CollectiveOps:
         peer = self._peer(src, "recv")
         if out is None:
             raise ConfigError("recv: pass out= (an array or DeviceBuffer sized like the sent data)", key="out")
-        device = isinstance(out, DeviceBuffer)
-        o = out if device else as_host_array(out)
-        n = o.size
+        o = out if isinstance(out, DeviceBuffer) else as_host_array(out)
         dt = _dtypes.get_dtype(dtype if dtype is not None else o.dtype)
-        op = self.builtin_op("send_recv")
-        if op._pending is not None:
-            op._pending.wait()
-        out_ptr, finish = self._stage_out(op, out, device, tuple(o.shape), dt, 0, False)
-        op.launch(0, out_ptr, n, dt, root=peer, stream=stream, timeout=timeout, algo=_AUTO, direction=1)
-        if async_op:
-            ev = op._take_event()
-            ret = op._record_event(ev.handle, op._stream_handle(stream))
-            if ret:
-                raise op._error(ret, "aclrtRecordEvent", timeout)
-            work = Work(op, ev, (finish, op._default_timeout if timeout is None else timeout))
-            op._pending = work
-            return work
-        op.synchronize(stream, timeout)
-        return finish()
+        return self._call("send_recv", None, in_elems=0, out_shape=tuple(o.shape), out=out, count=o.size, dtype=dt,
+                          root=peer, async_op=async_op, timeout=timeout, stream=stream, params={"direction": 1})
 
     def barrier(self, *, async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank waits until every rank has reached the barrier."""
@@ -503,7 +468,7 @@ class CollectiveOps:
         if not 0 <= p < self.size:
             raise ConfigError(f"{what}: rank {peer} is not in this {self.size}-rank communicator", key="peer")
         if p == self.rank:
-            raise ConfigError(f"{what}: rank {p} cannot {what} to/from itself", key="peer")
+            raise ConfigError(f"{what}: peer {p} is this rank; a rank cannot {what} to or from itself", key="peer")
         return p
 
 

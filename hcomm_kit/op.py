@@ -521,28 +521,8 @@ class CustomOp:
         tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
         s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
         self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
-        # ---- completion ---------------------------------------------------------------------
-        if async_op:
-            ev = self._take_event()
-            ret = self._record_event(ev.handle, s)
-            if ret:
-                raise self._error(ret, "aclrtRecordEvent", timeout)
-            work = Work(self, ev, (self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
-                                   tmo))
-            self._pending = work
-            return work
-        ret = self._sync(s)
-        if ret:
-            raise self._error(ret, "aclrtSynchronizeStream", tmo)
-        if device_in or isinstance(output, DeviceBuffer):
-            return output
-        if host_out is None:
-            host_out = np.empty(out_n, dtype=dt.numpy)
-        if out_nbytes:
-            ret = self._memcpy(host_out.__array_interface__["data"][0], out_nbytes, out_ptr, out_nbytes, _D2H)
-            if ret:
-                raise self._error(ret, "aclrtMemcpy", tmo)
-        return host_out
+        return self.complete(self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
+                             stream=s, timeout=timeout, async_op=async_op)
 
     def launch(self, input_ptr: int, output_ptr: int, count: int, dtype: Any, *, reduce_op: Any = None,
                root: int | None = None, stream: "Stream | int | None" = None, timeout: float | None = None,
@@ -570,6 +550,22 @@ class CustomOp:
         tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
         s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
         self._submit(int(input_ptr), int(output_ptr), int(count), dt.value, rop, r, tmo, s, params, timeout)
+
+    def complete(self, finish, *, stream: "Stream | int | None" = None, timeout: float | None = None,
+                 async_op: bool = False) -> Any:
+        """After :meth:`launch`: wait and return ``finish()``, or return a :class:`Work` whose
+        ``wait()`` does (``async_op``). ``finish`` copies results back (e.g. device -> host)."""
+        if not async_op:
+            self.synchronize(stream, timeout)
+            return finish()
+        ev = self._take_event()
+        ret = self._record_event(ev.handle, self.comm.stream.handle if stream is None else self._stream_handle(stream))
+        if ret:
+            self._free_events.append(ev)
+            raise self._error(ret, "aclrtRecordEvent", timeout)
+        work = Work(self, ev, (finish, self._default_timeout if timeout is None else timeout))
+        self._pending = work
+        return work
 
     def synchronize(self, stream: "Stream | int | None" = None, timeout: float | None = None) -> None:
         """Wait for everything enqueued on ``stream`` (default: the communicator's); raise its error."""

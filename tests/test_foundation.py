@@ -460,3 +460,15 @@ def test_doctor_builds_emulator() -> None:
     proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "doctor"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "all checks passed" in proc.stdout and "libhcomm_emu.so" in proc.stdout
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """CI runs exactly what the README tells a new user to run for the test suite."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("Run the test suite", 1)[1]
+    command = re.search(r"```bash\n\s*(.+?)\n\s*```", section).group(1).strip()
+    ci_lines = [l.strip() for l in (REPO / ".ci" / "run").read_text().splitlines()
+                if l.strip() and not l.lstrip().startswith("#")]
+    assert command in ci_lines, f"{command!r} not in .ci/run: {ci_lines}"
