@@ -16,21 +16,20 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   count on the host (floats: in the dtype's precision; integers: truncated toward zero).
   A2/A3 (Ascend910B, Ascend910_93) reduce only int8/int16/int32/fp16/fp32/bf16 with
   sum/max/min; Ascend950 reduces every dtype with every op.
-* ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set,
-  else the kernel chooses by message size and rank count.
+* ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set
+  (read when the communicator is created, as HCCL does), else the kernel chooses by message size
+  and rank count.
 * Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import numpy as np
 
 from . import dtypes as _dtypes
-from . import envs
 from .core.device import DeviceBuffer, as_host_array
 from .errors import ConfigError
 from .op import CustomOp
@@ -105,24 +104,24 @@ def parse_hccl_algo(value: str | None, collective: str) -> str | None:
 _ALGO_CACHE: dict = {}  # (collective, algorithm, HCCL_ALGO text) -> algo id (hot path)
 
 
-def _algo_id(collective: str, algorithm: str | None) -> int:
-    # Keyed by the raw HCCL_ALGO text, so a changed environment is still seen.
+def _algo_id(collective: str, algorithm: str | None, hccl_algo: str | None) -> int:
+    """Algorithm id for the kernel: ``algorithm=``, else the communicator's ``HCCL_ALGO`` text."""
     if algorithm is not None and type(algorithm) is not str:
-        return _algo_id_uncached(collective, algorithm)
-    key = (collective, algorithm, os.environ.get("HCCL_ALGO") if algorithm is None else None)
+        return _algo_id_uncached(collective, algorithm, hccl_algo)
+    key = (collective, algorithm, hccl_algo if algorithm is None else None)
     v = _ALGO_CACHE.get(key)
     if v is None:
-        v = _algo_id_uncached(collective, algorithm)
+        v = _algo_id_uncached(collective, algorithm, hccl_algo)
         if len(_ALGO_CACHE) < 256:
             _ALGO_CACHE[key] = v
     return v
 
 
-def _algo_id_uncached(collective: str, algorithm: str | None) -> int:
+def _algo_id_uncached(collective: str, algorithm: str | None, hccl_algo: str | None) -> int:
     table = ALGORITHMS[collective]
     from_env = False
     if algorithm is None:
-        algorithm = parse_hccl_algo(envs.hccl_algo(), collective)
+        algorithm = parse_hccl_algo(hccl_algo, collective)
         from_env = algorithm is not None
         if algorithm is None:
             return _AUTO
@@ -149,6 +148,7 @@ class CollectiveOps:
     size: int
     rt: Any
     _builtins: dict[str, CustomOp]
+    _hccl_algo: str | None
 
     # ---- plumbing -----------------------------------------------------------------------------
     def builtin_op(self, name: str) -> CustomOp:
@@ -254,16 +254,13 @@ class CollectiveOps:
         if post is not None:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
-        algo = _algo_id(name, algorithm)
-        if params:
-            kwargs = dict(params)
-            kwargs["algo"] = algo
-            op.launch(in_ptr, out_ptr, count, dt, reduce_op=reduce_op, root=root, stream=stream, timeout=timeout,
-                      **kwargs)
-        else:
-            op.launch(in_ptr, out_ptr, count, dt, reduce_op=reduce_op, root=root, stream=stream, timeout=timeout,
-                      algo=algo)
-        return op.complete(finish, stream=stream, timeout=timeout, async_op=async_op)
+        algo = _algo_id(name, algorithm, self._hccl_algo)
+        s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,
+                        {**params, "algo": algo} if params else {"algo": algo})
+        if async_op:
+            return op.complete(finish, stream=s, timeout=timeout, async_op=True)
+        op.synchronize(s, timeout)
+        return finish()
 
     def _rop(self, op: Any, x: Any, dtype: Any) -> tuple[Any, Any]:
         """(reduce op for the kernel, host post-processing) — ``avg`` is sum, then divide."""

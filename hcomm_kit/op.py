@@ -538,18 +538,25 @@ class CustomOp:
             ConfigError: dtype / reduce op / root / parameter not accepted.
             AclError / HcclError: the runtime refused a call.
         """
-        if self.comm._closed:
-            raise HcommKitError(f"operator {self.name}: the communicator is closed")
         if self._pending is not None:
             self._pending.wait()
-        dt = self._dtype(dtype, None)
+        self._enqueue(int(input_ptr), int(output_ptr), int(count), dtype, reduce_op, root, stream, timeout, params)
+
+    def _enqueue(self, in_ptr: int, out_ptr: int, count: int, dtype: Any, reduce_op: Any, root: int | None,
+                 stream: "Stream | int | None", timeout: float | None, params: dict) -> int:
+        """:meth:`launch` after the pending call finished: check, submit; returns the stream handle."""
+        comm = self.comm
+        if comm._closed:
+            raise HcommKitError(f"operator {self.name}: the communicator is closed")
+        dt = self._dt_cache.get((dtype, None)) or self._dtype(dtype, None)
         rop = self._reduce(reduce_op)
         r = 0 if root is None else int(root)
-        if not 0 <= r < self.comm.size:
-            raise ConfigError(f"root={root} is not a rank of this {self.comm.size}-rank communicator", key="root")
+        if not 0 <= r < comm.size:
+            raise ConfigError(f"root={root} is not a rank of this {comm.size}-rank communicator", key="root")
         tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
-        s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
-        self._submit(int(input_ptr), int(output_ptr), int(count), dt.value, rop, r, tmo, s, params, timeout)
+        s = comm.stream.handle if stream is None else self._stream_handle(stream)
+        self._submit(in_ptr, out_ptr, count, dt.value, rop, r, tmo, s, params, timeout)
+        return s
 
     def complete(self, finish, *, stream: "Stream | int | None" = None, timeout: float | None = None,
                  async_op: bool = False) -> Any:

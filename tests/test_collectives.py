@@ -305,8 +305,10 @@ def test_errors_and_product_gate(comm) -> None:
 def test_hccl_algo_override(comm) -> None:
     from hcomm_kit.collectives import _algo_id
 
-    assert _algo_id("allreduce", None) == 1 and _algo_id("allgather", None) == 2
-    assert _algo_id("alltoall", None) == 0
+    env = comm._hccl_algo  # read when the communicator was created
+    assert env == "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"
+    assert _algo_id("allreduce", None, env) == 1 and _algo_id("allgather", None, env) == 2
+    assert _algo_id("alltoall", None, env) == 0 and _algo_id("allreduce", None, None) == 0
     ins = all_data(comm.size, 1000, "fp32")
     np.testing.assert_array_equal(comm.all_reduce(ins[comm.rank]), reference.reduce(ins, "sum"))
 

@@ -164,6 +164,7 @@ class Communicator(CollectiveOps):
         self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.op)
         self._ops: dict = {}            # opdir -> CustomOp
         self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.collectives)
+        self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
         self._closed = False
 
         def make_root() -> bytes:

@@ -247,6 +247,30 @@ SpinSlot& spin_slot(const void* word, uint64_t max) {
 }
 }  // namespace
 
+/* Whether the calling thread may run on one CPU only. Affinity rarely changes (the communicator
+ * pins its rank once), so it is looked up again only every 256th call. */
+static bool confined_to_one_cpu() {
+    static thread_local uint32_t calls = 0;
+    static thread_local bool one = false;
+    if (calls++ % 256 == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        one = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
+    }
+    return one;
+}
+
+/* Yields until pred() holds, for at most budget_ns (or the deadline). */
+static bool yield_until(uint64_t deadline_ns, const std::function<bool()>& pred, uint64_t budget_ns) {
+    uint64_t t0 = now_ns();
+    for (;;) {
+        if (pred()) return true;
+        uint64_t now = now_ns();
+        if (now - t0 >= budget_ns || (deadline_ns && now >= deadline_ns)) return false;
+        sched_yield();
+    }
+}
+
 bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred, bool remote) {
     /* Adaptive and bounded by HCOMM_KIT_SPIN_US. Spinning costs nothing on a core nobody else
      * wants, and saves the wake-up of a sleeping thread (tens of microseconds when its CPU went
@@ -266,6 +290,10 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
      * they usually share our core, and spinning longer would only delay them. */
     uint64_t max = cfg().spin_ns;
     if (!max) return false;
+    /* A local waker (another thread of this process) cannot run while we spin when this thread
+     * may use one CPU only (ranks pinned, taskset): spinning would only delay it. Yielding hands
+     * it the CPU at once instead, and since we do not sleep it skips its wake-up syscall. */
+    if (!remote && confined_to_one_cpu()) return yield_until(deadline_ns, pred, max);
     SpinSlot& st = spin_slot(word, max);
     if (st.budget > max) st.budget = max;
     uint64_t spin = (++st.waits % kProbeEvery) == 0 ? max : st.budget;
