@@ -238,21 +238,30 @@ def _elapsed_ms(rt, start: Event, end: Event) -> float:
     return float(ms.value)
 
 
-def _time_ours(case: _Case, iters: int, warmup: int) -> float:
+def _time_ours(case: _Case, iters: int, warmup: int, blocking: bool = False) -> float:
+    """Mean time per call (us, max over ranks) between device events around the timed loop.
+
+    As hccl_test: the warm-ups and the timed calls are enqueued back to back on the stream
+    (``async_op="stream"``, like ``HcclAllReduce(..., stream)``) and the stream is synchronized once
+    at the end. ``blocking``: each call completes before the next is made (the latency a caller
+    waiting on every call sees)."""
     comm = case.comm
-    # Each call completes before the next (as users call them); the device events bracket the loop.
-    for _ in range(warmup):
-        case.call(async_op=False)
+    mode: bool | str = False if blocking else "stream"
     _barrier(comm)
+    for _ in range(warmup):
+        case.call(async_op=mode)
     start, end = Event(comm.rt), Event(comm.rt)
-    start.record(comm.stream)
-    for _ in range(iters):
-        case.call(async_op=False)
-    end.record(comm.stream)
-    end.synchronize()
-    us = _elapsed_ms(comm.rt, start, end) * 1000.0 / max(1, iters)
-    start.close()
-    end.close()
+    try:
+        start.record(comm.stream)
+        for _ in range(iters):
+            case.call(async_op=mode)
+        end.record(comm.stream)
+        end.synchronize()
+        comm.stream.synchronize()  # raises the first error of an enqueued call
+        us = _elapsed_ms(comm.rt, start, end) * 1000.0 / max(1, iters)
+    finally:
+        start.close()
+        end.close()
     return _max_over_ranks(comm, us)
 
 
@@ -307,9 +316,9 @@ def _time_mpi(case: _Case, iters: int, warmup: int) -> float | None:
     else:
         fn = calls[c]
     try:
+        mc.Barrier()
         for _ in range(warmup):
             fn()
-        mc.Barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
             fn()
@@ -328,8 +337,12 @@ def _bw(coll: Collective, data_size: int, us: float | None, n: int) -> tuple[flo
 
 def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str = "sum", root: int = 0,
               iters: int = 20, warmup: int = 5, check: int = 1, fill: str = "rand", inplace: bool = False,
-              algorithm: str | None = None, baseline: str | None = None, out=sys.stdout) -> list[dict[str, Any]]:
-    """Run the sweep on this rank; rank 0 prints the table. Returns the rows (every rank)."""
+              algorithm: str | None = None, baseline: str | None = None, blocking: bool = False,
+              out=sys.stdout) -> list[dict[str, Any]]:
+    """Run the sweep on this rank; rank 0 prints the table. Returns the rows (every rank).
+
+    Calls are enqueued back to back and timed between device events, as hccl_test does;
+    ``blocking`` waits for each call instead (see :func:`_time_ours`)."""
     name = ALIASES.get(collective, collective)
     coll = COLLECTIVES.get(name)
     if coll is None:
@@ -343,7 +356,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
     lead = comm.rank == 0
     if lead:
         print(format_header(comm, coll, dt.name, rop if coll.reduction else None, root if coll.rooted else None,
-                            iters, warmup, inplace and coll.inplace, algorithm, baseline), file=out, flush=True)
+                            iters, warmup, inplace and coll.inplace, algorithm, baseline, blocking), file=out,
+              flush=True)
     rows = []
     total_wrong = 0
     for nbytes in size_list:
@@ -351,7 +365,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
         if case.rounded and lead:
             print(f"# warning: {nbytes} bytes rounded to {case.data_size} "
                   f"({'a multiple of ranks x ' if coll.split else ''}{dt.itemsize}-byte elements)", file=out)
-        us = _time_ours(case, iters, warmup)
+        us = _time_ours(case, iters, warmup, blocking)
         wrong, first, holdable = case.check() if check else (0, None, True)
         if comm.mpi_comm is not None and comm.size > 1:
             wrong = int(comm.mpi_comm.allreduce(wrong))
@@ -365,7 +379,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                "op": rop if coll.reduction else None, "root": root if coll.rooted else None,
                "size": case.data_size, "time_us": us, "algbw": alg, "busbw": bus, "check": status,
                "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
-               "soc": comm.soc, "host": socket.gethostname()}
+               "soc": comm.soc, "host": socket.gethostname(), "blocking": blocking}
         if baseline == "mpi":
             _, mbus = _bw(coll, case.data_size, mpi_us, comm.size)
             row.update(mpi_time_us=mpi_us, mpi_busbw=mbus if mpi_us else None,
@@ -394,13 +408,14 @@ _COLS = ("data_size(Bytes)", "aveg_time(us)", "alg_bandwidth(GB/s)", "bus_bandwi
 
 
 def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int | None, iters: int, warmup: int,
-                  inplace: bool, algorithm: str | None, baseline: str | None) -> str:
+                  inplace: bool, algorithm: str | None, baseline: str | None, blocking: bool = False) -> str:
     """The header: what ran where, and the column names (hccl_test's first)."""
     backend = _backend(comm)
     what = (f"# hcomm-kit bench {coll.name}: {comm.size} ranks, dtype {dtype}"
             + (f", op {op}" if op else "") + (f", root {root}" if root is not None else "")
             + f", algorithm {algorithm or 'auto'}, {'in-place' if inplace else 'out-of-place'}"
-            + f", {iters} iterations after {warmup} warm-ups")
+            + f", {iters} iterations after {warmup} warm-ups"
+            + (", each call waited for (--blocking)" if blocking else ", calls enqueued back to back (hccl_test)"))
     lines = [what,
              f"# backend {backend}, soc {comm.soc}"
              + (" -- EMULATOR: CPU timings of the emulator on this host, not Ascend hardware figures"

@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
     parser.add_argument("--algorithm", default=None, help="algorithm name (see hcomm_kit.collectives.ALGORITHMS)")
     parser.add_argument("--inplace", action="store_true", help="output = input where the collective allows it")
+    parser.add_argument("--blocking", action="store_true",
+                        help="wait for each call before the next (default: enqueue back to back, as hccl_test)")
     parser.add_argument("--fill", choices=("rand", "const"), default="rand",
                         help="rand: seeded small integers per rank (default); const: every rank holds 2")
     parser.add_argument("--baseline", choices=("mpi",), default=None,
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         rows = bench.run_bench(comm, name, size_list, dtype=args.datatype, op=args.op, root=args.root,
                                iters=args.iters, warmup=args.warmup_iters, check=args.check, fill=args.fill,
-                               inplace=args.inplace, algorithm=args.algorithm, baseline=args.baseline)
+                               inplace=args.inplace, algorithm=args.algorithm, baseline=args.baseline,
+                               blocking=args.blocking)
         if comm.rank == 0:
             if args.json_out:
                 bench.write_json(rows, args.json_out)
@@ -90,4 +93,6 @@ def _forward(args: argparse.Namespace) -> list[str]:
             out += [flag, str(val)]
     if args.inplace:
         out.append("--inplace")
+    if args.blocking:
+        out.append("--blocking")
     return out

@@ -12,6 +12,11 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 * ``out=``: a numpy array or DeviceBuffer to fill; ``out=x`` is in-place. Without it a new numpy
   array is returned (a new DeviceBuffer when the input is one).
 * ``async_op=True`` returns a :class:`Work` (``wait()`` gives the output, ``is_completed()``).
+  ``async_op="stream"`` only enqueues on the stream and returns the output DeviceBuffer at once,
+  as the HCCL C API does (``HcclAllReduce(..., stream)``): calls queue back to back, and the
+  caller synchronizes the stream (``comm.stream.synchronize()``), which raises the first error.
+  It needs DeviceBuffer input and output (host arrays need a wait to be copied back), which the
+  caller keeps alive until the stream is synchronized (the emulator reports a freed buffer).
 * ``op``: ``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or ``"avg"`` = sum, then divided by the rank
   count on the host (floats: in the dtype's precision; integers: truncated toward zero).
   A2/A3 (Ascend910B, Ascend910_93) reduce only int8/int16/int32/fp16/fp32/bf16 with
@@ -30,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes as _dtypes
-from .core.device import DeviceBuffer, as_host_array
+from .core.device import DeviceBuffer, as_host_array, host_ptr
 from .errors import ConfigError
 from .op import CustomOp
 from .resources import aicpu_kernels_dir
@@ -190,7 +195,7 @@ class CollectiveOps:
                               f"({nelems} x {dt.name})", key="input")
         ptr = op._pool.get("in", nbytes)[0]
         if nbytes:
-            ret = self.rt.acl.aclrtMemcpy(ptr, nbytes, arr.__array_interface__["data"][0], nbytes, _H2D)
+            ret = self.rt.acl.aclrtMemcpy(ptr, nbytes, host_ptr(arr), nbytes, _H2D)
             if ret:
                 raise op._error(ret, "aclrtMemcpy", None)
         return ptr
@@ -223,20 +228,29 @@ class CollectiveOps:
         def finish():
             res = host if host is not None else np.empty(shape, dtype=dt.numpy)
             if nbytes:
-                ret = rt.acl.aclrtMemcpy(res.__array_interface__["data"][0], nbytes, ptr, nbytes, _D2H)
+                ret = rt.acl.aclrtMemcpy(host_ptr(res), nbytes, ptr, nbytes, _D2H)
                 if ret:
                     raise op._error(ret, "aclrtMemcpy", None)
             return res
         return ptr, finish
 
     def _call(self, name: str, x: Any, *, in_elems: int, out_shape: tuple[int, ...] | None, out: Any, count: int,
-              dtype: Any, reduce_op: Any = None, root: int = 0, algorithm: str | None = None, async_op: bool,
+              dtype: Any, reduce_op: Any = None, root: int = 0, algorithm: str | None = None, async_op: bool | str,
               timeout: float | None, stream: Any = None, post=None, inplace_ok: bool = False,
               params: dict | None = None, want_result: bool = True) -> Any:
-        op = self.builtin_op(name)
-        if op._pending is not None:
-            op._pending.wait()  # its pooled buffers are about to be reused
+        op = self._builtins.get(name) or self.builtin_op(name)
         device = isinstance(x, DeviceBuffer)
+        if async_op == "stream":
+            # Enqueue only, as the HCCL C API does: nothing may need the host after the kernel.
+            if (x is not None and not device) or (want_result and out_shape is not None and not (
+                    isinstance(out, DeviceBuffer) or (out is None and device))) or post is not None:
+                raise ConfigError(f"{name}: async_op='stream' only enqueues on the stream, so it needs "
+                                  f"DeviceBuffer input and output and a reduce op the kernel applies "
+                                  f"(not 'avg'); use async_op=True for host arrays", key="async_op")
+        elif async_op not in (True, False):
+            raise ConfigError(f"{name}: async_op={async_op!r}; use False, True or 'stream'", key="async_op")
+        elif op._pending is not None:
+            op._pending.wait()  # its pooled buffers are about to be reused
         dt = self._dtype(x, dtype)
         xin = x if device or x is None else self._host(x)
         if xin is not None and not device and xin.itemsize != dt.itemsize:
@@ -248,7 +262,7 @@ class CollectiveOps:
             out_ptr, finish = 0, (lambda: None)
         elif not want_result:  # a non-root of a rooted collective: scratch output, nothing returned
             nbytes = math.prod(out_shape) * dt.itemsize
-            out_ptr, finish = op._pool.get("out", nbytes)[0], (lambda: None)
+            out_ptr, finish = op._pool.get("scratch", nbytes)[0], (lambda: None)  # never read by the host
         else:
             out_ptr, finish = self._stage_out(op, out, device, out_shape, dt, in_ptr, same)
         if post is not None:
@@ -257,6 +271,8 @@ class CollectiveOps:
         algo = _algo_id(name, algorithm, self._hccl_algo)
         s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,
                         {**params, "algo": algo} if params else {"algo": algo})
+        if async_op == "stream":
+            return finish()
         if async_op:
             return op.complete(finish, stream=s, timeout=timeout, async_op=True)
         op.synchronize(s, timeout)
@@ -301,7 +317,7 @@ class CollectiveOps:
 
     # ---- the collectives ------------------------------------------------------------------------
     def all_reduce(self, x: Any, op: Any = "sum", *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
-                   async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+                   async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank gets the element-wise reduction of every rank's ``x`` (same shape)."""
         x = self._prepare(x)
         rop, post = self._rop(op, x, dtype)
@@ -311,7 +327,7 @@ class CollectiveOps:
                           post=post, inplace_ok=True)
 
     def all_gather(self, x: Any, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
-                   async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+                   async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank gets every rank's ``x`` concatenated along the first axis, in rank order."""
         x = self._prepare(x)
         n, size = self._size(x), self.size
@@ -321,7 +337,7 @@ class CollectiveOps:
                           algorithm=algorithm, async_op=async_op, timeout=timeout, stream=stream)
 
     def reduce_scatter(self, x: Any, op: Any = "sum", *, out: Any = None, dtype: Any = None,
-                       algorithm: str | None = None, async_op: bool = False, timeout: float | None = None,
+                       algorithm: str | None = None, async_op: bool | str = False, timeout: float | None = None,
                        stream: Any = None) -> Any:
         """Reduce ``x`` (one equal block per rank) over the ranks; rank r gets reduced block r."""
         x = self._prepare(x)
@@ -332,7 +348,7 @@ class CollectiveOps:
                           stream=stream, post=post)
 
     def broadcast(self, x: Any, root: int = 0, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
-                  async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+                  async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank gets the root's ``x`` (other ranks' ``x`` gives shape and dtype; ``out=x`` is in place)."""
         x = self._prepare(x)
         n = self._size(x)
@@ -341,7 +357,7 @@ class CollectiveOps:
                           stream=stream, inplace_ok=True)
 
     def reduce(self, x: Any, root: int = 0, op: Any = "sum", *, out: Any = None, dtype: Any = None,
-               algorithm: str | None = None, async_op: bool = False, timeout: float | None = None,
+               algorithm: str | None = None, async_op: bool | str = False, timeout: float | None = None,
                stream: Any = None) -> Any:
         """The root gets the element-wise reduction of every rank's ``x``; other ranks get None."""
         x = self._prepare(x)
@@ -354,7 +370,7 @@ class CollectiveOps:
                           timeout=timeout, stream=stream, post=post, inplace_ok=True, want_result=mine)
 
     def scatter(self, x: Any, root: int = 0, *, out: Any = None, count: int | None = None, dtype: Any = None,
-                algorithm: str | None = None, async_op: bool = False, timeout: float | None = None,
+                algorithm: str | None = None, async_op: bool | str = False, timeout: float | None = None,
                 stream: Any = None) -> Any:
         """Rank r gets block r of the root's ``x`` (``x`` holds one equal block per rank).
 
@@ -381,7 +397,7 @@ class CollectiveOps:
                           timeout=timeout, stream=stream)
 
     def gather(self, x: Any, root: int = 0, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
-               async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+               async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """The root gets every rank's ``x`` concatenated along the first axis; others get None."""
         x = self._prepare(x)
         r = self._root(root)
@@ -394,7 +410,7 @@ class CollectiveOps:
                           want_result=mine)
 
     def all_to_all(self, x: Any, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
-                   async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+                   async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Block j of ``x`` (one equal block per rank) goes to rank j; block i of the result came from rank i."""
         x = self._prepare(x)
         per, _ = self._blocks("all_to_all", x)
@@ -404,7 +420,7 @@ class CollectiveOps:
 
     def all_to_all_v(self, x: Any, send_counts: Any, recv_counts: Any = None, *, send_displs: Any = None,
                      recv_displs: Any = None, out: Any = None, dtype: Any = None, algorithm: str | None = None,
-                     async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+                     async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Rank i sends ``send_counts[j]`` elements (from ``send_displs[j]``) to rank j.
 
         Displacements default to packed (exclusive prefix sums). Without ``recv_counts`` the counts
@@ -432,7 +448,7 @@ class CollectiveOps:
                           out=out, count=0, dtype=dtype, algorithm=algorithm, async_op=async_op, timeout=timeout,
                           stream=stream, params=params)
 
-    def send(self, x: Any, dst: int, *, dtype: Any = None, async_op: bool = False, timeout: float | None = None,
+    def send(self, x: Any, dst: int, *, dtype: Any = None, async_op: bool | str = False, timeout: float | None = None,
              stream: Any = None) -> Any:
         """Send ``x`` to rank ``dst`` (which calls :meth:`recv`); returns None (or a Work)."""
         peer = self._peer(dst, "send")
@@ -441,7 +457,7 @@ class CollectiveOps:
         return self._call("send_recv", x, in_elems=n, out_shape=None, out=None, count=n, dtype=dtype, root=peer,
                           async_op=async_op, timeout=timeout, stream=stream, params={"direction": 0})
 
-    def recv(self, out: Any, src: int, *, dtype: Any = None, async_op: bool = False, timeout: float | None = None,
+    def recv(self, out: Any, src: int, *, dtype: Any = None, async_op: bool | str = False, timeout: float | None = None,
              stream: Any = None) -> Any:
         """Receive into ``out`` (numpy array or DeviceBuffer, sized like the sender's data) from ``src``.
 
@@ -455,7 +471,7 @@ class CollectiveOps:
         return self._call("send_recv", None, in_elems=0, out_shape=tuple(o.shape), out=out, count=o.size, dtype=dt,
                           root=peer, async_op=async_op, timeout=timeout, stream=stream, params={"direction": 1})
 
-    def barrier(self, *, async_op: bool = False, timeout: float | None = None, stream: Any = None) -> Any:
+    def barrier(self, *, async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank waits until every rank has reached the barrier."""
         return self._call("barrier", None, in_elems=0, out_shape=None, out=None, count=0, dtype="int8",
                           async_op=async_op, timeout=timeout, stream=stream)

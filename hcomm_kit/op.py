@@ -32,7 +32,7 @@ from . import envs
 from .errors import AclError, ConfigError, HcclError, HcommKitError, KernelError, OpTimeoutError
 from .runtime import codes, enums, structs
 from .scaffold.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
-from .core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array
+from .core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
 
 __all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]
 
@@ -470,7 +470,7 @@ class CustomOp:
             nbytes = n * dt.itemsize
             in_ptr = self._pool.get("in", nbytes)[0]
             if nbytes:
-                ret = self._memcpy(in_ptr, nbytes, arr.__array_interface__["data"][0], nbytes, _H2D)
+                ret = self._memcpy(in_ptr, nbytes, host_ptr(arr), nbytes, _H2D)
                 if ret:
                     raise self._error(ret, "aclrtMemcpy", timeout)
             device_in = False
@@ -643,7 +643,7 @@ class CustomOp:
                 return output
             out = host_out if host_out is not None else np.empty(out_n, dtype=dt.numpy)
             if out_nbytes:
-                ret = self._memcpy(out.__array_interface__["data"][0], out_nbytes, out_ptr, out_nbytes, _D2H)
+                ret = self._memcpy(host_ptr(out), out_nbytes, out_ptr, out_nbytes, _D2H)
                 if ret:
                     raise self._error(ret, "aclrtMemcpy", None)
             return out

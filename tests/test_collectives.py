@@ -250,6 +250,60 @@ def test_api_forms(comm) -> None:
         assert comm.barrier() is None                           # back to back must not hang
 
 
+@pytest.mark.mpi(np=[1, 2, 3, 4])
+def test_stream_ordered_calls(comm) -> None:
+    """async_op="stream": calls queue back to back on the stream (as the HCCL C API), one sync at the end.
+    As with the C API, the inputs must stay alive until then (kept in ``keep``)."""
+    n, r = comm.size, comm.rank
+    rng = np.random.default_rng(7)  # same sequence on every rank
+    outs, wants, keep = [], [], []
+    for it in range(30):
+        count = int(rng.choice([0, 1, 7, 1000, 1 << 16]))
+        kind = int(rng.integers(0, 5))
+        root = int(rng.integers(0, n))
+        if kind == 0:
+            ins = all_data(n, count, "fp32", seed=it)
+            x = comm.to_device(ins[r])
+            y = comm.all_reduce(x, "max", async_op="stream")
+            want = reference.reduce(ins, "max")
+        elif kind == 1:
+            ins = all_data(n, count, "int16", seed=it)
+            x = comm.to_device(ins[r])
+            y = comm.all_gather(x, async_op="stream")
+            want = reference.allgather(ins)[r]
+        elif kind == 2:
+            ins = all_data(n, count * n, "int32", seed=it)
+            x = comm.to_device(ins[r])
+            y = comm.reduce_scatter(x, async_op="stream")
+            want = reference.reduce_scatter(ins, "sum")[r]
+        elif kind == 3:
+            ins = all_data(n, count, "bf16", seed=it)
+            x = comm.to_device(ins[r])
+            assert comm.broadcast(x, root, out=x, async_op="stream") is x     # in place
+            y, want = x, ins[root]
+        else:
+            ins = all_data(n, count * n, "int8", seed=it)
+            x, out = comm.to_device(ins[r]), comm.empty(count * n, "int8")
+            assert comm.all_to_all(x, out=out, async_op="stream") is out
+            y, want = out, reference.alltoall(ins)[r]
+        outs.append(y)
+        wants.append(want)
+        keep.append(x)
+    comm.stream.synchronize()
+    for it, (y, want) in enumerate(zip(outs, wants)):
+        np.testing.assert_array_equal(y.numpy()[: want.size], want, err_msg=f"call {it}")
+    x = np.ones(3, np.float32)
+    with pytest.raises(ConfigError, match="async_op='stream'.*DeviceBuffer"):
+        comm.all_reduce(x, async_op="stream")                   # host input: needs a wait
+    with pytest.raises(ConfigError, match="async_op='stream'"):
+        comm.all_reduce(comm.to_device(x), out=np.empty(3, np.float32), async_op="stream")
+    with pytest.raises(ConfigError, match="async_op='stream'.*avg"):
+        comm.all_reduce(comm.to_device(x), "avg", async_op="stream")
+    with pytest.raises(ConfigError, match="async_op='later'"):
+        comm.all_reduce(x, async_op="later")
+    np.testing.assert_array_equal(comm.all_reduce(x), np.full(3, n, np.float32))  # still usable
+
+
 @pytest.mark.mpi(np=[2, 3, 4])
 def test_alltoallv_and_send_recv(comm) -> None:
     n, r = comm.size, comm.rank

@@ -24,7 +24,7 @@ from .. import dtypes as _dtypes
 from ..errors import ConfigError, HcommKitError
 from ..runtime import enums
 
-__all__ = ["Device", "Stream", "Event", "DeviceBuffer", "BufferPool", "as_host_array", "soc_dev_type"]
+__all__ = ["Device", "Stream", "Event", "DeviceBuffer", "BufferPool", "as_host_array", "host_ptr", "soc_dev_type"]
 
 _H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
 _D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
@@ -206,7 +206,7 @@ class DeviceBuffer:
             raise ConfigError(f"host array of {arr.nbytes} bytes does not fit the device buffer of "
                               f"{self.capacity} bytes", key="array")
         if arr.nbytes:
-            self.rt.checked.aclrtMemcpy(self.ptr, self.capacity, arr.ctypes.data, arr.nbytes, _H2D)
+            self.rt.checked.aclrtMemcpy(self.ptr, self.capacity, host_ptr(arr), arr.nbytes, _H2D)
         return self
 
     def numpy(self, out: np.ndarray | None = None) -> np.ndarray:
@@ -216,7 +216,7 @@ class DeviceBuffer:
         elif out.nbytes < self.nbytes or not out.flags.c_contiguous:
             raise ConfigError(f"output array must be C-contiguous with >= {self.nbytes} bytes", key="out")
         if self.nbytes:
-            self.rt.checked.aclrtMemcpy(out.ctypes.data, out.nbytes, self.ptr, self.nbytes, _D2H)
+            self.rt.checked.aclrtMemcpy(host_ptr(out), out.nbytes, self.ptr, self.nbytes, _D2H)
         return out
 
     def fill_zero(self) -> "DeviceBuffer":
@@ -294,6 +294,19 @@ class BufferPool:
                 self.rt.acl.aclrtFree(p)
         self._ptr.clear()
         self._cap.clear()
+
+
+_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def host_ptr(arr: np.ndarray) -> int:
+    """Address of a C-contiguous array's first byte (hot path: a writable buffer export costs a
+    third of ``__array_interface__``, which builds a dict on every access)."""
+    try:
+        return _addressof(_from_buffer(arr))
+    except (TypeError, ValueError, BufferError):  # read-only or empty
+        return arr.__array_interface__["data"][0]
 
 
 def as_host_array(obj: Any) -> np.ndarray:

@@ -260,14 +260,26 @@ static bool confined_to_one_cpu() {
     return one;
 }
 
-/* Yields until pred() holds, for at most budget_ns (or the deadline). */
-static bool yield_until(uint64_t deadline_ns, const std::function<bool()>& pred, uint64_t budget_ns) {
-    uint64_t t0 = now_ns();
+/* The spin phase of a thread confined to one CPU: whoever else runs on that CPU is usually one of
+ * our own threads (the rank is pinned), which can only make progress while we do not. So no
+ * contention detection and no adaptive budget: poll pred() for up to budget_ns, giving the CPU
+ * away with sched_yield() every yield_every_ns (0: at every round). The thread we wait for runs
+ * at once, and since we never sleep it skips its wake-up syscall. Without the yields a spinning
+ * stream worker would keep its host thread from running at all. */
+static bool confined_spin(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred,
+                          uint64_t budget_ns, uint64_t yield_every_ns) {
+    uint64_t t0 = now_ns(), next_yield = t0 + yield_every_ns;
     for (;;) {
         if (pred()) return true;
         uint64_t now = now_ns();
         if (now - t0 >= budget_ns || (deadline_ns && now >= deadline_ns)) return false;
-        sched_yield();
+        if (now >= next_yield) {
+            sched_yield();
+            next_yield = now_ns() + yield_every_ns;
+        } else {
+            uint32_t v = word->load(std::memory_order_acquire);
+            for (int k = 0; k < 16 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
+        }
     }
 }
 
@@ -290,10 +302,10 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
      * they usually share our core, and spinning longer would only delay them. */
     uint64_t max = cfg().spin_ns;
     if (!max) return false;
-    /* A local waker (another thread of this process) cannot run while we spin when this thread
-     * may use one CPU only (ranks pinned, taskset): spinning would only delay it. Yielding hands
-     * it the CPU at once instead, and since we do not sleep it skips its wake-up syscall. */
-    if (!remote && confined_to_one_cpu()) return yield_until(deadline_ns, pred, max);
+    /* Confined to one CPU (ranks pinned, taskset): a local waker (a thread of this process) can
+     * only run when we give the CPU away, so yield at once; a remote one runs on another CPU, so
+     * spin, yielding now and then to our own threads. */
+    if (confined_to_one_cpu()) return confined_spin(word, deadline_ns, pred, max, remote ? kYieldEveryNs : 0);
     SpinSlot& st = spin_slot(word, max);
     if (st.budget > max) st.budget = max;
     uint64_t spin = (++st.waits % kProbeEvery) == 0 ? max : st.budget;
