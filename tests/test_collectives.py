@@ -3,7 +3,8 @@
 Data are small integers stored in each dtype, so every reduction order gives the same bits and
 results compare exactly (one test also uses random floats, for run-to-run and cross-rank
 bit-identity). Each rank count runs in one mpirun job per environment (plugin grouping):
-  * Ascend950 personality: the full dtype x reduce-op matrix (A2/A3 cannot reduce int64, prod...);
+  * Ascend950 personality: the full dtype x reduce-op matrix (A2/A3 cannot reduce int64, prod...),
+    at small counts and at 1 MiB + 4 bytes with a 1 MB HCCL buffer;
   * HCCL_BUFFSIZE=1 (MB): messages larger than the HCCL buffer (sliced, tails);
   * the default A2 personality: the product gate, errors, async, in-place, algorithms, HCCL_ALGO.
 """
@@ -50,7 +51,7 @@ def prod_ok(dtype: str, size: int) -> bool:
 
 
 # ---- the full matrix (Ascend950 reduces every dtype with every op) ------------------------------
-@pytest.mark.mpi(np=[1, 2, 3, 4], env=A950)
+@pytest.mark.mpi(np=[1, 2, 3, 4, 8], env=A950, timeout=600)
 def test_reductions_every_dtype_and_op(comm) -> None:
     n, r = comm.size, comm.rank
     for dtype in ALL_DTYPES:
@@ -74,7 +75,7 @@ def test_reductions_every_dtype_and_op(comm) -> None:
                                               err_msg=f"reduce_scatter {dtype} {rop} count {count}")
 
 
-@pytest.mark.mpi(np=[1, 2, 3, 4], env=A950)
+@pytest.mark.mpi(np=[1, 2, 3, 4, 8], env=A950, timeout=600)
 def test_data_movement_every_dtype(comm) -> None:
     n, r = comm.size, comm.rank
     for dtype in ALL_DTYPES:
@@ -126,6 +127,42 @@ def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
 
 
 # ---- against mpi4py, algorithms, bit-identity, back-to-back mixing ------------------------------
+@pytest.mark.mpi(np=[1, 2, 3, 4, 8], env={**A950, **SMALL_BUF}, timeout=600)
+def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
+    """1 MiB + 4 bytes per rank (rounded up to whole elements) with a 1 MB HCCL buffer: every
+    collective x dtype x reduce op runs sliced, with a tail."""
+    n, r = comm.size, comm.rank
+    for dtype in ALL_DTYPES:
+        item = D.get_dtype(dtype).itemsize
+        count = -(-((1 << 20) + 4) // item)
+        for rop in REDUCE_OPS:
+            if rop == "prod" and not prod_ok(dtype, n):
+                continue
+            ins = all_data(n, count, dtype, rop)
+            want = reference.reduce(ins, rop, dtype)
+            np.testing.assert_array_equal(comm.all_reduce(ins[r], rop, dtype=dtype), want,
+                                          err_msg=f"allreduce {dtype} {rop}")
+            got = comm.reduce(ins[r], n - 1, rop, dtype=dtype)
+            if r == n - 1:
+                np.testing.assert_array_equal(got, want, err_msg=f"reduce {dtype} {rop}")
+            per = -(-count // n)
+            blocks = all_data(n, per * n, dtype, rop, seed=1)
+            np.testing.assert_array_equal(comm.reduce_scatter(blocks[r], rop, dtype=dtype),
+                                          reference.reduce_scatter(blocks, rop, dtype)[r],
+                                          err_msg=f"reduce_scatter {dtype} {rop}")
+        ins = all_data(n, count, dtype, seed=2)
+        np.testing.assert_array_equal(comm.all_gather(ins[r], dtype=dtype), reference.allgather(ins)[r])
+        np.testing.assert_array_equal(comm.broadcast(ins[r], n // 2, dtype=dtype), ins[n // 2])
+        got = comm.gather(ins[r], 0, dtype=dtype)
+        if r == 0:
+            np.testing.assert_array_equal(got, reference.gather(ins, 0)[0])
+        per = -(-count // n)
+        blocks = all_data(n, per * n, dtype, seed=3)
+        np.testing.assert_array_equal(comm.all_to_all(blocks[r], dtype=dtype), reference.alltoall(blocks)[r])
+        np.testing.assert_array_equal(comm.scatter(blocks[r], n - 1, dtype=dtype),
+                                      reference.scatter(blocks, n - 1)[r])
+
+
 @pytest.mark.mpi(np=[2, 3, 4, 8], env=A950)
 def test_against_mpi4py(comm) -> None:
     from mpi4py import MPI
