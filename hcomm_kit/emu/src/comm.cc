@@ -345,6 +345,7 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     c->ctx = ctx;
     c->rank = rank;
     c->nranks = nranks;
+    note_local_ranks(nranks);
     c->jobid = a.jobid;
     c->name = a.name.empty() ? "hcomm_kit_" + a.jobid : a.name;
     c->ctl_seg.resize(nranks);

@@ -247,15 +247,28 @@ SpinSlot& spin_slot(const void* word, uint64_t max) {
 }
 }  // namespace
 
-/* Whether the calling thread may run on one CPU only. Affinity rarely changes (the communicator
- * pins its rank once), so it is looked up again only every 256th call. */
+static std::atomic<uint32_t> g_local_ranks{1};
+
+void note_local_ranks(uint32_t n) {
+    uint32_t cur = g_local_ranks.load();
+    while (n > cur && !g_local_ranks.compare_exchange_weak(cur, n)) {
+    }
+}
+
+/* Whether the calling thread may run on one CPU only while the node has a CPU per rank (ranks
+ * pinned one per CPU, as hcomm_kit does when they nearly fill the node, or mpirun binding).
+ * Oversubscribed (taskset of many ranks onto few CPUs), other ranks' threads share our CPU and
+ * the adaptive spin's contention detection serves better. Affinity rarely changes, so it is
+ * looked up again only every 256th call. */
 static bool confined_to_one_cpu() {
     static thread_local uint32_t calls = 0;
     static thread_local bool one = false;
     if (calls++ % 256 == 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        one = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        one = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1 &&
+              (long)g_local_ranks.load(std::memory_order_relaxed) <= online;
     }
     return one;
 }

@@ -119,6 +119,9 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
                 bool remote = false);
 constexpr uint32_t kProbeEvery = 128;
 void spin_pause(); /* one pause instruction */
+/* A communicator of n ranks was created in this process: all ranks of an emulated job share
+ * this host, so more ranks than online CPUs means the node is oversubscribed (see spin_until). */
+void note_local_ranks(uint32_t n);
 /* Scheduling hint for the emulator's own threads (stream workers, executors). */
 void background_thread_init();
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns,
