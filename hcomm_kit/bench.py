@@ -256,7 +256,6 @@ def _time_ours(case: _Case, iters: int, warmup: int, blocking: bool = False) -> 
         for _ in range(iters):
             case.call(async_op=mode)
         end.record(comm.stream)
-        end.synchronize()
         comm.stream.synchronize()  # raises the first error of an enqueued call
         us = _elapsed_ms(comm.rt, start, end) * 1000.0 / max(1, iters)
     finally:

@@ -242,11 +242,19 @@ class CollectiveOps:
         device = isinstance(x, DeviceBuffer)
         if async_op == "stream":
             # Enqueue only, as the HCCL C API does: nothing may need the host after the kernel.
-            if (x is not None and not device) or (want_result and out_shape is not None and not (
-                    isinstance(out, DeviceBuffer) or (out is None and device))) or post is not None:
+            if x is not None and not device:
+                why = f"the input is a host {type(x).__name__}, not a DeviceBuffer"
+            elif want_result and out_shape is not None and not (isinstance(out, DeviceBuffer) or
+                                                                (out is None and device)):
+                why = f"out= is a host {type(out).__name__}, not a DeviceBuffer"
+            elif post is not None:
+                why = "'avg' divides on the host after the kernel"
+            else:
+                why = None
+            if why:
                 raise ConfigError(f"{name}: async_op='stream' only enqueues on the stream, so it needs "
-                                  f"DeviceBuffer input and output and a reduce op the kernel applies "
-                                  f"(not 'avg'); use async_op=True for host arrays", key="async_op")
+                                  f"DeviceBuffer input and output and a reduce op the kernel applies; {why} "
+                                  f"(use async_op=True)", key="async_op")
         elif async_op not in (True, False):
             raise ConfigError(f"{name}: async_op={async_op!r}; use False, True or 'stream'", key="async_op")
         elif op._pending is not None:

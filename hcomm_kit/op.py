@@ -548,7 +548,7 @@ class CustomOp:
         comm = self.comm
         if comm._closed:
             raise HcommKitError(f"operator {self.name}: the communicator is closed")
-        dt = self._dt_cache.get((dtype, None)) or self._dtype(dtype, None)
+        dt = self._dtype(dtype, None)
         rop = self._reduce(reduce_op)
         r = 0 if root is None else int(root)
         if not 0 <= r < comm.size:

@@ -25,12 +25,10 @@ def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag
     from .bootstrap import under_mpi
     from ..mpi import mpirun_argv, shm_backing_dir
 
-    if under_mpi():
-        argv = list(command)
-    else:
-        argv = mpirun_argv(np, list(command), env=env, tag_output=tag_output)
+    inside = under_mpi()
+    argv = list(command) if inside else mpirun_argv(np, list(command), env=env, tag_output=tag_output)
     with shm_backing_dir() as shm_env:
-        full_env = dict(os.environ, **(env or {}), **({} if under_mpi() else shm_env))
+        full_env = dict(os.environ, **(env or {}), **({} if inside else shm_env))
         proc = subprocess.Popen(argv, env=full_env, cwd=cwd, start_new_session=True)
         try:
             return proc.wait(timeout=timeout)

@@ -315,7 +315,7 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
      * they usually share our core, and spinning longer would only delay them. */
     uint64_t max = cfg().spin_ns;
     if (!max) return false;
-    /* Confined to one CPU (ranks pinned, taskset): a local waker (a thread of this process) can
+    /* Confined to one CPU, a CPU per rank (ranks pinned): a local waker (a thread of this process) can
      * only run when we give the CPU away, so yield at once; a remote one runs on another CPU, so
      * spin, yielding now and then to our own threads. */
     if (confined_to_one_cpu()) return confined_spin(word, deadline_ns, pred, max, remote ? kYieldEveryNs : 0);
