@@ -50,11 +50,13 @@ void job_wake(JobSeg* j) {
 }
 
 /* Sets the job-wide abort flag (first writer wins). Returns true if this call set it. */
-bool job_set_abort(JobSeg* j, int rank, const std::string& why) {
+bool job_set_abort(JobSeg* j, int rank, const std::string& why, AbortKind kind = AbortKind::Other) {
     uint32_t z = 0;
     if (!j->abort_state.compare_exchange_strong(z, 1)) return false;
     snprintf(j->abort_reason, sizeof j->abort_reason, "%s", why.c_str());
     j->abort_rank.store(rank);
+    j->abort_kind.store((uint32_t)kind);
+    j->abort_ns.store(now_ns());
     j->abort_state.store(2, std::memory_order_release);
     job_wake(j);
     futex_wake(&j->bar_gen, INT_MAX, true);
@@ -461,6 +463,9 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
         g_comms.insert(cp);
     }
     EMU_LOG(LOG_INFO, "communicator %s: rank %u of %u on device %d ready", c->name.c_str(), rank, nranks, dev->id);
+    diag_log("communicator %s: rank %u of %u on device %d ready (job %s)", c->name.c_str(), rank, nranks, dev->id,
+             a.jobid.c_str());
+    diag_comm_added(cp);
     *out = c.release();
     return HCCL_SUCCESS;
 }
@@ -640,12 +645,48 @@ std::mutex& comm_use_lock(Comm* c) { return c->use_m; }
 
 bool comm_aborted(Comm* c, std::string* why) { return c->job && job_aborted(c->job, why); }
 
-void comm_abort(Comm* c, const std::string& why) {
-    if (!c->job) return;
-    job_set_abort(c->job, (int)c->rank, why);
+bool comm_abort_info(Comm* c, AbortKind* kind, int* rank) {
+    if (!c->job || !job_aborted(c->job, nullptr)) return false;
+    if (kind) *kind = (AbortKind)c->job->abort_kind.load();
+    if (rank) *rank = c->job->abort_rank.load();
+    return true;
+}
+
+int abort_code(AbortKind kind, bool self) {
+    switch (kind) {
+        case AbortKind::Deadlock: return ACL_ERROR_RT_TASK_TIMEOUT; /* every stuck rank would have timed out */
+        case AbortKind::Timeout:
+        case AbortKind::KernelTimeout: return self ? ACL_ERROR_RT_TASK_TIMEOUT : ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+        case AbortKind::Check: return kCheckErrorCode;
+        default: return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+    }
+}
+
+int comm_abort_code(Comm* c, uint64_t started_ns) {
+    AbortKind k = AbortKind::Other;
+    int r = -1;
+    if (!comm_abort_info(c, &k, &r)) return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+    /* Work started after the abort fails because the communicator is gone: a remote error. */
+    if (started_ns && started_ns > c->job->abort_ns.load()) return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+    return abort_code(k, r == (int)c->rank);
+}
+
+uint32_t comm_size(Comm* c) { return c->nranks; }
+
+DevCtl* comm_ctl(Comm* c, uint32_t rank) { return rank < c->nranks ? c->ctl[rank] : nullptr; }
+
+bool comm_peer_gone(Comm* c, int peer) {
+    return c->job && peer >= 0 && (uint32_t)peer < c->nranks && (uint32_t)peer != c->rank &&
+           c->job->ranks[peer].state.load() == kRankGone;
+}
+
+bool comm_abort(Comm* c, const std::string& why, AbortKind kind) {
+    if (!c->job) return false;
+    bool first = job_set_abort(c->job, (int)c->rank, why, kind);
     for (uint32_t r = 0; r < c->nranks; r++)
         if (c->ctl[r] && !c->dead[r].load()) doorbell_ring(c->ctl[r]);
     sched_abort_comm(c);
+    return first;
 }
 
 bool comm_peer_dead(Comm* c, int peer) {
@@ -668,6 +709,29 @@ bool comm_peer_dead(Comm* c, int peer) {
 
 int comm_rank(Comm* c) { return (int)c->rank; }
 const char* comm_name(Comm* c) { return c->name.c_str(); }
+
+bool comm_op_tag(Comm* c, uint32_t tag16, std::string* tag) {
+    std::lock_guard<std::mutex> g(c->m);
+    auto it = c->ops.find(tag16);
+    if (it == c->ops.end()) return false;
+    if (tag) *tag = it->second.tag;
+    return true;
+}
+
+uint32_t comm_op_begin(Comm* c, uint32_t tag16, const char* tag, uint64_t kseq) {
+    std::lock_guard<std::mutex> g(c->m);
+    Comm::OpTrack& e = c->ops[tag16];
+    if (e.tag.empty()) e.tag = tag;
+    uint32_t n = ++e.started;
+    e.kseq[n % 8] = kseq;
+    return n;
+}
+
+void comm_op_submitted(Comm* c, uint32_t tag16, uint32_t inst) {
+    std::lock_guard<std::mutex> g(c->m);
+    auto it = c->ops.find(tag16);
+    if (it != c->ops.end() && it->second.submitted < inst) it->second.submitted = inst;
+}
 
 }  // namespace emu
 
@@ -797,6 +861,7 @@ struct BarrierTask : Task {
     /* Counts this rank in; the last one releases everybody. Returns true if this was the last. */
     bool arrive() {
         JobSeg* j = c->job;
+        j->bar_seq[c->rank].store(seq, std::memory_order_seq_cst);
         if (j->bar_count.fetch_add(1) + 1 != c->nranks) return false;
         j->bar_count.store(0);
         j->bar_gen.store(seq, std::memory_order_seq_cst);
@@ -811,7 +876,7 @@ struct BarrierTask : Task {
         std::string why;
         if (job_aborted(j, &why)) {
             *msg = strprintf("HcclBarrier on stream %u (rank %u of %s): %s", s->id, c->rank, c->name.c_str(), why.c_str());
-            return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+            return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR; /* aborted before this barrier began */
         }
         if (arrive()) return 0;
         uint32_t tmo = cfg().default_kernel_timeout_s;
@@ -824,12 +889,18 @@ struct BarrierTask : Task {
                              s->id, c->rank, c->nranks, c->name.c_str(), tmo, j->bar_count.load(), c->nranks);
             return ACL_ERROR_RT_TASK_TIMEOUT;
         }
-        if (rc == kWaitPeerDead) comm_abort(c, why);
+        if (rc == kWaitPeerDead) comm_abort(c, why, AbortKind::PeerDead);
         *msg = strprintf("HcclBarrier on stream %u (rank %u of %u, %s): %s", s->id, c->rank, c->nranks,
                          c->name.c_str(), why.c_str());
-        return ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+        return comm_abort_code(c);
     }
     const char* name() const override { return "HcclBarrier"; }
+    void describe(TaskDiag* d) const override {
+        d->kind = TaskDiag::Barrier;
+        d->what = strprintf("HcclBarrier #%u of communicator %s", seq, c->name.c_str());
+        d->comm = c;
+        d->barrier_seq = seq;
+    }
 };
 }  // namespace
 }  // namespace emu
@@ -889,6 +960,7 @@ void comm_teardown(Comm* c) {
 
 EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
     RESOLVE_COMM(c, comm);
+    diag_comm_removed(c); /* before it leaves g_comms: the monitor reports leftovers, then forgets it */
     {
         std::lock_guard<std::mutex> g(g_comms_m);
         g_comms.erase(c);
@@ -955,6 +1027,9 @@ int acquire_threads(Comm* c, int engine, uint32_t n, uint32_t notify, ThreadHand
         made.push_back(t);
     }
     for (uint32_t i = 0; i < n; i++) {
+        /* Device threads are numbered t0, t1, ... per communicator in acquisition order (so the
+         * first HcclThreadAcquire's threads[i] is ti); stream-bound ones go by their stream. */
+        if (!host) made[i]->no = c->aicpu_threads++;
         c->threads.push_back(made[i]);
         out[i] = (ThreadHandle)(uintptr_t)thread_view(made[i], engine_side(engine), engine);
     }
@@ -1248,7 +1323,7 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
                           "rank %u: rank(s) %s did not call HcclChannelAcquire for the matching channel within "
                           "HCCL_CONNECT_TIMEOUT=%u s (channel creation is collective: both ends must call it)",
                           c->rank, missing.c_str(), cfg().connect_timeout_s);
-        if (wr == kWaitPeerDead) comm_abort(c, why);
+        if (wr == kWaitPeerDead) comm_abort(c, why, AbortKind::PeerDead);
         return (HcclResult)seterr(HCCL_E_REMOTE, api, "rank %u: %s while connecting to rank(s) %s", c->rank, why.c_str(),
                       missing.c_str());
     }

@@ -20,7 +20,7 @@ namespace emu {
 constexpr uint32_t kMaxRanks = 64;
 constexpr uint32_t kMailDepth = 32;          /* channel requests in flight per ordered rank pair */
 constexpr uint32_t kJobMagic = 0x484b4a42;   /* "HKJB" */
-constexpr uint32_t kJobVersion = 1;
+constexpr uint32_t kJobVersion = 2;
 constexpr uint32_t kCommMagic = 0x434f4d4d;  /* "COMM" */
 constexpr uint32_t kRootMagic = 0x524b4348;  /* "HCKR" read as little-endian bytes */
 
@@ -30,6 +30,122 @@ struct RootBlob {
     uint32_t version; /* 1 */
     char job[40];     /* job id: 32 hex characters, NUL-terminated */
     uint32_t uid;     /* creator's uid (segments live under /hcomm_kit.<uid>.) */
+};
+
+/* ------------------------------------------------------------------ hang-analysis board
+ * Every rank publishes what its threads and streams are doing (diag.cc, a monitor thread per
+ * process), so that any rank can explain a hang of the whole communicator. Fixed-size records,
+ * written under a per-rank seqlock, read by copying. Thread codes: a device (AICPU) thread's number
+ * within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread. */
+constexpr uint32_t kDiagThreads = 96, kDiagStreams = 16, kDiagKernels = 16, kDiagChans = 64, kDiagRecs = 16,
+                   kDiagOps = 16;
+constexpr uint32_t kStreamThread = 0x800;
+
+struct DiagWait {
+    uint8_t kind;         /* SlotDesc kind: 0 thread slot, 1 channel slot, 2 ACL notify */
+    uint8_t set;          /* the flag was set when the snapshot was taken (not really blocked) */
+    uint16_t peer;        /* channel: remote rank */
+    uint32_t index;       /* notify index in its thread / channel, or the ACL notify id */
+    uint32_t slot;        /* absolute slot in the waiting rank's DevCtl */
+    uint32_t slot_thread; /* kind 0: code of the thread owning the slot */
+    uint32_t timeout_s;
+    uint32_t inst;        /* instance of the waiting task's operation on its rank */
+    uint32_t use;         /* channel waits: the waiter's use number of the channel */
+    uint32_t tag16;
+    uint32_t bidx, bsize; /* position of the task in its thread's batch */
+    uint64_t since_ns;    /* when it started waiting (CLOCK_MONOTONIC: one clock for every rank) */
+    uint64_t kseq;        /* kernel launch that emitted it */
+    char api[56];
+};
+struct DiagRec {          /* a notify a thread or stream still has to set */
+    int16_t rank;         /* rank owning the slot */
+    uint16_t pad;
+    uint32_t slot;
+};
+struct DiagThread {
+    uint16_t code;        /* thread code (see above) */
+    uint8_t state;        /* 1 runnable (head is not a wait, or its flag is set), 2 blocked on a wait, 3 failed */
+    uint8_t nrec;         /* entries of rec[] used (more may exist: rec_more) */
+    uint32_t queued;      /* tasks queued, head included */
+    uint32_t rec_more;
+    uint32_t pad;
+    uint64_t executed;    /* tasks run so far */
+    DiagWait head;        /* the head task (a wait when state == 2; api, op and position otherwise) */
+    DiagRec rec[kDiagRecs];
+    char tag[56];         /* op tag of the head task */
+    char kernel[56];      /* kernel that emitted it */
+};
+struct DiagStream {
+    uint32_t id;
+    uint8_t state;        /* 1 runs a kernel, 2 waits on a notify, 3 waits in a barrier, 4 runs another task */
+    uint8_t nrec;
+    uint16_t thread;      /* code of the stream-bound thread of this communicator on it (0xffff: none) */
+    uint32_t pending;     /* tasks queued behind the current one */
+    uint32_t barrier_seq; /* state 3 */
+    uint32_t rec_more;
+    uint64_t since_ns;    /* current task started */
+    uint64_t kseq;        /* state 1: the kernel launch */
+    DiagWait wait;        /* state 2 */
+    DiagRec rec[kDiagRecs];
+    char what[72];        /* the current task in words */
+};
+struct DiagKernel {       /* a kernel launch whose work is not finished */
+    uint64_t kseq;
+    uint32_t stream;
+    uint8_t running;      /* 1: the entry still runs (may still submit tasks); 0: returned, tasks queued */
+    uint8_t pad[3];
+    uint32_t queued;      /* its tasks still queued on this communicator's threads */
+    uint32_t pad2;
+    char name[56];
+    char tag[56];
+};
+struct DiagChan {
+    uint16_t peer;
+    uint16_t pad;
+    uint32_t uses;        /* operations that used this channel so far (use numbers 1..uses) */
+    uint32_t submitted;   /* uses whose kernel returned (every task queued) */
+    uint32_t done;        /* uses finished: kernel returned and no task left */
+};
+struct DiagOp {
+    uint32_t tag16;
+    uint32_t started;     /* instances of this tag launched so far */
+    uint32_t submitted;   /* instances whose kernel returned (every task queued) */
+    uint32_t done;        /* instances finished: kernel returned and no task left */
+    char tag[56];
+};
+struct DiagSnap {
+    uint32_t nthreads, nstreams, nkernels, nchans, nops, idle_threads;
+    int32_t pid;
+    int32_t device;
+    uint32_t host_sync;        /* host threads blocked in a synchronising call */
+    uint32_t host_sync_stream; /* the stream the latest of them waits for (0: event or device) */
+    uint32_t pad;
+    uint64_t taken_ns;
+    uint64_t progress;         /* changes whenever any task of this rank completes */
+    DiagThread threads[kDiagThreads];
+    DiagStream streams[kDiagStreams];
+    DiagKernel kernels[kDiagKernels];
+    DiagChan chans[kDiagChans];
+    DiagOp ops[kDiagOps];
+};
+struct DiagArea {
+    std::atomic<uint32_t> seq;          /* seqlock: odd while the owner rewrites snap */
+    uint32_t pad;
+    std::atomic<uint64_t> heartbeat_ns; /* the owner's monitor is alive and snap is current */
+    DiagSnap snap;
+};
+
+/* A rank's description of its latest collective calls (collective mismatch check, diag.cc). */
+constexpr uint32_t kCallDepth = 16;
+struct CallSig {
+    std::atomic<uint64_t> seq; /* call number (1, 2, ...); written last */
+    char text[248];            /* "all_reduce(count=100, dtype=fp32, op=sum)" */
+};
+
+constexpr uint32_t kP2PDepth = 4;
+struct P2PSig {                /* the same for point-to-point calls, per ordered pair of ranks */
+    std::atomic<uint64_t> seq;
+    char text[120];
 };
 
 /* Rank states in the job segment. */
@@ -74,12 +190,20 @@ struct JobSeg {
     std::atomic<uint32_t> wake;        /* bumped on every bootstrap / mailbox change (futex) */
     std::atomic<uint32_t> abort_state; /* 0 none, 1 being written, 2 set (reason valid) */
     std::atomic<int32_t> abort_rank;   /* rank that aborted first */
-    char abort_reason[512];            /* first abort reason */
+    std::atomic<uint32_t> abort_kind;  /* AbortKind of the first abort */
+    uint32_t pad0;
+    std::atomic<uint64_t> abort_ns;    /* when (CLOCK_MONOTONIC) */
+    char abort_reason[16384];          /* first abort reason (hang reports included) */
     std::atomic<uint32_t> bar_count;   /* ranks inside the current barrier */
     std::atomic<uint32_t> bar_gen;     /* barriers completed (futex) */
-    uint32_t pad[14];
+    std::atomic<uint64_t> attention_ns; /* a rank has a long wait: every monitor publishes each tick */
+    uint32_t pad[12];
+    std::atomic<uint32_t> bar_seq[kMaxRanks]; /* latest barrier each rank arrived at */
     JobRank ranks[kMaxRanks];
     MailBox mail[kMaxRanks][kMaxRanks]; /* mail[from][to] */
+    DiagArea diag[kMaxRanks];
+    CallSig calls[kMaxRanks][kCallDepth];  /* calls[rank][seq % kCallDepth] */
+    P2PSig p2p[kMaxRanks][kMaxRanks][kP2PDepth]; /* p2p[from][to][seq % kP2PDepth] */
 };
 
 struct EngineCtxBlock {
@@ -118,6 +242,17 @@ struct Comm {
     std::map<std::pair<std::string, int>, EngineCtxBlock> ctxs;      /* (tag, engine side) */
     std::map<std::string, EngineCtxBlock> devmem;                    /* HcclDevMemAcquire */
     uint32_t barrier_seq = 0;
+    /* operation instances per op tag hash, see KernelCtx::ops */
+    struct OpTrack {
+        std::string tag;
+        uint32_t started = 0;   /* instances launched (numbers 1..started) */
+        uint32_t submitted = 0; /* instances whose kernel returned */
+        uint64_t kseq[8] = {};  /* kernel launch of instance n at [n % 8] */
+    };
+    std::map<uint32_t, OpTrack> ops;
+    uint32_t aicpu_threads = 0;   /* device threads acquired so far (their numbers t0, t1, ...) */
+    uint64_t call_seq = 0;        /* collective calls checked (diag.cc call_check) */
+    std::vector<uint64_t> p2p_seq; /* point-to-point calls checked, per peer */
     /* rank-graph answers (valid until the next query) */
     std::vector<CommLink> links;
     std::vector<uint32_t> graph_list;

@@ -41,6 +41,7 @@ std::string strprintf(const char* fmt, ...) {
 
 int seterr_str(int code, const char* api, const std::string& msg) {
     tl_err = std::string(api) + ": " + msg;
+    diag_log("%s returned %d: %s", api, code, msg.c_str());
     KernelCtx& k = kctx();
     if (k.active) {
         /* A kernel cannot read aclGetRecentErrMsg: say it on stderr and keep it for the launch. */
@@ -66,12 +67,25 @@ void clear_err() { tl_err.clear(); }
 
 void logf(int level, const char* fmt, ...) {
     static const char* names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
-    char buf[1536];
-    va_list ap;
+    char small[1536];
+    va_list ap, ap2;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_copy(ap2, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    std::string big;
+    if (n >= (int)sizeof small) { /* hang reports run to several kilobytes */
+        big.resize((size_t)n + 1);
+        vsnprintf(&big[0], big.size(), fmt, ap2);
+        big.resize((size_t)n);
+    }
+    va_end(ap2);
     va_end(ap);
-    fprintf(stderr, "[hcomm-kit emu %s pid %d] %s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], (int)getpid(), buf);
+    /* one write: lines of concurrent ranks do not interleave */
+    std::string line = strprintf("[hcomm-kit emu %s pid %d] ", names[level < 0 ? 0 : level > 3 ? 3 : level], (int)getpid());
+    line += big.empty() ? small : big.c_str();
+    line += '\n';
+    fwrite(line.data(), 1, line.size(), stderr);
+    fflush(stderr);
 }
 
 const char* hccl_code_name(int code) {
@@ -165,6 +179,21 @@ bool config_load(std::string* err) {
     v = 1836;
     if (!env_u64("HCCL_EXEC_TIMEOUT", 0, 65535, &v, err)) return false;
     c.default_kernel_timeout_s = (uint32_t)v;
+    const char* chk = getenv("HCOMM_KIT_CHECK");
+    if (chk && *chk) {
+        if (!strcmp(chk, "0") || !strcmp(chk, "off")) c.check = 0;
+        else if (!strcmp(chk, "1") || !strcmp(chk, "on")) c.check = 1;
+        else if (!strcmp(chk, "warn")) c.check = 2;
+        else {
+            *err = strprintf("HCOMM_KIT_CHECK='%s' is not one of 1 (fail the operation), warn, 0 (off)", chk);
+            return false;
+        }
+    }
+    for (auto kv : {std::make_pair("HCOMM_KIT_LOG_DIR", &c.log_dir), std::make_pair("HCOMM_KIT_TRACE", &c.trace_file),
+                    std::make_pair("HCOMM_KIT_JOB_DIR", &c.job_dir)}) {
+        const char* x = getenv(kv.first);
+        if (x && *x) *kv.second = x;
+    }
     g_cfg = c;
     g_cfg_loaded = true;
     return true;

@@ -45,6 +45,7 @@
 #include "hccl/hcomm_primitives.h"
 #include "hccl/hccl_rank_graph.h"
 #include "hccl/hccl_launch.h"
+#include "hcomm_kit/emu_ext.h"
 #pragma GCC visibility pop
 
 /* Marks the definition of an exported C API function. */
@@ -90,7 +91,14 @@ struct Config {
     uint64_t hccl_buffsize = 200ull << 20; /* HCCL_BUFFSIZE, MB */
     uint32_t connect_timeout_s = 120;      /* HCCL_CONNECT_TIMEOUT */
     uint32_t default_kernel_timeout_s = 1836;
+    int check = 1;                         /* HCOMM_KIT_CHECK: 0 off, 1 fail the operation, 2 warn only */
+    std::string log_dir;                   /* HCOMM_KIT_LOG_DIR: per-rank logs and hang reports ("" = none) */
+    std::string trace_file;                /* HCOMM_KIT_TRACE: merged Chrome/Perfetto trace ("" = none) */
+    std::string job_dir;                   /* HCOMM_KIT_JOB_DIR: launcher's per-job directory (state dumps) */
 };
+/* Why a communicator was aborted: decides the code every rank's failing stream reports. */
+enum class AbortKind : uint32_t { Other = 0, Timeout, Deadlock, Check, Crash, PeerDead, Mismatch, KernelTimeout };
+
 /* Reads the environment; returns false and sets *err on a bad value. */
 bool config_load(std::string* err);
 const Config& cfg();
@@ -183,7 +191,37 @@ struct DevCtl {
     uint32_t pad[6];
     /* Binary notify flags: 1 = set. Record = store 1; wait = exchange(0) == 1. Slot 0 unused. */
     std::atomic<uint32_t> slots[kMaxSlots];
+    /* Who set each flag (prov:: encoding), written by the recorder before the flag (release),
+     * read by the waiter after consuming it: the notify checker compares it with the waiter's
+     * operation. Only written while the checker is on. */
+    std::atomic<uint64_t> src[kMaxSlots];
+    /* Trace flow id of the record that set the flag (HCOMM_KIT_TRACE only). */
+    std::atomic<uint64_t> flow[kMaxSlots];
 };
+
+/* Provenance of a notify record (DevCtl::src): recorder rank and thread, its operation (op tag
+ * hash, instance number on its rank) and, for channel notifies, its use number of the channel (the
+ * n-th operation that used that channel on that rank). Numbers are kept mod 8192. */
+namespace prov {
+constexpr uint64_t kValid = 1ull << 63, kHost = 1ull << 62, kChan = 1ull << 61;
+constexpr uint32_t kMod = 8192;
+inline uint64_t make(bool host, bool chan, uint32_t rank, uint32_t thread, uint32_t tag16, uint32_t inst,
+                     uint32_t use) {
+    return kValid | (host ? kHost : 0) | (chan ? kChan : 0) | ((uint64_t)(rank & 0x7f) << 54) |
+           ((uint64_t)(thread & 0xfff) << 42) | ((uint64_t)(tag16 & 0xffff) << 26) |
+           ((uint64_t)(inst % kMod) << 13) | (use % kMod);
+}
+inline uint32_t rank(uint64_t p) { return (uint32_t)(p >> 54) & 0x7f; }
+inline uint32_t thread(uint64_t p) { return (uint32_t)(p >> 42) & 0xfff; }
+inline uint32_t tag16(uint64_t p) { return (uint32_t)(p >> 26) & 0xffff; }
+inline uint32_t inst(uint64_t p) { return (uint32_t)(p >> 13) & (kMod - 1); }
+inline uint32_t use(uint64_t p) { return (uint32_t)p & (kMod - 1); }
+/* b - a in (-kMod/2, kMod/2] for numbers kept mod kMod */
+inline int delta(uint32_t a, uint32_t b) {
+    int d = (int)((b - a) % kMod);
+    return d > (int)kMod / 2 ? d - (int)kMod : d;
+}
+}  // namespace prov
 
 inline void exec_wake(DevCtl* c) {
     c->exec_word.fetch_add(1, std::memory_order_seq_cst);
@@ -252,6 +290,11 @@ struct Device {
     /* last communicator failure on this device (aborts unrelated-looking stream waits) */
     std::atomic<uint32_t> abort_epoch{0};
     std::string abort_reason;
+    int abort_code = 0;
+    /* Host threads blocked in a synchronising call on this device's streams, and the stream the
+     * latest of them waits for (0: an event or the whole device): hang analysis (diag.cc). */
+    std::atomic<uint32_t> host_sync{0};
+    std::atomic<uint32_t> host_sync_stream{0};
 };
 
 /* Returns the device, creating its control block if needed; nullptr + error on failure. */
@@ -282,6 +325,19 @@ Stream* stream_resolve(aclrtStream s, int* err_code, const char* api);
 bool stream_valid(Stream* s);
 int check_init(const char* api); /* 0 or ACL_ERROR_UNINITIALIZE */
 
+struct HTask;
+
+/* What a stream task means for hang analysis (Task::describe, called under the stream's lock). */
+struct TaskDiag {
+    enum Kind : uint8_t { Other, Kernel, Wait, Barrier, Record } kind = Other;
+    std::string what;                 /* "kernel HcclFoo", "aclrtWaitAndResetNotify", ... */
+    const HTask* wait = nullptr;      /* Wait: the wait (valid while the lock is held) */
+    uint64_t since_ns = 0;            /* Wait: when the task started waiting (0: not started) */
+    Comm* comm = nullptr;             /* Barrier: its communicator */
+    uint32_t barrier_seq = 0;         /* Barrier: this rank's barrier number */
+    std::vector<std::pair<const DevCtl*, uint32_t>> records; /* notify slots the task will set */
+};
+
 class Task {
 public:
     virtual ~Task() = default;
@@ -290,6 +346,8 @@ public:
     /* Called instead of run() when the stream is in an error state and the task is dropped. */
     virtual void drop() {}
     virtual const char* name() const = 0;
+    /* Fills d for hang reports (under the stream's lock; run() may be in progress). */
+    virtual void describe(TaskDiag* d) const { d->what = name(); }
     std::atomic<uint32_t>* done_word = nullptr; /* set to 1 + woken when the task finishes (sync memcpy) */
     bool helps = false; /* run() waits on a notify of the stream's device, running its device threads meanwhile */
 };
@@ -302,6 +360,8 @@ struct Stream {
     uint32_t id = 0;
     std::mutex m;
     std::deque<std::unique_ptr<Task>> q;
+    Task* cur = nullptr;                  /* under m: the task the worker runs now (hang reports) */
+    uint64_t cur_since_ns = 0;            /* under m: when it started */
     uint64_t submitted = 0;               /* under m */
     std::atomic<uint64_t> completed{0};
     std::atomic<uint32_t> qword{0};       /* worker wake-up futex */
@@ -334,6 +394,21 @@ Stream* stream_create(Context* ctx, uint32_t flags, int* err_code, const char* a
 void stream_destroy(Stream* s);
 /* Fails the stream from inside a task (e.g. watchdog): sets err if none yet. */
 void stream_set_error(Stream* s, int code, const std::string& msg);
+/* Calls f for every live stream of device d (in id order); none is freed meanwhile. f locks s->m
+ * itself if it reads the queue. */
+void streams_visit(Device* d, const std::function<void(Stream*)>& f);
+/* A host thread is blocked in a synchronising call on device d (stream id, 0 = event/device) for
+ * the lifetime of this object: hang analysis treats a rank whose host waits as unable to enqueue. */
+struct HostSync {
+    Device* d;
+    HostSync(Device* dev, uint32_t stream_id) : d(dev) {
+        d->host_sync_stream.store(stream_id, std::memory_order_relaxed);
+        d->host_sync.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~HostSync() { d->host_sync.fetch_sub(1, std::memory_order_relaxed); }
+    HostSync(const HostSync&) = delete;
+    HostSync& operator=(const HostSync&) = delete;
+};
 
 /* Kernel execution context of the calling OS thread (an AICPU worker while it runs a kernel). */
 struct BatchState {
@@ -343,10 +418,29 @@ struct BatchState {
     /* tasks recorded per device thread, submitted in thread order at HcommBatchModeEnd */
     std::vector<std::pair<HThread*, std::vector<struct HTask>>> pending;
 };
+struct Channel;
 struct KernelCtx {
     bool active = false; /* true while a kernel entry runs on this thread */
     Device* dev = nullptr;
     const char* kernel = nullptr;
+    uint64_t kseq = 0;   /* process-wide launch number of the running kernel */
+    /* The launch's operation name: the tag of the batch of its first Hcomm task (else the kernel
+     * name), kept for the whole launch so that every task of one launch is one operation. */
+    const char* optag = nullptr;
+    uint32_t optag16 = 0;
+    /* Operation instances of this launch: per (communicator, op tag) the instance number, and per
+     * channel the use number (stamped on the tasks for the notify checker and hang reports). */
+    struct OpUse {
+        Comm* c;
+        uint32_t tag16;
+        uint32_t inst;
+    };
+    std::vector<OpUse> ops;
+    struct ChanUse {
+        Channel* ch;
+        uint32_t use;
+    };
+    std::vector<ChanUse> chans;
     BatchState batch;
     std::vector<Comm*> acquired;
     std::string first_err; /* first data-plane error raised during this kernel */
@@ -390,6 +484,16 @@ struct HTask {
     const char* tag = nullptr;    /* batch tag (interned) for messages */
     Comm* comm = nullptr;         /* for aborts and liveness (peer = desc.peer when channel) */
     int peer_rank = -1;
+    /* Diagnosis and the notify checker (diag.cc): */
+    uint32_t bidx = 0, bsize = 0; /* position in its thread's batch (emit order) and the batch's size */
+    uint32_t tag16 = 0;           /* op tag hash (0: a host-side task, exempt from operation checks) */
+    uint32_t inst = 0;            /* instance of its operation on this rank (the n-th launch of its op tag) */
+    uint32_t use = 0;             /* channel tasks: the channel's use number (the n-th operation using it) */
+    uint64_t kseq = 0;            /* kernel launch that emitted it (0: host) */
+    const char* kernel = nullptr; /* name of that kernel */
+    int16_t slot_rank = -1;       /* rank owning slot_ctl (Record/Wait) */
+    int16_t post_rank = -1;       /* rank owning post_ctl */
+    bool chan_rec = false;        /* Record / post record goes through a channel */
 };
 
 enum class Engine : int8_t { Host, Device };
@@ -411,6 +515,8 @@ struct HThread {
     std::atomic<bool> claimed{false};
     std::atomic<uint32_t> qlen{0};
     bool dead = false;
+    std::atomic<uint64_t> executed{0}; /* tasks run so far (progress seen by hang analysis) */
+    std::atomic<bool> failed{false};   /* a task of it failed (its queue was dropped) */
 };
 
 /* Public handle for a thread as seen from one engine (exported handles are other views). */
@@ -421,8 +527,10 @@ struct ThreadView {
     int comm_engine = 0;
 };
 
-/* Executes one HTask. Returns 1 done, 0 blocked (Wait not satisfied yet), <0 failed (msg set). */
-int htask_exec(HTask& t, std::string* msg);
+/* Executes one HTask for thread self. Returns 1 done, 0 blocked (Wait not satisfied yet), <0 failed
+ * (msg set, *kind says why: AbortKind::Timeout, PeerDead, Check, or the kind of the abort that
+ * stopped it). */
+int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind);
 /* Submits tasks to a device thread and wakes the device scheduler. */
 void hthread_submit(HThread* t, std::vector<HTask>&& tasks);
 /* Runs runnable device threads of dev once; returns true if any task made progress. */
@@ -471,6 +579,10 @@ struct Channel {
     uint32_t remote_slot_base = 0;
     void* remote_buf = nullptr;   /* our mapping of the peer's HCCL buffer (HcclChannelGetHcclBuffer) */
     uint64_t remote_buf_size = 0;
+    /* Operations that used this channel (one use per kernel launch), see KernelCtx::chans. */
+    std::atomic<uint32_t> uses{0};
+    std::atomic<uint32_t> uses_submitted{0};   /* uses whose kernel returned (all their tasks queued) */
+    std::atomic<uint64_t> use_kseq[8] = {};     /* kernel launch of use n at [n % 8] */
 };
 /* Validates a ChannelHandle; nullptr if it is not a live channel of this process. */
 Channel* channel_from_handle(ChannelHandle h);
@@ -482,10 +594,57 @@ Device* comm_device(Comm* c);
 Comm* comm_find_by_name(const char* name, Device* dev); /* HcommAcquireComm lookup */
 std::mutex& comm_use_lock(Comm* c);
 bool comm_aborted(Comm* c, std::string* why);
-void comm_abort(Comm* c, const std::string& why);
+/* Aborts the communicator on every rank; returns true when this call was the first abort. */
+bool comm_abort(Comm* c, const std::string& why, AbortKind kind = AbortKind::Other);
+/* Kind and first rank of an abort (false when not aborted). */
+bool comm_abort_info(Comm* c, AbortKind* kind, int* rank);
+/* The aclError a stream task reports when its communicator was aborted for `kind` (self: by this
+ * rank), and the one for communicator c's abort as seen by this rank. */
+int abort_code(AbortKind kind, bool self);
+int comm_abort_code(Comm* c, uint64_t started_ns = 0); /* started_ns: when the failing wait began */
+uint32_t comm_size(Comm* c);
+DevCtl* comm_ctl(Comm* c, uint32_t rank); /* a rank's device control block (mapped), or nullptr */
+bool comm_peer_gone(Comm* c, int peer);   /* destroyed its communicator (HcclCommDestroy) */
 bool comm_peer_dead(Comm* c, int peer);
 int comm_rank(Comm* c);
 const char* comm_name(Comm* c);
+/* A kernel starts an instance of operation `tag` on c: returns its number (1, 2, ...). */
+uint32_t comm_op_begin(Comm* c, uint32_t tag16, const char* tag, uint64_t kseq);
+/* The kernel of instance inst of op tag16 returned: all its tasks are queued. */
+void comm_op_submitted(Comm* c, uint32_t tag16, uint32_t inst);
+/* The op tag this rank ran under hash tag16 on c (false: none). */
+bool comm_op_tag(Comm* c, uint32_t tag16, std::string* tag);
+
+/* ------------------------------------------------------------------ diagnosis (diag.cc) */
+
+/* hcomm-kit's code for a notify-checker finding (HCOMM_KIT_CHECK=1): not a CANN code; declared
+ * for C hosts in hcomm_kit/emu_ext.h. */
+constexpr int kCheckErrorCode = HCOMM_KIT_ERROR_CHECK;
+
+/* Notify operations with the checker's bookkeeping. record_slot sets the flag for task t run by
+ * thread self and returns "" or a lost-signal finding; consume_slot clears a set flag and returns
+ * true, with *finding set when the record came from another operation. */
+std::string record_slot(const HTask& t, const HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan);
+bool consume_slot(const HTask& t, const HThread* self, std::string* finding);
+/* A finding of the checker: logged, and in fail mode returned so the task fails (empty: go on). */
+std::string check_finding(Comm* c, const std::string& text);
+int check_mode(); /* 0 off, 1 fail, 2 warn (HCOMM_KIT_CHECK, HcommKitSetCheck) */
+/* Thread code for messages and provenance (kStreamThread | stream id for stream-bound threads). */
+uint32_t thread_code(const HThread* t);
+std::string thread_name(uint32_t code); /* "thread t3" / "stream thread s7" */
+
+/* The cross-rank report for a failed wait (timeout), ready to be an abort reason. */
+std::string diag_wait_report(Comm* c, const HTask& t, const HThread* self, const char* headline);
+/* Cross-rank report of everything communicator c waits for (launch timeouts, dumps). */
+std::string diag_comm_report(Comm* c, const char* headline);
+/* Communicator lifetime hooks: the monitor publishes and analyses live communicators. */
+void diag_comm_added(Comm* c);
+void diag_comm_removed(Comm* c);
+/* Kernel lifetime: launches tracked for reports; end marks the op instances as submitted. */
+void diag_kernel_begin(KernelCtx& k, Stream* s, const char* name);
+void diag_kernel_end(KernelCtx& k);
+/* Per-rank log (HCOMM_KIT_LOG_DIR): one timestamped line. */
+void diag_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace emu
 

@@ -63,17 +63,65 @@ int begin(Call& c, ThreadHandle thread) {
     return HCCL_SUCCESS;
 }
 
-/* Queues h on c.t: into the open batch, onto the bound stream, or eagerly (950 only). */
-int emit(Call& c, HTask&& h) {
+uint32_t tag_hash16(const char* s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    h = (h ^ (h >> 16)) & 0xffff;
+    return h ? h : 1; /* 0 marks host-side tasks */
+}
+
+/* Stamps the operation of task h emitted inside a kernel: the op tag (batch tag, else the kernel
+ * name), its instance on this communicator, and for channel tasks the channel's use number. */
+void stamp_op(KernelCtx& k, const BatchState& b, Call& c, Channel* ch, HTask& h) {
+    h.kseq = k.kseq;
+    h.kernel = k.kernel;
+    if (!k.optag) {
+        k.optag = b.active && !b.tag.empty() ? b.itag : intern(k.kernel ? k.kernel : "");
+        k.optag16 = tag_hash16(k.optag);
+    }
+    const char* tag = k.optag;
+    if (!b.active || b.tag.empty()) h.tag = tag;
+    h.tag16 = k.optag16;
+    if (ch) {
+        bool found = false;
+        for (auto& u : k.chans)
+            if (u.ch == ch) {
+                h.use = u.use;
+                found = true;
+            }
+        if (!found) {
+            uint32_t use = ch->uses.fetch_add(1) + 1;
+            ch->use_kseq[use % 8].store(k.kseq);
+            k.chans.push_back({ch, use});
+            h.use = use;
+        }
+    }
+    Comm* cm = c.t->comm;
+    for (auto& o : k.ops)
+        if (o.c == cm && o.tag16 == h.tag16) {
+            h.inst = o.inst;
+            return;
+        }
+    uint32_t inst = cm ? comm_op_begin(cm, h.tag16, tag, k.kseq) : 0;
+    k.ops.push_back({cm, h.tag16, inst});
+    h.inst = inst;
+}
+
+/* Queues h on c.t: into the open batch, onto the bound stream, or eagerly (950 only).
+ * ch: the channel the task goes through (its use number is stamped), or nullptr. */
+int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
     BatchState& b = batch();
     h.api = c.api;
     h.comm = c.t->comm;
     static const char* const untagged = intern(std::string());
     h.tag = b.active && b.itag ? b.itag : untagged;
-    if (h.op == HOp::Wait) h.desc.thread_no = h.desc.kind == 0 ? c.t->no : h.desc.thread_no;
+    if (h.op == HOp::Wait) h.desc.thread_no = h.desc.kind == 0 ? thread_code(c.t) : h.desc.thread_no;
+    KernelCtx& k = kctx();
+    if (k.active) stamp_op(k, b, c, ch, h);
     if (b.active) {
         for (auto& p : b.pending)
             if (p.first == c.t) {
+                h.bidx = (uint32_t)p.second.size();
                 p.second.push_back(std::move(h));
                 return HCCL_SUCCESS;
             }
@@ -82,6 +130,7 @@ int emit(Call& c, HTask&& h) {
         b.pending.back().second.push_back(std::move(h));
         return HCCL_SUCCESS;
     }
+    h.bsize = 1;
     if (!c.t->stream_bound && !is_950())
         return seterr(HCCL_E_NOT_SUPPORT, c.api,
                       "rank %d: %s must run in batch mode (call HcommBatchModeStart first); only Ascend950 supports "
@@ -160,11 +209,12 @@ int chan_slot(Call& c, Channel* ch, uint32_t idx) {
     return HCCL_SUCCESS;
 }
 
-HTask wait_task(DevCtl* ctl, uint32_t slot, uint32_t timeout, uint8_t kind, int peer, uint32_t index) {
+HTask wait_task(DevCtl* ctl, uint32_t slot, uint32_t timeout, uint8_t kind, int peer, uint32_t index, int rank) {
     HTask h;
     h.op = HOp::Wait;
     h.slot_ctl = ctl;
     h.slot = slot;
+    h.slot_rank = (int16_t)rank;
     h.timeout_s = timeout;
     h.desc.kind = kind;
     h.desc.peer = (uint16_t)(peer < 0 ? 0 : peer);
@@ -173,11 +223,19 @@ HTask wait_task(DevCtl* ctl, uint32_t slot, uint32_t timeout, uint8_t kind, int 
     return h;
 }
 
-HTask record_task(DevCtl* ctl, uint32_t slot) {
+/* rank: the rank owning ctl; kind/index/thread: the notify in the SlotDesc words (0 thread slot
+ * `index` of thread code `thread`, 1 channel slot `index`, 2 ACL notify `index`). */
+HTask record_task(DevCtl* ctl, uint32_t slot, int rank, uint8_t kind, uint32_t index, uint32_t thread = 0) {
     HTask h;
     h.op = HOp::Record;
     h.slot_ctl = ctl;
     h.slot = slot;
+    h.slot_rank = (int16_t)rank;
+    h.chan_rec = kind == 1;
+    h.desc.kind = kind;
+    h.desc.index = index;
+    h.desc.thread_no = thread;
+    h.desc.peer = (uint16_t)(rank < 0 ? 0 : rank);
     return h;
 }
 
@@ -216,8 +274,13 @@ int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* 
         h.has_post_record = true;
         h.post_ctl = ch->remote_ctl;
         h.post_slot = ch->remote_slot_base + notify_idx;
+        h.post_rank = (int16_t)ch->remote_rank;
+        h.chan_rec = true;
+        h.desc.kind = 1;
+        h.desc.index = notify_idx;
+        h.desc.peer = (uint16_t)ch->remote_rank;
     }
-    return emit(c, std::move(h));
+    return emit(c, std::move(h), ch);
 }
 
 /* A descriptor's transfer type read as an int: callers may pass values outside the enum, and
@@ -308,7 +371,8 @@ EMU_API int32_t HcommThreadNotifyRecordOnThread(ThreadHandle thread, ThreadHandl
     if (dstNotifyIdx >= dv->t->nslots)
         return seterr(HCCL_E_PARA, c.api, "rank %d: notify index %u out of range for thread t%u (%u notify slots)", c.rank,
                       dstNotifyIdx, dv->t->no, dv->t->nslots);
-    return emit(c, record_task(dv->t->dev->ctl, dv->t->slot_base + dstNotifyIdx));
+    return emit(c, record_task(dv->t->dev->ctl, dv->t->slot_base + dstNotifyIdx, dv->t->comm ? comm_rank(dv->t->comm) : -1,
+                               0, dstNotifyIdx, thread_code(dv->t)));
 }
 
 static int32_t thread_wait(const char* api, ThreadHandle thread, uint32_t notifyIdx, uint32_t timeOut) {
@@ -317,7 +381,7 @@ static int32_t thread_wait(const char* api, ThreadHandle thread, uint32_t notify
     if (notifyIdx >= c.t->nslots)
         return seterr(HCCL_E_PARA, c.api, "rank %d: notify index %u out of range for thread t%u (%u notify slots)", c.rank,
                       notifyIdx, c.t->no, c.t->nslots);
-    return emit(c, wait_task(c.dev->ctl, c.t->slot_base + notifyIdx, timeOut, 0, -1, notifyIdx));
+    return emit(c, wait_task(c.dev->ctl, c.t->slot_base + notifyIdx, timeOut, 0, -1, notifyIdx, c.rank));
 }
 
 EMU_API int32_t HcommThreadNotifyWaitOnThread(ThreadHandle thread, uint32_t notifyIdx, uint32_t timeOut) {
@@ -342,14 +406,14 @@ EMU_API int32_t HcommAclrtNotifyRecordOnThread(ThreadHandle thread, uint64_t dst
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     if (int r = acl_notify_check(c, dstNotifyId)) return r;
-    return emit(c, record_task(c.dev->ctl, (uint32_t)dstNotifyId));
+    return emit(c, record_task(c.dev->ctl, (uint32_t)dstNotifyId, c.rank, 2, (uint32_t)dstNotifyId));
 }
 
 EMU_API int32_t HcommAclrtNotifyWaitOnThread(ThreadHandle thread, uint64_t notifyId, uint32_t timeOut) {
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     if (int r = acl_notify_check(c, notifyId)) return r;
-    return emit(c, wait_task(c.dev->ctl, (uint32_t)notifyId, timeOut, 2, -1, (uint32_t)notifyId));
+    return emit(c, wait_task(c.dev->ctl, (uint32_t)notifyId, timeOut, 2, -1, (uint32_t)notifyId, c.rank));
 }
 
 /* ================================================================ channel operations */
@@ -392,7 +456,8 @@ EMU_API int32_t HcommChannelNotifyRecordOnThread(ThreadHandle thread, ChannelHan
     Channel* ch;
     if (int r = get_channel(c, channel, &ch)) return r;
     if (int r = chan_slot(c, ch, remoteNotifyIdx)) return r;
-    return emit(c, record_task(ch->remote_ctl, ch->remote_slot_base + remoteNotifyIdx));
+    return emit(c, record_task(ch->remote_ctl, ch->remote_slot_base + remoteNotifyIdx, (int)ch->remote_rank, 1,
+                               remoteNotifyIdx), ch);
 }
 
 static int32_t channel_wait(const char* api, ThreadHandle thread, ChannelHandle channel, uint32_t idx, uint32_t timeOut) {
@@ -401,7 +466,7 @@ static int32_t channel_wait(const char* api, ThreadHandle thread, ChannelHandle 
     Channel* ch;
     if (int r = get_channel(c, channel, &ch)) return r;
     if (int r = chan_slot(c, ch, idx)) return r;
-    return emit(c, wait_task(c.dev->ctl, ch->local_slot_base + idx, timeOut, 1, (int)ch->remote_rank, idx));
+    return emit(c, wait_task(c.dev->ctl, ch->local_slot_base + idx, timeOut, 1, (int)ch->remote_rank, idx, c.rank), ch);
 }
 
 EMU_API int32_t HcommChannelNotifyWaitOnThread(ThreadHandle thread, ChannelHandle channel, uint32_t localNotifyIdx,
@@ -489,7 +554,7 @@ EMU_API int32_t HcommChannelFenceOnThread(ThreadHandle thread, ChannelHandle cha
     if (int r = get_channel(c, channel, &ch)) return r;
     if (!is_950()) return seterr(HCCL_E_NOT_SUPPORT, c.api, "channel fence exists only on Ascend950");
     HTask h; /* tasks of one thread complete in order: the fence is a no-op marker */
-    return emit(c, std::move(h));
+    return emit(c, std::move(h), ch);
 }
 
 EMU_API int32_t HcommChannelDrainOnThread(ThreadHandle thread, ChannelHandle channel) {
@@ -502,7 +567,7 @@ EMU_API int32_t HcommChannelDrainOnThread(ThreadHandle thread, ChannelHandle cha
         return seterr(HCCL_E_NOT_SUPPORT, c.api, "channel drain needs a RoCE channel (channel to rank %u uses protocol %d)",
                       ch->remote_rank, ch->protocol);
     HTask h;
-    return emit(c, std::move(h));
+    return emit(c, std::move(h), ch);
 }
 
 /* ================================================================ host-only / NBI variants */
@@ -548,7 +613,10 @@ EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
         return seterr(HCCL_E_PARA, __func__, "tag '%s' does not match the open batch '%s'", tag.c_str(), b.tag.c_str());
     auto pending = std::move(b.pending);
     b = BatchState();
-    for (auto& p : pending) hthread_submit(p.first, std::move(p.second));
+    for (auto& p : pending) {
+        for (HTask& h : p.second) h.bsize = (uint32_t)p.second.size();
+        hthread_submit(p.first, std::move(p.second));
+    }
     return HCCL_SUCCESS;
 }
 

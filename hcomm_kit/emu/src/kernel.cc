@@ -10,10 +10,12 @@
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -52,6 +54,7 @@ struct Guard {
     volatile sig_atomic_t armed = 0;
     volatile int sig = 0;
     void* volatile addr = nullptr;
+    void* volatile pc = nullptr; /* the faulting instruction */
 };
 thread_local Guard tl_guard;
 thread_local void* tl_altstack = nullptr;
@@ -69,6 +72,12 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
         g.armed = 0;
         g.sig = sig;
         g.addr = si ? si->si_addr : nullptr;
+        g.pc = nullptr;
+#if defined(__x86_64__)
+        if (uc) g.pc = (void*)static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+        if (uc) g.pc = (void*)static_cast<ucontext_t*>(uc)->uc_mcontext.pc;
+#endif
         siglongjmp(g.jb, 1);
     }
     /* Not inside a kernel: behave as if we were never here. */
@@ -143,13 +152,17 @@ struct KernelTask : Task {
     uint64_t timeout_ns = 0;
     int run(Stream* s, std::string* msg) override;
     const char* name() const override { return "kernel launch"; }
+    void describe(TaskDiag* d) const override {
+        d->kind = TaskDiag::Kernel;
+        d->what = "kernel " + f->func_name;
+    }
 };
 
 typedef uint32_t (*entry_t)(void*);
 
 /* Calls the kernel entry under the crash guard. Kept free of C++ objects so that nothing in
  * this frame can be clobbered by siglongjmp. Returns the signal number, or 0. */
-__attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault) {
+__attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault, void** pc) {
     if (!tl_mask_saved) {
         pthread_sigmask(SIG_SETMASK, nullptr, &tl_mask);
         tl_mask_saved = true;
@@ -164,7 +177,44 @@ __attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* 
      * have changed the mask before it faulted: put the worker's mask back. */
     pthread_sigmask(SIG_SETMASK, &tl_mask, nullptr);
     *fault = tl_guard.addr;
+    *pc = tl_guard.pc;
     return tl_guard.sig;
+}
+
+/* Where a faulting instruction is: "exec_op.cc:42 in ExecOp (libx.so+0x1a2b)", from the kernel's
+ * debug info through addr2line when it is installed, else the nearest symbol. */
+std::string code_location(void* pc) {
+    if (!pc) return "an unknown instruction";
+    Dl_info di;
+    memset(&di, 0, sizeof di);
+    if (!dladdr(pc, &di) || !di.dli_fname) return strprintf("%p", pc);
+    uintptr_t off = (uintptr_t)pc - (uintptr_t)di.dli_fbase;
+    const char* base = strrchr(di.dli_fname, '/');
+    std::string where = strprintf("%s+0x%lx", base ? base + 1 : di.dli_fname, (unsigned long)off);
+    std::string func = di.dli_sname ? di.dli_sname : "";
+    /* addr2line -f -C -i: function/file:line pairs, innermost first. */
+    std::string cmd = strprintf("addr2line -f -C -i -e '%s' 0x%lx 2>/dev/null", di.dli_fname, (unsigned long)off);
+    std::string file_line, fn;
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+        char line[1024];
+        int n = 0;
+        while (fgets(line, sizeof line, p)) {
+            std::string l(line);
+            while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+            if (n == 0) fn = l;
+            if (n == 1) file_line = l;
+            n++;
+        }
+        pclose(p);
+    }
+    if (!file_line.empty() && file_line.find("??") == std::string::npos) {
+        size_t k = file_line.find(" (discriminator");
+        if (k != std::string::npos) file_line.resize(k);
+        return strprintf("%s in %s (%s)", file_line.c_str(), !fn.empty() && fn != "??" ? fn.c_str() : func.c_str(),
+                         where.c_str());
+    }
+    if (!func.empty()) return strprintf("%s (%s; build with debug info for the source line)", func.c_str(), where.c_str());
+    return strprintf("%s (build with debug info for the source line)", where.c_str());
 }
 
 std::atomic<uint64_t> g_kseq{0};
@@ -193,13 +243,23 @@ int KernelTask::run(Stream* s, std::string* msg) {
     k.active = true;
     k.dev = s->dev;
     k.kernel = kname;
+    k.kseq = seq;
+    diag_kernel_begin(k, s, kname);
     Context* saved_ctx = current_ctx();
     set_current_ctx(s->ctx);
     uint32_t ret = 0;
     int crashed = 0;
     void* fault_addr = nullptr;
-    for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++) crashed = guarded_call(entry, args.data(), &ret, &fault_addr);
+    void* fault_pc = nullptr;
+    for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++)
+        crashed = guarded_call(entry, args.data(), &ret, &fault_addr, &fault_pc);
     set_current_ctx(saved_ctx);
+    std::vector<Comm*> used; /* communicators this kernel worked on: told when it fails */
+    for (auto& o : k.ops)
+        if (o.c && std::find(used.begin(), used.end(), o.c) == used.end()) used.push_back(o.c);
+    for (Comm* c : k.acquired)
+        if (std::find(used.begin(), used.end(), c) == used.end()) used.push_back(c);
+    diag_kernel_end(k);
     std::string left = kernel_cleanup(k);
     std::string first_err = k.first_err;
     k.active = false;
@@ -215,23 +275,28 @@ int KernelTask::run(Stream* s, std::string* msg) {
                          s->q.front()->helps;
     }
     kernel_end_submit(s, helper_follows);
+    if (!crashed && ret == 0 && left.empty()) return 0;
     if (crashed) {
-        *msg = strprintf("AICPU kernel %s crashed with %s (fault address %p)", kname, strsignal(crashed), fault_addr);
+        *msg = strprintf("AICPU kernel %s crashed with %s at %s (fault address %p)", kname, strsignal(crashed),
+                         code_location(fault_pc).c_str(), fault_addr);
         if (!first_err.empty()) *msg += "; first error in the kernel: " + first_err;
-        EMU_LOG(LOG_ERROR, "%s", msg->c_str());
-        return ACL_ERROR_RT_AICPU_EXCEPTION;
-    }
-    if (ret != 0) {
+    } else if (ret != 0) {
         *msg = strprintf("AICPU kernel %s returned %u", kname, ret);
         if (!first_err.empty()) *msg += "; first error in the kernel: " + first_err;
         if (!left.empty()) *msg += "; " + left;
-        return ACL_ERROR_RT_AICPU_EXCEPTION;
-    }
-    if (!left.empty()) {
+    } else {
         *msg = strprintf("AICPU kernel %s returned 0 but %s", kname, left.c_str());
-        return ACL_ERROR_RT_AICPU_EXCEPTION;
     }
-    return 0;
+    /* The other ranks of its communicators would wait for this rank's part of the operation until
+     * their timeout: fail them now, naming the kernel. */
+    bool first = used.empty();
+    for (Comm* c : used)
+        if (comm_abort(c, strprintf("rank %d: %s", comm_rank(c), msg->c_str()),
+                       crashed ? AbortKind::Crash : AbortKind::Other))
+            first = true;
+    if (first) EMU_LOG(LOG_ERROR, "%s", msg->c_str());
+    diag_log("kernel failed: %s", msg->c_str());
+    return ACL_ERROR_RT_AICPU_EXCEPTION;
 }
 
 /* ---------------------------------------------------------------- args handles */

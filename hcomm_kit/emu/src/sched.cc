@@ -133,56 +133,92 @@ static std::string slot_text(const HTask& t) {
     switch (t.desc.kind) {
         case 1: return strprintf("channel notify slot %u from rank %u", t.desc.index, (unsigned)t.desc.peer);
         case 2: return strprintf("ACL notify id %u", t.desc.index);
-        default: return strprintf("thread notify slot %u of device thread t%u", t.desc.index, t.desc.thread_no);
+        default: return strprintf("thread notify slot %u of device %s", t.desc.index, thread_name(t.desc.thread_no).c_str());
     }
 }
 
 static uint64_t aload(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 static void astore(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
-int htask_exec(HTask& t, std::string* msg) {
+/* The wait of t failed because its communicator was aborted: the abort's kind decides the code. */
+static int aborted(const HTask& t, std::string* msg, AbortKind* kind) {
+    std::string why;
+    if (!t.comm || !comm_aborted(t.comm, &why)) return 0;
+    *msg = why;
+    AbortKind k = AbortKind::Other;
+    comm_abort_info(t.comm, &k, nullptr);
+    *kind = k;
+    return -2;
+}
+
+int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
     switch (t.op) {
         case HOp::Copy:
-            memmove(t.dst, t.src, t.n);
-            if (t.has_post_record) slot_record(t.post_ctl, t.post_slot);
-            return 1;
         case HOp::Reduce:
-            reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
-            if (t.has_post_record) slot_record(t.post_ctl, t.post_slot);
+            if (t.op == HOp::Copy) memmove(t.dst, t.src, t.n);
+            else reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
+            if (t.has_post_record) {
+                std::string f = record_slot(t, self, t.post_ctl, t.post_slot, t.post_rank, t.chan_rec);
+                if (!f.empty()) {
+                    *msg = f;
+                    *kind = AbortKind::Check;
+                    return -4;
+                }
+            }
             return 1;
-        case HOp::Record:
-            slot_record(t.slot_ctl, t.slot);
+        case HOp::Record: {
+            std::string f = record_slot(t, self, t.slot_ctl, t.slot, t.slot_rank, t.chan_rec);
+            if (!f.empty()) {
+                *msg = f;
+                *kind = AbortKind::Check;
+                return -4;
+            }
             return 1;
+        }
         case HOp::Nop:
             return 1;
         case HOp::Wait: {
-            if (slot_consume(t.slot_ctl, t.slot)) return 1;
+            std::string finding;
+            if (consume_slot(t, self, &finding)) {
+                if (finding.empty()) return 1;
+                *msg = finding;
+                *kind = AbortKind::Check;
+                return -4;
+            }
             uint64_t now = now_ns();
             if (!aload(&t.wait_start_ns)) {
                 astore(&t.wait_start_ns, now);
                 if (t.timeout_s) astore(&t.deadline_ns, now + (uint64_t)t.timeout_s * 1000000000ull);
             }
-            std::string why;
-            if (t.comm && comm_aborted(t.comm, &why)) {
-                *msg = why;
-                return -2;
-            }
+            if (int r = aborted(t, msg, kind)) return r;
             if (t.comm && t.peer_rank >= 0 && comm_peer_dead(t.comm, t.peer_rank)) {
                 *msg = strprintf("rank %d: %s: peer rank %d died while this device thread waited for %s",
                                  comm_rank(t.comm), t.api, t.peer_rank, slot_text(t).c_str());
+                *kind = AbortKind::PeerDead;
                 return -3;
             }
             uint64_t dl = aload(&t.deadline_ns);
             if (dl && now >= dl) {
-                *msg = strprintf("rank %d: %s timed out after %u s on device thread t%u waiting for %s (op tag '%s')",
-                                 t.comm ? comm_rank(t.comm) : -1, t.api, t.timeout_s, t.desc.thread_no,
-                                 slot_text(t).c_str(), t.tag ? t.tag : "");
+                std::string head = strprintf("rank %d: %s timed out after %u s on device %s waiting for %s (op tag '%s')",
+                                             t.comm ? comm_rank(t.comm) : -1, t.api, t.timeout_s,
+                                             thread_name(thread_code(self)).c_str(), slot_text(t).c_str(),
+                                             t.tag ? t.tag : "");
+                *msg = t.comm ? diag_wait_report(t.comm, t, self, head.c_str()) : head;
+                *kind = AbortKind::Timeout;
                 return -1;
             }
             return 0;
         }
     }
     return 1;
+}
+
+/* Drops what is left of t's queue (a task failed or the communicator was aborted). */
+static void drop_queue(HThread* t) {
+    std::lock_guard<std::mutex> g(t->qm);
+    t->dev->ctl->queued.fetch_sub((uint32_t)t->q.size(), std::memory_order_seq_cst);
+    t->q.clear();
+    t->qlen.store(0);
 }
 
 /* Runs thread t until its queue is empty or its head waits. Returns true on progress. */
@@ -199,23 +235,26 @@ static bool run_thread(HThread* t) {
         }
         std::string why;
         if (t->comm && comm_aborted(t->comm, &why)) {
-            std::lock_guard<std::mutex> g(t->qm);
-            t->dev->ctl->queued.fetch_sub((uint32_t)t->q.size(), std::memory_order_seq_cst);
-            t->q.clear();
-            t->qlen.store(0);
+            t->failed.store(true);
+            drop_queue(t);
             progress = true;
             break;
         }
         std::string msg;
-        int r = htask_exec(*h, &msg);
+        AbortKind kind = AbortKind::Other;
+        int r = htask_exec(*h, t, &msg, &kind);
         if (r == 0) break;
         if (r < 0) {
-            EMU_LOG(LOG_ERROR, "%s", msg.c_str());
-            if (t->comm) comm_abort(t->comm, msg);
-            std::lock_guard<std::mutex> g(t->qm);
-            t->dev->ctl->queued.fetch_sub((uint32_t)t->q.size(), std::memory_order_seq_cst);
-            t->q.clear();
-            t->qlen.store(0);
+            t->failed.store(true);
+            if (r != -2) { /* -2: aborted by someone else, who reported it */
+                /* The first failure of the communicator is reported in full on stderr (C hosts
+                 * that only check return codes see it there); later ones in one line. */
+                bool first = !t->comm || comm_abort(t->comm, msg, kind);
+                if (first) EMU_LOG(LOG_ERROR, "%s", msg.c_str());
+                else EMU_LOG(LOG_WARN, "%s", msg.substr(0, msg.find('\n')).c_str());
+                diag_log("device thread failed: %s", msg.c_str());
+            }
+            drop_queue(t);
             progress = true;
             break;
         }
@@ -225,6 +264,7 @@ static bool run_thread(HThread* t) {
             t->qlen.fetch_sub(1, std::memory_order_release);
             t->dev->ctl->queued.fetch_sub(1, std::memory_order_seq_cst);
         }
+        t->executed.fetch_add(1, std::memory_order_relaxed);
         progress = true;
     }
     t->claimed.store(false, std::memory_order_release);
@@ -340,6 +380,7 @@ void sched_abort_comm(Comm* c) {
     {
         std::lock_guard<std::mutex> g(d->m);
         d->abort_reason = why;
+        d->abort_code = comm_abort_code(c);
     }
     d->abort_epoch.fetch_add(1);
     doorbell_ring(d->ctl);
@@ -361,12 +402,12 @@ std::string sched_describe(Device* dev, Comm* c) {
         std::string line;
         if (h.op == HOp::Wait) {
             uint64_t st = aload(&h.wait_start_ns);
-            line = strprintf("device thread t%u%s waits for %s (%s, %.1f s so far, timeout %s)", t->no,
+            line = strprintf("device %s%s waits for %s (%s, %.1f s so far, timeout %s)", thread_name(thread_code(t)).c_str(),
                              t->comm ? strprintf(" of rank %d", comm_rank(t->comm)).c_str() : "", slot_text(h).c_str(),
                              h.api, st ? (double)(now - st) / 1e9 : 0.0,
                              h.timeout_s ? strprintf("%u s", h.timeout_s).c_str() : "none");
         } else {
-            line = strprintf("device thread t%u runs %s", t->no, h.api);
+            line = strprintf("device %s runs %s", thread_name(thread_code(t)).c_str(), h.api);
         }
         if (t->q.size() > 1) line += strprintf(", %zu more task(s) queued", t->q.size() - 1);
         out += (out.empty() ? "" : "; ") + line;
@@ -376,12 +417,14 @@ std::string sched_describe(Device* dev, Comm* c) {
 
 /* ---------------------------------------------------------------- waits on stream workers */
 
-static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg);
+static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg,
+                                 const HTask* h, HThread* self);
 
-int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg) {
+int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg, const HTask* h,
+                     HThread* self) {
     DevCtl* c = dev->ctl;
     c->helpers.fetch_add(1, std::memory_order_seq_cst);
-    int r = stream_wait_slot_loop(dev, slot, deadline_ns, comm, msg);
+    int r = stream_wait_slot_loop(dev, slot, deadline_ns, comm, msg, h, self);
     c->helpers.fetch_sub(1, std::memory_order_seq_cst);
     /* Rings seen while we were here did not wake the executor: hand it what is left. */
     if (c->exec_sleeping.load(std::memory_order_seq_cst) && c->helpers.load(std::memory_order_seq_cst) == 0 &&
@@ -390,14 +433,21 @@ int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* com
     return r;
 }
 
-static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg) {
+/* One attempt to take the flag: through the checker when the wait is an Hcomm task. */
+static bool take(DevCtl* c, uint32_t slot, const HTask* h, HThread* self, std::string* finding) {
+    if (h) return consume_slot(*h, self, finding);
+    return slot_consume(c, slot);
+}
+
+static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg,
+                                 const HTask* h, HThread* self) {
     DevCtl* c = dev->ctl;
     uint32_t epoch = dev->abort_epoch.load();
     for (;;) {
         /* Sampled before looking: a record or submission after this point changes it, so the
          * wait below cannot miss work (the executor is not woken while we are here). */
         uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
-        if (slot_consume(c, slot)) return 1;
+        if (take(c, slot, h, self, msg)) return 1;
         if (sched_pass(dev)) continue; /* help the device threads instead of sleeping */
         std::string why;
         if (comm && comm_aborted(comm, &why)) {
@@ -417,43 +467,90 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
     }
 }
 
+/* The code of a stream wait that failed because a communicator (comm, else any on the device) was
+ * aborted. */
+static int aborted_code(Device* dev, Comm* comm, uint64_t started_ns) {
+    if (comm && comm_aborted(comm, nullptr)) return comm_abort_code(comm, started_ns);
+    std::lock_guard<std::mutex> g(dev->m);
+    return dev->abort_code ? dev->abort_code : ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+}
+
 /* ---------------------------------------------------------------- CPU_TS threads on streams */
 
 namespace {
 struct HTaskStreamTask : Task {
     HThread* t;
     std::vector<HTask> tasks;
+    std::atomic<int> cur{-1};           /* index of the task being run (hang reports) */
+    std::atomic<uint64_t> since{0};
     HTaskStreamTask(HThread* th, std::vector<HTask>&& v) : t(th), tasks(std::move(v)) {
         for (const HTask& h : tasks)
             if (h.op == HOp::Wait) helps = true;
     }
     int run(Stream* s, std::string* msg) override {
-        for (HTask& h : tasks) {
+        for (size_t i = 0; i < tasks.size(); i++) {
+            HTask& h = tasks[i];
+            cur.store((int)i, std::memory_order_relaxed);
             if (h.op != HOp::Wait) {
                 std::string m;
-                htask_exec(h, &m);
+                AbortKind kind = AbortKind::Other;
+                if (htask_exec(h, t, &m, &kind) < 0) {
+                    *msg = strprintf("rank %d: %s on stream %u failed: %s", h.comm ? comm_rank(h.comm) : -1, h.api,
+                                     s->id, m.c_str());
+                    if (h.comm && kind == AbortKind::Check) comm_abort(h.comm, m, kind);
+                    return abort_code(kind, true);
+                }
+                t->executed.fetch_add(1, std::memory_order_relaxed);
                 continue;
             }
-            uint64_t deadline = h.timeout_s ? now_ns() + (uint64_t)h.timeout_s * 1000000000ull : 0;
+            uint64_t now = now_ns();
+            since.store(now, std::memory_order_relaxed);
+            uint64_t deadline = h.timeout_s ? now + (uint64_t)h.timeout_s * 1000000000ull : 0;
             std::string why;
-            int r = stream_wait_slot(s->dev, h.slot, deadline, h.comm, &why);
-            if (r == 1) continue;
-            std::string acct = sched_describe(s->dev, h.comm);
+            int r = stream_wait_slot(s->dev, h.slot, deadline, h.comm, &why, &h, t);
+            since.store(0, std::memory_order_relaxed);
+            if (r == 1 && why.empty()) {
+                t->executed.fetch_add(1, std::memory_order_relaxed);
+                continue;
+            }
+            if (r == 1) { /* a checker finding on the consumed notify */
+                *msg = why;
+                if (h.comm) comm_abort(h.comm, why, AbortKind::Check);
+                return kCheckErrorCode;
+            }
             if (r == 0) {
-                *msg = strprintf("rank %d: %s on stream %u timed out after %u s waiting for %s (op tag '%s')%s%s",
-                                 h.comm ? comm_rank(h.comm) : -1, h.api, s->id, h.timeout_s, slot_text(h).c_str(),
-                                 h.tag ? h.tag : "", acct.empty() ? "" : "; ", acct.c_str());
-                if (h.comm) comm_abort(h.comm, *msg);
+                std::string head = strprintf("rank %d: %s on stream %u timed out after %u s waiting for %s (op tag '%s')",
+                                             h.comm ? comm_rank(h.comm) : -1, h.api, s->id, h.timeout_s,
+                                             slot_text(h).c_str(), h.tag ? h.tag : "");
+                *msg = h.comm ? diag_wait_report(h.comm, h, t, head.c_str()) : head;
+                if (h.comm) comm_abort(h.comm, *msg, AbortKind::Timeout);
                 return ACL_ERROR_RT_TASK_TIMEOUT;
             }
-            *msg = strprintf("rank %d: %s on stream %u failed: %s%s%s", h.comm ? comm_rank(h.comm) : -1, h.api, s->id,
-                             why.c_str(), acct.empty() ? "" : "; ", acct.c_str());
-            bool timeout = why.find("timed out") != std::string::npos;
-            return timeout ? ACL_ERROR_RT_TASK_TIMEOUT : ACL_ERROR_RT_SUSPECT_REMOTE_ERROR;
+            *msg = strprintf("rank %d: %s on stream %u failed: %s", h.comm ? comm_rank(h.comm) : -1, h.api, s->id,
+                             why.c_str());
+            return aborted_code(s->dev, h.comm, now);
         }
         return 0;
     }
     const char* name() const override { return "Hcomm task on a CPU_TS thread"; }
+    void describe(TaskDiag* d) const override {
+        int i = cur.load(std::memory_order_relaxed);
+        size_t from = i < 0 ? 0 : (size_t)i;
+        if (i >= 0 && tasks[from].op == HOp::Wait) {
+            d->kind = TaskDiag::Wait;
+            d->wait = &tasks[from];
+            d->since_ns = since.load(std::memory_order_relaxed);
+            d->what = strprintf("%s (%s)", tasks[from].api, thread_name(thread_code(t)).c_str());
+            from++;
+        } else {
+            d->what = strprintf("Hcomm tasks of %s", thread_name(thread_code(t)).c_str());
+        }
+        for (size_t k = from; k < tasks.size(); k++) {
+            const HTask& h = tasks[k];
+            if (h.op == HOp::Record) d->records.emplace_back(h.slot_ctl, h.slot);
+            if (h.has_post_record) d->records.emplace_back(h.post_ctl, h.post_slot);
+        }
+    }
 };
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -27,7 +28,23 @@ std::atomic<uint32_t> g_stream_ids{0};
 /* Streams whose abandoned workers still run: deleted by the last of them. */
 std::unordered_map<Stream*, int>& g_abandoned = *new std::unordered_map<Stream*, int>();
 std::unordered_set<Stream*>& g_destroyed_pending = *new std::unordered_set<Stream*>();
+/* Stream lifetime: held around every `delete` of a stream and by streams_visit, so a visitor can
+ * look at streams (under their own locks) without one being freed meanwhile. Lock order:
+ * g_life_m, then a stream's m, then g_streams_m. */
+std::mutex& g_life_m = *new std::mutex();
 }  // namespace
+
+void streams_visit(Device* d, const std::function<void(Stream*)>& f) {
+    std::lock_guard<std::mutex> life(g_life_m);
+    std::vector<Stream*> list;
+    {
+        std::lock_guard<std::mutex> g(g_streams_m);
+        for (Stream* s : g_streams)
+            if (s->dev == d) list.push_back(s);
+    }
+    std::sort(list.begin(), list.end(), [](Stream* a, Stream* b) { return a->id < b->id; });
+    for (Stream* s : list) f(s);
+}
 
 bool stream_valid(Stream* s) {
     std::lock_guard<std::mutex> g(g_streams_m);
@@ -92,6 +109,7 @@ static void complete_one(Stream* s, Task* t) {
 
 static bool abandoned_exit(Stream* s) {
     /* Called by a worker that found itself abandoned; returns true if it deleted the stream. */
+    std::lock_guard<std::mutex> life(g_life_m);
     std::lock_guard<std::mutex> g(g_streams_m);
     if (--g_abandoned[s] > 0) return false;
     g_abandoned.erase(s);
@@ -143,6 +161,8 @@ static void worker_main(Stream* s, uint64_t gen) {
             t = std::move(s->q.front());
             s->q.pop_front();
             failed = s->err_code != 0;
+            s->cur = t.get();
+            s->cur_since_ns = now_ns();
         }
         int rc = 0;
         std::string msg;
@@ -154,6 +174,7 @@ static void worker_main(Stream* s, uint64_t gen) {
                 /* The watchdog abandoned us while the kernel ran and already completed the task. */
                 break;
             }
+            s->cur = nullptr;
             if (rc && !s->err_code) {
                 s->err_code = rc;
                 s->err_msg = msg;
@@ -208,6 +229,7 @@ void stream_destroy(Stream* s) {
         s->dev->stream_count--;
     }
     s->magic = 0;
+    std::lock_guard<std::mutex> life(g_life_m);
     std::lock_guard<std::mutex> g(g_streams_m);
     if (g_abandoned.count(s)) g_destroyed_pending.insert(s);
     else delete s;
@@ -229,6 +251,7 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
     }
     uint64_t deadline = timeout_ms >= 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
     if (timeout_ms == 0) deadline = now_ns();
+    HostSync hs(s->dev, s->id);
     /* waiters counts only sleeping callers, so a completion skips the wake-up syscall while we spin.
      * Before each check (the last one precedes the sleep) the target is published in wake_target
      * (a minimum over the sleepers), then completed is read again: a completer that missed the
@@ -299,6 +322,7 @@ void watchdog_fire(const WdEntry& e) {
         s->kernel_deadline_ns = 0;
         s->kernel_name.clear();
         s->worker_gen++;
+        s->cur = nullptr;
         while (!s->q.empty()) {
             dropped.push_back(std::move(s->q.front()));
             s->q.pop_front();
@@ -537,6 +561,8 @@ struct Event {
     std::atomic<uint64_t> done_seq{0}; /* records completed */
     std::atomic<uint64_t> ts_ns{0};    /* time of the last completed record */
     std::atomic<uint32_t> word{0};     /* futex: bumped at each completion */
+    std::atomic<Device*> dev{nullptr};  /* device and stream of the latest record (hang analysis) */
+    std::atomic<uint32_t> stream_id{0};
 };
 namespace {
 std::mutex g_ev_m;
@@ -621,6 +647,8 @@ EMU_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     RESOLVE_EVENT(e, event);
     RESOLVE_STREAM(s, stream);
     uint64_t seq = e->rec_seq.fetch_add(1) + 1;
+    e->dev.store(s->dev);
+    e->stream_id.store(s->id);
     return stream_enqueue(s, std::make_unique<EventRecordTask>(e, seq));
 }
 
@@ -654,6 +682,8 @@ static aclError sync_event(aclrtEvent event, int32_t timeout, const char* api) {
     uint64_t target = e->rec_seq.load();
     uint64_t deadline = timeout >= 0 ? now_ns() + (uint64_t)timeout * 1000000ull : 0;
     if (timeout == 0) deadline = now_ns();
+    Device* dev = e->dev.load();
+    std::unique_ptr<HostSync> hs(dev ? new HostSync(dev, e->stream_id.load()) : nullptr);
     bool ok = wait_word(&e->word, false, deadline, [&] { return e->done_seq.load() >= target; }, 1000000000ull);
     if (!ok)
         return seterr(ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, api, "event %p did not complete within %d ms", event, timeout);
@@ -731,41 +761,78 @@ namespace {
 std::mutex g_nt_m;
 std::unordered_set<Notify*> g_notifies;
 
+/* An ACL notify wait/record seen as an Hcomm task of a host stream (checker, hang reports). */
+HTask acl_notify_task(HOp op, const char* api, Device* dev, uint32_t slot, uint32_t timeout_s) {
+    HTask h;
+    h.op = op;
+    h.api = api;
+    h.slot_ctl = dev->ctl;
+    h.slot = slot;
+    h.timeout_s = timeout_s;
+    h.desc.kind = 2;
+    h.desc.index = slot;
+    return h;
+}
+
 struct NotifyRecordTask : Task {
     DevCtl* ctl;
     uint32_t slot;
-    NotifyRecordTask(DevCtl* c, uint32_t s) : ctl(c), slot(s) {}
+    NotifyRecordTask(Device* d, uint32_t s) : ctl(d->ctl), slot(s) {}
     int run(Stream*, std::string*) override {
+        /* A plain ACL notify between host streams is the runtime's business, not an operator's:
+         * no lost-signal finding here; the provenance says "host" so Hcomm waits do not judge it. */
+        if (check_mode()) ctl->src[slot].store(prov::make(true, false, 0x7f, 0xfff, 0, 0, 0), std::memory_order_release);
         slot_record(ctl, slot);
         return 0;
     }
     const char* name() const override { return "aclrtRecordNotify"; }
+    void describe(TaskDiag* d) const override {
+        d->kind = TaskDiag::Record;
+        d->what = strprintf("aclrtRecordNotify (ACL notify id %u)", slot);
+        d->records.emplace_back(ctl, slot);
+    }
 };
 
 struct NotifyWaitTask : Task {
     Device* dev;
     uint32_t slot;
     uint32_t timeout_s;
-    NotifyWaitTask(Device* d, uint32_t s, uint32_t t) : dev(d), slot(s), timeout_s(t) { helps = true; }
+    HTask h;
+    std::atomic<uint64_t> since{0};
+    NotifyWaitTask(Device* d, uint32_t s, uint32_t t)
+        : dev(d), slot(s), timeout_s(t), h(acl_notify_task(HOp::Wait, "aclrtWaitAndResetNotify", d, s, t)) {
+        helps = true;
+    }
     int run(Stream* s, std::string* msg) override;
     const char* name() const override { return "aclrtWaitAndResetNotify"; }
+    void describe(TaskDiag* d) const override {
+        d->kind = TaskDiag::Wait;
+        d->wait = &h;
+        d->since_ns = since.load(std::memory_order_relaxed);
+        d->what = strprintf("aclrtWaitAndResetNotify (ACL notify id %u)", slot);
+    }
 };
 }  // namespace
 
 /* Waits on one of dev's slots from a stream worker, running the device's runnable device
  * threads meanwhile. Returns 1 when consumed, 0 on timeout, -1 when aborted (msg says why). */
-int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg);
+int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg, const HTask* h,
+                     HThread* self);
 
 int NotifyWaitTask::run(Stream* s, std::string* msg) {
     uint64_t deadline = (timeout_s == 0 || timeout_s == UINT32_MAX) ? 0 : now_ns() + (uint64_t)timeout_s * 1000000000ull;
-    int r = stream_wait_slot(dev, slot, deadline, nullptr, msg);
+    since.store(now_ns(), std::memory_order_relaxed);
+    int r = stream_wait_slot(dev, slot, deadline, nullptr, msg, nullptr, nullptr);
+    since.store(0, std::memory_order_relaxed);
     if (r == 1) return 0;
     if (r == 0) {
         std::string acct = sched_describe(dev, nullptr);
         *msg = strprintf("stream %u: ACL notify id %u was not recorded within %u s (aclrtWaitAndResetNotify)%s%s",
                          s->id, slot, timeout_s, acct.empty() ? "" : "; ", acct.c_str());
+        return ACL_ERROR_RT_TASK_TIMEOUT;
     }
-    return ACL_ERROR_RT_TASK_TIMEOUT;
+    std::lock_guard<std::mutex> g(dev->m);
+    return dev->abort_code ? dev->abort_code : ACL_ERROR_RT_TASK_TIMEOUT;
 }
 }  // namespace emu
 
@@ -831,7 +898,7 @@ EMU_API aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream) {
     if (int r = check_init(__func__)) return r;
     RESOLVE_NOTIFY(n, notify);
     RESOLVE_STREAM(s, stream);
-    return stream_enqueue(s, std::make_unique<NotifyRecordTask>(n->dev->ctl, n->slot));
+    return stream_enqueue(s, std::make_unique<NotifyRecordTask>(n->dev, n->slot));
 }
 
 EMU_API aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream, uint32_t timeout) {

@@ -1,0 +1,44 @@
+/*
+ * hcomm-kit emulator extensions: calls and codes that CANN does not have. They exist only in the
+ * bundled CPU emulator (libhcomm_emu.so); a program that must also build against CANN guards them
+ * with #ifdef HCOMM_KIT_EMU_EXT.
+ */
+#ifndef HCOMM_KIT_EMU_EXT_H
+#define HCOMM_KIT_EMU_EXT_H
+
+#include <stdint.h>
+
+#include "hccl/hccl_types.h"
+
+#define HCOMM_KIT_EMU_EXT 1
+
+/* aclError of an operation failed by the notify checker (HCOMM_KIT_CHECK=1): a lost notify (a
+ * record while the flag is still set), a notify consumed by another call of the operation, an
+ * unordered access to the same HCCL-buffer bytes, or a read of bytes nobody wrote. Every rank of
+ * the communicator fails with it; aclGetRecentErrMsg() names rank, thread, task, call and bytes. */
+#define HCOMM_KIT_ERROR_CHECK 509001
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The checker's mode for this process from now on: 0 off, 1 findings fail the operation, 2 warn
+ * only (as HCOMM_KIT_CHECK=0/1/warn). Returns the previous mode, or -1 for a bad value. */
+int32_t HcommKitSetCheck(int32_t mode);
+
+/* Collective-call check: posts this rank's description of its next collective call (peer = -1) or
+ * of its next point-to-point call with peer, and compares it with what the other rank(s) posted for
+ * the same call (`expected`: the text they must have posted). A mismatch aborts the communicator
+ * on every rank and returns HCCL_E_PARA with the text (also in msg). */
+int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, const char* expected, char* msg,
+                          uint64_t msgLen);
+
+/* What every rank of the communicator waits for, as text (the hang report without a verdict).
+ * Returns the length written, truncated to bufLen - 1. */
+uint64_t HcommKitCommReport(HcclComm comm, char* buf, uint64_t bufLen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
