@@ -65,6 +65,10 @@ ALGORITHMS: dict[str, dict[str, int]] = {
 _HCCL_ALGO_NAMES = {"ring": "ring", "fullmesh": "mesh", "mesh": "mesh", "pairwise": "pairwise", "na": "auto",
                     "auto": "auto"}
 _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
+# Built-in operator -> the Python method that calls it (for the collective-call check's messages).
+_API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all",
+              "alltoallv": "all_to_all_v"}
+_ROOTED = frozenset({"broadcast", "reduce", "scatter", "gather"})
 _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
 
 
@@ -154,6 +158,8 @@ class CollectiveOps:
     rt: Any
     _builtins: dict[str, CustomOp]
     _hccl_algo: str | None
+    _call_check: Any
+    _sig_cache: dict
 
     # ---- plumbing -----------------------------------------------------------------------------
     def builtin_op(self, name: str) -> CustomOp:
@@ -277,6 +283,8 @@ class CollectiveOps:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
         algo = _algo_id(name, algorithm, self._hccl_algo)
+        if self._call_check is not None:
+            self._check_call(op, name, count, dt, reduce_op, root, algo, params)
         s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,
                         {**params, "algo": algo} if params else {"algo": algo})
         if async_op == "stream":
@@ -285,6 +293,39 @@ class CollectiveOps:
             return op.complete(finish, stream=s, timeout=timeout, async_op=True)
         op.synchronize(s, timeout)
         return finish()
+
+    def _check_call(self, op: CustomOp, name: str, count: int, dt: "_dtypes.DType", reduce_op: Any, root: int,
+                    algo: int, params: dict | None) -> None:
+        """Every rank must make the same call here (CustomOp.check_call): raise before launching if not."""
+        if name == "send_recv":
+            d = params["direction"] if params else 0
+            key: tuple = ("p2p", d, count, dt.value, root)
+            pair = self._sig_cache.get(key)
+            if pair is None:
+                what = f"(count={count}, dtype={dt.name})"
+                pair = ((f"send{what} to rank {root}", f"recv{what} from rank {self.rank}") if d == 0 else
+                        (f"recv{what} from rank {root}", f"send{what} to rank {self.rank}"))
+                if len(self._sig_cache) < 256:
+                    self._sig_cache[key] = pair
+            op.check_call(pair[0], pair[1], peer=root)
+            return
+        key = (name, count, dt.value, reduce_op, root, algo)
+        sig = self._sig_cache.get(key)
+        if sig is None:
+            if name == "alltoallv":
+                args = [f"dtype={dt.name}"]  # the counts differ per rank by design
+            else:
+                args = [f"count={count}", f"dtype={dt.name}"]
+            if op._reduce_ok:
+                args.append(f"op={_dtypes.get_reduce_op(reduce_op if reduce_op is not None else 'sum').name}")
+            if name in _ROOTED:
+                args.append(f"root={root}")
+            if algo:
+                args.append(f"algorithm={algo}")
+            sig = f"{_API_NAMES.get(name, name)}({', '.join(args)})"
+            if len(self._sig_cache) < 256:
+                self._sig_cache[key] = sig
+        op.check_call(sig)
 
     def _rop(self, op: Any, x: Any, dtype: Any) -> tuple[Any, Any]:
         """(reduce op for the kernel, host post-processing) — ``avg`` is sum, then divide."""

@@ -21,7 +21,11 @@ __all__ = [
     "AclError",
     "HcclError",
     "OpTimeoutError",
+    "DeadlockError",
     "KernelError",
+    "CheckError",
+    "CollectiveMismatchError",
+    "RemoteError",
 ]
 
 
@@ -237,5 +241,42 @@ class OpTimeoutError(AclError, TimeoutError):
         return text
 
 
+class DeadlockError(OpTimeoutError):
+    """The emulator proved that an operator can never finish (a wait-for cycle across ranks, or a
+    notify nobody will record) and failed it before its timeout (ACL 107020, as a timeout would).
+
+    ``account`` holds the cross-rank hang report: root causes, knock-on waits, every rank's state.
+    """
+
+
 class KernelError(AclError):
     """A kernel returned non-zero or crashed (ACL 507018, AICPU exception)."""
+
+
+class CheckError(AclError):
+    """The emulator's notify checker found a protocol bug in an operator (code 509001,
+    ``HCOMM_KIT_ERROR_CHECK``): a lost notify (recorded while still set), a notify consumed by another
+    call, an unordered access to the same HCCL-buffer bytes, or a read of bytes nobody wrote. The
+    message names operator, rank, thread, task, call and bytes. ``HCOMM_KIT_CHECK=warn`` reports
+    without failing.
+    """
+
+
+class CollectiveMismatchError(HcommKitError):
+    """The ranks of a communicator made different calls (operator, count, dtype, reduce op, root)
+    at the same point; detected before data moved, on every rank.
+
+    Attributes: ``call`` (this rank's call), ``message`` (every rank's call).
+    """
+
+    def __init__(self, message: str, call: str = "") -> None:
+        self.message, self.call = message, call
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.call))
+
+
+class RemoteError(AclError):
+    """Another rank of the communicator failed (crashed, died, timed out, found a bug) and this
+    rank's operation failed with it (ACL 507057); the message names that rank and its reason."""

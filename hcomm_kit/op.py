@@ -27,9 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from . import diag as _diag
 from . import dtypes as _dtypes
 from . import envs
-from .errors import AclError, ConfigError, HcclError, HcommKitError, KernelError, OpTimeoutError
+from .errors import (AclError, CheckError, CollectiveMismatchError, ConfigError, DeadlockError, HcclError,
+                     HcommKitError, KernelError, OpTimeoutError, RemoteError)
 from .runtime import codes, enums, structs
 from .scaffold.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from .core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
@@ -44,6 +46,9 @@ _D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 _TIMEOUT_CODES = (107020, 507017)           # TASK_TIMEOUT, AICPU_TIMEOUT
 _KERNEL_CODE = 507018                        # AICPU_EXCEPTION
 _REMOTE_CODE = 507057                        # SUSPECT_REMOTE_ERROR
+_CHECK_CODE = 509001                         # HCOMM_KIT_ERROR_CHECK (emulator extension)
+_DEADLOCK_MARK = "[hcomm-kit] DEADLOCK"     # the emulator's certain-hang report
+_MISMATCH_MARK = "collective mismatch"       # the emulator's call check (and point-to-point mismatch)
 _UINT16_MAX = 0xFFFF
 _OP_TYPES = {"ring-allreduce": enums.HcclCMDType.HCCL_CMD_ALLREDUCE,
              "mesh-allgather": enums.HcclCMDType.HCCL_CMD_ALLGATHER,
@@ -273,6 +278,7 @@ class CustomOp:
         self._cfg_by_timeout: dict[int, Any] = {}
         self._dt_cache: dict = {}
         self._rop_cache: dict = {}
+        self._sig_cache: dict = {}
         self._status = ctypes.c_int(0)
         # OpParam and its cached args handle (aclrtKernelArgsInitByUserMem: memory we own).
         P = spec.param_struct()
@@ -520,6 +526,8 @@ class CustomOp:
             raise ConfigError(f"root={root} is not a rank of this {size}-rank communicator", key="root")
         tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
         s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
+        if comm._call_check is not None:
+            self._check_custom_call(n, dt, rop, r, params)
         self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
         return self.complete(self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
                              stream=s, timeout=timeout, async_op=async_op)
@@ -649,30 +657,86 @@ class CustomOp:
             return out
         return finish
 
+    # ---- collective-call check -------------------------------------------------------------
+    def check_call(self, signature: str, expected: str | None = None, peer: int = -1) -> None:
+        """Post this rank's call and compare it with the other ranks' (emulator only; a no-op on CANN).
+
+        Every rank of the communicator makes the same collective calls in the same order; a rank
+        whose call differs (operator, count, dtype, reduce op, root) is found by the later of two
+        ranks, the communicator is aborted, and every rank's call fails before data moves.
+
+        Args:
+            signature: this rank's call, e.g. ``"all_reduce(count=8, dtype=fp32, op=sum)"``.
+            expected: what the other rank(s) must have posted (default: ``signature``).
+            peer: -1 for a collective of every rank, else the partner of a point-to-point call.
+
+        Raises:
+            CollectiveMismatchError: the calls differ (the message shows each rank's call).
+        """
+        comm = self.comm
+        fn = comm._call_check
+        if fn is None or comm.size == 1:
+            return
+        sig = signature.encode()
+        if fn(comm.handle, peer, sig, expected.encode() if expected is not None else sig, comm._check_buf,
+              len(comm._check_buf)):
+            text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message()
+            raise CollectiveMismatchError(f"rank {comm.rank}: {text}", call=signature)
+
+    def _check_custom_call(self, n: int, dt, rop: int, root: int, params: dict) -> None:
+        """The call check of ``op(...)``: operator, dtype and reduce op; with ``[io] same_args`` (the
+        default) also count, root and parameters."""
+        key = (n, dt.value, rop, root, repr(sorted(params.items())) if params else "")
+        sig = self._sig_cache.get(key)
+        if sig is None:
+            rname = _dtypes.get_reduce_op(rop).name if self._reduce_ok else "-"
+            if self.spec.same_args and self._peer_topology:
+                extra = f", count={n}"  # root names the partner, parameters may say the direction
+            elif self.spec.same_args:
+                extra = f", count={n}, root={root}" + (f", params={key[4]}" if params else "")
+            else:
+                extra = ""
+            sig = f"{self.name}[{self.tag}](dtype={dt.name}, reduce_op={rname}{extra})"
+            if len(self._sig_cache) < 64:
+                self._sig_cache[key] = sig
+        if self._peer_topology:  # a point-to-point operator: only the pair calls it
+            self.check_call(sig, peer=root)
+        else:
+            self.check_call(sig)
+
     # ---- errors ------------------------------------------------------------------------------
     def _error(self, ret: int, api: str, timeout, *, hccl: bool = False) -> Exception:
         """The exception for a failed call, with the operator, rank and the runtime's message."""
         rt = self.rt
         ret = int(ret)
-        message = rt.recent_error_message()
+        message = rt.recent_error_message() or ""
         rank = self.comm.rank
         where = f"operator {self.name} (kernel {self.spec.kernel}) on rank {rank}/{self.comm.size}"
+        _diag.log(f"{where}: {api} failed with {ret}: {message}")
         if hccl:
             name = codes.hccl_name(ret)
             return HcclError(ret, name, api, f"{where}: {message or codes.hccl_meaning(ret)}")
         name = codes.acl_name(ret)
         t = self._default_timeout if timeout is None else timeout
+        if _MISMATCH_MARK in message:
+            return CollectiveMismatchError(f"{where}: {message}")
         if ret in _TIMEOUT_CODES:
+            if _DEADLOCK_MARK in message:
+                return DeadlockError(ret, name, api, f"operator {self.name} can never finish on rank {rank}: the "
+                                                     f"emulator found a deadlock (report below)",
+                                     op=self.name, rank=rank, timeout=float(t), account=message)
             hint = (f"operator {self.name} did not finish within {t} s on rank {rank} "
                     f"(timeout= argument or HCCL_EXEC_TIMEOUT)")
             return OpTimeoutError(ret, name, api, hint, op=self.name, rank=rank, timeout=float(t),
                                   account=message or codes.acl_meaning(ret))
+        if ret == _CHECK_CODE:
+            return CheckError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")
         if ret == _KERNEL_CODE:
             return KernelError(ret, name, api, f"kernel {self.spec.kernel} of {where} failed: "
                                                f"{message or codes.acl_meaning(ret)}")
         if ret == _REMOTE_CODE:
-            return AclError(ret, name, api, f"{where}: a peer rank failed or exited "
-                                            f"(remote error): {message or codes.acl_meaning(ret)}")
+            return RemoteError(ret, name, api, f"{where}: a peer rank failed or exited "
+                                               f"(remote error): {message or codes.acl_meaning(ret)}")
         return AclError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")
 
     def _release(self) -> None:

@@ -330,7 +330,9 @@ def _emu_inputs(spec: OpSpec, debug: bool):
     info_json = spec.path(f"op_kernel_aicpu/{spec.json_name}")
     if not info_json.is_file():
         raise BuildError(f"{info_json} is missing; re-create it with `hcomm-kit new --update {spec.opdir}`")
-    flags = [*EMU_FLAGS, *(DEBUG_FLAGS if debug else RELEASE_FLAGS)]
+    # -g in release builds too: the emulator names the source line of a crash, a hang or a checker
+    # finding from the kernel's debug info (no cost at run time).
+    flags = [*EMU_FLAGS, *(DEBUG_FLAGS if debug else (*RELEASE_FLAGS, "-g"))]
     key = cache.hash_key(
         [*sources, *headers, *_emu_headers(include), info_json, spec.path("op.toml")],
         ["op-emu", *flags, *EMU_LINK_FLAGS, ident, lib.parent.name,

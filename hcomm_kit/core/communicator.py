@@ -165,6 +165,10 @@ class Communicator(CollectiveOps):
         self._ops: dict = {}            # opdir -> CustomOp
         self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.collectives)
         self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
+        # Collective-call check (emulator extension HcommKitCallCheck; None on CANN): see CustomOp.check_call.
+        self._call_check = rt.hccl.HcommKitCallCheck if rt.backend == "emu" and rt.has("HcommKitCallCheck") else None
+        self._check_buf = ctypes.create_string_buffer(2048)
+        self._sig_cache: dict = {}
         self._closed = False
 
         def make_root() -> bytes:
@@ -275,6 +279,9 @@ class Communicator(CollectiveOps):
         try:
             if self.stream.handle:
                 self.rt.acl.aclrtSynchronizeStream(self.stream.handle)
+            if self._call_check is not None and self.size > 1 and self.handle:
+                # a peer still making collective calls learns that this rank closed instead
+                self._call_check(self.handle, -1, b"close()", b"close()", self._check_buf, len(self._check_buf))
             self._closing_barrier()
         finally:
             for res in list(self._resources.values()):

@@ -144,7 +144,10 @@ ACL_RT_CODES: Mapping[int, str] = MappingProxyType(_ACL_RT)
 ACLNN_CODES: Mapping[int, str] = MappingProxyType(_ACLNN)
 HCCL_CODES: Mapping[int, str] = MappingProxyType(_HCCL)
 
-_ACL_ALL: dict[int, str] = {**_ACL, **_ACL_RT}
+#: hcomm-kit emulator extension codes (hcomm_kit/emu_ext.h): never returned by CANN.
+HCOMM_KIT_CODES: Mapping[int, str] = MappingProxyType({509001: "HCOMM_KIT_ERROR_CHECK"})
+
+_ACL_ALL: dict[int, str] = {**_ACL, **_ACL_RT, **HCOMM_KIT_CODES}
 _ACL_BY_NAME: dict[str, int] = {**{v: k for k, v in _ACL_ALL.items()}, **ACL_ALIASES}
 _HCCL_BY_NAME: dict[str, int] = {v: k for k, v in _HCCL.items()}
 
@@ -174,6 +177,7 @@ _ACL_MEANING: dict[int, str] = {
     507046: "the stream still had unfinished tasks when the timeout expired",
     507047: "the event had still not completed when the timeout expired",
     507900: "AI CPU internal error",
+    509001: "hcomm-kit's notify checker found a protocol bug in the operator (HCOMM_KIT_CHECK)",
 }
 _HCCL_MEANING: dict[int, str] = {
     0: "success", 1: "parameter error", 2: "empty pointer", 3: "memory error", 4: "internal error",

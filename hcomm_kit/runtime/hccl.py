@@ -137,6 +137,10 @@ DECLS: tuple[Decl, ...] = (
     _host("HcclCommMemReg", _vp, c_char_p, POINTER(CommMem), _out),
     _host("HcclGetRemoteIpcHcclBuf", _vp, c_uint64, _out, _u64p),
     _host("HcclDevMemAcquire", _vp, c_char_p, _u64p, _out, POINTER(c_bool)),
+    # ---- hcomm-kit emulator extensions (hcomm_kit/emu_ext.h; absent on CANN) -----------------
+    _host("HcommKitSetCheck", c_int32, restype=c_int32, required=False),
+    _host("HcommKitCallCheck", _vp, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),
+    _host("HcommKitCommReport", _vp, c_char_p, c_uint64, restype=c_uint64, required=False),
     # ---- §3.10 alternative launcher (950) ------------------------------------------------
     _host("HcclAicpuKernelLaunch", _vp, POINTER(HcclOpDesc), POINTER(HcclKernelFuncInfo), _h, _vp,
           POINTER(HcclKernelLaunchCfg), required=False),

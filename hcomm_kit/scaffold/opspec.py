@@ -23,6 +23,7 @@ Schema (every key except ``op.name`` is optional)::
     [io]
     output  = "count"        # output element count: "count" | "count*ranks" | "count/ranks"
     inplace = false          # the kernel accepts output == input
+    same_args = true         # every rank passes the same count, root and parameters (checked per call)
 
     [resources]
     threads             = 1  # AICPU device threads (int, "ranks", "ranks-1" or "peers"); threads[0] = main
@@ -141,7 +142,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
     "": {"op": "table", "io": "table", "resources": "table", "param": "array of tables"},
     "op": {k: "" for k in ("name", "kernel", "so", "handshake", "pattern", "products", "dtypes",
                            "reduce_ops", "vendor")},
-    "io": {"output": "", "inplace": ""},
+    "io": {"output": "", "inplace": "", "same_args": ""},
     "resources": {"threads": "", "notifies_per_thread": "", "channels": "table"},
     "resources.channels": {"topology": "", "notifies": ""},
     "param": {"name": "", "type": "", "array": ""},
@@ -173,6 +174,7 @@ class OpSpec:
     topology: str
     channel_notifies: int
     params: tuple[ParamField, ...]
+    same_args: bool = True
     opdir: Path | None = None
     toml_sha256: str = ""
     _memo: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
@@ -372,7 +374,7 @@ class OpSpec:
             "name": self.name, "kernel": self.kernel, "so": self.so, "handshake": self.handshake,
             "pattern": self.pattern, "products": list(self.products), "dtypes": list(self.dtypes),
             "reduce_ops": list(self.reduce_ops), "vendor": self.vendor, "output": self.output,
-            "inplace": self.inplace, "threads": self.threads,
+            "inplace": self.inplace, "same_args": self.same_args, "threads": self.threads,
             "notifies_per_thread": self.notifies_per_thread, "topology": self.topology,
             "channel_notifies": self.channel_notifies,
             "params": [{"name": p.name, "type": p.type, "array": p.array} for p in self.params],
@@ -590,6 +592,7 @@ class _Validator:
 
         output = self.choice(io, "output", "io", OUTPUT_RULES, "count")
         inplace = self.get(io, "inplace", "io", bool, False)
+        same_args = self.get(io, "same_args", "io", bool, True)
 
         threads = self.get(res, "threads", "resources", (int, str), 1)
         if isinstance(threads, str) and threads not in THREAD_RULES:
@@ -616,7 +619,7 @@ class _Validator:
             products=tuple(products), dtypes=tuple(canon_dtypes), reduce_ops=tuple(canon_ops),
             vendor=vendor, output=output, inplace=inplace, threads=threads,
             notifies_per_thread=notifies, topology=topology, channel_notifies=chan_notifies,
-            params=tuple(params), opdir=opdir, toml_sha256=sha256,
+            params=tuple(params), same_args=same_args, opdir=opdir, toml_sha256=sha256,
         )
 
     def params(self, raw: Any) -> list[ParamField]:

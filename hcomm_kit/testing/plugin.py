@@ -289,7 +289,7 @@ def _run_group(first) -> None:
     batch = [first] + [it for it in items[start + 1:] if _group_key(it) == key and it.nodeid not in results]
     np_, timeout = key[1], key[2]
     logdir = Path(tempfile.mkdtemp(prefix=f"hcomm_kit_mpi_np{np_}_"))
-    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), **dict(key[3])}
+    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), "HCOMM_KIT_JOB_DIR": str(logdir), **dict(key[3])}
     if "HCCL_EXEC_TIMEOUT" not in os.environ:
         env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(timeout) - 5))  # device waits fail before the harness kills
     if "HCOMM_KIT_SPIN_US" not in os.environ and (os.cpu_count() or 1) < np_:
@@ -319,6 +319,11 @@ def _run_group(first) -> None:
                     done_ids, last = finished, time.monotonic()
                 elif time.monotonic() - last > timeout:
                     timed_out = True
+                    # what every rank waits for, before the job is killed (the emulator answers)
+                    from hcomm_kit import diag
+
+                    states = diag.collect(logdir, ranks=np_, timeout=1.5)
+                    (logdir / "hang-state.txt").write_text(diag.format_states(states, np_))
                     _kill(proc)
                     break
             proc.wait()
@@ -433,6 +438,9 @@ def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_
     else:
         why = f"the mpirun job exited with status {rc} before the test finished (a rank crashed or aborted)"
     parts = [head + why]
+    state = logdir / "hang-state.txt"
+    if timed_out and state.is_file():
+        parts.append(f"--- what every rank was doing when the timeout fired ---\n{state.read_text().rstrip()}")
     for r in range(np_):
         parts.append(f"--- rank {r} log (tail) ---\n{_tail(logdir / f'rank{r}.log', 25)}")
     parts.append(f"--- mpirun ---\n{_tail(logdir / 'mpirun.log', 15)}")

@@ -56,6 +56,7 @@ struct DiagWait {
     uint64_t since_ns;    /* when it started waiting (CLOCK_MONOTONIC: one clock for every rank) */
     uint64_t kseq;        /* kernel launch that emitted it */
     char api[56];
+    char where[56];       /* source line of the call in the kernel ("exec_op.cc:42"), when known */
 };
 struct DiagRec {          /* a notify a thread or stream still has to set */
     int16_t rank;         /* rank owning the slot */

@@ -10,6 +10,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -181,9 +182,9 @@ bool config_load(std::string* err) {
     c.default_kernel_timeout_s = (uint32_t)v;
     const char* chk = getenv("HCOMM_KIT_CHECK");
     if (chk && *chk) {
-        if (!strcmp(chk, "0") || !strcmp(chk, "off")) c.check = 0;
-        else if (!strcmp(chk, "1") || !strcmp(chk, "on")) c.check = 1;
-        else if (!strcmp(chk, "warn")) c.check = 2;
+        if (!strcmp(chk, "0")) c.check = 0;
+        else if (!strcmp(chk, "1")) c.check = 1;
+        else if (!strcasecmp(chk, "warn")) c.check = 2;
         else {
             *err = strprintf("HCOMM_KIT_CHECK='%s' is not one of 1 (fail the operation), warn, 0 (off)", chk);
             return false;

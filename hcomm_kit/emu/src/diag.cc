@@ -165,11 +165,12 @@ std::string record_slot(const HTask& t, const HThread* self, DevCtl* ctl, uint32
     doorbell_ring(ctl);
     if (!old) return "";
     std::string who = self ? strprintf("rank %d %s", rank, thread_name(code).c_str()) : std::string("the host");
+    std::string at = t.caller ? " at " + code_line(t.caller) : std::string();
     std::string text = strprintf(
-        "lost notify: %s, %s (%s, %s), set %s while it was still set by %s that no wait has consumed yet; "
+        "lost notify: %s, %s (%s%s, %s), set %s while it was still set by %s that no wait has consumed yet; "
         "the two records merge into one, so a wait will miss a signal (a doubled record, or a record before the "
         "peer consumed the previous one)",
-        who.c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api,
+        who.c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at.c_str(),
         op_text(t.tag, t.inst, t.use, slot_rank).c_str(),
         t.desc.kind || t.op == HOp::Record ? record_target_text(t, slot_rank).c_str()
                                            : strprintf("notify slot %u of rank %d", slot, slot_rank).c_str(),
@@ -204,8 +205,9 @@ bool consume_slot(const HTask& t, const HThread* self, std::string* finding) {
         if (!comm_op_tag(t.comm, ptag, &other)) return true; /* a tag this rank never ran: no claim */
     }
     int rank = comm_rank(t.comm);
-    std::string waiter = strprintf("rank %d %s, %s (%s on %s, %s)", rank, thread_name(thread_code(self)).c_str(),
+    std::string waiter = strprintf("rank %d %s, %s (%s%s on %s, %s)", rank, thread_name(thread_code(self)).c_str(),
                                    task_pos(t.bidx, t.bsize).c_str(), t.api,
+                                   t.caller ? (" at " + code_line(t.caller)).c_str() : "",
                                    t.desc.kind == 1 ? strprintf("channel notify slot %u from rank %u", t.desc.index, t.desc.peer).c_str()
                                    : t.desc.kind == 2 ? strprintf("ACL notify id %u", t.desc.index).c_str()
                                                       : strprintf("thread notify slot %u", t.desc.index).c_str(),
@@ -314,6 +316,10 @@ void fill_wait(DiagWait* w, const HTask& h) {
     w->since_ns = __atomic_load_n(&h.wait_start_ns, __ATOMIC_RELAXED);
     w->kseq = h.kseq;
     copy_str(w->api, h.api);
+    /* the source line costs an addr2line run the first time: only for waits that last */
+    uint64_t now = now_ns();
+    if (h.caller && w->since_ns && now - std::min(now, w->since_ns) >= kAnalyseAfterNs / 2)
+        copy_str(w->where, code_line(h.caller).c_str());
 }
 
 void add_rec(DiagRec* rec, uint8_t* n, uint32_t* more, int rank, uint32_t slot) {
@@ -554,7 +560,8 @@ struct Node {
     int idx;            /* thread / stream index in the snapshot (Host: -1) */
     bool stuck = true;
     std::string dead_end; /* nothing will ever record it: why */
-    std::vector<int> deps;
+    std::vector<int> deps;    /* the stuck waits of the tasks that would record its notify */
+    std::vector<int> through; /* stuck hosts / barriers it depends on otherwise (dead ends) */
 };
 
 struct Analysis {
@@ -625,14 +632,14 @@ void analyse(Comm* c, Analysis& A) {
         if (!v.have) continue;
         const DiagSnap& s = *v.s;
         for (uint32_t i = 0; i < s.nthreads; i++)
-            if (s.threads[i].state == 2) A.nodes.push_back(Node{Node::ThreadWait, (int)r, (int)i, true, "", {}});
+            if (s.threads[i].state == 2) A.nodes.push_back(Node{Node::ThreadWait, (int)r, (int)i, true, "", {}, {}});
         for (uint32_t i = 0; i < s.nstreams; i++) {
-            if (s.streams[i].state == 2) A.nodes.push_back(Node{Node::StreamWait, (int)r, (int)i, true, "", {}});
-            if (s.streams[i].state == 3) A.nodes.push_back(Node{Node::Barrier, (int)r, (int)i, true, "", {}});
+            if (s.streams[i].state == 2) A.nodes.push_back(Node{Node::StreamWait, (int)r, (int)i, true, "", {}, {}});
+            if (s.streams[i].state == 3) A.nodes.push_back(Node{Node::Barrier, (int)r, (int)i, true, "", {}, {}});
         }
         if (s.host_sync) {
             A.host_node[r] = (int)A.nodes.size();
-            A.nodes.push_back(Node{Node::Host, (int)r, -1, true, "", {}});
+            A.nodes.push_back(Node{Node::Host, (int)r, -1, true, "", {}, {}});
         }
     }
     /* who records what: (rank owning the slot, slot) -> sources (node index, or -1 = runnable) */
@@ -673,7 +680,7 @@ void analyse(Comm* c, Analysis& A) {
             if (!nd.stuck) continue;
             bool stuck = true;
             std::string dead_end;
-            std::vector<int> deps;
+            std::vector<int> deps, through;
             const DiagSnap& s = *A.ranks[nd.rank].s;
             if (nd.type == Node::Host) {
                 uint32_t want = s.host_sync_stream;
@@ -684,11 +691,11 @@ void analyse(Comm* c, Analysis& A) {
                     found = true;
                     int sn = node_of(nd.rank, false, (int)i);
                     if (sn < 0 || !A.nodes[sn].stuck) stuck = false;
-                    else deps.push_back(sn);
+                    else through.push_back(sn);
                 }
                 if (want && !found) stuck = false; /* the stream is idle: the synchronize returns */
                 if (!want && any_runnable_stream(s)) stuck = false;
-                if (!found && !want && deps.empty()) stuck = false;
+                if (!found && !want && through.empty()) stuck = false;
             } else if (nd.type == Node::Barrier) {
                 uint32_t b = s.streams[nd.idx].barrier_seq;
                 for (uint32_t q = 0; q < n && stuck; q++) {
@@ -696,7 +703,7 @@ void analyse(Comm* c, Analysis& A) {
                     if ((int32_t)(c->job->bar_seq[q].load() - b) >= 0) continue; /* arrived */
                     if (A.ranks[q].dead || A.ranks[q].gone) continue;
                     if (!A.ranks[q].have || !host_stuck((int)q)) stuck = false;
-                    else deps.push_back(A.host_node[q]);
+                    else through.push_back(A.host_node[q]);
                 }
             } else {
                 const DiagWait& w = *node_wait(A, nd);
@@ -751,7 +758,7 @@ void analyse(Comm* c, Analysis& A) {
                             dead_end = strprintf("rank %u has not started its part of %s and cannot: its host is "
                                                  "blocked in a synchronize call behind work that is stuck",
                                                  p, opname.c_str());
-                            deps.push_back(A.host_node[p]);
+                            through.push_back(A.host_node[p]);
                         }
                     }
                 } else {
@@ -769,7 +776,7 @@ void analyse(Comm* c, Analysis& A) {
                                                  "no queued task records it, and the host is blocked in a synchronize "
                                                  "call",
                                                  nd.rank);
-                            deps.push_back(A.host_node[nd.rank]);
+                            through.push_back(A.host_node[nd.rank]);
                         }
                     }
                 }
@@ -777,9 +784,11 @@ void analyse(Comm* c, Analysis& A) {
             if (!stuck) {
                 nd.stuck = false;
                 nd.deps.clear();
+                nd.through.clear();
                 changed = true;
             } else {
                 nd.deps = deps;
+                nd.through = through;
                 nd.dead_end = dead_end;
             }
         }
@@ -815,8 +824,8 @@ std::string wait_detail(const Analysis& A, const Node& nd) {
     if (!tag || !*tag) tag = op_tag_of(s, w.tag16);
     std::string op = w.tag16 && tag ? "; " + op_text(tag, w.inst, w.kind == 1 ? w.use : 0, w.peer) : std::string();
     uint64_t since = w.since_ns && w.since_ns < A.now ? A.now - w.since_ns : 0;
-    return strprintf("waits for %s (%s, %s%s), %.1f s so far", wait_text(w).c_str(), w.api,
-                     task_pos(w.bidx, w.bsize).c_str(), op.c_str(), secs(since));
+    return strprintf("waits for %s (%s%s%s, %s%s), %.1f s so far", wait_text(w).c_str(), w.api, w.where[0] ? " at " : "",
+                     w.where, task_pos(w.bidx, w.bsize).c_str(), op.c_str(), secs(since));
 }
 
 /* Who would record the notify nd waits for, in words. */
@@ -885,7 +894,7 @@ std::string rank_summary(const Analysis& A, uint32_t r, const char* indent) {
         std::string what;
         uint64_t since = st.since_ns && st.since_ns < A.now ? A.now - st.since_ns : 0;
         if (st.state == 2) {
-            Node tmp{Node::StreamWait, (int)r, (int)i, false, "", {}};
+            Node tmp{Node::StreamWait, (int)r, (int)i, false, "", {}, {}};
             what = wait_detail(A, tmp);
         } else {
             what = strprintf("runs %s for %.1f s", st.what, secs(since));
@@ -902,7 +911,7 @@ std::string rank_summary(const Analysis& A, uint32_t r, const char* indent) {
         }
         std::string what;
         if (t.state == 2) {
-            Node tmp{Node::ThreadWait, (int)r, (int)i, false, "", {}};
+            Node tmp{Node::ThreadWait, (int)r, (int)i, false, "", {}, {}};
             what = wait_detail(A, tmp);
         } else {
             what = strprintf("runnable at %s (%s%s)", task_pos(t.head.bidx, t.head.bsize).c_str(), t.head.api,
@@ -955,15 +964,16 @@ std::string report_text(const Analysis& A, Comm* c, const std::string& headline,
     std::string out = headline + "\n";
     std::set<int> in_cycle;
     for (auto& cyc : cycles) {
-        std::string line = "  wait-for cycle: ";
+        std::string line = "  wait-for cycle:";
         for (size_t i = 0; i < cyc.size(); i++) {
             const Node& a = A.nodes[cyc[i]];
             const Node& b = A.nodes[cyc[(i + 1) % cyc.size()]];
             in_cycle.insert(cyc[i]);
-            line += strprintf("%s%s %s, recorded later by %s", i ? ", which " : "", node_who(A, a).c_str(),
-                              wait_detail(A, a).c_str(), node_who(A, b).c_str());
+            line += strprintf("\n    %s %s; only %s records it, after its own wait%s", node_who(A, a).c_str(),
+                              wait_detail(A, a).c_str(), node_who(A, b).c_str(),
+                              i + 1 == cyc.size() ? " (the first one above): none of them can move" : ";");
         }
-        out += line + " (back to the start: none of them can move)\n";
+        out += line + "\n";
     }
     bool any_root = false;
     for (const Node& nd : A.nodes)

@@ -494,6 +494,7 @@ struct HTask {
     int16_t slot_rank = -1;       /* rank owning slot_ctl (Record/Wait) */
     int16_t post_rank = -1;       /* rank owning post_ctl */
     bool chan_rec = false;        /* Record / post record goes through a channel */
+    const void* caller = nullptr; /* return address of the Hcomm call in the kernel (source line) */
 };
 
 enum class Engine : int8_t { Host, Device };
@@ -643,6 +644,12 @@ void diag_comm_removed(Comm* c);
 /* Kernel lifetime: launches tracked for reports; end marks the op instances as submitted. */
 void diag_kernel_begin(KernelCtx& k, Stream* s, const char* name);
 void diag_kernel_end(KernelCtx& k);
+/* "exec_op.cc:42 in ExecOp (libx.so+0x1a2b)" for an instruction address (kernel.cc; addr2line on
+ * the kernel's debug info, else the nearest symbol). call_site: pc is a return address (the line
+ * of the call is wanted). Cached per address. */
+std::string code_location(const void* pc, bool call_site = false);
+/* Short form for reports: "exec_op.cc:42" (or "libx.so+0x1a2b"); "" when unknown. */
+std::string code_line(const void* pc, bool call_site = true);
 /* Per-rank log (HCOMM_KIT_LOG_DIR): one timestamped line. */
 void diag_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

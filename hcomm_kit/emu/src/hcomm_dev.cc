@@ -27,6 +27,10 @@ const char* intern(const std::string& s) {
 }
 
 thread_local BatchState tl_host_batch; /* batch state of host threads (kernels use kctx().batch) */
+/* Return address of the exported Hcomm call being made: the call site in the kernel, stamped on
+ * its task so that reports name the source line (KCALLER in every data-plane entry point). */
+thread_local const void* tl_caller = nullptr;
+#define KCALLER() (tl_caller = __builtin_return_address(0))
 
 BatchState& batch() {
     KernelCtx& k = kctx();
@@ -113,6 +117,7 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
     BatchState& b = batch();
     h.api = c.api;
     h.comm = c.t->comm;
+    h.caller = tl_caller;
     static const char* const untagged = intern(std::string());
     h.tag = b.active && b.itag ? b.itag : untagged;
     if (h.op == HOp::Wait) h.desc.thread_no = h.desc.kind == 0 ? thread_code(c.t) : h.desc.thread_no;
@@ -324,6 +329,7 @@ using namespace emu;
 /* ================================================================ local operations */
 
 EMU_API int32_t HcommLocalCopyOnThread(ThreadHandle thread, void* dst, const void* src, uint64_t len) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     if (int r = check_count(c, len, "len")) return r;
@@ -339,6 +345,7 @@ EMU_API int32_t HcommLocalCopyOnThread(ThreadHandle thread, void* dst, const voi
 
 EMU_API int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const void* src, uint64_t count,
                                          HcommDataType dataType, HcommReduceOp reduceOp) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     if (int r = check_count(c, count, "count")) return r;
@@ -357,6 +364,7 @@ EMU_API int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const v
 }
 
 EMU_API int32_t HcommThreadNotifyRecordOnThread(ThreadHandle thread, ThreadHandle dstThread, uint32_t dstNotifyIdx) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     if (!dstThread) return seterr(HCCL_E_PTR, c.api, "dstThread handle is 0");
@@ -385,10 +393,12 @@ static int32_t thread_wait(const char* api, ThreadHandle thread, uint32_t notify
 }
 
 EMU_API int32_t HcommThreadNotifyWaitOnThread(ThreadHandle thread, uint32_t notifyIdx, uint32_t timeOut) {
+    KCALLER();
     return thread_wait(__func__, thread, notifyIdx, timeOut);
 }
 
 EMU_API int32_t HcommThreadNotifyWaitOnThreadWithDefaultTimeout(ThreadHandle thread, uint32_t notifyIdx) {
+    KCALLER();
     return thread_wait(__func__, thread, notifyIdx, g_default_timeout_s.load());
 }
 
@@ -403,6 +413,7 @@ static int acl_notify_check(Call& c, uint64_t id) {
 }
 
 EMU_API int32_t HcommAclrtNotifyRecordOnThread(ThreadHandle thread, uint64_t dstNotifyId) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     if (int r = acl_notify_check(c, dstNotifyId)) return r;
@@ -410,6 +421,7 @@ EMU_API int32_t HcommAclrtNotifyRecordOnThread(ThreadHandle thread, uint64_t dst
 }
 
 EMU_API int32_t HcommAclrtNotifyWaitOnThread(ThreadHandle thread, uint64_t notifyId, uint32_t timeOut) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     if (int r = acl_notify_check(c, notifyId)) return r;
@@ -419,22 +431,26 @@ EMU_API int32_t HcommAclrtNotifyWaitOnThread(ThreadHandle thread, uint64_t notif
 /* ================================================================ channel operations */
 
 EMU_API int32_t HcommWriteOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, uint64_t len) {
+    KCALLER();
     return transfer(__func__, thread, channel, dst, src, len, false, 0, 0, true, false, 0);
 }
 
 EMU_API int32_t HcommWriteReduceOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src,
                                          uint64_t count, HcommDataType dataType, HcommReduceOp reduceOp) {
+    KCALLER();
     return transfer(__func__, thread, channel, dst, src, count, true, dataType, reduceOp, true, false, 0);
 }
 
 EMU_API int32_t HcommWriteWithNotifyOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src,
                                              uint64_t len, uint32_t remoteNotifyIdx) {
+    KCALLER();
     return transfer(__func__, thread, channel, dst, src, len, false, 0, 0, true, true, remoteNotifyIdx);
 }
 
 EMU_API int32_t HcommWriteReduceWithNotifyOnThread(ThreadHandle thread, ChannelHandle channel, void* dst,
                                                    const void* src, uint64_t count, HcommDataType dataType,
                                                    HcommReduceOp reduceOp, uint32_t remoteNotifyIdx) {
+    KCALLER();
     if (!is_950())
         return seterr(HCCL_E_NOT_SUPPORT, __func__, "only Ascend950 supports write-reduce with notify (running as %s)",
                       cfg().soc_name.c_str());
@@ -442,15 +458,18 @@ EMU_API int32_t HcommWriteReduceWithNotifyOnThread(ThreadHandle thread, ChannelH
 }
 
 EMU_API int32_t HcommReadOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, uint64_t len) {
+    KCALLER();
     return transfer(__func__, thread, channel, dst, src, len, false, 0, 0, false, false, 0);
 }
 
 EMU_API int32_t HcommReadReduceOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src,
                                         uint64_t count, HcommDataType dataType, HcommReduceOp reduceOp) {
+    KCALLER();
     return transfer(__func__, thread, channel, dst, src, count, true, dataType, reduceOp, false, false, 0);
 }
 
 EMU_API int32_t HcommChannelNotifyRecordOnThread(ThreadHandle thread, ChannelHandle channel, uint32_t remoteNotifyIdx) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     Channel* ch;
@@ -471,16 +490,19 @@ static int32_t channel_wait(const char* api, ThreadHandle thread, ChannelHandle 
 
 EMU_API int32_t HcommChannelNotifyWaitOnThread(ThreadHandle thread, ChannelHandle channel, uint32_t localNotifyIdx,
                                                uint32_t timeOut) {
+    KCALLER();
     return channel_wait(__func__, thread, channel, localNotifyIdx, timeOut);
 }
 
 EMU_API int32_t HcommChannelNotifyWaitOnThreadWithDefaultTimeout(ThreadHandle thread, ChannelHandle channel,
                                                                  uint32_t localNotifyIdx) {
+    KCALLER();
     return channel_wait(__func__, thread, channel, localNotifyIdx, g_default_timeout_s.load());
 }
 
 EMU_API int32_t HcommBatchTransferOnThread(ThreadHandle thread, ChannelHandle channel,
                                            const HcommBatchTransferDesc* transferDescs, uint32_t transferDescNum) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     Channel* ch;
@@ -536,7 +558,8 @@ EMU_API int32_t HcommBatchTransferOnThread(ThreadHandle thread, ChannelHandle ch
                     break;
                 case HCOMM_TRANSFER_TYPE_NOTIFY_RECORD:
                     r = check ? chan_slot(c, ch, d.transferInfo.notifyRecord.notifyIdx)
-                              : HcommChannelNotifyRecordOnThread(thread, channel, d.transferInfo.notifyRecord.notifyIdx);
+                              : emit(c, record_task(ch->remote_ctl, ch->remote_slot_base + d.transferInfo.notifyRecord.notifyIdx,
+                                                    (int)ch->remote_rank, 1, d.transferInfo.notifyRecord.notifyIdx), ch);
                     break;
                 default:
                     return seterr(HCCL_E_PARA, c.api, "descriptor %u: transfer type %d is not valid", i, trans_type(d));
@@ -548,6 +571,7 @@ EMU_API int32_t HcommBatchTransferOnThread(ThreadHandle thread, ChannelHandle ch
 }
 
 EMU_API int32_t HcommChannelFenceOnThread(ThreadHandle thread, ChannelHandle channel) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     Channel* ch;
@@ -558,6 +582,7 @@ EMU_API int32_t HcommChannelFenceOnThread(ThreadHandle thread, ChannelHandle cha
 }
 
 EMU_API int32_t HcommChannelDrainOnThread(ThreadHandle thread, ChannelHandle channel) {
+    KCALLER();
     Call c{__func__};
     if (int r = begin(c, thread)) return r;
     Channel* ch;

@@ -132,6 +132,67 @@ void worker_thread_fini() {
     tl_altstack = nullptr;
 }
 
+namespace {
+std::mutex& g_loc_m = *new std::mutex();
+std::map<std::pair<const void*, bool>, std::pair<std::string, std::string>>& g_loc =
+    *new std::map<std::pair<const void*, bool>, std::pair<std::string, std::string>>();
+
+/* (long, short) descriptions of pc, through dladdr and addr2line. */
+std::pair<std::string, std::string> locate(const void* pc, bool call_site) {
+    if (!pc) return {"an unknown instruction", ""};
+    const void* q = call_site ? (const char*)pc - 1 : pc;
+    Dl_info di;
+    memset(&di, 0, sizeof di);
+    if (!dladdr(q, &di) || !di.dli_fname) return {strprintf("%p", pc), ""};
+    uintptr_t off = (uintptr_t)q - (uintptr_t)di.dli_fbase;
+    const char* base = strrchr(di.dli_fname, '/');
+    std::string where = strprintf("%s+0x%lx", base ? base + 1 : di.dli_fname, (unsigned long)off);
+    std::string func = di.dli_sname ? di.dli_sname : "";
+    /* addr2line -f -C -i: function and file:line pairs, innermost first */
+    std::string cmd = strprintf("addr2line -f -C -i -e '%s' 0x%lx 2>/dev/null", di.dli_fname, (unsigned long)off);
+    std::string file_line, fn;
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+        char line[1024];
+        int n = 0;
+        while (fgets(line, sizeof line, p)) {
+            std::string l(line);
+            while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+            if (n == 0) fn = l;
+            if (n == 1) file_line = l;
+            n++;
+        }
+        pclose(p);
+    }
+    if (!file_line.empty() && file_line.find("??") == std::string::npos) {
+        size_t k = file_line.find(" (discriminator");
+        if (k != std::string::npos) file_line.resize(k);
+        std::string f = !fn.empty() && fn != "??" ? fn : func;
+        const char* sl = strrchr(file_line.c_str(), '/');
+        return {strprintf("%s in %s (%s)", file_line.c_str(), f.c_str(), where.c_str()), sl ? sl + 1 : file_line};
+    }
+    if (!func.empty())
+        return {strprintf("%s (%s; build with debug info for the source line)", func.c_str(), where.c_str()),
+                func + " (" + where + ")"};
+    return {strprintf("%s (build with debug info for the source line)", where.c_str()), where};
+}
+
+std::pair<std::string, std::string> locate_cached(const void* pc, bool call_site) {
+    auto key = std::make_pair(pc, call_site);
+    {
+        std::lock_guard<std::mutex> g(g_loc_m);
+        auto it = g_loc.find(key);
+        if (it != g_loc.end()) return it->second;
+    }
+    auto r = locate(pc, call_site);
+    std::lock_guard<std::mutex> g(g_loc_m);
+    if (g_loc.size() < 4096) g_loc[key] = r;
+    return r;
+}
+}  // namespace
+
+std::string code_location(const void* pc, bool call_site) { return locate_cached(pc, call_site).first; }
+std::string code_line(const void* pc, bool call_site) { return pc ? locate_cached(pc, call_site).second : ""; }
+
 KernelCtx& kctx() {
     static thread_local KernelCtx k;
     return k;
@@ -179,42 +240,6 @@ __attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* 
     *fault = tl_guard.addr;
     *pc = tl_guard.pc;
     return tl_guard.sig;
-}
-
-/* Where a faulting instruction is: "exec_op.cc:42 in ExecOp (libx.so+0x1a2b)", from the kernel's
- * debug info through addr2line when it is installed, else the nearest symbol. */
-std::string code_location(void* pc) {
-    if (!pc) return "an unknown instruction";
-    Dl_info di;
-    memset(&di, 0, sizeof di);
-    if (!dladdr(pc, &di) || !di.dli_fname) return strprintf("%p", pc);
-    uintptr_t off = (uintptr_t)pc - (uintptr_t)di.dli_fbase;
-    const char* base = strrchr(di.dli_fname, '/');
-    std::string where = strprintf("%s+0x%lx", base ? base + 1 : di.dli_fname, (unsigned long)off);
-    std::string func = di.dli_sname ? di.dli_sname : "";
-    /* addr2line -f -C -i: function/file:line pairs, innermost first. */
-    std::string cmd = strprintf("addr2line -f -C -i -e '%s' 0x%lx 2>/dev/null", di.dli_fname, (unsigned long)off);
-    std::string file_line, fn;
-    if (FILE* p = popen(cmd.c_str(), "r")) {
-        char line[1024];
-        int n = 0;
-        while (fgets(line, sizeof line, p)) {
-            std::string l(line);
-            while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
-            if (n == 0) fn = l;
-            if (n == 1) file_line = l;
-            n++;
-        }
-        pclose(p);
-    }
-    if (!file_line.empty() && file_line.find("??") == std::string::npos) {
-        size_t k = file_line.find(" (discriminator");
-        if (k != std::string::npos) file_line.resize(k);
-        return strprintf("%s in %s (%s)", file_line.c_str(), !fn.empty() && fn != "??" ? fn.c_str() : func.c_str(),
-                         where.c_str());
-    }
-    if (!func.empty()) return strprintf("%s (%s; build with debug info for the source line)", func.c_str(), where.c_str());
-    return strprintf("%s (build with debug info for the source line)", where.c_str());
 }
 
 std::atomic<uint64_t> g_kseq{0};
