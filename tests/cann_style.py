@@ -16,13 +16,14 @@ SANITIZE_FLAGS = {
 }
 
 
-def build_example(name: str, out: Path, sanitize: str = "") -> tuple[Path, Path]:
+def build_example(name: str, out: Path, sanitize: str = "", extra: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """Compiles tests/c/<name>/{kernel.cc,main.cc}; returns (host program, op-info JSON beside the kernel .so).
 
     sanitize: "" or a sanitizer variant of the emulator ("address", "thread"): the program and the
-    kernel are then compiled with the same -fsanitize flags and linked against that library."""
+    kernel are then compiled with the same -fsanitize flags and linked against that library.
+    extra: more compiler flags for both (e.g. "-g")."""
     src = C_DIR / name
-    cflags = _emulator.cflags().split() + SANITIZE_FLAGS[sanitize]
+    cflags = _emulator.cflags().split() + SANITIZE_FLAGS[sanitize] + list(extra)
     libs = _emulator.libs(sanitize or None).split()
     json_src = next(src.glob("*.json"))
     so = out / (json_src.stem + ".so")

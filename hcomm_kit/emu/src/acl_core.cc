@@ -555,6 +555,7 @@ EMU_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t 
     if (count == 0) return ACL_SUCCESS;
     if (int r = memcpy_check(__func__, dst, destMax, src, count, (int)kind)) return r;
     memmove(dst, src, count);
+    diag_host_write(dst, count);
     return ACL_SUCCESS;
 }
 
@@ -566,5 +567,6 @@ EMU_API aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "count %zu exceeds maxCount %zu", count, maxCount);
     if (int r = check_side(__func__, "devPtr", devPtr, count, -1, "memset")) return r;
     memset(devPtr, value, count);
+    diag_host_write(devPtr, count);
     return ACL_SUCCESS;
 }

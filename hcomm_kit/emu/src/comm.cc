@@ -673,6 +673,11 @@ int comm_abort_code(Comm* c, uint64_t started_ns) {
 
 uint32_t comm_size(Comm* c) { return c->nranks; }
 
+void comm_buffer(Comm* c, void** base, uint64_t* size) {
+    *base = c->buf;
+    *size = c->buf_size;
+}
+
 DevCtl* comm_ctl(Comm* c, uint32_t rank) { return rank < c->nranks ? c->ctl[rank] : nullptr; }
 
 bool comm_peer_gone(Comm* c, int peer) {
@@ -1437,6 +1442,7 @@ EMU_API HcclResult HcclGetHcclBufferCleared(HcclComm comm, void** buffer, uint64
     NEED_PTR(buffer);
     NEED_PTR(size);
     memset(c->buf, 0, c->buf_size);
+    diag_host_write(c->buf, c->buf_size);
     *buffer = c->buf;
     *size = c->buf_size;
     return HCCL_SUCCESS;

@@ -136,6 +136,54 @@ struct DiagArea {
     DiagSnap snap;
 };
 
+/* ------------------------------------------------------------------ race checker (diag.cc)
+ * Happens-before over notify edges with vector clocks: every Hcomm thread of every rank has a
+ * clock; a record publishes the recorder's clock vector in its rank's outbox (VcEntry, id in
+ * DevCtl::flow of the slot), the wait that consumes it joins it. Accesses to HCCL-buffer bytes are
+ * logged per owner rank in buckets of the buffer (AccessEntry, the latest kBucketDepth per bucket)
+ * with the accessor's epoch; an access that overlaps a logged one of the same operation, one of
+ * them a write, and is not ordered after it, is a race. A read whose bytes were last written
+ * before its operation began (by happens-before) reads stale data. */
+constexpr uint32_t kVcMax = 120;       /* entries of a published clock vector */
+constexpr uint32_t kVcRing = 512;      /* published vectors kept per rank */
+constexpr uint32_t kBuckets = 256;     /* access-log buckets per HCCL buffer */
+constexpr uint32_t kBucketDepth = 32;  /* accesses kept per bucket */
+constexpr uint32_t kVcPerRank = 128;   /* clock indices per rank: g = rank * kVcPerRank + i */
+
+struct VcEntry {
+    std::atomic<uint64_t> id; /* record number (rank << 48 | n); written last */
+    uint32_t n;               /* pairs used */
+    uint32_t truncated;       /* the vector had more than kVcMax entries: joins are incomplete */
+    uint64_t pairs[kVcMax];   /* g << 32 | clock, sorted by g */
+};
+struct AccessEntry {
+    std::atomic<uint64_t> seq; /* bucket append number + 1; 0 = empty; written last */
+    uint64_t off, len;         /* bytes [off, off + len) of the owner's HCCL buffer */
+    uint64_t when_ns;
+    uint32_t g, clock;         /* accessor's epoch */
+    uint32_t tag16, inst;      /* accessor's operation */
+    uint16_t rank;             /* accessor's rank */
+    uint16_t thread;           /* accessor's thread code */
+    uint8_t write;             /* 0 read, 1 write, 2 read-modify-write (reduce) */
+    uint8_t pad[3];
+    uint32_t bidx, bsize;
+    int32_t pid;               /* accessor's process: its caller address means something only there */
+    uint32_t pad2;
+    uint64_t caller;           /* return address of the Hcomm call in the kernel */
+    char api[40];
+};
+struct AccessBucket {
+    std::atomic<uint64_t> appends;   /* entries ever appended */
+    std::atomic<uint64_t> evicted_ns; /* latest when_ns of an entry pushed out of the ring */
+    AccessEntry e[kBucketDepth];
+};
+struct RaceArea {                    /* per rank: its outbox and the log of its HCCL buffer */
+    std::atomic<uint64_t> records;   /* vectors published so far */
+    uint64_t pad;
+    VcEntry out[kVcRing];
+    AccessBucket buckets[kBuckets];
+};
+
 /* A rank's description of its latest collective calls (collective mismatch check, diag.cc). */
 constexpr uint32_t kCallDepth = 16;
 struct CallSig {
@@ -205,6 +253,7 @@ struct JobSeg {
     DiagArea diag[kMaxRanks];
     CallSig calls[kMaxRanks][kCallDepth];  /* calls[rank][seq % kCallDepth] */
     P2PSig p2p[kMaxRanks][kMaxRanks][kP2PDepth]; /* p2p[from][to][seq % kP2PDepth] */
+    RaceArea race[kMaxRanks];
 };
 
 struct EngineCtxBlock {
@@ -253,6 +302,7 @@ struct Comm {
     std::map<uint32_t, OpTrack> ops;
     uint32_t aicpu_threads = 0;   /* device threads acquired so far (their numbers t0, t1, ...) */
     uint64_t call_seq = 0;        /* collective calls checked (diag.cc call_check) */
+    uint32_t vc_threads = 0;      /* race checker: clock indices handed to this rank's threads */
     std::vector<uint64_t> p2p_seq; /* point-to-point calls checked, per peer */
     /* rank-graph answers (valid until the next query) */
     std::vector<CommLink> links;

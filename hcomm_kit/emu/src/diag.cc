@@ -139,6 +139,269 @@ int check_mode() {
     return m;
 }
 
+/* ---------------------------------------------------------------- race checker */
+
+namespace {
+int32_t vc_index(HThread* t) {
+    if (t->vcg != -1) return t->vcg;
+    Comm* c = t->comm;
+    if (!c || !c->job) return t->vcg = -2;
+    std::lock_guard<std::mutex> g(c->m);
+    if (c->vc_threads >= kVcPerRank) return t->vcg = -2;
+    return t->vcg = (int32_t)(c->rank * kVcPerRank + c->vc_threads++);
+}
+
+/* clock of index g in a sorted vector (0 = never seen) */
+uint32_t vc_get(const std::vector<uint64_t>& vc, uint32_t g) {
+    auto it = std::lower_bound(vc.begin(), vc.end(), (uint64_t)g << 32);
+    return it != vc.end() && (uint32_t)(*it >> 32) == g ? (uint32_t)*it : 0;
+}
+
+void vc_put(std::vector<uint64_t>& vc, uint32_t g, uint32_t clock) {
+    uint64_t key = (uint64_t)g << 32;
+    auto it = std::lower_bound(vc.begin(), vc.end(), key);
+    if (it != vc.end() && (uint32_t)(*it >> 32) == g) {
+        if ((uint32_t)*it < clock) *it = key | clock;
+    } else {
+        vc.insert(it, key | clock);
+    }
+}
+
+/* b happened before (or is) the access with clock vector vc */
+bool hb(uint32_t g, uint32_t clock, const std::vector<uint64_t>& vc) { return vc_get(vc, g) >= clock; }
+}  // namespace
+
+/* Publishes self's clock vector for a record it makes; returns the id for DevCtl::flow (0: none). */
+uint64_t vc_publish(HThread* self) {
+    Comm* c = self->comm;
+    int32_t g = check_mode() && c ? vc_index(self) : -2;
+    if (g < 0) return 0;
+    vc_put(self->vc, (uint32_t)g, self->clock);
+    RaceArea& ra = c->job->race[c->rank];
+    uint64_t n = ra.records.fetch_add(1, std::memory_order_relaxed) + 1;
+    VcEntry& e = ra.out[n % kVcRing];
+    uint64_t id = ((uint64_t)c->rank << 48) | n;
+    e.id.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    uint32_t m = (uint32_t)std::min<size_t>(self->vc.size(), kVcMax);
+    memcpy(e.pairs, self->vc.data(), m * sizeof(uint64_t));
+    e.n = m;
+    e.truncated = self->vc.size() > kVcMax;
+    e.id.store(id, std::memory_order_release);
+    self->clock++; /* accesses after the record are not covered by it */
+    return id;
+}
+
+/* The waiter self consumed a record published as vid: it now knows everything the recorder knew. */
+void vc_join(HThread* self, uint64_t vid) {
+    Comm* c = self->comm;
+    uint32_t r = (uint32_t)(vid >> 48);
+    if (!c || r >= c->nranks || vc_index(self) < 0) return;
+    VcEntry& e = c->job->race[r].out[(vid & 0xffffffffffffull) % kVcRing];
+    uint64_t buf[kVcMax];
+    if (e.id.load(std::memory_order_acquire) != vid) {
+        self->vc_lost = true; /* overwritten meanwhile: later accesses may look unordered */
+        return;
+    }
+    uint32_t n = std::min<uint32_t>(e.n, kVcMax);
+    bool trunc = e.truncated;
+    memcpy(buf, e.pairs, n * sizeof(uint64_t));
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.id.load(std::memory_order_relaxed) != vid || trunc) {
+        self->vc_lost = true;
+        if (!trunc) return;
+    }
+    for (uint32_t i = 0; i < n; i++) vc_put(self->vc, (uint32_t)(buf[i] >> 32), (uint32_t)buf[i]);
+}
+
+namespace {
+constexpr uint32_t kHostG = 0xffffffffu; /* clock index of host-side writes (aclrtMemcpy & co.) */
+std::mutex& g_race_m = *new std::mutex();
+std::vector<Comm*>& g_race_comms = *new std::vector<Comm*>();
+
+void log_access(RaceArea& ra, uint64_t bb, uint64_t off, uint64_t len, uint8_t write, uint32_t g, uint32_t clock,
+                uint32_t tag16, uint32_t inst, uint16_t rank, uint16_t thread, uint32_t bidx, uint32_t bsize,
+                const char* api, uint64_t now, const void* caller = nullptr) {
+    uint64_t b0 = std::min<uint64_t>(off / bb, kBuckets - 1), b1 = std::min<uint64_t>((off + len - 1) / bb, kBuckets - 1);
+    for (uint64_t b = b0; b <= b1; b++) {
+        AccessBucket& bk = ra.buckets[b];
+        uint64_t seq = bk.appends.fetch_add(1, std::memory_order_acq_rel) + 1;
+        AccessEntry& e = bk.e[(seq - 1) % kBucketDepth];
+        if (e.seq.load(std::memory_order_acquire)) {
+            uint64_t ev = e.when_ns, cur = bk.evicted_ns.load(std::memory_order_relaxed);
+            while (cur < ev && !bk.evicted_ns.compare_exchange_weak(cur, ev)) {
+            }
+        }
+        e.seq.store(0, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
+        e.off = off;
+        e.len = len;
+        e.when_ns = now;
+        e.g = g;
+        e.clock = clock;
+        e.tag16 = tag16;
+        e.inst = inst;
+        e.rank = rank;
+        e.thread = thread;
+        e.write = write;
+        e.bidx = bidx;
+        e.bsize = bsize;
+        e.pid = (int32_t)getpid();
+        e.caller = (uint64_t)(uintptr_t)caller;
+        copy_str(e.api, api);
+        e.seq.store(seq, std::memory_order_seq_cst);
+    }
+}
+
+uint64_t bucket_bytes(Comm* c, uint32_t r) {
+    return std::max<uint64_t>(4096, (c->pbuf_size[r] + kBuckets - 1) / kBuckets);
+}
+}  // namespace
+
+void diag_host_write(const void* dst, uint64_t n) {
+    if (!check_mode() || !n) return;
+    MemRegion mr;
+    if (!mem_find(dst, 1, &mr) || mr.kind != MemKind::HcclBuffer) return;
+    std::lock_guard<std::mutex> g(g_race_m);
+    uint64_t now = now_ns();
+    for (Comm* c : g_race_comms)
+        for (uint32_t r = 0; r < c->nranks; r++) {
+            uintptr_t b = (uintptr_t)c->pbuf[r], x = (uintptr_t)dst;
+            if (!b || x < b || x - b >= c->pbuf_size[r]) continue;
+            uint64_t len = std::min<uint64_t>(n, c->pbuf_size[r] - (x - b));
+            log_access(c->job->race[r], bucket_bytes(c, r), x - b, len, 1, kHostG, 0, 0, 0, (uint16_t)c->rank, 0xfff,
+                       0, 0, "host copy (aclrtMemcpy / aclrtMemset)", now);
+        }
+}
+
+namespace {
+const char* access_kind(uint8_t w) { return w == 0 ? "read" : w == 1 ? "write" : "read-modify-write"; }
+
+std::string access_who(const AccessEntry& e) {
+    std::string at;
+    if (e.caller && e.pid == (int32_t)getpid()) at = " at " + code_line((const void*)(uintptr_t)e.caller);
+    return strprintf("rank %u %s, task %u of %u (%s%s)", e.rank, thread_name(e.thread).c_str(), e.bidx + 1, e.bsize, e.api,
+                     at.c_str());
+}
+}  // namespace
+
+void check_op_begin(const HTask& t, HThread* self) {
+    if (t.kseq == self->op_kseq || !t.kseq) return;
+    /* the first task of another launch on this thread: for it, its operation begins here */
+    int32_t g = vc_index(self);
+    if (g < 0) return;
+    self->op_kseq = t.kseq;
+    self->op_start_ns = now_ns();
+    vc_put(self->vc, (uint32_t)g, self->clock);
+    self->op_start_vc = self->vc;
+    self->clock++; /* this operation's own accesses come after that point */
+    if (self->qlen.load(std::memory_order_relaxed) <= 1) self->vc_lost = false;
+}
+
+std::string check_accesses(const HTask& t, HThread* self) {
+    if (!check_mode() || !self || !t.comm || t.comm != self->comm) return "";
+    Comm* c = t.comm;
+    int32_t g = vc_index(self);
+    if (g < 0) return "";
+    uint64_t now = now_ns();
+    check_op_begin(t, self);
+    vc_put(self->vc, (uint32_t)g, self->clock);
+    std::string at = t.caller ? " at " + code_line(t.caller) : std::string();
+    for (const HTask::Access& a : t.acc) {
+        if (a.rank < 0 || (uint32_t)a.rank >= c->nranks || a.len == 0) continue;
+        RaceArea& ra = c->job->race[a.rank];
+        /* log it first, then look: of two concurrent accesses at least one sees the other */
+        uint64_t bb = bucket_bytes(c, (uint32_t)a.rank);
+        uint64_t b0 = std::min<uint64_t>(a.off / bb, kBuckets - 1), b1 = std::min<uint64_t>((a.off + a.len - 1) / bb, kBuckets - 1);
+        log_access(ra, bb, a.off, a.len, a.write, (uint32_t)g, self->clock, t.tag16, t.inst, (uint16_t)c->rank,
+                   (uint16_t)thread_code(self), t.bidx, t.bsize, t.api, now, t.caller);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        /* Compare with what the buckets hold. */
+        std::vector<std::pair<uint64_t, uint64_t>> this_op, stale; /* overlapping writes: this op / before it */
+        bool evicted = false;
+        for (uint64_t b = b0; b <= b1; b++) {
+            AccessBucket& bk = ra.buckets[b];
+            if (bk.appends.load(std::memory_order_acquire) > kBucketDepth) evicted = true;
+            for (uint32_t i = 0; i < kBucketDepth; i++) {
+                AccessEntry& e = bk.e[i];
+                uint64_t q = e.seq.load(std::memory_order_acquire);
+                if (!q) continue;
+                AccessEntry x;
+                x.off = e.off;
+                x.len = e.len;
+                x.when_ns = e.when_ns;
+                x.g = e.g;
+                x.clock = e.clock;
+                x.tag16 = e.tag16;
+                x.inst = e.inst;
+                x.rank = e.rank;
+                x.thread = e.thread;
+                x.write = e.write;
+                x.bidx = e.bidx;
+                x.bsize = e.bsize;
+                x.pid = e.pid;
+                x.caller = e.caller;
+                memcpy(x.api, e.api, sizeof x.api);
+                x.api[sizeof x.api - 1] = 0;
+                std::atomic_thread_fence(std::memory_order_acquire);
+                if (e.seq.load(std::memory_order_relaxed) != q) continue; /* rewritten while copied */
+                uint64_t lo = std::max(x.off, a.off), hi = std::min(x.off + x.len, a.off + a.len);
+                if (lo >= hi) continue;
+                if (x.g == kHostG) { /* the host staged these bytes: fresh data, ordered by the host's calls */
+                    this_op.emplace_back(lo, hi);
+                    continue;
+                }
+                bool ordered = hb(x.g, x.clock, self->vc);
+                if (x.write) {
+                    if (!ordered || !hb(x.g, x.clock, self->op_start_vc)) this_op.emplace_back(lo, hi);
+                    else stale.emplace_back(lo, hi);
+                }
+                if ((x.write || a.write) && !ordered && x.g != (uint32_t)g && x.tag16 == t.tag16 && x.inst == t.inst &&
+                    !self->vc_lost) {
+                    std::string text = strprintf(
+                        "race on rank %d's HCCL buffer bytes [%llu, %llu): the %s by rank %d %s, %s (%s%s, op '%s' "
+                        "#%u) and the earlier %s of [%llu, %llu) by %s touch the same bytes in the same operation, and "
+                        "no notify orders them: the %s did not wait for a notify recorded after the %s, so the data "
+                        "depends on timing",
+                        a.rank, (unsigned long long)lo, (unsigned long long)hi, access_kind(a.write), c->rank,
+                        thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at.c_str(),
+                        t.tag ? t.tag : "", t.inst, access_kind(x.write), (unsigned long long)x.off,
+                        (unsigned long long)(x.off + x.len), access_who(x).c_str(), access_kind(a.write),
+                        access_kind(x.write));
+                    return check_finding(c, text);
+                }
+            }
+        }
+        if (a.write == 1 || self->vc_lost || !t.tag16) continue;
+        /* A read of bytes written only before this operation began (or never written): stale data.
+         * Judged only when the buckets still hold every later write (entries leave in FIFO order,
+         * so a covering write still present means every newer one is too). */
+        auto covered = [&](std::vector<std::pair<uint64_t, uint64_t>> v) {
+            std::sort(v.begin(), v.end());
+            uint64_t pos = a.off;
+            for (auto& iv : v) {
+                if (iv.first > pos) break;
+                pos = std::max(pos, iv.second);
+            }
+            return pos >= a.off + a.len;
+        };
+        bool stale_read = false;
+        if (this_op.empty() && !stale.empty() && covered(stale)) stale_read = true;
+        if (this_op.empty() && stale.empty() && !evicted) stale_read = true;
+        if (stale_read) {
+            std::string text = strprintf(
+                "read of unwritten bytes: rank %d %s, %s (%s%s, op '%s' #%u) reads rank %d's HCCL buffer bytes [%llu, %llu) "
+                "that nobody wrote in this operation (%s): it gets stale data (a wrong offset, or a missing write or "
+                "notify before the read)",
+                c->rank, thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at.c_str(),
+                t.tag ? t.tag : "", t.inst, a.rank, (unsigned long long)a.off, (unsigned long long)(a.off + a.len),
+                stale.empty() ? "never written on this communicator" : "their last write came before the operation began");
+            return check_finding(c, text);
+        }
+    }
+    return "";
+}
+
 std::string check_finding(Comm* c, const std::string& text) {
     std::string full = "[hcomm-kit check] " + text;
     diag_log("%s", full.c_str());
@@ -150,7 +413,7 @@ std::string check_finding(Comm* c, const std::string& text) {
     return full + " (HCOMM_KIT_CHECK=warn reports without failing; =0 turns the checker off)";
 }
 
-std::string record_slot(const HTask& t, const HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan) {
+std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan) {
     if (!check_mode()) {
         slot_record(ctl, slot);
         return "";
@@ -160,6 +423,7 @@ std::string record_slot(const HTask& t, const HThread* self, DevCtl* ctl, uint32
     uint32_t code = thread_code(self);
     uint64_t p = prov::make(t.tag16 == 0, chan, rank < 0 ? 0x7f : (uint32_t)rank, code, t.tag16, t.inst, t.use);
     uint64_t before = ctl->src[slot].load(std::memory_order_relaxed);
+    ctl->flow[slot].store(self ? vc_publish(self) : 0, std::memory_order_release);
     ctl->src[slot].store(p, std::memory_order_release);
     uint32_t old = ctl->slots[slot].exchange(1, std::memory_order_acq_rel);
     doorbell_ring(ctl);
@@ -178,15 +442,17 @@ std::string record_slot(const HTask& t, const HThread* self, DevCtl* ctl, uint32
     return check_finding(c, text);
 }
 
-bool consume_slot(const HTask& t, const HThread* self, std::string* finding) {
+bool consume_slot(const HTask& t, HThread* self, std::string* finding) {
     DevCtl* c = t.slot_ctl;
     uint32_t s = t.slot;
     if (!check_mode()) return slot_consume(c, s);
     if (c->slots[s].load(std::memory_order_acquire) == 0) return false;
     /* Provenance first, then the flag (record_slot writes them in the other order): a record that
      * lands in between finds the flag still set and is reported as lost, never misattributed. */
+    uint64_t vid = c->flow[s].exchange(0, std::memory_order_acq_rel);
     uint64_t p = c->src[s].exchange(0, std::memory_order_acq_rel);
     if (c->slots[s].exchange(0, std::memory_order_acq_rel) != 1) return false;
+    if (self && vid) vc_join(self, vid);
     if (!(p & prov::kValid) || (p & prov::kHost) || t.tag16 == 0 || !t.comm) return true;
     /* Which call of its operation made the record, against the waiter's: the same operation (op
      * tag hash) and, for collectives, the same instance number on both ranks; for channel notifies
@@ -1234,6 +1500,10 @@ void monitor_main() {
 
 void diag_comm_added(Comm* c) {
     c->p2p_seq.assign(c->nranks, 0);
+    {
+        std::lock_guard<std::mutex> g(g_race_m);
+        g_race_comms.push_back(c);
+    }
     std::lock_guard<std::mutex> g(g_mon_m);
     g_mon[c];
     if (!g_mon_started) {
@@ -1248,11 +1518,15 @@ void diag_comm_added(Comm* c) {
 }
 
 void diag_comm_removed(Comm* c) {
+    {
+        std::lock_guard<std::mutex> g(g_race_m);
+        g_race_comms.erase(std::remove(g_race_comms.begin(), g_race_comms.end(), c), g_race_comms.end());
+    }
     std::lock_guard<std::mutex> g(g_mon_m);
     g_mon.erase(c);
-    if (!c->job || !check_mode()) return;
+    if (!c->job || !check_mode() || comm_aborted(c, nullptr)) return;
     /* notifies left set by this communicator's operations: nobody will consume them any more */
-    std::vector<std::string> left;
+    std::vector<std::pair<std::string, uint64_t>> left;
     {
         std::lock_guard<std::mutex> cg(c->m);
         DevCtl* ctl = c->dev->ctl;
@@ -1260,7 +1534,7 @@ void diag_comm_removed(Comm* c) {
             for (uint32_t i = 0; i < n && left.size() < 8; i++) {
                 uint64_t p = ctl->src[base + i].load();
                 if (ctl->slots[base + i].load() && (p & prov::kValid) && !(p & prov::kHost))
-                    left.push_back(strprintf("%s slot %u (set by %s)", what.c_str(), i, prov_text(c, p).c_str() + 12));
+                    left.emplace_back(strprintf("%s slot %u", what.c_str(), i), p);
             }
         };
         for (HThread* t : c->threads)
@@ -1271,7 +1545,7 @@ void diag_comm_removed(Comm* c) {
     }
     if (!left.empty()) {
         std::string all;
-        for (auto& s : left) all += (all.empty() ? "" : "; ") + s;
+        for (auto& s : left) all += (all.empty() ? "" : "; ") + s.first + " (set by " + prov_text(c, s.second).substr(12) + ")";
         std::string text = strprintf("[hcomm-kit check] rank %u: notifies left set when communicator %s was destroyed "
                                      "(recorded by an operation but never waited for: a doubled or extra record): %s",
                                      c->rank, c->name.c_str(), all.c_str());

@@ -495,6 +495,12 @@ struct HTask {
     int16_t post_rank = -1;       /* rank owning post_ctl */
     bool chan_rec = false;        /* Record / post record goes through a channel */
     const void* caller = nullptr; /* return address of the Hcomm call in the kernel (source line) */
+    /* HCCL-buffer bytes it reads / writes (race checker): owner rank, offset, length, kind */
+    struct Access {
+        int16_t rank = -1;        /* owner of the buffer; -1 = no access */
+        uint8_t write = 0;        /* 0 read, 1 write, 2 read-modify-write */
+        uint64_t off = 0, len = 0;
+    } acc[2];
 };
 
 enum class Engine : int8_t { Host, Device };
@@ -518,6 +524,14 @@ struct HThread {
     bool dead = false;
     std::atomic<uint64_t> executed{0}; /* tasks run so far (progress seen by hang analysis) */
     std::atomic<bool> failed{false};   /* a task of it failed (its queue was dropped) */
+    /* Race checker state (diag.cc), touched only by the one runner of the thread: */
+    int32_t vcg = -1;                  /* clock index (rank * kVcPerRank + i), -2: none left */
+    uint32_t clock = 1;                /* own clock, bumped after every record */
+    std::vector<uint64_t> vc;          /* g << 32 | clock of everything this thread has seen, sorted */
+    bool vc_lost = false;              /* a join was incomplete: no race findings until it is idle */
+    uint64_t op_kseq = 0;              /* kernel launch of the task it runs now */
+    uint64_t op_start_ns = 0;          /* when it began that launch's tasks */
+    std::vector<uint64_t> op_start_vc; /* its clock vector then */
 };
 
 /* Public handle for a thread as seen from one engine (exported handles are other views). */
@@ -625,8 +639,17 @@ constexpr int kCheckErrorCode = HCOMM_KIT_ERROR_CHECK;
 /* Notify operations with the checker's bookkeeping. record_slot sets the flag for task t run by
  * thread self and returns "" or a lost-signal finding; consume_slot clears a set flag and returns
  * true, with *finding set when the record came from another operation. */
-std::string record_slot(const HTask& t, const HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan);
-bool consume_slot(const HTask& t, const HThread* self, std::string* finding);
+std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan);
+bool consume_slot(const HTask& t, HThread* self, std::string* finding);
+/* The race checker's bookkeeping when thread self starts a task of another kernel launch. */
+void check_op_begin(const HTask& t, HThread* self);
+/* The race checker's bookkeeping of an access task (Copy/Reduce) before it runs: "" or a finding. */
+std::string check_accesses(const HTask& t, HThread* self);
+/* The host wrote n bytes at dst (aclrtMemcpy, aclrtMemset, ...): HCCL-buffer bytes staged by the
+ * host count as freshly written for the race checker. */
+void diag_host_write(const void* dst, uint64_t n);
+/* A communicator's own HCCL buffer (race checker). */
+void comm_buffer(Comm* c, void** base, uint64_t* size);
 /* A finding of the checker: logged, and in fail mode returned so the task fails (empty: go on). */
 std::string check_finding(Comm* c, const std::string& text);
 int check_mode(); /* 0 off, 1 fail, 2 warn (HCOMM_KIT_CHECK, HcommKitSetCheck) */

@@ -175,6 +175,28 @@ int check_remote(Call& c, Channel* ch, const char* what, const void* p, uint64_t
                   (unsigned long long)len, (unsigned long long)ch->remote_buf_size);
 }
 
+/* Race checker: the HCCL-buffer bytes a task touches (own buffer, or the peer's through ch). */
+void local_access(Call& c, HTask::Access& a, const void* p, uint64_t len, uint8_t write) {
+    if (!c.t->comm || !check_mode()) return;
+    void* base;
+    uint64_t size;
+    comm_buffer(c.t->comm, &base, &size);
+    uintptr_t x = (uintptr_t)p, b = (uintptr_t)base;
+    if (x < b || x - b >= size) return;
+    a.rank = (int16_t)c.rank;
+    a.write = write;
+    a.off = x - b;
+    a.len = len;
+}
+
+void remote_access(Channel* ch, HTask::Access& a, const void* p, uint64_t len, uint8_t write) {
+    if (!check_mode()) return;
+    a.rank = (int16_t)ch->remote_rank;
+    a.write = write;
+    a.off = (uintptr_t)p - (uintptr_t)ch->remote_buf;
+    a.len = len;
+}
+
 int get_channel(Call& c, ChannelHandle h, Channel** out) {
     if (!h) return seterr(HCCL_E_PTR, c.api, "channel handle is 0");
     Channel* ch = channel_from_handle(h);
@@ -275,6 +297,13 @@ int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* 
     h.n = n;
     h.dtype = (uint8_t)dtype;
     h.redop = (uint8_t)op;
+    if (write) {
+        remote_access(ch, h.acc[0], dst, bytes, reduce ? 2 : 1);
+        local_access(c, h.acc[1], src, bytes, 0);
+    } else {
+        remote_access(ch, h.acc[0], src, bytes, 0);
+        local_access(c, h.acc[1], dst, bytes, reduce ? 2 : 1);
+    }
     if (notify) {
         h.has_post_record = true;
         h.post_ctl = ch->remote_ctl;
@@ -340,6 +369,8 @@ EMU_API int32_t HcommLocalCopyOnThread(ThreadHandle thread, void* dst, const voi
     h.dst = dst;
     h.src = src;
     h.n = len;
+    local_access(c, h.acc[0], dst, len, 1);
+    local_access(c, h.acc[1], src, len, 0);
     return emit(c, std::move(h));
 }
 
@@ -360,6 +391,8 @@ EMU_API int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const v
     h.n = count;
     h.dtype = (uint8_t)dataType;
     h.redop = (uint8_t)reduceOp;
+    local_access(c, h.acc[0], dst, bytes, 2);
+    local_access(c, h.acc[1], src, bytes, 0);
     return emit(c, std::move(h));
 }
 

@@ -163,7 +163,8 @@ std::pair<std::string, std::string> locate(const void* pc, bool call_site) {
         }
         pclose(p);
     }
-    if (!file_line.empty() && file_line.find("??") == std::string::npos) {
+    if (!file_line.empty() && file_line.find("??") == std::string::npos &&
+        (file_line.size() < 2 || file_line.compare(file_line.size() - 2, 2, ":?") != 0)) {
         size_t k = file_line.find(" (discriminator");
         if (k != std::string::npos) file_line.resize(k);
         std::string f = !fn.empty() && fn != "??" ? fn : func;

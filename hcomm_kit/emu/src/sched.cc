@@ -152,9 +152,18 @@ static int aborted(const HTask& t, std::string* msg, AbortKind* kind) {
 }
 
 int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
+    if (self && t.kseq != self->op_kseq && check_mode()) check_op_begin(t, self);
     switch (t.op) {
         case HOp::Copy:
         case HOp::Reduce:
+            if (t.acc[0].rank >= 0 || t.acc[1].rank >= 0) {
+                std::string f = check_accesses(t, self);
+                if (!f.empty()) {
+                    *msg = f;
+                    *kind = AbortKind::Check;
+                    return -4;
+                }
+            }
             if (t.op == HOp::Copy) memmove(t.dst, t.src, t.n);
             else reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
             if (t.has_post_record) {

@@ -411,6 +411,7 @@ struct CopyTask : Task {
     CopyTask(void* d, const void* s, size_t c) : dst(d), src(s), n(c) {}
     int run(Stream*, std::string*) override {
         memmove(dst, src, n);
+        diag_host_write(dst, n);
         return 0;
     }
     const char* name() const override { return "aclrtMemcpyAsync"; }
@@ -423,6 +424,7 @@ struct SetTask : Task {
     SetTask(void* d, int val, size_t c) : dst(d), v(val), n(c) {}
     int run(Stream*, std::string*) override {
         memset(dst, v, n);
+        diag_host_write(dst, n);
         return 0;
     }
     const char* name() const override { return "aclrtMemsetAsync"; }

@@ -439,7 +439,12 @@ int sc_host(Rank& R) {
 }
 
 int sc_gates(Rank& R) {
-    if (clear_results(R) || run_ok(R, "DpGates")) return 1;
+    /* Return codes only: the accepted calls move meaningless bytes (reads of bytes nobody wrote),
+     * which the notify checker would rightly report, so it is off here. */
+    int32_t prev = HcommKitSetCheck(0);
+    int rc = clear_results(R) || run_ok(R, "DpGates");
+    HcommKitSetCheck(prev);
+    if (rc) return 1;
     if (check_gates(R, 69)) return 1;
     Results res = read_results(R);
     if (R.prod == A5 && res.flags[10] != 0) FAILF("rank %u: gates: HcommAicpuTsTaskCacheLookup reported a hit", R.rank);

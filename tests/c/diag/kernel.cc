@@ -1,0 +1,99 @@
+/* Device side of the diagnosis test operator: one entry per scenario (main.cc); each planted bug is
+ * marked "BUG:" and only the rank param->bugRank carries it. Compiled with -g so that the reports
+ * can name these lines. */
+#include <cstring>
+
+#include "common.h"
+
+namespace {
+
+#define CK(x)                          \
+    do {                               \
+        if ((x) != 0) return __LINE__; \
+    } while (0)
+
+char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
+
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING };
+
+int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
+    const bool me = (int32_t)r.rank == p.bugRank;
+    const ThreadHandle t = r.threads[0];
+    char* buf = static_cast<char*>(r.localBuffer.addr);
+    if (bug == CRASH && me) {
+        volatile int* nowhere = nullptr;
+        *nowhere = 42;  // BUG: crash
+    }
+    if (bug == THREAD_MISSING) {
+        /* main waits for the worker, which should record slot 1 of main when done */
+        CK(HcommLocalCopyOnThread(r.threads[1], buf + r.rank * BLOCK, p.inputPtr, BLOCK));
+        if (!me) CK(HcommThreadNotifyRecordOnThread(r.threads[1], t, 1));  // BUG (on bugRank): never recorded
+        CK(HcommThreadNotifyWaitOnThread(t, 1, WAIT_TIMEOUT));
+        CK(HcommLocalCopyOnThread(t, p.outputPtr, buf + r.rank * BLOCK, BLOCK));
+        return 0;
+    }
+    if (bug == CYCLE) {
+        /* every rank waits for its next before acknowledging its previous: nobody starts */
+        uint32_t nx = (r.rank + 1) % r.rankSize, pv = (r.rank + r.rankSize - 1) % r.rankSize;
+        CK(HcommChannelNotifyWaitOnThread(t, r.channels[nx].handle, ACK, WAIT_TIMEOUT));  // BUG: wait before record
+        CK(HcommChannelNotifyRecordOnThread(t, r.channels[pv].handle, ACK));
+        return 0;
+    }
+    /* own block: into my own slot, then to every peer's slot `rank` */
+    uint64_t own = r.rank * BLOCK;
+    CK(HcommLocalCopyOnThread(t, buf + own, p.inputPtr, BLOCK));
+    for (uint32_t q = 0; q < r.rankSize; q++) {
+        if (q == r.rank) continue;
+        const ChannelInfo& ch = r.channels[q];
+        char* dst = static_cast<char*>(ch.remoteBuffer.addr) + own;
+        bool first_peer = q == (r.rank + 1) % r.rankSize;
+        if (me && first_peer && bug == MISSING) continue;  // BUG: no write, no notify to this peer
+        if (me && first_peer && bug == STALE) {
+            CK(HcommChannelNotifyRecordOnThread(t, ch.handle, DATA));  // BUG: notify without the data
+            continue;
+        }
+        if (me && first_peer && bug == RACE)
+            dst = static_cast<char*>(ch.remoteBuffer.addr) + q * BLOCK;  // BUG: writes into the peer's own slot
+        CK(HcommWriteWithNotifyOnThread(t, ch.handle, dst, p.inputPtr, BLOCK, DATA));
+        if (me && first_peer && bug == DOUBLE) CK(HcommChannelNotifyRecordOnThread(t, ch.handle, DATA));  // BUG: twice
+    }
+    /* collect: wait each peer's data notify, then copy its slot */
+    for (uint32_t q = 0; q < r.rankSize; q++) {
+        if (q != r.rank) CK(HcommChannelNotifyWaitOnThread(t, r.channels[q].handle, DATA, WAIT_TIMEOUT));
+        CK(HcommLocalCopyOnThread(t, B(p.outputPtr, q * BLOCK), buf + q * BLOCK, BLOCK));
+    }
+    /* clean exit: nobody touches my buffer after this */
+    for (uint32_t q = 0; q < r.rankSize; q++)
+        if (q != r.rank) CK(HcommChannelNotifyRecordOnThread(t, r.channels[q].handle, ACK));
+    for (uint32_t q = 0; q < r.rankSize; q++)
+        if (q != r.rank) CK(HcommChannelNotifyWaitOnThread(t, r.channels[q].handle, ACK, WAIT_TIMEOUT));
+    return 0;
+}
+
+/* The canonical kernel shape: acquire, batch, wait "go", body, record "done", end, release. */
+unsigned Run(OpParam* p, Bug bug) {
+    AlgResourceCtx& r = *p->resCtx;
+    if (HcommAcquireComm(p->commName) != HCCL_SUCCESS) return 1000;
+    if (HcommBatchModeStart(p->tag) != HCCL_SUCCESS) {
+        HcommReleaseComm(p->commName);
+        return 1001;
+    }
+    int rc = 0;
+    if (HcommThreadNotifyWaitOnThread(r.aicpuThread, 0, WAIT_TIMEOUT)) rc = __LINE__;
+    if (!rc) rc = Body(*p, r, bug);
+    if (!rc && HcommThreadNotifyRecordOnThread(r.aicpuThread, r.cpuThreadOnAicpu, 0)) rc = __LINE__;
+    if (HcommBatchModeEnd(p->tag) != HCCL_SUCCESS && !rc) rc = 1002;
+    if (HcommReleaseComm(p->commName) != HCCL_SUCCESS && !rc) rc = 1003;
+    return (unsigned)rc;
+}
+
+}  // namespace
+
+extern "C" unsigned int DgGood(OpParam* p) { return Run(p, NONE); }
+extern "C" unsigned int DgMissing(OpParam* p) { return Run(p, MISSING); }
+extern "C" unsigned int DgDouble(OpParam* p) { return Run(p, DOUBLE); }
+extern "C" unsigned int DgCycle(OpParam* p) { return Run(p, CYCLE); }
+extern "C" unsigned int DgRace(OpParam* p) { return Run(p, RACE); }
+extern "C" unsigned int DgStale(OpParam* p) { return Run(p, STALE); }
+extern "C" unsigned int DgCrash(OpParam* p) { return Run(p, CRASH); }
+extern "C" unsigned int DgThreadMissing(OpParam* p) { return Run(p, THREAD_MISSING); }

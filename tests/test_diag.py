@@ -1,0 +1,186 @@
+"""Diagnosis of buggy operators (issue: hangs, races and misuse explained).
+
+tests/c/diag/ is a small mesh-exchange operator written like CANN's examples, with one kernel entry
+per planted bug, and a C host that only checks return codes (aclrtSynchronizeStream with the
+default HCCL_EXEC_TIMEOUT of 1836 s). Each bug must end, on every rank, with the right code and a
+message that names the rank, thread, task and source line at fault, within seconds, and leave
+nothing behind; the correct operator must produce no finding.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cann_style import build_example
+from test_emu_comm import _leaked, _reap, _shm_entries
+
+KERNEL = "kernel.cc"  # the source file the reports must point into
+
+
+@pytest.fixture(scope="module")
+def diag_prog(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build_example("diag", tmp_path_factory.mktemp("diag"), extra=("-g",))
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for k in ("HCCL_EXEC_TIMEOUT", "HCOMM_KIT_CHECK", "HCOMM_KIT_SOC"):
+        env.pop(k, None)
+    env.update(HCCL_BUFFSIZE="2", HCCL_CONNECT_TIMEOUT="30", **extra)
+    return env
+
+
+def _parse(out: str) -> dict[int, list[dict]]:
+    """RESULT lines and MSG blocks per rank, in launch order."""
+    res: dict[int, list[dict]] = {}
+    msgs = {int(m.group(1)): m.group(2) for m in re.finditer(r"MSG-BEGIN rank=(\d+)\n(.*?)\nMSG-END", out, re.S)}
+    for m in re.finditer(r"RESULT rank=(\d+) scenario=(\w+) rc=(-?\d+) secs=([\d.]+)", out):
+        r = int(m.group(1))
+        res.setdefault(r, []).append({"scenario": m.group(2), "rc": int(m.group(3)), "secs": float(m.group(4)),
+                                      "msg": msgs.get(r, "") if int(m.group(3)) else ""})
+    return res
+
+
+def _run_threads(prog: tuple[Path, Path], n: int, scenarios: str, bug: int, **env: str):
+    exe, json = prog
+    before = _shm_entries()
+    proc = subprocess.Popen([str(exe), str(json), "threads", str(n), scenarios, str(bug)], env=_env(**env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (rc, out, err), = _reap([proc], 120)
+    assert "FATAL" not in out, out + err
+    assert _leaked(before, [proc.pid]) == []
+    return rc, _parse(out), out, err
+
+
+def _last(res: dict[int, list[dict]], rank: int) -> dict:
+    return res[rank][-1]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_correct_operator_no_finding(diag_prog, n: int) -> None:
+    rc, res, out, err = _run_threads(diag_prog, n, "Good,Good,Good", -1)
+    assert rc == 0, out + err
+    for r in range(n):
+        assert [x["rc"] for x in res[r]] == [0, 0, 0], out + err
+    assert "hcomm-kit check" not in err and "DEADLOCK" not in err, err
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_missing_record_is_a_deadlock_named_at_once(diag_prog, n: int) -> None:
+    """Rank 1 never writes to rank 2 (mod n): rank 2's wait can never be satisfied. With the default
+    1836 s timeout every rank still fails within seconds, naming the wait, its source line and why."""
+    rc, res, out, err = _run_threads(diag_prog, n, "Good,Missing", 1)
+    victim = 2 % n
+    for r in range(n):
+        last = _last(res, r)
+        assert last["scenario"] == "Missing" and last["rc"] == 107020, out
+        assert last["secs"] < 5, out
+        assert "DEADLOCK" in last["msg"], last["msg"]
+    msg = _last(res, victim)["msg"]
+    assert f"rank {victim} thread t0 waits for channel notify slot 0 from rank 1" in msg, msg
+    assert f"at {KERNEL}:" in msg, msg
+    assert re.search(r"rank 1's part of 'diag_test' #2 \(its use #2 of the channel with rank %d\) "
+                     r"(finished without recording it|has queued all its tasks and none of them records it)" % victim,
+                     msg), msg
+    # C hosts that only check return codes see the report on stderr, once
+    assert err.count("DEADLOCK on communicator") == 1, err
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_wait_cycle_is_named(diag_prog, n: int) -> None:
+    rc, res, out, err = _run_threads(diag_prog, n, "Cycle", -1)
+    for r in range(n):
+        assert _last(res, r)["rc"] == 107020 and _last(res, r)["secs"] < 5, out
+    msg = _last(res, 0)["msg"]
+    assert "wait-for cycle:" in msg and "none of them can move" in msg, msg
+    for r in range(n):
+        assert f"rank {r} thread t0 waits for channel notify slot 1 from rank {(r + 1) % n}" in msg, msg
+
+
+def test_thread_notify_nobody_records(diag_prog) -> None:
+    rc, res, out, err = _run_threads(diag_prog, 2, "ThreadMissing", 0)
+    last = _last(res, 0)
+    assert last["rc"] == 107020 and last["secs"] < 5, out
+    assert "rank 0 thread t0 waits for thread notify slot 1 of thread t0" in last["msg"], last["msg"]
+    assert "no thread or stream of rank 0 will record it" in last["msg"], last["msg"]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_doubled_record_is_found(diag_prog, n: int) -> None:
+    """Rank 0 records the data notify to rank 1 twice: a lost signal when the flag is still set, or
+    (if rank 1 consumed in between) a notify from another call in the next call. Never wrong data."""
+    rc, res, out, err = _run_threads(diag_prog, n, "Good,Double,Good,Good", 0)
+    codes = [x["rc"] for r in range(n) for x in res[r]]
+    assert 509001 in codes, out
+    failing = next(x for r in range(n) for x in res[r] if x["rc"] == 509001)
+    assert "[hcomm-kit check]" in failing["msg"], failing["msg"]
+    assert ("lost notify: rank 0 thread t0" in failing["msg"]
+            or "notify from another call" in failing["msg"]), failing["msg"]
+    assert f"at {KERNEL}:" in failing["msg"], failing["msg"]
+    assert "WRONG" not in out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_unordered_overlapping_write_is_a_race(diag_prog, n: int) -> None:
+    rc, res, out, err = _run_threads(diag_prog, n, "Good,Race", 0)
+    for r in range(n):
+        assert _last(res, r)["rc"] == 509001, out
+    msg = _last(res, 0)["msg"]
+    assert "race on rank 1's HCCL buffer bytes [256, 512)" in msg, msg
+    assert "no notify orders them" in msg and f"at {KERNEL}:" in msg, msg
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_read_of_unwritten_bytes(diag_prog, n: int) -> None:
+    """Rank 0 sends the data notify to rank 1 without the data: rank 1 would copy last call's bytes."""
+    rc, res, out, err = _run_threads(diag_prog, n, "Good,Stale", 0)
+    for r in range(n):
+        assert _last(res, r)["rc"] == 509001, out
+    msg = _last(res, 1)["msg"]
+    assert "read of unwritten bytes: rank 1 thread t0" in msg, msg
+    assert "bytes [0, 256)" in msg and "their last write came before the operation began" in msg, msg
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_crash_fails_every_rank_with_the_source_line(diag_prog, n: int) -> None:
+    rc, res, out, err = _run_threads(diag_prog, n, "Good,Crash", 1)
+    crashed = _last(res, 1)
+    assert crashed["rc"] == 507018, out
+    assert re.search(rf"crashed with Segmentation fault at \S*{KERNEL}:\d+ in", crashed["msg"]), crashed["msg"]
+    for r in range(n):
+        if r != 1:
+            assert _last(res, r)["rc"] == 507057 and _last(res, r)["secs"] < 5, out
+            assert "communicator aborted by rank 1" in _last(res, r)["msg"], out
+
+
+def test_warn_mode_reports_without_failing(diag_prog) -> None:
+    rc, res, out, err = _run_threads(diag_prog, 2, "Good,Race", 0, HCOMM_KIT_CHECK="warn")
+    assert [x["rc"] for x in res[0]] == [0, 0], out
+    assert "[hcomm-kit check] race on rank 1" in err and "HCOMM_KIT_CHECK=warn" in err, err
+
+
+def test_checker_off_lets_the_race_pass(diag_prog) -> None:
+    rc, res, out, err = _run_threads(diag_prog, 2, "Good,Race", 0, HCOMM_KIT_CHECK="0")
+    assert [x["rc"] for x in res[0]] == [0, 0], out
+    assert "hcomm-kit check" not in err
+
+
+def test_under_mpirun_four_ranks(diag_prog, tmp_path: Path) -> None:
+    """Ranks as processes (hcomm-kit launch): the report is built from every process's published state."""
+    exe, json = diag_prog
+    before = _shm_entries()
+    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "4", "--timeout", "100", "--",
+                           str(exe), str(json), "mpi", str(tmp_path / "root.bin"), "Good,Missing", "1"],
+                          env=_env(), capture_output=True, text=True, timeout=150)
+    out = proc.stdout
+    res = _parse(re.sub(r"^\[\d+,\d+\]<stdout>: ", "", out, flags=re.M))
+    for r in range(4):
+        assert _last(res, r)["rc"] == 107020 and _last(res, r)["secs"] < 5, out + proc.stderr
+    assert "rank 1's part of 'diag_test' #2" in out, out
+    assert _leaked(before, []) == []
