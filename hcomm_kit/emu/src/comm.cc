@@ -641,7 +641,7 @@ Comm* comm_find_by_name(const char* name, Device* dev) {
     return dev ? nullptr : any;
 }
 
-std::mutex& comm_use_lock(Comm* c) { return c->use_m; }
+std::timed_mutex& comm_use_lock(Comm* c) { return c->use_m; }
 
 bool comm_aborted(Comm* c, std::string* why) { return c->job && job_aborted(c->job, why); }
 
@@ -931,8 +931,18 @@ EMU_API HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
 namespace {
 /* Frees everything a communicator owns in this process; peers may still run (they keep their
  * own mappings of our buffer, and our device control block stays). */
-void comm_teardown(Comm* c) {
-    std::lock_guard<std::mutex> use(c->use_m); /* wait for kernels holding it (HcommAcquireComm) */
+bool comm_teardown(Comm* c) {
+    /* Wait for kernels holding it (HcommAcquireComm); every kernel ends within its launch timeout,
+     * except one that overran it and could not be stopped: the device is then lost, and what that
+     * kernel may still touch is left allocated (bounded teardown, nothing freed under it). */
+    while (!c->use_m.try_lock_for(std::chrono::milliseconds(100)))
+        if (c->dev->lost.load()) {
+            EMU_LOG(LOG_WARN, "communicator %s: a kernel that overran its launch timeout still holds it; its "
+                    "resources stay allocated until the process exits", c->name.c_str());
+            if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
+            return false;
+        }
+    std::lock_guard<std::timed_mutex> use(c->use_m, std::adopt_lock);
     std::lock_guard<std::mutex> g(c->m);
     for (HThread* t : c->threads) hthread_destroy(t);
     c->threads.clear();
@@ -960,6 +970,7 @@ void comm_teardown(Comm* c) {
     if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
     comm_release_segments(c);
     c->magic = 0;
+    return true;
 }
 }  // namespace
 
@@ -970,8 +981,7 @@ EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
         std::lock_guard<std::mutex> g(g_comms_m);
         g_comms.erase(c);
     }
-    comm_teardown(c);
-    delete c;
+    if (comm_teardown(c)) delete c; /* else a stuck kernel may still use it: kept (leaked) */
     return HCCL_SUCCESS;
 }
 

@@ -282,7 +282,7 @@ struct Comm {
     std::unique_ptr<std::atomic<uint64_t>[]> live_checked; /* last liveness probe (ns) */
     std::unique_ptr<std::atomic<bool>[]> dead;             /* sticky */
 
-    std::mutex use_m; /* comm_use_lock (HcommAcquireComm) */
+    std::timed_mutex use_m; /* comm_use_lock (HcommAcquireComm) */
     std::mutex m;     /* everything below */
     std::vector<HThread*> threads;
     std::vector<Stream*> own_streams;

@@ -428,6 +428,7 @@ std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slo
     uint32_t old = ctl->slots[slot].exchange(1, std::memory_order_acq_rel);
     doorbell_ring(ctl);
     if (!old) return "";
+    if (c && comm_aborted(c, nullptr)) return ""; /* leftovers of the operation that failed */
     std::string who = self ? strprintf("rank %d %s", rank, thread_name(code).c_str()) : std::string("the host");
     std::string at = t.caller ? " at " + code_line(t.caller) : std::string();
     std::string text = strprintf(

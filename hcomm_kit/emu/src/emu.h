@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -295,7 +296,13 @@ struct Device {
      * latest of them waits for (0: an event or the whole device): hang analysis (diag.cc). */
     std::atomic<uint32_t> host_sync{0};
     std::atomic<uint32_t> host_sync_stream{0};
+    /* A kernel overran its launch timeout and could not be stopped: launches and synchronisations
+     * on this device fail with 507017 naming it (lost_reason under m). */
+    std::atomic<bool> lost{false};
+    std::string lost_reason;
 };
+/* 0, or 507017 with the reason set (api) when dev is lost. */
+int device_lost_check(Device* dev, const char* api);
 
 /* Returns the device, creating its control block if needed; nullptr + error on failure. */
 Device* device_get(int id, int* err_code, const char* api);
@@ -336,6 +343,20 @@ struct TaskDiag {
     Comm* comm = nullptr;             /* Barrier: its communicator */
     uint32_t barrier_seq = 0;         /* Barrier: this rank's barrier number */
     std::vector<std::pair<const DevCtl*, uint32_t>> records; /* notify slots the task will set */
+};
+
+/* A kernel launch in flight, shared by its stream worker and the watchdog: a kernel that overruns
+ * its launch timeout is interrupted (a signal to its worker; the crash guard leaves the entry when
+ * the worker is in the kernel's own code), else the device is marked lost (kernel.cc, stream.cc). */
+struct KernelRun {
+    std::atomic<bool> cancel{false};   /* the watchdog asks the worker to leave the kernel */
+    std::atomic<bool> done{false};     /* the entry returned, crashed or was left */
+    int tid = 0;                       /* the worker's thread id (gettid) */
+    std::vector<std::pair<uintptr_t, uintptr_t>> code; /* executable ranges of the kernel library */
+    std::string kernel;
+    uint32_t stream_id = 0;
+    Device* dev = nullptr;
+    uint64_t timeout_ns = 0;
 };
 
 class Task {
@@ -381,6 +402,9 @@ struct Stream {
     uint64_t kernel_timeout_ns = 0;
     uint64_t kernel_seq = 0;
     std::string kernel_name;
+    std::shared_ptr<KernelRun> kernel_run;   /* the running kernel (under m) */
+    std::vector<Comm*> kernel_comms;         /* communicators it works on (under m), told when it overruns */
+    uint64_t timed_out_kseq = 0;             /* the launch the watchdog abandoned last (under m) */
     int subscriber_set = 0;
     uint64_t subscriber = 0;
 };
@@ -422,6 +446,7 @@ struct Channel;
 struct KernelCtx {
     bool active = false; /* true while a kernel entry runs on this thread */
     Device* dev = nullptr;
+    Stream* stream = nullptr;
     const char* kernel = nullptr;
     uint64_t kseq = 0;   /* process-wide launch number of the running kernel */
     /* The launch's operation name: the tag of the batch of its first Hcomm task (else the kernel
@@ -448,6 +473,10 @@ struct KernelCtx {
 };
 KernelCtx& kctx();
 
+/* Sent by the watchdog to the worker of a kernel that overran its launch timeout. */
+#define kCancelSig (SIGRTMAX - 3)
+/* The running kernel works on communicator c (told if it overruns its launch timeout). */
+void kernel_note_comm(KernelCtx& k, Comm* c);
 /* Watchdog (stream.cc): enforces launch timeouts. */
 void watchdog_arm(Stream* s, uint64_t deadline_ns, uint64_t seq);
 void watchdog_disarm(Stream* s, uint64_t seq);
@@ -606,8 +635,9 @@ void channel_unregister(Channel* c);
 
 /* Communicator helpers used by the data plane (comm.cc). */
 Device* comm_device(Comm* c);
+Comm* comm_from_handle(HcclComm h); /* nullptr unless a live communicator of this process */
 Comm* comm_find_by_name(const char* name, Device* dev); /* HcommAcquireComm lookup */
-std::mutex& comm_use_lock(Comm* c);
+std::timed_mutex& comm_use_lock(Comm* c);
 bool comm_aborted(Comm* c, std::string* why);
 /* Aborts the communicator on every rank; returns true when this call was the first abort. */
 bool comm_abort(Comm* c, const std::string& why, AbortKind kind = AbortKind::Other);

@@ -108,6 +108,7 @@ void stamp_op(KernelCtx& k, const BatchState& b, Call& c, Channel* ch, HTask& h)
         }
     uint32_t inst = cm ? comm_op_begin(cm, h.tag16, tag, k.kseq) : 0;
     k.ops.push_back({cm, h.tag16, inst});
+    if (cm) kernel_note_comm(k, cm);
     h.inst = inst;
 }
 
@@ -117,12 +118,12 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
     BatchState& b = batch();
     h.api = c.api;
     h.comm = c.t->comm;
-    h.caller = tl_caller;
+    KernelCtx& kc = kctx();
+    h.caller = kc.active ? tl_caller : nullptr; /* host calls come through ctypes/libffi: no line to show */
     static const char* const untagged = intern(std::string());
     h.tag = b.active && b.itag ? b.itag : untagged;
     if (h.op == HOp::Wait) h.desc.thread_no = h.desc.kind == 0 ? thread_code(c.t) : h.desc.thread_no;
-    KernelCtx& k = kctx();
-    if (k.active) stamp_op(k, b, c, ch, h);
+    if (kc.active) stamp_op(kc, b, c, ch, h);
     if (b.active) {
         for (auto& p : b.pending)
             if (p.first == c.t) {
@@ -688,8 +689,19 @@ EMU_API int32_t HcommAcquireComm(const char* commId) {
                       k.dev ? k.dev->id : -1);
     for (Comm* a : k.acquired)
         if (a == c) return seterr(HCCL_E_PARA, __func__, "communicator '%s' is already acquired by this kernel", commId);
-    comm_use_lock(c).lock();
+    /* Another kernel may hold it (it runs on another stream); one that overran its launch timeout
+     * and could not be stopped holds it for good: fail instead of waiting forever. */
+    while (!comm_use_lock(c).try_lock_for(std::chrono::milliseconds(100))) {
+        if (k.dev && k.dev->lost.load()) {
+            std::lock_guard<std::mutex> g(k.dev->m);
+            return seterr(HCCL_E_INTERNAL, __func__, "communicator '%s' is held for good: %s", commId,
+                          k.dev->lost_reason.c_str());
+        }
+        std::string why;
+        if (comm_aborted(c, &why)) return seterr(HCCL_E_INTERNAL, __func__, "communicator '%s' was aborted: %s", commId, why.c_str());
+    }
     k.acquired.push_back(c);
+    kernel_note_comm(k, c);
     return HCCL_SUCCESS;
 }
 

@@ -8,6 +8,8 @@
 #include "json.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <sys/syscall.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <ucontext.h>
@@ -27,6 +29,7 @@ struct Func {
     Binary* bin = nullptr;
     std::string op_type, func_name, so_name;
     void* fn = nullptr;
+    std::vector<std::pair<uintptr_t, uintptr_t>> code; /* executable ranges of its library */
 };
 struct Binary {
     uint32_t magic = kBinMagic;
@@ -36,7 +39,30 @@ struct Binary {
     int memfd = -1;
     std::map<std::string, Func*> funcs; /* op type -> function */
     std::map<std::string, std::pair<std::string, std::string>> entries; /* op type -> (functionName, kernelSo) */
+    std::vector<std::pair<uintptr_t, uintptr_t>> code; /* executable segments of the loaded library */
 };
+
+/* The executable segments of a library opened with dlopen (runaway-kernel cancellation). */
+static void code_ranges(void* dl, std::vector<std::pair<uintptr_t, uintptr_t>>* out) {
+    struct link_map* lm = nullptr;
+    if (!dl || dlinfo(dl, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return;
+    struct Ctx {
+        uintptr_t base;
+        std::vector<std::pair<uintptr_t, uintptr_t>>* out;
+    } ctx{(uintptr_t)lm->l_addr, out};
+    dl_iterate_phdr(
+        [](struct dl_phdr_info* info, size_t, void* p) -> int {
+            Ctx* c = static_cast<Ctx*>(p);
+            if ((uintptr_t)info->dlpi_addr != c->base) return 0;
+            for (int i = 0; i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+                if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+                    c->out->emplace_back(c->base + ph.p_vaddr, c->base + ph.p_vaddr + ph.p_memsz);
+            }
+            return 1;
+        },
+        &ctx);
+}
 
 namespace {
 std::mutex g_bin_m;
@@ -55,7 +81,19 @@ struct Guard {
     volatile int sig = 0;
     void* volatile addr = nullptr;
     void* volatile pc = nullptr; /* the faulting instruction */
+    KernelRun* volatile run = nullptr;
 };
+
+uintptr_t uc_pc(void* uc) {
+#if defined(__x86_64__)
+    return uc ? (uintptr_t) static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP] : 0;
+#elif defined(__aarch64__)
+    return uc ? (uintptr_t) static_cast<ucontext_t*>(uc)->uc_mcontext.pc : 0;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
 thread_local Guard tl_guard;
 thread_local void* tl_altstack = nullptr;
 /* Signal mask of the worker, restored after a crash (the guard's sigsetjmp does not save it:
@@ -72,12 +110,7 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
         g.armed = 0;
         g.sig = sig;
         g.addr = si ? si->si_addr : nullptr;
-        g.pc = nullptr;
-#if defined(__x86_64__)
-        if (uc) g.pc = (void*)static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RIP];
-#elif defined(__aarch64__)
-        if (uc) g.pc = (void*)static_cast<ucontext_t*>(uc)->uc_mcontext.pc;
-#endif
+        g.pc = (void*)uc_pc(uc);
         siglongjmp(g.jb, 1);
     }
     /* Not inside a kernel: behave as if we were never here. */
@@ -95,6 +128,24 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
     raise(sig);
 }
 
+/* The watchdog's interruption of an overrunning kernel: leave the entry (as a crash does) when the
+ * worker runs the kernel library's own code; anywhere else (libc, the emulator: it may hold a lock)
+ * do nothing, the watchdog tries again. */
+void on_cancel(int, siginfo_t*, void* uc) {
+    Guard& g = tl_guard;
+    KernelRun* r = g.run;
+    if (!g.armed || !r || !r->cancel.load(std::memory_order_relaxed)) return;
+    uintptr_t pc = uc_pc(uc);
+    for (auto& rg : r->code)
+        if (pc >= rg.first && pc < rg.second) {
+            g.armed = 0;
+            g.sig = kCancelSig;
+            g.addr = nullptr;
+            g.pc = (void*)pc;
+            siglongjmp(g.jb, 1);
+        }
+}
+
 void install_handlers() {
     std::call_once(g_sig_once, [] {
         for (int sig : kSigs) {
@@ -105,6 +156,12 @@ void install_handlers() {
             sigemptyset(&sa.sa_mask);
             sigaction(sig, &sa, &g_old[sig]);
         }
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_cancel;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(kCancelSig, &sa, nullptr);
     });
 }
 }  // namespace
@@ -194,6 +251,19 @@ std::pair<std::string, std::string> locate_cached(const void* pc, bool call_site
 std::string code_location(const void* pc, bool call_site) { return locate_cached(pc, call_site).first; }
 std::string code_line(const void* pc, bool call_site) { return pc ? locate_cached(pc, call_site).second : ""; }
 
+void kernel_note_comm(KernelCtx& k, Comm* c) {
+    if (!k.stream) return;
+    std::lock_guard<std::mutex> g(k.stream->m);
+    auto& v = k.stream->kernel_comms;
+    if (std::find(v.begin(), v.end(), c) == v.end()) v.push_back(c);
+}
+
+int device_lost_check(Device* dev, const char* api) {
+    if (!dev || !dev->lost.load(std::memory_order_relaxed)) return 0;
+    std::lock_guard<std::mutex> g(dev->m);
+    return seterr(ACL_ERROR_RT_AICPU_TIMEOUT, api, "device %d is lost: %s", dev->id, dev->lost_reason.c_str());
+}
+
 KernelCtx& kctx() {
     static thread_local KernelCtx k;
     return k;
@@ -224,7 +294,9 @@ typedef uint32_t (*entry_t)(void*);
 
 /* Calls the kernel entry under the crash guard. Kept free of C++ objects so that nothing in
  * this frame can be clobbered by siglongjmp. Returns the signal number, or 0. */
-__attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault, void** pc) {
+__attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault, void** pc,
+                                           KernelRun* run) {
+    tl_guard.run = run;
     if (!tl_mask_saved) {
         pthread_sigmask(SIG_SETMASK, nullptr, &tl_mask);
         tl_mask_saved = true;
@@ -255,12 +327,21 @@ int KernelTask::run(Stream* s, std::string* msg) {
     entry_t entry = reinterpret_cast<entry_t>(f->fn);
     const char* kname = f->func_name.c_str();
     uint64_t seq = g_kseq.fetch_add(1) + 1;
+    auto run = std::make_shared<KernelRun>();
+    run->tid = (int)syscall(SYS_gettid);
+    run->code = f->code;
+    run->kernel = f->func_name;
+    run->stream_id = s->id;
+    run->dev = s->dev;
+    run->timeout_ns = timeout_ns;
     {
         std::lock_guard<std::mutex> g(s->m);
         s->kernel_seq = seq;
         s->kernel_name = f->func_name;
         s->kernel_timeout_ns = timeout_ns;
         s->kernel_deadline_ns = timeout_ns ? now_ns() + timeout_ns : 0;
+        s->kernel_run = run;
+        s->kernel_comms.clear();
     }
     if (timeout_ns) watchdog_arm(s, now_ns() + timeout_ns, seq);
     install_handlers();
@@ -270,6 +351,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     k.dev = s->dev;
     k.kernel = kname;
     k.kseq = seq;
+    k.stream = s;
     diag_kernel_begin(k, s, kname);
     Context* saved_ctx = current_ctx();
     set_current_ctx(s->ctx);
@@ -278,7 +360,9 @@ int KernelTask::run(Stream* s, std::string* msg) {
     void* fault_addr = nullptr;
     void* fault_pc = nullptr;
     for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++)
-        crashed = guarded_call(entry, args.data(), &ret, &fault_addr, &fault_pc);
+        crashed = guarded_call(entry, args.data(), &ret, &fault_addr, &fault_pc, run.get());
+    run->done.store(true);
+    tl_guard.run = nullptr;
     set_current_ctx(saved_ctx);
     std::vector<Comm*> used; /* communicators this kernel worked on: told when it fails */
     for (auto& o : k.ops)
@@ -290,15 +374,28 @@ int KernelTask::run(Stream* s, std::string* msg) {
     std::string first_err = k.first_err;
     k.active = false;
     if (timeout_ns) watchdog_disarm(s, seq);
-    bool helper_follows;
+    bool helper_follows = false, abandoned;
     {
         std::lock_guard<std::mutex> g(s->m);
-        s->kernel_deadline_ns = 0;
-        s->kernel_name.clear();
-        /* Tasks the kernel submitted to device threads: the next task runs them if it is a
-         * notify wait that this worker will execute (not dropped by an error). */
-        helper_follows = !crashed && ret == 0 && left.empty() && s->err_code == 0 && !s->q.empty() &&
-                         s->q.front()->helps;
+        /* Abandoned by the watchdog (launch timeout): the stream has another worker and maybe
+         * another kernel by now; its state is not ours to touch. */
+        abandoned = s->timed_out_kseq == seq;
+        if (!abandoned) {
+            s->kernel_deadline_ns = 0;
+            s->kernel_name.clear();
+            s->kernel_run.reset();
+            /* Tasks the kernel submitted to device threads: the next task runs them if it is a
+             * notify wait that this worker will execute (not dropped by an error). */
+            helper_follows = !crashed && ret == 0 && left.empty() && s->err_code == 0 && !s->q.empty() &&
+                             s->q.front()->helps;
+        }
+    }
+    if (abandoned) {
+        EMU_LOG(LOG_WARN, "AICPU kernel %s (stream %u) %s after overrunning its launch timeout; its worker thread ends",
+                kname, s->id, crashed == kCancelSig ? "was interrupted" : "returned");
+        diag_log("kernel %s left after its launch timeout (%s)", kname, crashed == kCancelSig ? "interrupted" : "returned");
+        *msg = strprintf("AICPU kernel %s overran its launch timeout", kname);
+        return ACL_ERROR_RT_AICPU_TIMEOUT;
     }
     kernel_end_submit(s, helper_follows);
     if (!crashed && ret == 0 && left.empty()) return 0;
@@ -608,6 +705,8 @@ static Func* make_func(Binary* b, const std::string& op, const std::string& fnam
     f->func_name = fname;
     f->so_name = b->so_path;
     f->fn = sym;
+    if (b->code.empty()) code_ranges(b->dl, &b->code);
+    f->code = b->code;
     b->funcs[op] = f;
     g_funcs.insert(f);
     return f;
@@ -943,6 +1042,7 @@ static int launch_common(const char* api, aclrtFuncHandle funcHandle, uint32_t n
     if (int r = launch_timeout(cfgp, tmo, api)) return r;
     Stream* s = stream_resolve(stream, &code, api);
     if (!s) return code;
+    if (int r = device_lost_check(s->dev, api)) return r;
     *fout = f;
     *sout = s;
     return ACL_SUCCESS;

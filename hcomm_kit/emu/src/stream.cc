@@ -9,6 +9,9 @@
 #include "emu.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -248,6 +251,8 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
     {
         std::lock_guard<std::mutex> g(s->m);
         target = s->submitted;
+        if (!s->err_code)
+            if (int r = device_lost_check(s->dev, api)) return r;
     }
     uint64_t deadline = timeout_ms >= 0 ? now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
     if (timeout_ms == 0) deadline = now_ns();
@@ -291,10 +296,14 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
 
 namespace {
 struct WdEntry {
-    Stream* s;
+    Stream* s;                       /* nullptr for a cancellation entry (the stream may be gone) */
     uint64_t deadline;
     uint64_t seq;
+    std::shared_ptr<KernelRun> run;  /* cancellation entry: the overrunning kernel */
+    int attempts = 0;
 };
+constexpr uint64_t kCancelEveryNs = 50000000ull; /* interruption attempts of an overrunning kernel */
+constexpr int kCancelAttempts = 40;
 /* Leaky singletons: a detached watchdog may still wait on them while statics are destroyed. */
 std::mutex& g_wd_m = *new std::mutex();
 std::condition_variable& g_wd_cv = *new std::condition_variable();
@@ -305,20 +314,60 @@ bool g_wd_started = false;
 uint64_t g_wd_wake = 0;
 constexpr uint64_t kWdHorizonNs = 1000000000ull;
 
-void watchdog_fire(const WdEntry& e) {
+/* An overrunning kernel was abandoned: interrupt it (on_cancel in kernel.cc leaves the entry when
+ * the worker runs the kernel's own code), retrying; when that never works, the device is lost. */
+void cancel_attempt(WdEntry& e) {
+    KernelRun* r = e.run.get();
+    if (r->done.load()) return; /* interrupted, or it returned by itself */
+    if (e.attempts++ < kCancelAttempts) {
+        syscall(SYS_tgkill, (int)getpid(), r->tid, kCancelSig);
+        e.deadline = now_ns() + kCancelEveryNs;
+        std::lock_guard<std::mutex> g(g_wd_m);
+        g_wd.push_back(e);
+        return;
+    }
+    Device* d = r->dev;
+    {
+        std::lock_guard<std::mutex> g(d->m);
+        d->lost_reason = strprintf(
+            "AICPU kernel %s (stream %u) overran its launch timeout of %.3f s and could not be interrupted (it does not "
+            "run its own code: blocked in a system or library call); it keeps running on an abandoned worker thread "
+            "at the lowest priority. Restart the process",
+            r->kernel.c_str(), r->stream_id, (double)r->timeout_ns / 1e9);
+    }
+    d->lost.store(true);
+    struct sched_param sp;
+    memset(&sp, 0, sizeof sp);
+    sched_setscheduler(r->tid, SCHED_IDLE, &sp); /* it may still spin: it no longer competes for a core */
+    EMU_LOG(LOG_ERROR, "device %d is lost: %s", d->id, d->lost_reason.c_str());
+    diag_log("device %d is lost: %s", d->id, d->lost_reason.c_str());
+}
+
+void watchdog_fire(WdEntry& e) {
+    if (!e.s) {
+        cancel_attempt(e);
+        return;
+    }
     Stream* s = e.s;
     std::vector<std::unique_ptr<Task>> dropped;
     uint64_t n_dropped = 0;
+    std::shared_ptr<KernelRun> run;
+    std::vector<Comm*> comms;
+    std::string what;
     {
         std::lock_guard<std::mutex> g(s->m);
         if (s->kernel_seq != e.seq || s->kernel_deadline_ns == 0) return; /* finished meanwhile */
         std::string name = s->kernel_name;
+        what = strprintf("AICPU kernel %s on stream %u did not finish within its launch timeout (%.3f s)", name.c_str(),
+                         s->id, (double)s->kernel_timeout_ns / 1e9);
         if (!s->err_code) {
             s->err_code = ACL_ERROR_RT_AICPU_TIMEOUT;
-            s->err_msg = strprintf("AICPU kernel %s on stream %u did not finish within its launch timeout (%.3f s); "
-                                   "the stream's pending tasks were dropped",
-                                   name.c_str(), s->id, (double)s->kernel_timeout_ns / 1e9);
+            s->err_msg = what + "; the stream's pending tasks were dropped and the kernel is being interrupted";
         }
+        run = s->kernel_run;
+        comms = s->kernel_comms;
+        s->kernel_run.reset();
+        s->timed_out_kseq = e.seq;
         s->kernel_deadline_ns = 0;
         s->kernel_name.clear();
         s->worker_gen++;
@@ -334,7 +383,19 @@ void watchdog_fire(const WdEntry& e) {
         }
         start_worker_locked(s);
     }
-    EMU_LOG(LOG_ERROR, "AICPU kernel timed out on stream %u: stream fails with 507017", s->id);
+    EMU_LOG(LOG_ERROR, "%s: stream fails with 507017", what.c_str());
+    diag_log("%s", what.c_str());
+    if (run) {
+        run->cancel.store(true);
+        WdEntry ce{nullptr, 0, e.seq, run, 0};
+        cancel_attempt(ce); /* first attempt now, retries queued */
+    }
+    /* The other ranks would wait for this kernel's part until their own timeouts: fail them now. */
+    for (Comm* c : comms) {
+        if (!comm_from_handle(c)) continue;
+        std::string rep = diag_comm_report(c, strprintf("rank %d: %s", comm_rank(c), what.c_str()).c_str());
+        comm_abort(c, rep, AbortKind::KernelTimeout);
+    }
     complete_one(s, nullptr); /* the abandoned kernel task */
     for (auto& t : dropped) {
         t->drop();
@@ -387,7 +448,7 @@ void watchdog_arm(Stream* s, uint64_t deadline_ns, uint64_t seq) {
         g_wd_started = true;
         std::thread(watchdog_main).detach();
     }
-    g_wd.push_back(WdEntry{s, deadline_ns, seq});
+    g_wd.push_back(WdEntry{s, deadline_ns, seq, nullptr, 0});
     if (deadline_ns < g_wd_wake) g_wd_cv.notify_one();
 }
 
