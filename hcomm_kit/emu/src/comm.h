@@ -246,7 +246,8 @@ struct JobSeg {
     std::atomic<uint32_t> bar_count;   /* ranks inside the current barrier */
     std::atomic<uint32_t> bar_gen;     /* barriers completed (futex) */
     std::atomic<uint64_t> attention_ns; /* a rank has a long wait: every monitor publishes each tick */
-    uint32_t pad[12];
+    std::atomic<uint32_t> trace_done;   /* ranks that wrote their HCOMM_KIT_TRACE part at destroy */
+    uint32_t pad[11];
     std::atomic<uint32_t> bar_seq[kMaxRanks]; /* latest barrier each rank arrived at */
     JobRank ranks[kMaxRanks];
     MailBox mail[kMaxRanks][kMaxRanks]; /* mail[from][to] */

@@ -180,6 +180,9 @@ bool config_load(std::string* err) {
     v = 1836;
     if (!env_u64("HCCL_EXEC_TIMEOUT", 0, 65535, &v, err)) return false;
     c.default_kernel_timeout_s = (uint32_t)v;
+    v = 10;
+    if (!env_u64("HCOMM_KIT_PROGRESS_SECONDS", 1, 86400, &v, err)) return false;
+    c.progress_s = (uint32_t)v;
     const char* chk = getenv("HCOMM_KIT_CHECK");
     if (chk && *chk) {
         if (!strcmp(chk, "0")) c.check = 0;

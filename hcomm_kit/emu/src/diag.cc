@@ -40,7 +40,6 @@ namespace {
 constexpr uint64_t kTickNs = 100000000ull;          /* monitor period */
 constexpr uint64_t kAnalyseAfterNs = 250000000ull;  /* a wait this old makes the monitor analyse */
 constexpr uint64_t kFreshNs = 600000000ull;         /* a live rank's snapshot older than this is unknown */
-constexpr uint64_t kProgressEveryNs = 10000000000ull;
 
 template <size_t N>
 void copy_str(char (&dst)[N], const char* src) {
@@ -414,16 +413,24 @@ std::string check_finding(Comm* c, const std::string& text) {
 }
 
 std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan) {
-    if (!check_mode()) {
+    bool chk = check_mode() != 0, tr = trace_on();
+    if (!chk && !tr) {
         slot_record(ctl, slot);
         return "";
     }
     Comm* c = self && self->comm ? self->comm : t.comm;
     int rank = c ? comm_rank(c) : -1;
+    uint64_t fid = chk && self ? vc_publish(self) : 0;
+    if (!fid && tr && self) fid = trace_flow_id((uint32_t)(rank < 0 ? 0 : rank));
+    ctl->flow[slot].store(fid, std::memory_order_release);
+    if (tr) trace_flow(true, fid, self, now_ns());
+    if (!chk) {
+        slot_record(ctl, slot);
+        return "";
+    }
     uint32_t code = thread_code(self);
     uint64_t p = prov::make(t.tag16 == 0, chan, rank < 0 ? 0x7f : (uint32_t)rank, code, t.tag16, t.inst, t.use);
     uint64_t before = ctl->src[slot].load(std::memory_order_relaxed);
-    ctl->flow[slot].store(self ? vc_publish(self) : 0, std::memory_order_release);
     ctl->src[slot].store(p, std::memory_order_release);
     uint32_t old = ctl->slots[slot].exchange(1, std::memory_order_acq_rel);
     doorbell_ring(ctl);
@@ -446,14 +453,17 @@ std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slo
 bool consume_slot(const HTask& t, HThread* self, std::string* finding) {
     DevCtl* c = t.slot_ctl;
     uint32_t s = t.slot;
-    if (!check_mode()) return slot_consume(c, s);
+    bool chk = check_mode() != 0, tr = trace_on();
+    if (!chk && !tr) return slot_consume(c, s);
     if (c->slots[s].load(std::memory_order_acquire) == 0) return false;
     /* Provenance first, then the flag (record_slot writes them in the other order): a record that
      * lands in between finds the flag still set and is reported as lost, never misattributed. */
     uint64_t vid = c->flow[s].exchange(0, std::memory_order_acq_rel);
-    uint64_t p = c->src[s].exchange(0, std::memory_order_acq_rel);
+    uint64_t p = chk ? c->src[s].exchange(0, std::memory_order_acq_rel) : 0;
     if (c->slots[s].exchange(0, std::memory_order_acq_rel) != 1) return false;
-    if (self && vid) vc_join(self, vid);
+    if (tr) trace_flow(false, vid, self, now_ns());
+    if (!chk) return true;
+    if (self && vid && !(vid & kTraceOnlyId)) vc_join(self, vid);
     if (!(p & prov::kValid) || (p & prov::kHost) || t.tag16 == 0 || !t.comm) return true;
     /* Which call of its operation made the record, against the waiter's: the same operation (op
      * tag hash) and, for collectives, the same instance number on both ranks; for channel notifies
@@ -1382,8 +1392,9 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
         st.stuck_sig = 0;
     }
     /* long waits: a progress line every 10 s */
-    if (oldest >= kProgressEveryNs) {
-        uint64_t bucket = oldest / kProgressEveryNs;
+    const uint64_t every = (uint64_t)cfg().progress_s * 1000000000ull;
+    if (oldest >= every) {
+        uint64_t bucket = oldest / every;
         if (bucket > st.next_progress) {
             st.next_progress = bucket;
             /* the oldest wait of this rank, and what its recorder does */
@@ -1501,6 +1512,7 @@ void monitor_main() {
 
 void diag_comm_added(Comm* c) {
     c->p2p_seq.assign(c->nranks, 0);
+    trace_comm_added(c);
     {
         std::lock_guard<std::mutex> g(g_race_m);
         g_race_comms.push_back(c);
@@ -1519,6 +1531,7 @@ void diag_comm_added(Comm* c) {
 }
 
 void diag_comm_removed(Comm* c) {
+    trace_comm_removed(c);
     {
         std::lock_guard<std::mutex> g(g_race_m);
         g_race_comms.erase(std::remove(g_race_comms.begin(), g_race_comms.end(), c), g_race_comms.end());

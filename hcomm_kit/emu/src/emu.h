@@ -96,6 +96,7 @@ struct Config {
     std::string log_dir;                   /* HCOMM_KIT_LOG_DIR: per-rank logs and hang reports ("" = none) */
     std::string trace_file;                /* HCOMM_KIT_TRACE: merged Chrome/Perfetto trace ("" = none) */
     std::string job_dir;                   /* HCOMM_KIT_JOB_DIR: launcher's per-job directory (state dumps) */
+    uint32_t progress_s = 10;              /* HCOMM_KIT_PROGRESS_SECONDS: a line per long wait this often */
 };
 /* Why a communicator was aborted: decides the code every rank's failing stream reports. */
 enum class AbortKind : uint32_t { Other = 0, Timeout, Deadlock, Check, Crash, PeerDead, Mismatch, KernelTimeout };
@@ -703,6 +704,17 @@ void diag_kernel_end(KernelCtx& k);
 std::string code_location(const void* pc, bool call_site = false);
 /* Short form for reports: "exec_op.cc:42" (or "libx.so+0x1a2b"); "" when unknown. */
 std::string code_line(const void* pc, bool call_site = true);
+/* HCOMM_KIT_TRACE (trace.cc): whether it is on, and the events. Flow ids of trace-only records
+ * carry kTraceOnlyId (the race checker's clock-vector ids double as flow ids otherwise). */
+constexpr uint64_t kTraceOnlyId = 1ull << 55;
+bool trace_on();
+uint64_t trace_flow_id(uint32_t rank);
+void trace_comm_added(Comm* c);
+void trace_comm_removed(Comm* c);
+void trace_task(const HTask& t, const HThread* self, uint64_t t0, uint64_t t1);
+void trace_flow(bool start, uint64_t id, const HThread* self, uint64_t ts);
+void trace_kernel(Stream* s, const char* name, uint64_t t0, uint64_t t1, const std::vector<Comm*>& comms);
+void trace_launch(Stream* s, const char* name);
 /* Per-rank log (HCOMM_KIT_LOG_DIR): one timestamped line. */
 void diag_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -359,9 +359,11 @@ int KernelTask::run(Stream* s, std::string* msg) {
     int crashed = 0;
     void* fault_addr = nullptr;
     void* fault_pc = nullptr;
+    uint64_t t_start = now_ns();
     for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++)
         crashed = guarded_call(entry, args.data(), &ret, &fault_addr, &fault_pc, run.get());
     run->done.store(true);
+    uint64_t t_end = now_ns();
     tl_guard.run = nullptr;
     set_current_ctx(saved_ctx);
     std::vector<Comm*> used; /* communicators this kernel worked on: told when it fails */
@@ -369,6 +371,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
         if (o.c && std::find(used.begin(), used.end(), o.c) == used.end()) used.push_back(o.c);
     for (Comm* c : k.acquired)
         if (std::find(used.begin(), used.end(), c) == used.end()) used.push_back(c);
+    if (trace_on()) trace_kernel(s, kname, t_start, t_end, used);
     diag_kernel_end(k);
     std::string left = kernel_cleanup(k);
     std::string first_err = k.first_err;
@@ -1043,6 +1046,7 @@ static int launch_common(const char* api, aclrtFuncHandle funcHandle, uint32_t n
     Stream* s = stream_resolve(stream, &code, api);
     if (!s) return code;
     if (int r = device_lost_check(s->dev, api)) return r;
+    if (trace_on()) trace_launch(s, f->func_name.c_str());
     *fout = f;
     *sout = s;
     return ACL_SUCCESS;

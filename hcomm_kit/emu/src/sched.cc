@@ -251,8 +251,14 @@ static bool run_thread(HThread* t) {
         }
         std::string msg;
         AbortKind kind = AbortKind::Other;
+        bool tr = trace_on();
+        uint64_t t0 = tr ? now_ns() : 0;
         int r = htask_exec(*h, t, &msg, &kind);
         if (r == 0) break;
+        if (tr && r == 1) {
+            uint64_t ws = h->op == HOp::Wait ? __atomic_load_n(&h->wait_start_ns, __ATOMIC_RELAXED) : 0;
+            trace_task(*h, t, ws ? ws : t0, now_ns());
+        }
         if (r < 0) {
             t->failed.store(true);
             if (r != -2) { /* -2: aborted by someone else, who reported it */
@@ -503,6 +509,7 @@ struct HTaskStreamTask : Task {
             if (h.op != HOp::Wait) {
                 std::string m;
                 AbortKind kind = AbortKind::Other;
+                uint64_t t0 = trace_on() ? now_ns() : 0;
                 if (htask_exec(h, t, &m, &kind) < 0) {
                     *msg = strprintf("rank %d: %s on stream %u failed: %s", h.comm ? comm_rank(h.comm) : -1, h.api,
                                      s->id, m.c_str());
@@ -510,6 +517,7 @@ struct HTaskStreamTask : Task {
                     return abort_code(kind, true);
                 }
                 t->executed.fetch_add(1, std::memory_order_relaxed);
+                if (t0) trace_task(h, t, t0, now_ns());
                 continue;
             }
             uint64_t now = now_ns();
@@ -520,6 +528,7 @@ struct HTaskStreamTask : Task {
             since.store(0, std::memory_order_relaxed);
             if (r == 1 && why.empty()) {
                 t->executed.fetch_add(1, std::memory_order_relaxed);
+                if (trace_on()) trace_task(h, t, now, now_ns());
                 continue;
             }
             if (r == 1) { /* a checker finding on the consumed notify */
