@@ -6,6 +6,7 @@
  * sigsetjmp guard and reported as 507018 naming the kernel. */
 #include "emu.h"
 #include "json.h"
+#include "hcomm_kit/asc_launch.h"
 
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -1151,4 +1152,130 @@ EMU_API aclError aclrtLaunchKernelWithArgsArray(void* func, uint32_t numBlocks, 
     return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
                   "argument arrays carry no sizes, so AICPU kernels cannot be launched this way on the emulator "
                   "(use aclrtLaunchKernelWithConfig)");
+}
+
+/* ================================================================ Ascend C <<<>>> launches of AICPU kernels */
+
+namespace {
+std::map<std::string, Func*> g_asc_funcs; /* kernel name -> function (under g_bin_m) */
+
+/* Directories holding installed kernel libraries: HCOMM_KIT_KERNEL_PATH, then
+ * <opp>/vendors/<vendor>/aicpu/kernel for $ASCEND_OPP_PATH and $ASCEND_HOME_PATH/opp. */
+std::vector<std::string> asc_kernel_dirs() {
+    std::vector<std::string> dirs;
+    if (const char* kp = getenv("HCOMM_KIT_KERNEL_PATH")) {
+        std::string s = kp;
+        size_t a = 0;
+        while (a <= s.size()) {
+            size_t e = s.find(':', a);
+            if (e == std::string::npos) e = s.size();
+            if (e > a) dirs.push_back(s.substr(a, e - a));
+            a = e + 1;
+        }
+    }
+    std::vector<std::string> opps;
+    if (const char* o = getenv("ASCEND_OPP_PATH")) opps.push_back(o);
+    if (const char* h = getenv("ASCEND_HOME_PATH")) opps.push_back(std::string(h) + "/opp");
+    for (const std::string& opp : opps) {
+        std::string vd = opp + "/vendors";
+        DIR* dp = opendir(vd.c_str());
+        if (!dp) continue;
+        std::vector<std::string> vendors;
+        while (struct dirent* e = readdir(dp))
+            if (e->d_name[0] != '.') vendors.push_back(e->d_name);
+        closedir(dp);
+        std::sort(vendors.begin(), vendors.end());
+        for (auto& v : vendors) dirs.push_back(vd + "/" + v + "/aicpu/kernel");
+    }
+    return dirs;
+}
+
+/* The function named `kernel` for an Ascend C launch (caller holds g_bin_m): a loaded binary
+ * exporting it, else a kernel library of asc_kernel_dirs() (loaded and kept), else a symbol of
+ * the program itself (an .aicpu file compiled into the host library). *looked gets the search. */
+Func* asc_find(const std::string& kernel, std::string* looked) {
+    auto it = g_asc_funcs.find(kernel);
+    if (it != g_asc_funcs.end()) return it->second;
+    int code = 0;
+    for (Binary* b : g_bins) {
+        if (!b->dl || !dlsym(b->dl, kernel.c_str())) continue;
+        Func* f = make_func(b, "asc:" + kernel, kernel, &code, "aclrtLaunchKernel");
+        if (f) return g_asc_funcs[kernel] = f;
+    }
+    for (const std::string& d : asc_kernel_dirs()) {
+        *looked += (looked->empty() ? "" : ", ") + d;
+        DIR* dp = opendir(d.c_str());
+        if (!dp) continue;
+        std::vector<std::string> sos;
+        while (struct dirent* e = readdir(dp)) {
+            std::string n = e->d_name;
+            if (n.size() > 3 && n.compare(n.size() - 3, 3, ".so") == 0) sos.push_back(d + "/" + n);
+        }
+        closedir(dp);
+        std::sort(sos.begin(), sos.end());
+        for (const std::string& so : sos) {
+            void* dl = dlopen(so.c_str(), kKernelDlopenFlags);
+            if (!dl) continue;
+            if (!dlsym(dl, kernel.c_str())) {
+                dlclose(dl);
+                continue;
+            }
+            auto b = std::make_unique<Binary>();
+            b->mode = 2;
+            b->by_symbol = true;
+            b->dl = dl;
+            b->so_path = so;
+            Binary* raw = b.release();
+            g_bins.insert(raw);
+            Func* f = make_func(raw, "asc:" + kernel, kernel, &code, "aclrtLaunchKernel");
+            if (f) return g_asc_funcs[kernel] = f;
+        }
+    }
+    if (dlsym(RTLD_DEFAULT, kernel.c_str())) {
+        auto b = std::make_unique<Binary>();
+        b->mode = 2;
+        b->by_symbol = true;
+        b->dl = RTLD_DEFAULT;
+        b->so_path = "(the program)";
+        Binary* raw = b.release();
+        g_bins.insert(raw);
+        Func* f = make_func(raw, "asc:" + kernel, kernel, &code, "aclrtLaunchKernel");
+        if (f) return g_asc_funcs[kernel] = f;
+    }
+    return nullptr;
+}
+}  // namespace
+
+/* hcomm-kit extension behind the Ascend C launch syntax for AICPU kernels: the emulator's ASC
+ * compiler (the install tree's bin/hk-asc) rewrites `Kernel<<<numBlocks, l2ctrl, stream>>>(args,
+ * argsSize)` in .asc sources into this call. The kernel gets a copy of the argsSize bytes at args. */
+EMU_API aclError hcomm_kit_asc_launch_aicpu(const char* kernel, uint32_t numBlocks, void* l2ctrl, aclrtStream stream,
+                                            const void* args, size_t argsSize) {
+    const char* api = "aclrtLaunchKernel (<<<>>>)";
+    if (int r = check_init(api)) return r;
+    (void)l2ctrl; /* reserved, nullptr */
+    if (!kernel || !*kernel) return seterr(ACL_ERROR_INVALID_PARAM, api, "kernel name is NULL or empty");
+    if (!args && argsSize) return seterr(ACL_ERROR_INVALID_PARAM, api, "args is NULL with %zu bytes", argsSize);
+    Func* f = nullptr;
+    std::string looked;
+    {
+        std::lock_guard<std::mutex> g(g_bin_m);
+        f = asc_find(kernel, &looked);
+    }
+    if (!f)
+        return seterr(ACL_ERROR_RT_SYMBOL_NOT_FOUND, api,
+                      "AICPU kernel %s<<<>>> not found: no loaded kernel library, no library in [%s] and not the "
+                      "program itself exports it (install the host-built kernel .so under "
+                      "$ASCEND_HOME_PATH/opp/vendors/<vendor>/aicpu/kernel or add its directory to HCOMM_KIT_KERNEL_PATH)",
+                      kernel, looked.c_str());
+    Func* fo;
+    Stream* s;
+    uint64_t tmo;
+    if (int r = launch_common(api, f, numBlocks, stream, nullptr, &fo, &s, &tmo)) return r;
+    auto t = std::make_unique<KernelTask>();
+    t->f = fo;
+    t->blocks = numBlocks;
+    t->timeout_ns = tmo;
+    if (argsSize) t->args.assign((const uint8_t*)args, (const uint8_t*)args + argsSize);
+    return stream_enqueue(s, std::move(t));
 }
