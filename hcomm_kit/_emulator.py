@@ -156,15 +156,17 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
     flags = compile_flags(mode, root=root)
     builtins = _has_builtins(root)
     kernels: list[Path] = []
+    kflags: tuple[str, ...] = ()
     if builtins:
-        from .build.builtins import builtin_inputs
+        from .build.builtins import BUILTIN_FLAGS, LINK_FLAGS as BUILTIN_LINK_FLAGS, builtin_inputs
 
         kernels = builtin_inputs()
+        kflags = ("builtins", *BUILTIN_FLAGS, *BUILTIN_LINK_FLAGS)
     kdir = aicpu_kernels_dir()
     # Flags are hashed without the absolute -I paths: headers are hashed by content instead.
     key = cache.hash_key(
         [*sources, *headers, *kernels],
-        ["emu", mode, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, cache.compiler_identity(cxx),
+        ["emu", mode, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags, cache.compiler_identity(cxx),
          *(f"{p.relative_to(root).as_posix()}" for p in headers),
          *(f"aicpu_kernels/{p.relative_to(kdir).as_posix()}" for p in kernels)],
     )

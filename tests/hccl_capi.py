@@ -25,12 +25,18 @@ NP = {"int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64, 
 SUM, PROD, MAX, MIN = 0, 1, 2, 3
 
 
-def build(out: Path) -> Path:
-    """Compile the program CANN-style: ``g++ main.cc -I<include> -L<lib> -lhccl -lascendcl``."""
-    inc, lib = _emulator.get_include(), _emulator.library_dir()
-    exe = out / "hccl_coll_main"
-    cmd = ["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{inc}", str(C_DIR / "hccl_coll" / "main.cc"),
-           "-o", str(exe), f"-L{lib}", "-lhccl", "-lascendcl", "-pthread", f"-Wl,-rpath,{lib}"]
+SANITIZE_CFLAGS = {"": [], "address": ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"],
+                   "thread": ["-fsanitize=thread", "-g"]}
+
+
+def build(out: Path, sanitize: str = "") -> Path:
+    """Compile the program CANN-style: ``g++ main.cc -I<include> -L<lib> -lhccl -lascendcl``
+    (against the ``sanitize`` variant of the emulator, with the same -fsanitize flags)."""
+    inc, lib = _emulator.get_include(), _emulator.library_dir(sanitize)
+    exe = out / f"hccl_coll_main{'_' + sanitize if sanitize else ''}"
+    cmd = ["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", *SANITIZE_CFLAGS[sanitize], f"-I{inc}",
+           str(C_DIR / "hccl_coll" / "main.cc"), "-o", str(exe), f"-L{lib}", "-lhccl", "-lascendcl", "-pthread",
+           f"-Wl,-rpath,{lib}"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{' '.join(cmd)}\n{r.stdout}{r.stderr}"
     return exe

@@ -10,6 +10,7 @@ checks the API's argument checks and return codes (CANN's) on every rank. Nothin
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -72,3 +73,24 @@ def test_batch_of_300_items_takes_two_launches(exe: Path, tmp_path: Path) -> Non
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert hccl_capi.check_outputs(tmp_path, 3, "Ascend910_93") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("mode", ["address", "thread"])
+def test_collectives_under_sanitizers(tmp_path: Path, mode: str) -> None:
+    """The whole program at 3 ranks (threads) against the ASan+UBSan / TSan builds of the emulator:
+    correct data and no sanitizer report (suppressions of tests/test_sanitizers.py only)."""
+    spec = importlib.util.spec_from_file_location("_san", Path(__file__).with_name("test_sanitizers.py"))
+    san = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(san)  # type: ignore[union-attr]
+    exe = hccl_capi.build(tmp_path, mode)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([str(exe), "threads", str(out)], env=hccl_capi.env(3, "Ascend910B", **san._env(mode, tmp_path)),
+                          capture_output=True, text=True, timeout=1200)
+    text = proc.stdout + proc.stderr
+    reports = san.SANITIZER_ERROR_RE.findall(text)
+    assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{text[-20000:]}"
+    assert proc.returncode == 0, text[-20000:]
+    hccl_capi.check_outputs(out, 3, "Ascend910B")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,10 +22,13 @@ from ..errors import BuildError
 from ..resources import aicpu_kernels_dir
 from . import cache
 
-__all__ = ["BUILTIN_FLAGS", "builtin_dirs", "builtin_inputs", "build_builtins"]
+__all__ = ["BUILTIN_FLAGS", "LINK_FLAGS", "builtin_dirs", "builtin_inputs", "build_builtins"]
 
 BUILTIN_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
-LINK_FLAGS = ("-Wl,--no-undefined",)
+# --no-undefined: a device-API call the emulator lacks fails here, not at load time.
+# -Bsymbolic: the kernel binds its own symbols to itself even where the emulator cannot load it
+# with RTLD_DEEPBIND (sanitizer builds), as it would on the device.
+LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
 
 
 def builtin_dirs() -> list[Path]:
@@ -90,7 +92,3 @@ def build_builtins(out: Path, *, lib_dir: Path, include: Path, cxx: str, verbose
         print(f"hcomm-kit: built {len(built)} built-in operators into {out}")
     return built
 
-
-def copy_builtins(src: Path, dst: Path) -> None:
-    """Copy a ``builtin_kernels`` directory (e.g. into a CANN-shaped install tree)."""
-    shutil.copytree(src, dst, dirs_exist_ok=True)
