@@ -22,6 +22,7 @@
  */
 #include "comm.h"
 #include "emu.h"
+#include "reduce.h"
 
 #pragma GCC visibility push(default)
 #include "hccl/hccl.h"
@@ -373,25 +374,13 @@ int launch(Call& k, BuiltinId b, P& param, int op_type) {
 
 /* ------------------------------------------------------------------ argument checks (CANN's) */
 
-const char* dtype_name(int dt) {
-    static const char* names[] = {"int8",   "int16",  "int32", "fp16",   "fp32",    "int64",   "uint64", "uint8",  "uint16",
-                                  "uint32", "fp64",   "bfp16", "int128", "(13)",    "hif8",    "fp8e4m3", "fp8e5m2", "fp8e8m0"};
-    return dt >= 0 && dt < 18 ? names[dt] : "unknown";
-}
-
-/* Element size of a dtype the data-moving operators accept, or 0. */
-uint32_t dtype_size(int dt) {
-    static const uint32_t sizes[] = {1, 2, 4, 2, 4, 8, 8, 1, 2, 4, 8, 2, 16, 0, 1, 1, 1, 1};
-    if (dt < 0 || dt >= 18 || dt == HCCL_DATA_TYPE_INT128) return 0;
-    return sizes[dt];
-}
-
-/* CheckDataType(dataType, needReduce = false): every type but INT128 and unknown values. */
+/* CheckDataType(dataType, needReduce = false): CANN refuses INT128 and unknown values with
+ * HCCL_E_NOT_SUPPORT; the emulator moves the 12 types of reduce.h (not HIF8 / FP8). */
 int check_dtype(int dt, const char* what, const char* api) {
     if (dtype_size(dt) == 0)
         return seterr(HCCL_E_NOT_SUPPORT, api,
                       "%s %d (%s) is not supported: use one of int8, int16, int32, int64, uint8, uint16, uint32, "
-                      "uint64, fp16, bfp16, fp32, fp64, hif8, fp8e4m3, fp8e5m2, fp8e8m0",
+                      "uint64, fp16, bfp16, fp32, fp64 (int128, hif8 and the fp8 types are not emulated)",
                       what, dt, dtype_name(dt));
     return HCCL_SUCCESS;
 }
