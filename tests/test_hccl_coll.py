@@ -42,14 +42,18 @@ def _params(quick: set) -> list:
 @pytest.mark.parametrize("ranks,soc", _params(QUICK_THREADS))
 def test_collectives_ranks_as_threads(exe: Path, tmp_path: Path, ranks: int, soc: str) -> None:
     before = _shm_entries()
-    proc = subprocess.run([str(exe), "threads", str(tmp_path)], env=hccl_capi.env(ranks, soc), capture_output=True,
-                          text=True, timeout=300)
-    out = proc.stdout + proc.stderr[-6000:]
+    proc = subprocess.Popen([str(exe), "threads", str(tmp_path)], env=hccl_capi.env(ranks, soc),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    out = stdout + stderr[-6000:]
     assert proc.returncode == 0, out
-    assert len(re.findall(r"^OK rank \d+", proc.stdout, re.M)) == ranks, out
+    assert len(re.findall(r"^OK rank \d+", stdout, re.M)) == ranks, out
     cases = hccl_capi.check_outputs(tmp_path, ranks, soc)
     assert cases >= (90 if soc == "Ascend950" else 75)
-    assert _leaked(before, [0]) == []
+    assert _leaked(before, [proc.pid]) == []
 
 
 @pytest.mark.parametrize("ranks,soc", _params(QUICK_MPI))
