@@ -77,12 +77,18 @@ def _sanitize_mode(sanitize: str | None) -> str:
     return mode
 
 
+def _has_builtins(root: Path) -> bool:
+    """The tree implements HCCL's collective API, so the library ships the built-in operators."""
+    return (root / "src" / "hccl_coll.cc").is_file()
+
+
 def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> list[str]:
     """Flags used for every emulator translation unit (sanitizer flags, then the emulator's own
     include directories last). ``aicpu_kernels/`` is on the include path for the built-ins'
     generated ``<op>/inc/<op>_param.h`` (the HCCL collective API launches them)."""
     root = root or _EMU_ROOT
-    return [*BASE_FLAGS, f"-I{aicpu_kernels_dir()}", *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
+    kernels = [f"-I{aicpu_kernels_dir()}"] if _has_builtins(root) else []
+    return [*BASE_FLAGS, *kernels, *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
             f"-I{root / 'include'}", f"-I{root / 'src'}"]
 
 
@@ -91,11 +97,6 @@ def _inputs(root: Path) -> tuple[list[Path], list[Path]]:
     headers = sorted(p for p in (root / "include").rglob("*") if p.is_file())
     headers += sorted(p for p in (root / "src").iterdir() if p.is_file() and p.suffix != ".cc")
     return sources, headers
-
-
-def _has_builtins(root: Path) -> bool:
-    """The tree implements HCCL's collective API, so the library ships the built-in operators."""
-    return (root / "src" / "hccl_coll.cc").is_file()
 
 
 def validate(directory: Path) -> bool:
@@ -162,7 +163,7 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
 
         kernels = builtin_inputs()
         kflags = ("builtins", *BUILTIN_FLAGS, *BUILTIN_LINK_FLAGS)
-    kdir = aicpu_kernels_dir()
+        kdir = aicpu_kernels_dir()
     # Flags are hashed without the absolute -I paths: headers are hashed by content instead.
     key = cache.hash_key(
         [*sources, *headers, *kernels],
