@@ -22,9 +22,11 @@ from pathlib import Path
 from . import envs
 from .build import cache
 from .errors import BuildError, ConfigError
+from .resources import aicpu_kernels_dir
 
 __all__ = [
     "LIB_NAME",
+    "BUILTIN_DIR",
     "COMPAT_NAMES",
     "emu_root",
     "get_include",
@@ -37,6 +39,9 @@ __all__ = [
 ]
 
 LIB_NAME = "libhcomm_emu.so"
+#: Directory beside the library holding the built-in operators (``<stem>.so`` + ``<stem>.json``),
+#: found by the library itself (dladdr) when a program calls HcclAllReduce and friends.
+BUILTIN_DIR = "builtin_kernels"
 COMPAT_NAMES = ("libascendcl.so", "libacl_rt.so", "libhccl.so", "libhcomm.so", "libc_sec.so")
 BASE_FLAGS = (
     "-std=c++17", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-DFUNC_VISIBILITY",
@@ -72,10 +77,19 @@ def _sanitize_mode(sanitize: str | None) -> str:
     return mode
 
 
+def _has_builtins(root: Path) -> bool:
+    """The tree implements HCCL's collective API, so the library ships the built-in operators."""
+    return (root / "src" / "hccl_coll.cc").is_file()
+
+
 def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> list[str]:
-    """Flags used for every emulator translation unit (sanitizer flags appended last)."""
+    """Flags used for every emulator translation unit (sanitizer flags, then the emulator's own
+    include directories last). ``aicpu_kernels/`` is on the include path for the built-ins'
+    generated ``<op>/inc/<op>_param.h`` (the HCCL collective API launches them)."""
     root = root or _EMU_ROOT
-    return [*BASE_FLAGS, *SANITIZE_FLAGS[_sanitize_mode(sanitize)], f"-I{root / 'include'}", f"-I{root / 'src'}"]
+    kernels = [f"-I{aicpu_kernels_dir()}"] if _has_builtins(root) else []
+    return [*BASE_FLAGS, *kernels, *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
+            f"-I{root / 'include'}", f"-I{root / 'src'}"]
 
 
 def _inputs(root: Path) -> tuple[list[Path], list[Path]]:
@@ -95,7 +109,8 @@ def validate(directory: Path) -> bool:
         return False
 
 
-def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str], verbose: bool) -> None:
+def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str], verbose: bool,
+           builtins: bool) -> None:
     objdir = out / "obj"
     objdir.mkdir()
     cxx_argv = shlex.split(cxx)
@@ -115,6 +130,10 @@ def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str
     shutil.rmtree(objdir)
     for name in COMPAT_NAMES:
         os.symlink(LIB_NAME, out / name)
+    if builtins:
+        from .build.builtins import build_builtins
+
+        build_builtins(out / BUILTIN_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
 
 
 def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Path | None = None) -> Path:
@@ -136,17 +155,27 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
         raise BuildError(f"no emulator sources (*.cc) in {root / 'src'}; the package install is incomplete")
     cxx = cache.default_cxx()
     flags = compile_flags(mode, root=root)
+    builtins = _has_builtins(root)
+    kernels: list[Path] = []
+    kflags: tuple[str, ...] = ()
+    if builtins:
+        from .build.builtins import BUILTIN_FLAGS, LINK_FLAGS as BUILTIN_LINK_FLAGS, builtin_inputs
+
+        kernels = builtin_inputs()
+        kflags = ("builtins", *BUILTIN_FLAGS, *BUILTIN_LINK_FLAGS)
+        kdir = aicpu_kernels_dir()
     # Flags are hashed without the absolute -I paths: headers are hashed by content instead.
     key = cache.hash_key(
-        [*sources, *headers],
-        ["emu", mode, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, cache.compiler_identity(cxx),
-         *(f"{p.relative_to(root).as_posix()}" for p in headers)],
+        [*sources, *headers, *kernels],
+        ["emu", mode, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags, cache.compiler_identity(cxx),
+         *(f"{p.relative_to(root).as_posix()}" for p in headers),
+         *(f"aicpu_kernels/{p.relative_to(kdir).as_posix()}" for p in kernels)],
     )
     memo = (cache.cache_root(), root, mode, key)
     if memo in _built and _built[memo].is_file():
         return _built[memo]
     name = "emu" if not mode else f"emu-{mode}"
-    directory = cache.cached_dir(name, key, lambda out: _build(out, root, sources, cxx, flags, verbose),
+    directory = cache.cached_dir(name, key, lambda out: _build(out, root, sources, cxx, flags, verbose, builtins),
                                  validate=validate)
     _built[memo] = directory / LIB_NAME
     return _built[memo]

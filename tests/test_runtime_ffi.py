@@ -160,8 +160,8 @@ def test_declarations_are_unique_and_typed():
     names = [d.name for d in DECLS]
     assert len(names) == len(set(names))
     for d in DECLS:
-        assert d.kind in ("acl", "hccl") and d.side in ("host", "device")
-        assert d.restype in (ctypes.c_int, ctypes.c_int32, ctypes.c_char_p), d
+        assert d.kind in ("acl", "hccl", "value") and d.side in ("host", "device")
+        assert d.restype in (ctypes.c_int, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p), d
         assert all(t is not None for t in d.argtypes), d
 
 
@@ -171,6 +171,21 @@ def test_string_functions_and_acl_error_restype():
     assert by_name["aclrtGetSocName"].restype is ctypes.c_char_p
     assert by_name["aclrtMalloc"].argtypes == (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_int)
     assert by_name["HcclThreadAcquire"].argtypes[-1] == ctypes.POINTER(ctypes.c_uint64)
+    assert by_name["aclrtCreateBinary"].restype is ctypes.c_void_p  # a handle, NULL on failure
+    assert by_name["aclrtGetLastError"].kind == "value"            # the code is the result, not a status
+
+
+def test_last_error_and_binary_calls_through_ffi(rt):
+    """aclrtGetLastError reports (and clears) the thread's last failure; handle results are unchecked."""
+    rt.acl.aclrtGetLastError(0)
+    code = rt.acl.aclrtMalloc(None, 0, 0)                  # 100000 or 100001 (before aclInit)
+    assert code in (100000, 100001)
+    assert rt.checked.aclrtPeekAtLastError(0) == code       # "value": returned, never raised
+    assert rt.checked.aclrtGetLastError(0) == code
+    assert rt.checked.aclrtGetLastError(0) == 0
+    assert rt.checked.aclrtCreateBinary(None, 4) is None   # c_void_p: returned as is
+    assert rt.acl.aclrtGetLastError(0) == 100000
+    rt.recent_error_message()
 
 
 # ---- emulator ---------------------------------------------------------------------------------

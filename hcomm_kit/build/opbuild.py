@@ -53,7 +53,10 @@ TARGETS = ("emu", "ascend")
 
 # ---- emulator target -------------------------------------------------------------------------
 EMU_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
-EMU_LINK_FLAGS = ("-Wl,--no-undefined",)  # an Hcomm call the emulator lacks fails here, not at load
+# --no-undefined: an Hcomm call the emulator lacks fails here, not at load. -Bsymbolic: the kernel
+# binds its own symbols to itself also where the emulator loads it without RTLD_DEEPBIND (its
+# sanitizer builds), so an inline class shared with the host program never runs the host's copy.
+EMU_LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
 RELEASE_FLAGS = ("-O2",)
 DEBUG_FLAGS = ("-O0", "-g", "-DOP_ENABLE_INFO_LOG")
 PROBE_FLAGS = ("-std=c++17", "-O0", "-w")

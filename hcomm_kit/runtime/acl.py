@@ -25,8 +25,10 @@ class Decl(NamedTuple):
         name: the exported symbol.
         restype: ctypes return type.
         argtypes: ctypes argument types, in order.
-        kind: ``'acl'`` (aclError, checked by ``check_acl``) or ``'hccl'`` (HcclResult/HcommResult,
-            checked by ``check_hccl``). Functions returning ``const char*`` are never checked.
+        kind: ``'acl'`` (aclError, checked by ``check_acl``), ``'hccl'`` (HcclResult/HcommResult,
+            checked by ``check_hccl``) or ``'value'`` (the return value is data, e.g. the code
+            aclrtGetLastError reports: never checked). Functions returning ``const char*`` or a
+            handle (``c_void_p``) are never checked either.
         required: the emulator must export it (missing optional symbols are tolerated everywhere).
         ok: return codes the checked wrapper treats as success (besides 0).
         side: ``'host'`` or ``'device'`` (device-side Hcomm data plane, §3.1-§3.4 of hcomm.md).
@@ -63,6 +65,9 @@ DECLS: tuple[Decl, ...] = (
     _d("aclFinalize"),
     _d("aclFinalizeReference", POINTER(c_uint64)),
     _d("aclGetRecentErrMsg", restype=c_char_p),
+    # §3.14 the calling thread's last runtime error (level: ACL_RT_THREAD_LEVEL = 0)
+    Decl("aclrtGetLastError", aclError, (c_int,), "value"),
+    Decl("aclrtPeekAtLastError", aclError, (c_int,), "value"),
     # §3.2 devices, contexts, run mode
     _d("aclrtSetDevice", c_int32),
     _d("aclrtResetDevice", c_int32),
@@ -100,6 +105,9 @@ DECLS: tuple[Decl, ...] = (
     _d("aclrtBinaryGetFunction", _vp, c_char_p, _out),
     _d("aclrtBinaryGetFunctionByEntry", _vp, c_uint64, _out),
     _d("aclrtBinaryUnLoad", _vp),
+    _d("aclrtCreateBinary", _vp, c_size_t, restype=c_void_p),     # NULL on failure
+    _d("aclrtDestroyBinary", _vp),
+    _d("aclrtBinaryLoad", _vp, _out),
     # §3.6 argument list
     _d("aclrtKernelArgsInit", _vp, _out),
     _d("aclrtKernelArgsInitByUserMem", _vp, _vp, _vp, c_size_t),
@@ -117,6 +125,7 @@ DECLS: tuple[Decl, ...] = (
     _d("aclrtLaunchKernelWithHostArgs", _vp, c_uint32, _vp, _cfg, _vp, c_size_t,
        POINTER(aclrtPlaceHolderInfo), c_size_t),
     _d("aclrtLaunchKernelWithArgsArray", _vp, c_uint32, _vp, _cfg, _out),
+    _d("aclrtGetOpTimeOutInterval", POINTER(c_uint64)),
     # §3.8 notifies
     _d("aclrtCreateNotify", _out, c_uint64),
     _d("aclrtDestroyNotify", _vp),

@@ -13,7 +13,7 @@ from ctypes import POINTER, c_bool, c_char_p, c_float, c_int, c_int32, c_uint32,
 from .acl import Decl
 from .structs import (
     CommLink, CommMem, EndpointDesc, HcclChannelDesc, HcclCommConfig, HcclKernelFuncInfo,
-    HcclKernelLaunchCfg, HcclOpDesc, HcclRootInfo, HcommBatchTransferDesc, ThreadConfig,
+    HcclKernelLaunchCfg, HcclOpDesc, HcclRootInfo, HcclSendRecvItem, HcommBatchTransferDesc, ThreadConfig,
 )
 
 __all__ = ["DECLS", "HcclResultT", "HcommResultT"]
@@ -137,6 +137,21 @@ DECLS: tuple[Decl, ...] = (
     _host("HcclCommMemReg", _vp, c_char_p, POINTER(CommMem), _out),
     _host("HcclGetRemoteIpcHcclBuf", _vp, c_uint64, _out, _u64p),
     _host("HcclDevMemAcquire", _vp, c_char_p, _u64p, _out, POINTER(c_bool)),
+    # ---- collective C API (hicann/hccl include/hccl.h): asynchronous on the stream ------------
+    _host("HcclAllReduce", _vp, _vp, c_uint64, c_int, c_int, _vp, _vp),
+    _host("HcclBroadcast", _vp, c_uint64, c_int, c_uint32, _vp, _vp),
+    _host("HcclReduceScatter", _vp, _vp, c_uint64, c_int, c_int, _vp, _vp),
+    _host("HcclReduceScatterV", _vp, _vp, _vp, _vp, c_uint64, c_int, c_int, _vp, _vp, required=False),
+    _host("HcclScatter", _vp, _vp, c_uint64, c_int, c_uint32, _vp, _vp),
+    _host("HcclAllGather", _vp, _vp, c_uint64, c_int, _vp, _vp),
+    _host("HcclAllGatherV", _vp, c_uint64, _vp, _vp, _vp, c_int, _vp, _vp, required=False),
+    _host("HcclSend", _vp, c_uint64, c_int, c_uint32, _vp, _vp),
+    _host("HcclRecv", _vp, c_uint64, c_int, c_uint32, _vp, _vp),
+    _host("HcclAlltoAllVC", _vp, _vp, c_int, _vp, c_int, _vp, _vp),
+    _host("HcclAlltoAllV", _vp, _vp, _vp, c_int, _vp, _vp, _vp, c_int, _vp, _vp),
+    _host("HcclAlltoAll", _vp, c_uint64, c_int, _vp, c_uint64, c_int, _vp, _vp),
+    _host("HcclReduce", _vp, _vp, c_uint64, c_int, c_int, c_uint32, _vp, _vp),
+    _host("HcclBatchSendRecv", POINTER(HcclSendRecvItem), c_uint32, _vp, _vp),
     # ---- hcomm-kit emulator extensions (hcomm_kit/emu_ext.h; absent on CANN) -----------------
     _host("HcommKitSetCheck", c_int32, restype=c_int32, required=False),
     _host("HcommKitCallCheck", _vp, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),

@@ -107,7 +107,7 @@ class Runtime:
         missing: list[str] = []
         for decl in DECLS:
             fn = self._bind(decl)
-            table = self.acl if decl.kind == "acl" else self.hccl
+            table = self.acl if decl.kind in ("acl", "value") else self.hccl
             if fn is None:
                 missing.append(decl.name)
                 stub = _missing_function(decl.name, backend, self.library_paths)
@@ -135,6 +135,8 @@ class Runtime:
 
     def _make_checked(self, decl: Decl, fn):
         api = decl.name
+        if decl.kind == "value" or decl.restype is ctypes.c_void_p:
+            return fn  # the result is data (an error code to report, a handle), not a status
         if decl.restype is ctypes.c_char_p:
             def checked_str(*args):
                 res = fn(*args)

@@ -26,7 +26,8 @@ __all__ = [
     "aclrtPlaceHolderInfo", "aclrtBinaryLoadOptionValue", "aclrtBinaryLoadOption",
     "aclrtBinaryLoadOptions",
     # HCCL / Hcomm
-    "HcclRootInfo", "HcclCommConfig", "CommAbiHeader", "CommMem", "ThreadConfig", "CommAddr",
+    "HcclRootInfo", "HcclSendRecvItem", "HcclCommConfig", "CommAbiHeader", "CommMem", "ThreadConfig",
+    "CommAddr",
     "EndpointLoc", "EndpointDesc", "HcclChannelDesc", "CommLink", "HcommBatchTransferDesc",
     "HcclKernelFuncInfo", "HcclKernelLaunchCfg", "HcclOpDesc",
     # helpers
@@ -172,6 +173,13 @@ def cpu_kernel_load_options(cpu_kernel_mode: int = 0) -> aclrtBinaryLoadOptions:
 class HcclRootInfo(Structure):
     """``HcclRootInfo`` = ``{ char internal[4108]; }`` (opaque bytes produced by HcclGetRootInfo)."""
     _fields_ = [("internal", c_char * enums.HCCL_ROOT_INFO_BYTES)]
+
+
+class HcclSendRecvItem(Structure):
+    """``HcclSendRecvItem`` of HcclBatchSendRecv: ``{ HcclSendRecvType sendRecvType; void* buf;
+    uint64_t count; HcclDataType dataType; uint32_t remoteRank; }`` (LP64 32 bytes)."""
+    _fields_ = [("sendRecvType", c_int), ("buf", c_void_p), ("count", c_uint64), ("dataType", c_int),
+                ("remoteRank", c_uint32)]
 
 
 class HcclCommConfig(Structure):
@@ -498,6 +506,7 @@ LAYOUTS: tuple[tuple[type, str, str, bool], ...] = (
     (aclrtBinaryLoadOption, "aclrtBinaryLoadOption", "acl/acl_rt.h", False),
     (aclrtBinaryLoadOptions, "aclrtBinaryLoadOptions", "acl/acl_rt.h", False),
     (HcclRootInfo, "HcclRootInfo", "hccl/hccl_types.h", False),
+    (HcclSendRecvItem, "HcclSendRecvItem", "hccl/hccl_types.h", False),
     (CommAbiHeader, "CommAbiHeader", "hcomm_res_defs.h", False),
     (CommMem, "CommMem", "hcomm_res_defs.h", False),
     (CommAddr, "CommAddr", "hcomm_res_defs.h", False),

@@ -641,7 +641,20 @@ Comm* comm_find_by_name(const char* name, Device* dev) {
     return dev ? nullptr : any;
 }
 
-std::timed_mutex& comm_use_lock(Comm* c) { return c->use_m; }
+std::mutex& comm_use_lock(Comm* c) { return c->use_m; }
+
+bool comm_use_acquire(Comm* c, const std::function<bool()>& stop) {
+    uint64_t next_check = now_ns() + 100000000ull, nap_us = 10;
+    while (!c->use_m.try_lock()) {
+        if (now_ns() >= next_check) {
+            if (stop()) return false;
+            next_check = now_ns() + 100000000ull;
+        }
+        usleep((useconds_t)nap_us);
+        if (nap_us < 1000) nap_us *= 2;
+    }
+    return true;
+}
 
 bool comm_aborted(Comm* c, std::string* why) { return c->job && job_aborted(c->job, why); }
 
@@ -935,14 +948,13 @@ bool comm_teardown(Comm* c) {
     /* Wait for kernels holding it (HcommAcquireComm); every kernel ends within its launch timeout,
      * except one that overran it and could not be stopped: the device is then lost, and what that
      * kernel may still touch is left allocated (bounded teardown, nothing freed under it). */
-    while (!c->use_m.try_lock_for(std::chrono::milliseconds(100)))
-        if (c->dev->lost.load()) {
-            EMU_LOG(LOG_WARN, "communicator %s: a kernel that overran its launch timeout still holds it; its "
-                    "resources stay allocated until the process exits", c->name.c_str());
-            if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
-            return false;
-        }
-    std::lock_guard<std::timed_mutex> use(c->use_m, std::adopt_lock);
+    if (!comm_use_acquire(c, [&] { return c->dev->lost.load(); })) {
+        EMU_LOG(LOG_WARN, "communicator %s: a kernel that overran its launch timeout still holds it; its "
+                "resources stay allocated until the process exits", c->name.c_str());
+        if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
+        return false;
+    }
+    std::lock_guard<std::mutex> use(c->use_m, std::adopt_lock);
     std::lock_guard<std::mutex> g(c->m);
     for (HThread* t : c->threads) hthread_destroy(t);
     c->threads.clear();

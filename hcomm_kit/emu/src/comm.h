@@ -283,7 +283,7 @@ struct Comm {
     std::unique_ptr<std::atomic<uint64_t>[]> live_checked; /* last liveness probe (ns) */
     std::unique_ptr<std::atomic<bool>[]> dead;             /* sticky */
 
-    std::timed_mutex use_m; /* comm_use_lock (HcommAcquireComm) */
+    std::mutex use_m; /* comm_use_lock (HcommAcquireComm); taken with try_lock + backoff (comm_use_acquire) */
     std::mutex m;     /* everything below */
     std::vector<HThread*> threads;
     std::vector<Stream*> own_streams;

@@ -20,6 +20,11 @@ int g_log_level = LOG_WARN;
 
 namespace {
 thread_local std::string tl_err;
+/* Last runtime (ACL, >= 100000) error code of this thread, for aclrtGetLastError. HCCL codes
+ * (below 100000) are not runtime errors and leave it alone; so do errors raised inside a kernel,
+ * which runs on an AICPU worker rather than on the caller's thread. */
+thread_local int tl_rt_code = 0;
+constexpr int kFirstAclCode = 100000;
 std::mutex g_cfg_m;
 Config g_cfg;
 bool g_cfg_loaded = false;
@@ -44,6 +49,7 @@ int seterr_str(int code, const char* api, const std::string& msg) {
     tl_err = std::string(api) + ": " + msg;
     diag_log("%s returned %d: %s", api, code, msg.c_str());
     KernelCtx& k = kctx();
+    if (!k.active && code >= kFirstAclCode) tl_rt_code = code;
     if (k.active) {
         /* A kernel cannot read aclGetRecentErrMsg: say it on stderr and keep it for the launch. */
         if (k.first_err.empty()) k.first_err = tl_err;
@@ -65,6 +71,25 @@ int seterr(int code, const char* api, const char* fmt, ...) {
 
 std::string last_err() { return tl_err; }
 void clear_err() { tl_err.clear(); }
+
+/* aclrtGetLastError / aclrtPeekAtLastError: the code part of the error last recorded above. */
+static aclError last_error(aclrtLastErrLevel level, bool clear, const char* api) {
+    int32_t lv;
+    memcpy(&lv, &level, sizeof lv); /* read as an int: callers may pass values outside the enum */
+    if (lv != ACL_RT_THREAD_LEVEL)
+        return seterr(ACL_ERROR_INVALID_PARAM, api, "level %d is not ACL_RT_THREAD_LEVEL (0), the only level there is",
+                      (int)lv);
+    int code = tl_rt_code;
+    if (clear) tl_rt_code = 0;
+    return code;
+}
+
+}  // namespace emu
+
+EMU_API aclError aclrtGetLastError(aclrtLastErrLevel level) { return emu::last_error(level, true, __func__); }
+EMU_API aclError aclrtPeekAtLastError(aclrtLastErrLevel level) { return emu::last_error(level, false, __func__); }
+
+namespace emu {
 
 void logf(int level, const char* fmt, ...) {
     static const char* names[] = {"ERROR", "WARN", "INFO", "DEBUG"};

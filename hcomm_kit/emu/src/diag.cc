@@ -34,7 +34,27 @@
 #include <cstring>
 #include <set>
 
+/* The board, the clock-vector outboxes and the access logs are seqlocks over shared memory: a
+ * reader copies, then checks the sequence number and drops a torn copy. ThreadSanitizer does not
+ * support the fences and cannot know that torn copies are dropped, so in TSan builds the copies
+ * are also serialised by a process-local mutex (within a process that is the only concurrency it
+ * sees). */
+#if defined(__SANITIZE_THREAD__)
+#define SEQ_FENCE(order) ((void)0)
+#define SEQ_GUARD() std::lock_guard<std::mutex> seq_guard_(emu::seq_tsan_mutex())
+#else
+#define SEQ_FENCE(order) std::atomic_thread_fence(order)
+#define SEQ_GUARD() ((void)0)
+#endif
+
 namespace emu {
+
+#if defined(__SANITIZE_THREAD__)
+static std::mutex& seq_tsan_mutex() {
+    static std::mutex& m = *new std::mutex();
+    return m;
+}
+#endif
 
 namespace {
 constexpr uint64_t kTickNs = 100000000ull;          /* monitor period */
@@ -172,6 +192,7 @@ bool hb(uint32_t g, uint32_t clock, const std::vector<uint64_t>& vc) { return vc
 
 /* Publishes self's clock vector for a record it makes; returns the id for DevCtl::flow (0: none). */
 uint64_t vc_publish(HThread* self) {
+    SEQ_GUARD();
     Comm* c = self->comm;
     int32_t g = check_mode() && c ? vc_index(self) : -2;
     if (g < 0) return 0;
@@ -181,7 +202,7 @@ uint64_t vc_publish(HThread* self) {
     VcEntry& e = ra.out[n % kVcRing];
     uint64_t id = ((uint64_t)c->rank << 48) | n;
     e.id.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
+    SEQ_FENCE(std::memory_order_release);
     uint32_t m = (uint32_t)std::min<size_t>(self->vc.size(), kVcMax);
     memcpy(e.pairs, self->vc.data(), m * sizeof(uint64_t));
     e.n = m;
@@ -193,6 +214,7 @@ uint64_t vc_publish(HThread* self) {
 
 /* The waiter self consumed a record published as vid: it now knows everything the recorder knew. */
 void vc_join(HThread* self, uint64_t vid) {
+    SEQ_GUARD();
     Comm* c = self->comm;
     uint32_t r = (uint32_t)(vid >> 48);
     if (!c || r >= c->nranks || vc_index(self) < 0) return;
@@ -205,7 +227,7 @@ void vc_join(HThread* self, uint64_t vid) {
     uint32_t n = std::min<uint32_t>(e.n, kVcMax);
     bool trunc = e.truncated;
     memcpy(buf, e.pairs, n * sizeof(uint64_t));
-    std::atomic_thread_fence(std::memory_order_acquire);
+    SEQ_FENCE(std::memory_order_acquire);
     if (e.id.load(std::memory_order_relaxed) != vid || trunc) {
         self->vc_lost = true;
         if (!trunc) return;
@@ -221,6 +243,7 @@ std::vector<Comm*>& g_race_comms = *new std::vector<Comm*>();
 void log_access(RaceArea& ra, uint64_t bb, uint64_t off, uint64_t len, uint8_t write, uint32_t g, uint32_t clock,
                 uint32_t tag16, uint32_t inst, uint16_t rank, uint16_t thread, uint32_t bidx, uint32_t bsize,
                 const char* api, uint64_t now, const void* caller = nullptr) {
+    SEQ_GUARD();
     uint64_t b0 = std::min<uint64_t>(off / bb, kBuckets - 1), b1 = std::min<uint64_t>((off + len - 1) / bb, kBuckets - 1);
     for (uint64_t b = b0; b <= b1; b++) {
         AccessBucket& bk = ra.buckets[b];
@@ -232,7 +255,7 @@ void log_access(RaceArea& ra, uint64_t bb, uint64_t off, uint64_t len, uint8_t w
             }
         }
         e.seq.store(0, std::memory_order_relaxed);
-        std::atomic_thread_fence(std::memory_order_release);
+        SEQ_FENCE(std::memory_order_release);
         e.off = off;
         e.len = len;
         e.when_ns = now;
@@ -314,11 +337,12 @@ std::string check_accesses(const HTask& t, HThread* self) {
         uint64_t b0 = std::min<uint64_t>(a.off / bb, kBuckets - 1), b1 = std::min<uint64_t>((a.off + a.len - 1) / bb, kBuckets - 1);
         log_access(ra, bb, a.off, a.len, a.write, (uint32_t)g, self->clock, t.tag16, t.inst, (uint16_t)c->rank,
                    (uint16_t)thread_code(self), t.bidx, t.bsize, t.api, now, t.caller);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        SEQ_FENCE(std::memory_order_seq_cst);
         /* Compare with what the buckets hold. */
         std::vector<std::pair<uint64_t, uint64_t>> this_op, stale; /* overlapping writes: this op / before it */
         bool evicted = false;
         for (uint64_t b = b0; b <= b1; b++) {
+            SEQ_GUARD();
             AccessBucket& bk = ra.buckets[b];
             if (bk.appends.load(std::memory_order_acquire) > kBucketDepth) evicted = true;
             for (uint32_t i = 0; i < kBucketDepth; i++) {
@@ -342,7 +366,7 @@ std::string check_accesses(const HTask& t, HThread* self) {
                 x.caller = e.caller;
                 memcpy(x.api, e.api, sizeof x.api);
                 x.api[sizeof x.api - 1] = 0;
-                std::atomic_thread_fence(std::memory_order_acquire);
+                SEQ_FENCE(std::memory_order_acquire);
                 if (e.seq.load(std::memory_order_relaxed) != q) continue; /* rewritten while copied */
                 uint64_t lo = std::max(x.off, a.off), hi = std::min(x.off + x.len, a.off + a.len);
                 if (lo >= hi) continue;
@@ -792,18 +816,20 @@ void build_snap(Comm* c, DiagSnap* s) {
 }
 
 void publish(Comm* c, const DiagSnap& s) {
+    SEQ_GUARD();
     DiagArea& a = c->job->diag[c->rank];
     uint32_t q = a.seq.load(std::memory_order_relaxed);
     a.seq.store(q + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
+    SEQ_FENCE(std::memory_order_release);
     memcpy(&a.snap, &s, sizeof s);
-    std::atomic_thread_fence(std::memory_order_release);
+    SEQ_FENCE(std::memory_order_release);
     a.seq.store(q + 2, std::memory_order_release);
     a.heartbeat_ns.store(now_ns(), std::memory_order_release);
 }
 
 /* Copies rank r's snapshot; false when it is being rewritten over and over or never published. */
 bool read_snap(Comm* c, uint32_t r, DiagSnap* out, uint64_t* heartbeat) {
+    SEQ_GUARD();
     DiagArea& a = c->job->diag[r];
     for (int i = 0; i < 50; i++) {
         uint32_t q1 = a.seq.load(std::memory_order_acquire);
@@ -813,7 +839,7 @@ bool read_snap(Comm* c, uint32_t r, DiagSnap* out, uint64_t* heartbeat) {
         }
         if (q1 == 0) return false;
         memcpy(out, &a.snap, sizeof *out);
-        std::atomic_thread_fence(std::memory_order_acquire);
+        SEQ_FENCE(std::memory_order_acquire);
         if (a.seq.load(std::memory_order_relaxed) == q1) {
             *heartbeat = a.heartbeat_ns.load(std::memory_order_acquire);
             return true;

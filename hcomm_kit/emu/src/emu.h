@@ -638,7 +638,10 @@ void channel_unregister(Channel* c);
 Device* comm_device(Comm* c);
 Comm* comm_from_handle(HcclComm h); /* nullptr unless a live communicator of this process */
 Comm* comm_find_by_name(const char* name, Device* dev); /* HcommAcquireComm lookup */
-std::timed_mutex& comm_use_lock(Comm* c);
+std::mutex& comm_use_lock(Comm* c);
+/* Takes comm_use_lock(c), polling (ThreadSanitizer does not see timed locks) while stop() is false;
+ * returns false when stop() said so. */
+bool comm_use_acquire(Comm* c, const std::function<bool()>& stop);
 bool comm_aborted(Comm* c, std::string* why);
 /* Aborts the communicator on every rank; returns true when this call was the first abort. */
 bool comm_abort(Comm* c, const std::string& why, AbortKind kind = AbortKind::Other);

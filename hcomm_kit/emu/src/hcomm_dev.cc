@@ -691,14 +691,18 @@ EMU_API int32_t HcommAcquireComm(const char* commId) {
         if (a == c) return seterr(HCCL_E_PARA, __func__, "communicator '%s' is already acquired by this kernel", commId);
     /* Another kernel may hold it (it runs on another stream); one that overran its launch timeout
      * and could not be stopped holds it for good: fail instead of waiting forever. */
-    while (!comm_use_lock(c).try_lock_for(std::chrono::milliseconds(100))) {
-        if (k.dev && k.dev->lost.load()) {
+    std::string why;
+    bool lost = false;
+    if (!comm_use_acquire(c, [&] {
+            lost = k.dev && k.dev->lost.load();
+            return lost || comm_aborted(c, &why);
+        })) {
+        if (lost) {
             std::lock_guard<std::mutex> g(k.dev->m);
             return seterr(HCCL_E_INTERNAL, __func__, "communicator '%s' is held for good: %s", commId,
                           k.dev->lost_reason.c_str());
         }
-        std::string why;
-        if (comm_aborted(c, &why)) return seterr(HCCL_E_INTERNAL, __func__, "communicator '%s' was aborted: %s", commId, why.c_str());
+        return seterr(HCCL_E_INTERNAL, __func__, "communicator '%s' was aborted: %s", commId, why.c_str());
     }
     k.acquired.push_back(c);
     kernel_note_comm(k, c);

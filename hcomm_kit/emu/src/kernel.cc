@@ -6,6 +6,7 @@
  * sigsetjmp guard and reported as 507018 naming the kernel. */
 #include "emu.h"
 #include "json.h"
+#include "hcomm_kit/asc_launch.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -13,6 +14,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <ucontext.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,6 +42,13 @@ struct Binary {
     std::map<std::string, Func*> funcs; /* op type -> function */
     std::map<std::string, std::pair<std::string, std::string>> entries; /* op type -> (functionName, kernelSo) */
     std::vector<std::pair<uintptr_t, uintptr_t>> code; /* executable segments of the loaded library */
+    bool by_symbol = false; /* aclrtBinaryLoad image: aclrtBinaryGetFunction looks the name up as a symbol */
+};
+/* aclrtCreateBinary: a private copy of the caller's image. */
+constexpr uint32_t kImageMagic = 0x494d4731; /* "IMG1" */
+struct Image {
+    uint32_t magic = kImageMagic;
+    std::vector<uint8_t> data;
 };
 
 /* The executable segments of a library opened with dlopen (runaway-kernel cancellation). */
@@ -68,6 +77,7 @@ namespace {
 std::mutex g_bin_m;
 std::unordered_set<Binary*> g_bins;
 std::unordered_set<Func*> g_funcs;
+std::unordered_set<Image*> g_images;
 
 bool func_valid(Func* f) {
     std::lock_guard<std::mutex> g(g_bin_m);
@@ -525,6 +535,65 @@ static bool file_exists(const std::string& p) {
     return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Kernel isolation. On Ascend an AICPU kernel runs in the device's address space, so it never
+ * sees the host program's libraries. Here it shares the host process: with default symbol
+ * binding, an inline (vague-linkage) function that both the host program and the kernel define
+ * (e.g. a class shared through a header, compiled with different _GLIBCXX_USE_CXX11_ABI values)
+ * would bind the kernel's calls to the host's copy. RTLD_DEEPBIND makes the kernel look in its own
+ * symbols and its own dependencies (the emulator's device API, libstdc++, libc) before the global
+ * scope. The sanitizer runtimes refuse RTLD_DEEPBIND (their interceptors must come first), so
+ * sanitizer builds of the emulator load kernels with default binding: link kernels with
+ * -Wl,-Bsymbolic there if host and kernel share inline code. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+static constexpr int kKernelDlopenFlags = RTLD_NOW | RTLD_LOCAL;
+#else
+static constexpr int kKernelDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+#endif
+
+/* AICPU packages (aicpu_*.tar.gz, CMS-signed by CANN's build) in the directories searched. */
+static std::vector<std::string> find_packages(const std::vector<std::string>& tried, const std::string& json_dir) {
+    std::vector<std::string> found;
+    std::unordered_set<std::string> dirs = {json_dir, json_dir + "/../kernel"}; /* CANN's opp layout */
+    for (const std::string& t : tried) dirs.insert(dirname_of(t));
+    for (const std::string& d : dirs) {
+        DIR* dp = opendir(d.c_str());
+        if (!dp) continue;
+        while (struct dirent* e = readdir(dp)) {
+            std::string n = e->d_name;
+            if (n.size() > 7 && n.compare(n.size() - 7, 7, ".tar.gz") == 0) found.push_back(d + "/" + n);
+        }
+        closedir(dp);
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+/* Why a kernel library could not be found: the op-info JSON, the paths looked at, and what to do,
+ * including the common CANN layout where only the signed device package was installed. */
+static std::string missing_kernel_message(const std::string& json_path, const std::string& so_name, int mode,
+                                          const std::vector<std::string>& tried) {
+    std::string list;
+    for (auto& t : tried) list += (list.empty() ? "" : ", ") + t;
+    std::string msg = strprintf("kernel library %s named by the op-info JSON %s was not found (cpuKernelMode %d); "
+                                "looked for: %s",
+                                so_name.c_str(), json_path.c_str(), mode, list.c_str());
+    std::vector<std::string> pkgs = find_packages(tried, dirname_of(json_path));
+    if (!pkgs.empty()) {
+        std::string p;
+        for (auto& f : pkgs) p += (p.empty() ? "" : ", ") + f;
+        msg += strprintf(". Found the AICPU package(s) %s instead: CANN installs custom kernels only as signed device "
+                         "packages (aarch64 code inside a CMS-signed tar.gz), which the emulator cannot load. Put the "
+                         "host-built %s beside the JSON or in %s/../kernel",
+                         p.c_str(), so_name.c_str(), dirname_of(json_path).c_str());
+        if (mode == 0) msg += ", or add its directory to HCOMM_KIT_KERNEL_PATH";
+    } else if (mode == 0) {
+        msg += " (add the directory of the host-built kernel library to HCOMM_KIT_KERNEL_PATH)";
+    } else {
+        msg += " (cpuKernelMode 1 loads the .so with the JSON's file name beside it)";
+    }
+    return msg;
+}
+
 static void register_binary(Binary* b) {
     std::lock_guard<std::mutex> g(g_bin_m);
     g_bins.insert(b);
@@ -615,19 +684,47 @@ EMU_API aclError aclrtBinaryLoadFromFile(const char* binPath, aclrtBinaryLoadOpt
         }
     }
     if (b->so_path.empty() || !file_exists(b->so_path)) {
-        std::string list;
-        for (auto& t : tried) list += (list.empty() ? "" : ", ") + t;
-        return seterr(ACL_ERROR_RT_FILE_OPEN, __func__,
-                      "kernel library for %s not found (cpuKernelMode %d); looked for: %s%s", json_path.c_str(), mode,
-                      list.c_str(), mode == 0 ? " (add its directory to HCOMM_KIT_KERNEL_PATH)" : "");
+        std::string msg = missing_kernel_message(json_path, mode == 1 ? stem + ".so" : so_name, mode, tried);
+        EMU_LOG(LOG_ERROR, "aclrtBinaryLoadFromFile: %s", msg.c_str());
+        return seterr_str(ACL_ERROR_RT_FILE_OPEN, __func__, msg);
     }
-    b->dl = dlopen(b->so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    b->dl = dlopen(b->so_path.c_str(), kKernelDlopenFlags);
     if (!b->dl)
         return seterr(ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR, __func__, "cannot load kernel library %s: %s",
                       b->so_path.c_str(), dlerror());
     Binary* raw = b.release();
     register_binary(raw);
     *binHandle = raw;
+    return ACL_SUCCESS;
+}
+
+/* Loads a kernel image (an ELF shared object for this host) from memory: it is written to a
+ * memfd and dlopen'ed from there. The runtime names the .so after a hash of its contents. */
+static int stage_image(const void* data, size_t length, Binary* b, const char* api) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < length; i++) h = (h ^ ((const uint8_t*)data)[i]) * 1099511628211ull;
+    std::string name = strprintf("aicpu_kernel_%016llx.so", (unsigned long long)h);
+    int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+    if (fd < 0) return seterr(ACL_ERROR_RT_FILE_OPEN, api, "memfd_create failed: %s", strerror(errno));
+    size_t off = 0;
+    while (off < length) {
+        ssize_t w = write(fd, (const char*)data + off, length - off);
+        if (w <= 0) {
+            close(fd);
+            return seterr(ACL_ERROR_RT_FILE_WRITE, api, "cannot stage the kernel image: %s", strerror(errno));
+        }
+        off += (size_t)w;
+    }
+    std::string path = "/proc/self/fd/" + std::to_string(fd);
+    b->dl = dlopen(path.c_str(), kKernelDlopenFlags);
+    if (!b->dl) {
+        std::string e = dlerror();
+        close(fd);
+        return seterr(ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR, api, "cannot load the kernel image (%zu bytes): %s", length,
+                      e.c_str());
+    }
+    b->memfd = fd;
+    b->so_path = name;
     return ACL_SUCCESS;
 }
 
@@ -645,35 +742,121 @@ EMU_API aclError aclrtBinaryLoadFromData(const void* data, size_t length, const 
                       "cpuKernelMode %d is not valid with aclrtBinaryLoadFromData (only 2)", mode);
     b->mode = mode;
     if (mode == 2) {
-        /* The runtime names the .so after a hash of its contents. */
-        uint64_t h = 1469598103934665603ull;
-        for (size_t i = 0; i < length; i++) h = (h ^ ((const uint8_t*)data)[i]) * 1099511628211ull;
-        std::string name = strprintf("aicpu_kernel_%016llx.so", (unsigned long long)h);
-        int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
-        if (fd < 0) return seterr(ACL_ERROR_RT_FILE_OPEN, __func__, "memfd_create failed: %s", strerror(errno));
-        size_t off = 0;
-        while (off < length) {
-            ssize_t w = write(fd, (const char*)data + off, length - off);
-            if (w <= 0) {
-                close(fd);
-                return seterr(ACL_ERROR_RT_FILE_WRITE, __func__, "cannot stage the kernel image: %s", strerror(errno));
-            }
-            off += (size_t)w;
-        }
-        b->memfd = fd;
-        b->so_path = "/proc/self/fd/" + std::to_string(fd);
-        b->dl = dlopen(b->so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!b->dl) {
-            std::string e = dlerror();
-            close(fd);
-            return seterr(ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR, __func__, "cannot load the kernel image (%zu bytes): %s",
-                          length, e.c_str());
-        }
-        b->so_path = name;
+        if (int r = stage_image(data, length, b.get(), __func__)) return r;
     }
     Binary* raw = b.release();
     register_binary(raw);
     *binHandle = raw;
+    return ACL_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- binaries from memory (aclrtBinary) */
+
+EMU_API aclrtBinary aclrtCreateBinary(const void* data, size_t dataLen) {
+    if (!data) {
+        seterr(ACL_ERROR_INVALID_PARAM, __func__, "data is NULL");
+        return nullptr;
+    }
+    if (dataLen == 0) {
+        seterr(ACL_ERROR_INVALID_PARAM, __func__, "dataLen is 0");
+        return nullptr;
+    }
+    Image* img = new (std::nothrow) Image();
+    if (!img) {
+        seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "out of memory for a %zu-byte binary", dataLen);
+        return nullptr;
+    }
+    try {
+        img->data.assign((const uint8_t*)data, (const uint8_t*)data + dataLen);
+    } catch (const std::bad_alloc&) {
+        delete img;
+        seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "out of memory for a %zu-byte binary", dataLen);
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> g(g_bin_m);
+    g_images.insert(img);
+    return img;
+}
+
+static Image* image_check(aclrtBinary binary, const char* api, int* code) {
+    if (!binary) {
+        *code = seterr(ACL_ERROR_INVALID_PARAM, api, "binary is NULL");
+        return nullptr;
+    }
+    Image* img = static_cast<Image*>(binary);
+    std::lock_guard<std::mutex> g(g_bin_m);
+    if (!g_images.count(img)) {
+        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "%p is not a binary made by aclrtCreateBinary (or it was destroyed)",
+                       binary);
+        return nullptr;
+    }
+    return img;
+}
+
+EMU_API aclError aclrtDestroyBinary(aclrtBinary binary) {
+    int code = 0;
+    Image* img = image_check(binary, __func__, &code);
+    if (!img) return code;
+    {
+        std::lock_guard<std::mutex> g(g_bin_m);
+        g_images.erase(img);
+    }
+    img->magic = 0;
+    delete img;
+    return ACL_SUCCESS;
+}
+
+/* ELF header fields of an image, or false if it is not a 64-bit ELF file. */
+static bool elf_kind(const std::vector<uint8_t>& d, uint16_t* type, uint16_t* machine) {
+    if (d.size() < 64 || memcmp(d.data(), "\x7f" "ELF", 4) != 0 || d[4] != 2 /* ELFCLASS64 */) return false;
+    memcpy(type, d.data() + 16, 2);
+    memcpy(machine, d.data() + 18, 2);
+    return true;
+}
+
+#if defined(__x86_64__)
+static constexpr uint16_t kHostMachine = 62; /* EM_X86_64 */
+#elif defined(__aarch64__)
+static constexpr uint16_t kHostMachine = 183; /* EM_AARCH64 */
+#else
+static constexpr uint16_t kHostMachine = 0;
+#endif
+
+EMU_API aclError aclrtBinaryLoad(const aclrtBinary binary, aclrtBinHandle* binHandle) {
+    if (int r = check_init(__func__)) return r;
+    if (!binHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "binHandle is NULL");
+    int code = 0;
+    Image* img = image_check(binary, __func__, &code);
+    if (!img) return code;
+    uint16_t type = 0, machine = 0;
+    if (!elf_kind(img->data, &type, &machine))
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                      "binary %p (%zu bytes) is not an ELF file; the emulator loads only AICPU kernels built for this "
+                      "host as shared objects",
+                      binary, img->data.size());
+    if (machine != kHostMachine || type != 3 /* ET_DYN */)
+        return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
+                      "binary %p (%zu bytes, ELF type %u, machine %u) is not a shared object for this host (machine %u): "
+                      "AI Core / AIV (Ascend C) kernel images are not emulated; only AICPU kernels run on the emulator",
+                      binary, img->data.size(), type, machine, kHostMachine);
+    auto b = std::make_unique<Binary>();
+    b->mode = 2;
+    b->by_symbol = true;
+    if (int r = stage_image(img->data.data(), img->data.size(), b.get(), __func__)) return r;
+    Binary* raw = b.release();
+    register_binary(raw);
+    *binHandle = raw;
+    return ACL_SUCCESS;
+}
+
+/* Shortest launch-timeout step in microseconds; a timeout takes effect as interval * N, N in
+ * [1, 254]. The value mirrors the A2/A3 hardware, whose longest operator timeout is 254 steps
+ * (about 1091 s); the emulator itself enforces launch timeouts exactly as given. */
+static constexpr uint64_t kOpTimeoutIntervalUs = 4294967;
+
+EMU_API aclError aclrtGetOpTimeOutInterval(uint64_t* interval) {
+    if (!interval) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "interval is NULL");
+    *interval = kOpTimeoutIntervalUs;
     return ACL_SUCCESS;
 }
 
@@ -729,6 +912,12 @@ EMU_API aclError aclrtBinaryGetFunction(const aclrtBinHandle binHandle, const ch
     auto it = b->funcs.find(kernelName);
     if (it != b->funcs.end()) {
         *funcHandle = it->second;
+        return ACL_SUCCESS;
+    }
+    if (b->by_symbol) {
+        Func* f = make_func(b, kernelName, kernelName, &code, __func__);
+        if (!f) return code;
+        *funcHandle = f;
         return ACL_SUCCESS;
     }
     auto e = b->entries.find(kernelName);
@@ -1157,4 +1346,130 @@ EMU_API aclError aclrtLaunchKernelWithArgsArray(void* func, uint32_t numBlocks, 
     return seterr(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, __func__,
                   "argument arrays carry no sizes, so AICPU kernels cannot be launched this way on the emulator "
                   "(use aclrtLaunchKernelWithConfig)");
+}
+
+/* ================================================================ Ascend C <<<>>> launches of AICPU kernels */
+
+namespace {
+std::map<std::string, Func*> g_asc_funcs; /* kernel name -> function (under g_bin_m) */
+
+/* Directories holding installed kernel libraries: HCOMM_KIT_KERNEL_PATH, then
+ * <opp>/vendors/<vendor>/aicpu/kernel for $ASCEND_OPP_PATH and $ASCEND_HOME_PATH/opp. */
+std::vector<std::string> asc_kernel_dirs() {
+    std::vector<std::string> dirs;
+    if (const char* kp = getenv("HCOMM_KIT_KERNEL_PATH")) {
+        std::string s = kp;
+        size_t a = 0;
+        while (a <= s.size()) {
+            size_t e = s.find(':', a);
+            if (e == std::string::npos) e = s.size();
+            if (e > a) dirs.push_back(s.substr(a, e - a));
+            a = e + 1;
+        }
+    }
+    std::vector<std::string> opps;
+    if (const char* o = getenv("ASCEND_OPP_PATH")) opps.push_back(o);
+    if (const char* h = getenv("ASCEND_HOME_PATH")) opps.push_back(std::string(h) + "/opp");
+    for (const std::string& opp : opps) {
+        std::string vd = opp + "/vendors";
+        DIR* dp = opendir(vd.c_str());
+        if (!dp) continue;
+        std::vector<std::string> vendors;
+        while (struct dirent* e = readdir(dp))
+            if (e->d_name[0] != '.') vendors.push_back(e->d_name);
+        closedir(dp);
+        std::sort(vendors.begin(), vendors.end());
+        for (auto& v : vendors) dirs.push_back(vd + "/" + v + "/aicpu/kernel");
+    }
+    return dirs;
+}
+
+/* The function named `kernel` for an Ascend C launch (caller holds g_bin_m): a loaded binary
+ * exporting it, else a kernel library of asc_kernel_dirs() (loaded and kept), else a symbol of
+ * the program itself (an .aicpu file compiled into the host library). *looked gets the search. */
+Func* asc_find(const std::string& kernel, std::string* looked) {
+    auto it = g_asc_funcs.find(kernel);
+    if (it != g_asc_funcs.end()) return it->second;
+    int code = 0;
+    for (Binary* b : g_bins) {
+        if (!b->dl || !dlsym(b->dl, kernel.c_str())) continue;
+        Func* f = make_func(b, "asc:" + kernel, kernel, &code, "aclrtLaunchKernel");
+        if (f) return g_asc_funcs[kernel] = f;
+    }
+    for (const std::string& d : asc_kernel_dirs()) {
+        *looked += (looked->empty() ? "" : ", ") + d;
+        DIR* dp = opendir(d.c_str());
+        if (!dp) continue;
+        std::vector<std::string> sos;
+        while (struct dirent* e = readdir(dp)) {
+            std::string n = e->d_name;
+            if (n.size() > 3 && n.compare(n.size() - 3, 3, ".so") == 0) sos.push_back(d + "/" + n);
+        }
+        closedir(dp);
+        std::sort(sos.begin(), sos.end());
+        for (const std::string& so : sos) {
+            void* dl = dlopen(so.c_str(), kKernelDlopenFlags);
+            if (!dl) continue;
+            if (!dlsym(dl, kernel.c_str())) {
+                dlclose(dl);
+                continue;
+            }
+            auto b = std::make_unique<Binary>();
+            b->mode = 2;
+            b->by_symbol = true;
+            b->dl = dl;
+            b->so_path = so;
+            Binary* raw = b.release();
+            g_bins.insert(raw);
+            Func* f = make_func(raw, "asc:" + kernel, kernel, &code, "aclrtLaunchKernel");
+            if (f) return g_asc_funcs[kernel] = f;
+        }
+    }
+    if (dlsym(RTLD_DEFAULT, kernel.c_str())) {
+        auto b = std::make_unique<Binary>();
+        b->mode = 2;
+        b->by_symbol = true;
+        b->dl = RTLD_DEFAULT;
+        b->so_path = "(the program)";
+        Binary* raw = b.release();
+        g_bins.insert(raw);
+        Func* f = make_func(raw, "asc:" + kernel, kernel, &code, "aclrtLaunchKernel");
+        if (f) return g_asc_funcs[kernel] = f;
+    }
+    return nullptr;
+}
+}  // namespace
+
+/* hcomm-kit extension behind the Ascend C launch syntax for AICPU kernels: the emulator's ASC
+ * compiler (the install tree's bin/hk-asc) rewrites `Kernel<<<numBlocks, l2ctrl, stream>>>(args,
+ * argsSize)` in .asc sources into this call. The kernel gets a copy of the argsSize bytes at args. */
+EMU_API aclError hcomm_kit_asc_launch_aicpu(const char* kernel, uint32_t numBlocks, void* l2ctrl, aclrtStream stream,
+                                            const void* args, size_t argsSize) {
+    const char* api = "aclrtLaunchKernel (<<<>>>)";
+    if (int r = check_init(api)) return r;
+    (void)l2ctrl; /* reserved, nullptr */
+    if (!kernel || !*kernel) return seterr(ACL_ERROR_INVALID_PARAM, api, "kernel name is NULL or empty");
+    if (!args && argsSize) return seterr(ACL_ERROR_INVALID_PARAM, api, "args is NULL with %zu bytes", argsSize);
+    Func* f = nullptr;
+    std::string looked;
+    {
+        std::lock_guard<std::mutex> g(g_bin_m);
+        f = asc_find(kernel, &looked);
+    }
+    if (!f)
+        return seterr(ACL_ERROR_RT_SYMBOL_NOT_FOUND, api,
+                      "AICPU kernel %s<<<>>> not found: no loaded kernel library, no library in [%s] and not the "
+                      "program itself exports it (install the host-built kernel .so under "
+                      "$ASCEND_HOME_PATH/opp/vendors/<vendor>/aicpu/kernel or add its directory to HCOMM_KIT_KERNEL_PATH)",
+                      kernel, looked.c_str());
+    Func* fo;
+    Stream* s;
+    uint64_t tmo;
+    if (int r = launch_common(api, f, numBlocks, stream, nullptr, &fo, &s, &tmo)) return r;
+    auto t = std::make_unique<KernelTask>();
+    t->f = fo;
+    t->blocks = numBlocks;
+    t->timeout_ns = tmo;
+    if (argsSize) t->args.assign((const uint8_t*)args, (const uint8_t*)args + argsSize);
+    return stream_enqueue(s, std::move(t));
 }

@@ -57,6 +57,11 @@ typedef void (*aclrtHostFunc)(void *args);
 /* ========================================================================= */
 /* Enums (acl_runtime.md §2.6)                                               */
 /* ========================================================================= */
+/* Level of aclrtGetLastError / aclrtPeekAtLastError: CANN defines the thread level only. */
+typedef enum aclrtLastErrLevel {
+    ACL_RT_THREAD_LEVEL = 0,
+} aclrtLastErrLevel;
+
 typedef enum aclrtRunMode {
     ACL_DEVICE = 0,
     ACL_HOST = 1
@@ -277,6 +282,12 @@ ACL_FUNC_VISIBILITY aclError aclrtBinaryGetFunctionByEntry(aclrtBinHandle binHan
 ACL_FUNC_VISIBILITY aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle);
 ACL_FUNC_VISIBILITY aclError aclrtGetFunctionAttribute(aclrtFuncHandle funcHandle, aclrtFuncAttribute attrType,
                                                        int64_t *attrValue);
+/* A kernel image in memory (aclrtCreateBinary copies it), loaded with aclrtBinaryLoad. The
+ * emulator loads AICPU kernel images built for the host (ELF shared objects); AI Core / AIV images
+ * are refused with ACL_ERROR_RT_FEATURE_NOT_SUPPORT. Functions are looked up by symbol name. */
+ACL_FUNC_VISIBILITY aclrtBinary aclrtCreateBinary(const void *data, size_t dataLen);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyBinary(aclrtBinary binary);
+ACL_FUNC_VISIBILITY aclError aclrtBinaryLoad(const aclrtBinary binary, aclrtBinHandle *binHandle);
 
 /* ========================================================================= */
 /* Argument lists (§3.6)                                                     */
@@ -316,6 +327,8 @@ ACL_FUNC_VISIBILITY aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcH
                                                            size_t placeHolderNum);
 ACL_FUNC_VISIBILITY aclError aclrtLaunchKernelWithArgsArray(void *func, uint32_t numBlocks, aclrtStream stream,
                                                             aclrtLaunchKernelCfg *cfg, void **args);
+/* Shortest operator-timeout step in microseconds (a timeout is interval * N, N in [1, 254]). */
+ACL_FUNC_VISIBILITY aclError aclrtGetOpTimeOutInterval(uint64_t *interval);
 
 /* ========================================================================= */
 /* Notifies (§3.8)                                                           */
@@ -353,6 +366,13 @@ ACL_FUNC_VISIBILITY aclError aclrtLaunchCallback(aclrtCallback fn, void *userDat
 ACL_FUNC_VISIBILITY aclError aclrtProcessReport(int32_t timeout);
 ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args);
+
+/* ========================================================================= */
+/* Error codes of the calling thread (§3.14)                                 */
+/* ========================================================================= */
+/* The calling thread's last runtime error (ACL_SUCCESS if none); GetLastError also clears it. */
+ACL_FUNC_VISIBILITY aclError aclrtGetLastError(aclrtLastErrLevel level);
+ACL_FUNC_VISIBILITY aclError aclrtPeekAtLastError(aclrtLastErrLevel level);
 
 #ifdef __cplusplus
 }

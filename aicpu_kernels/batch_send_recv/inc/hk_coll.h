@@ -1,0 +1,1 @@
+../../_common/hk_coll.h

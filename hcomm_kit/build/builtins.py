@@ -1,0 +1,94 @@
+"""Compile the built-in operators of ``aicpu_kernels/`` into the emulator library's directory.
+
+The emulator implements HCCL's collective C API (``HcclAllReduce`` ...) by launching these
+operators, so C programs must find them without Python at run time: they are compiled together
+with ``libhcomm_emu.so`` (one cache entry, one content key covering both) into
+``<library dir>/builtin_kernels/<stem>.so`` beside ``<stem>.json`` (cpuKernelMode 1), where the
+library looks them up from its own path (``dladdr``). The Python collectives keep building the
+same sources through :func:`hcomm_kit.build.opbuild.build_op`; each operator's ``op.toml`` stays
+the single source of truth of its kernel name, file names and ``OpParam`` layout (the emulator
+includes the generated ``inc/<name>_param.h``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..errors import BuildError
+from ..resources import aicpu_kernels_dir
+from . import cache
+
+__all__ = ["BUILTIN_FLAGS", "LINK_FLAGS", "builtin_dirs", "builtin_inputs", "build_builtins"]
+
+BUILTIN_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
+# --no-undefined: a device-API call the emulator lacks fails here, not at load time.
+# -Bsymbolic: the kernel binds its own symbols to itself even where the emulator cannot load it
+# with RTLD_DEEPBIND (sanitizer builds), as it would on the device.
+LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
+
+
+def builtin_dirs() -> list[Path]:
+    """The operator directories of ``aicpu_kernels/`` (those holding an ``op.toml``), sorted."""
+    root = aicpu_kernels_dir()
+    return sorted(p for p in root.iterdir() if (p / "op.toml").is_file())
+
+
+def builtin_inputs() -> list[Path]:
+    """Every file the built-ins are made from (sources, headers, op.toml, op-info JSON), sorted."""
+    root = aicpu_kernels_dir()
+    files = [p for p in root.rglob("*") if p.is_file() and "tests" not in p.relative_to(root).parts
+             and p.suffix in (".cc", ".cpp", ".h", ".toml", ".json")]
+    return sorted(files)
+
+
+def build_builtins(out: Path, *, lib_dir: Path, include: Path, cxx: str, verbose: bool = False) -> list[Path]:
+    """Compile every built-in operator into ``out`` (``<stem>.so`` + ``<stem>.json``).
+
+    Args:
+        out: the output directory (created).
+        lib_dir: directory of the freshly built ``libhcomm_emu.so`` the kernels link against.
+        include: the emulator's public header directory.
+        cxx: the C++ compiler command.
+        verbose: echo the compiler commands.
+
+    Returns:
+        The kernel shared objects written.
+
+    Raises:
+        CompileError: a kernel does not compile (command, output, source excerpt).
+        BuildError: an operator directory is inconsistent (op.toml against its op-info JSON).
+    """
+    from ..build.opbuild import check_op_info
+    from ..scaffold.opspec import load_opspec
+
+    out.mkdir(parents=True, exist_ok=True)
+    specs = [load_opspec(d) for d in builtin_dirs()]
+    if not specs:
+        raise BuildError(f"no built-in operators (op.toml) in {aicpu_kernels_dir()}; the package install is incomplete")
+    argv = shlex.split(cxx)
+
+    def build_one(spec) -> Path:
+        kdir = spec.path("op_kernel_aicpu")
+        sources = sorted([*kdir.glob("*.cc"), *kdir.glob("*.cpp")])
+        info = kdir / spec.json_name
+        check_op_info(info, spec, spec.so)
+        so = out / spec.so
+        headers = sorted(spec.path("inc").rglob("*.h"))
+        cmd = [*argv, *BUILTIN_FLAGS, f"-I{spec.path('inc')}", f"-I{kdir}", f"-I{include}", *map(str, sources),
+               "-o", str(so), f"-L{lib_dir}", "-lhcomm_emu", *LINK_FLAGS]
+        cache.run_compiler(cmd, sources=[*sources, *headers], verbose=verbose)
+        doc = json.loads(info.read_text())
+        (out / spec.json_name).write_text(json.dumps(doc, indent=4) + "\n")
+        return so
+
+    jobs = max(1, min(len(specs), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        built = list(pool.map(build_one, specs))  # re-raises the first failure in operator order
+    if verbose:
+        print(f"hcomm-kit: built {len(built)} built-in operators into {out}")
+    return built
+

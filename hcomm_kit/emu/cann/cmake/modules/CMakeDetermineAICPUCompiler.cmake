@@ -1,0 +1,17 @@
+# The AICPU language of the hcomm-kit emulator tree (see AICPUConfig.cmake).
+if(NOT CMAKE_AICPU_COMPILER)
+    if(DEFINED ENV{AICPU})
+        set(CMAKE_AICPU_COMPILER "$ENV{AICPU}")
+    elseif("AICPU" STREQUAL "ASC")
+        get_filename_component(_hk_root "${CMAKE_CURRENT_LIST_DIR}/../../../.." ABSOLUTE)
+        set(CMAKE_AICPU_COMPILER "${_hk_root}/bin/hk-asc")
+    elseif(CMAKE_CXX_COMPILER)
+        set(CMAKE_AICPU_COMPILER "${CMAKE_CXX_COMPILER}")
+    else()
+        find_program(CMAKE_AICPU_COMPILER NAMES c++ g++ REQUIRED)
+    endif()
+endif()
+mark_as_advanced(CMAKE_AICPU_COMPILER)
+set(CMAKE_AICPU_COMPILER_ENV_VAR "AICPU")
+configure_file("${CMAKE_CURRENT_LIST_DIR}/CMakeAICPUCompiler.cmake.in"
+               "${CMAKE_PLATFORM_INFO_DIR}/CMakeAICPUCompiler.cmake" @ONLY)

@@ -1,0 +1,17 @@
+# The ASC language of the hcomm-kit emulator tree (see ASCConfig.cmake).
+if(NOT CMAKE_ASC_COMPILER)
+    if(DEFINED ENV{ASC})
+        set(CMAKE_ASC_COMPILER "$ENV{ASC}")
+    elseif("ASC" STREQUAL "ASC")
+        get_filename_component(_hk_root "${CMAKE_CURRENT_LIST_DIR}/../../../.." ABSOLUTE)
+        set(CMAKE_ASC_COMPILER "${_hk_root}/bin/hk-asc")
+    elseif(CMAKE_CXX_COMPILER)
+        set(CMAKE_ASC_COMPILER "${CMAKE_CXX_COMPILER}")
+    else()
+        find_program(CMAKE_ASC_COMPILER NAMES c++ g++ REQUIRED)
+    endif()
+endif()
+mark_as_advanced(CMAKE_ASC_COMPILER)
+set(CMAKE_ASC_COMPILER_ENV_VAR "ASC")
+configure_file("${CMAKE_CURRENT_LIST_DIR}/CMakeASCCompiler.cmake.in"
+               "${CMAKE_PLATFORM_INFO_DIR}/CMakeASCCompiler.cmake" @ONLY)

@@ -1,0 +1,100 @@
+"""HCCL's collective C API (``HcclAllReduce`` ... ``HcclBatchSendRecv``, include/hccl/hccl.h) on the
+emulator, from a C++ program written like CANN's 01/02 examples (tests/c/hccl_coll/main.cc:
+aclrtSetDevice, HcclCommInitRootInfo, asynchronous calls on a stream, no Python at run time),
+with ranks as threads of one process (one per device, like the examples) and as processes under
+mpirun. Every output byte is checked against numpy (tests/hccl_capi.py), at 2, 3, 4 and 8 ranks
+on every product, with a 1 MB HCCL buffer so that large messages are sliced. The program also
+checks the API's argument checks and return codes (CANN's) on every rank. Nothing may leak in
+/dev/shm.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hccl_capi
+from test_emu_comm import _leaked, _shm_entries
+
+SOCS = ("Ascend910B", "Ascend910_93", "Ascend950")
+QUICK_THREADS = {(4, "Ascend910B")}
+QUICK_MPI = {(3, "Ascend950")}
+
+
+@pytest.fixture(scope="module")
+def exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hccl_capi.build(tmp_path_factory.mktemp("hccl_coll"))
+
+
+def _marks(ranks: int, soc: str, quick: set) -> list:
+    return [] if (ranks, soc) in quick else [pytest.mark.slow]
+
+
+def _params(quick: set) -> list:
+    return [pytest.param(n, soc, marks=_marks(n, soc, quick), id=f"{n}-{soc}") for n in (2, 3, 4, 8) for soc in SOCS]
+
+
+@pytest.mark.parametrize("ranks,soc", _params(QUICK_THREADS))
+def test_collectives_ranks_as_threads(exe: Path, tmp_path: Path, ranks: int, soc: str) -> None:
+    before = _shm_entries()
+    proc = subprocess.Popen([str(exe), "threads", str(tmp_path)], env=hccl_capi.env(ranks, soc),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    out = stdout + stderr[-6000:]
+    assert proc.returncode == 0, out
+    assert len(re.findall(r"^OK rank \d+", stdout, re.M)) == ranks, out
+    cases = hccl_capi.check_outputs(tmp_path, ranks, soc)
+    assert cases >= (90 if soc == "Ascend950" else 75)
+    assert _leaked(before, [proc.pid]) == []
+
+
+@pytest.mark.parametrize("ranks,soc", _params(QUICK_MPI))
+def test_collectives_ranks_as_mpi_processes(exe: Path, tmp_path: Path, ranks: int, soc: str) -> None:
+    before = _shm_entries()
+    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", str(ranks), "--timeout", "240", "--",
+                           str(exe), "mpi", str(tmp_path)], env=hccl_capi.env(ranks, soc), capture_output=True,
+                          text=True, timeout=300)
+    out = proc.stdout + proc.stderr[-6000:]
+    assert proc.returncode == 0, out
+    assert len(re.findall(r"OK rank \d+", proc.stdout)) == ranks, out
+    hccl_capi.check_outputs(tmp_path, ranks, soc)
+    assert _leaked(before, []) == []
+
+
+@pytest.mark.slow
+def test_batch_of_300_items_takes_two_launches(exe: Path, tmp_path: Path) -> None:
+    """HcclBatchSendRecv with 300 items (150 sends to the next rank, 150 receives from the
+    previous one, interleaved): more than the 256 items of one built-in launch."""
+    proc = subprocess.run([str(exe), "threads", str(tmp_path), "batchmany"], env=hccl_capi.env(3, "Ascend910_93"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert hccl_capi.check_outputs(tmp_path, 3, "Ascend910_93") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("mode", ["address", "thread"])
+def test_collectives_under_sanitizers(tmp_path: Path, mode: str) -> None:
+    """The whole program at 3 ranks (threads) against the ASan+UBSan / TSan builds of the emulator:
+    correct data and no sanitizer report (suppressions of tests/test_sanitizers.py only)."""
+    spec = importlib.util.spec_from_file_location("_san", Path(__file__).with_name("test_sanitizers.py"))
+    san = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(san)  # type: ignore[union-attr]
+    exe = hccl_capi.build(tmp_path, mode)
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([str(exe), "threads", str(out)], env=hccl_capi.env(3, "Ascend910B", **san._env(mode, tmp_path)),
+                          capture_output=True, text=True, timeout=1200)
+    text = proc.stdout + proc.stderr
+    reports = san.SANITIZER_ERROR_RE.findall(text)
+    assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{text[-20000:]}"
+    assert proc.returncode == 0, text[-20000:]
+    hccl_capi.check_outputs(out, 3, "Ascend910B")
