@@ -153,6 +153,16 @@ int check_count(Call& c, uint64_t n, const char* what) {
     return HCCL_SUCCESS;
 }
 
+/* Byte size of `count` elements of a (checked) dtype; a count whose byte size overflows is refused. */
+int reduce_bytes(Call& c, uint64_t count, int dtype, uint64_t* bytes) {
+    uint64_t es = dtype_size(dtype);
+    if (es == 0 || count > UINT64_MAX / es)
+        return seterr(HCCL_E_PARA, c.api, "rank %d: count %llu of %s (%llu bytes each) overflows a 64-bit byte size",
+                      c.rank, (unsigned long long)count, dtype_name(dtype), (unsigned long long)es);
+    *bytes = count * es;
+    return HCCL_SUCCESS;
+}
+
 int chan_slot(Call& c, Channel* ch, uint32_t idx) {
     if (idx >= ch->notify_num)
         return seterr(HCCL_E_PARA, c.api, "rank %d: notify index %u out of range for channel to rank %u (notifyNum %u)",
@@ -193,7 +203,7 @@ int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* 
     uint64_t bytes = n;
     if (reduce) {
         if (int r = check_reduce(c, dtype, op)) return r;
-        bytes = n * dtype_size(dtype);
+        if (int r = reduce_bytes(c, n, dtype, &bytes)) return r;
     }
     if (write) {
         if (int r = check_remote(c, ch, "dst", dst, bytes)) return r;
@@ -280,7 +290,8 @@ EMU_API int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const v
     if (int r = begin(c, thread)) return r;
     if (int r = check_count(c, count, "count")) return r;
     if (int r = check_reduce(c, dataType, reduceOp)) return r;
-    uint64_t bytes = count * dtype_size(dataType);
+    uint64_t bytes = 0;
+    if (int r = reduce_bytes(c, count, dataType, &bytes)) return r;
     if (int r = check_local(c, "dst", dst, bytes)) return r;
     if (int r = check_local(c, "src", src, bytes)) return r;
     HTask h;
