@@ -568,7 +568,9 @@ int memcpy_check(const char* api, void* dst, size_t destMax, const void* src, si
 EMU_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
     if (int r = check_init(__func__)) return r;
     if (count == 0) return ACL_SUCCESS;
-    if (int r = memcpy_check(__func__, dst, destMax, src, count, (int)kind)) return r;
+    int k; /* the kind read as an int: callers may pass values outside the enum */
+    memcpy(&k, &kind, sizeof k);
+    if (int r = memcpy_check(__func__, dst, destMax, src, count, k)) return r;
     memmove(dst, src, count);
     return ACL_SUCCESS;
 }
