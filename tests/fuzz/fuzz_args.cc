@@ -290,8 +290,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 bool bad_ph = false;
                 for (auto& p : phs) {
                     uint8_t sel = r.u8();
-                    p.addrOffset = sel & 0x80 ? r.u32() : (uint32_t)(r.u8() % (n + 9 > 600 ? 600 : n + 9));
-                    p.dataOffset = sel & 0x40 ? r.u32() : (uint32_t)(r.u8() % (n + 2 > 600 ? 600 : n + 2));
+                    p.addrOffset = sel & 0x80 ? r.u32() : (uint32_t)(r.u8() % (n < 591 ? n + 9 : 600));
+                    p.dataOffset = sel & 0x40 ? r.u32() : (uint32_t)(r.u8() % (n < 598 ? n + 2 : 600));
                     if ((uint64_t)p.addrOffset + 8 > n || p.dataOffset >= n) bad_ph = true;
                 }
                 int want = n == 0            ? ACL_ERROR_INVALID_PARAM

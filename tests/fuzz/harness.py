@@ -59,8 +59,8 @@ def _emu():
     return _emulator
 
 
-def _sources() -> tuple[list[Path], list[Path]]:
-    emu = _emu().emu_root()
+def _sources(emu: Path | None = None) -> tuple[list[Path], list[Path]]:
+    emu = emu or _emu().emu_root()
     srcs = sorted((emu / "src").glob("*.cc"))
     hdrs = sorted(p for p in (emu / "include").rglob("*") if p.is_file())
     hdrs += sorted(p for p in (emu / "src").iterdir() if p.is_file() and p.suffix != ".cc")
@@ -121,16 +121,23 @@ def why_no_libfuzzer() -> str:
 
 
 # ---- builds -------------------------------------------------------------------------------------
-def build_libfuzzer(clang: str, *, verbose: bool = False) -> Path:
-    """Directory with ``fuzz_<target>`` libFuzzer executables and the fuzz kernel (cached)."""
+def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[str, ...] = TARGETS,
+                    lenient: bool = False) -> Path:
+    """Directory with ``fuzz_<target>`` libFuzzer executables and the fuzz kernel (cached).
+
+    ``emu_root``: another emulator tree to fuzz (e.g. an older version, to count what the fuzzers
+    find in it); default the packaged one. ``lenient``: model mismatches are reported but not fatal
+    (only crashes and sanitizer reports stop a run), for measuring versions whose documented
+    behaviour differs.
+    """
     from hcomm_kit.build import cache
 
-    srcs, hdrs = _sources()
-    emu = _emu().emu_root()
+    emu = Path(emu_root) if emu_root else _emu().emu_root()
+    srcs, hdrs = _sources(emu)
     inc = [f"-I{emu / 'include'}", f"-I{emu / 'src'}", f"-I{FUZZ_DIR}"]
-    cflags = [*_COMMON, "-O1", *_FUZZ_SAN, "-fsanitize=fuzzer-no-link"]
+    cflags = [*_COMMON, "-O1", *_FUZZ_SAN, "-fsanitize=fuzzer-no-link", *(["-DFUZZ_LENIENT"] if lenient else [])]
     key = cache.hash_key([*srcs, *hdrs, *_fuzz_files()],
-                         ["fuzz-libfuzzer", *cflags, cache.compiler_identity(clang),
+                         ["fuzz-libfuzzer", *targets, *cflags, cache.compiler_identity(clang),
                           *(p.relative_to(emu).as_posix() for p in hdrs)])
 
     def build(out: Path) -> None:
@@ -146,7 +153,7 @@ def build_libfuzzer(clang: str, *, verbose: bool = False) -> Path:
         with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
             objs = list(pool.map(compile_one, srcs))
         shim = _shim(objdir, [clang], cflags, inc)
-        for t in TARGETS:
+        for t in targets:
             extra = [str(shim)] if t == "hcomm" else []
             _run([clang, *cflags, *inc, "-fsanitize=fuzzer", str(FUZZ_DIR / f"fuzz_{t}.cc"), *extra, *map(str, objs),
                   "-o", str(out / f"fuzz_{t}"), "-ldl", "-lrt"])
@@ -156,18 +163,25 @@ def build_libfuzzer(clang: str, *, verbose: bool = False) -> Path:
     return cache.cached_dir("fuzz-libfuzzer", key, build)
 
 
-def build_replay(*, verbose: bool = False) -> Path:
-    """Directory with ``replay_<target>`` executables (any C++ compiler, ASan+UBSan) (cached)."""
+def build_replay(sanitize: str = "") -> Path:
+    """Directory with ``replay_<target>`` executables (any C++ compiler, ASan+UBSan) (cached).
+
+    ``sanitize=""`` links the ordinary emulator library: the targets' own checks (return codes,
+    layouts) and ASan on the harness side (the library's memcpy/memset are intercepted).
+    ``sanitize="address"`` links the ASan+UBSan library as well, so undefined behaviour and memory
+    errors inside the emulator are reported too (a slower first build, shared with
+    tests/test_sanitizers.py).
+    """
     from hcomm_kit.build import cache
 
     emu = _emu()
-    lib = emu.get_library(sanitize="")
+    lib = emu.get_library(sanitize=sanitize)
     cxx = shlex.split(cache.default_cxx())
     srcs, hdrs = _sources()
     inc = [f"-I{emu.get_include()}", f"-I{emu.emu_root() / 'src'}", f"-I{FUZZ_DIR}"]
     cflags = [*_COMMON, "-O1", *_FUZZ_SAN]
     key = cache.hash_key([*_fuzz_files(), emu.emu_root() / "src" / "json.cc", emu.emu_root() / "src" / "json.h",
-                          lib], ["fuzz-replay", *cflags, cache.compiler_identity(cache.default_cxx())])
+                          lib], ["fuzz-replay", sanitize, *cflags, cache.compiler_identity(cache.default_cxx())])
 
     def build(out: Path) -> None:
         shim = _shim(out, cxx, cflags, inc)
@@ -178,7 +192,7 @@ def build_replay(*, verbose: bool = False) -> Path:
         shim.unlink()
         _write_kernels(out, cxx)
 
-    return cache.cached_dir("fuzz-replay", key, build)
+    return cache.cached_dir("fuzz-replay" + (f"-{sanitize}" if sanitize else ""), key, build)
 
 
 # ---- runs ---------------------------------------------------------------------------------------
@@ -243,12 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--soc", default=None, help="HCOMM_KIT_SOC for the run (hcomm target)")
     ap.add_argument("--keep", type=Path, default=None, help="directory to keep the grown corpus in")
+    ap.add_argument("--emu-root", type=Path, default=None, help="emulator tree to fuzz (default: the packaged one)")
+    ap.add_argument("--lenient", action="store_true", help="model mismatches are not fatal (older versions)")
     args = ap.parse_args(argv)
     clang = find_clang()
     if clang is None:
         print(why_no_libfuzzer(), file=sys.stderr)
         return 2
-    bindir = build_libfuzzer(clang)
+    bindir = build_libfuzzer(clang, emu_root=args.emu_root, targets=(args.target,), lenient=args.lenient)
     work = args.keep or Path(tempfile.mkdtemp(prefix="hcomm_kit_fuzz_"))
     res = fuzz(bindir, args.target, args.seconds, work, soc=args.soc)
     print(f"{args.target}: {res.executions} executions, coverage {res.coverage}, {res.new_units} new units, "
