@@ -41,6 +41,7 @@ ENV_ABORT_HOOK = "HCOMM_KIT_ABORT_ON_ERROR"   # "0" disables the abort hook in l
 ENV_JOB_DIR = "HCOMM_KIT_JOB_DIR"
 DEFAULT_GRACE = 5.0
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_DUMP_WAIT = 1.5  # seconds the ranks get to answer the state-dump request (they are asked to within 1 s)
 
 
 def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag_output: bool = True,
@@ -143,7 +144,7 @@ class _Job:
         procs = self._pids()
         ranks = [p for p in procs.values() if p.rank is not None]
         running = sorted({p.rank for p in ranks})
-        states = request_rank_states(self.job_dir, nranks=len(running) or None, wait=1.0 if ranks else 0.0,
+        states = request_rank_states(self.job_dir, nranks=len(running) or None, wait=_DUMP_WAIT,
                                      pids=[p.pid for p in ranks]) if ranks else {}
         lines = [f"hcomm-kit launch: {why}; stopping the job ({len(running)} of {self.np} rank(s) still running"
                  f"{'' if not running else ': ' + ', '.join(map(str, running))})"]
