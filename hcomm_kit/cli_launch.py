@@ -7,6 +7,11 @@ Adds --oversubscribe, --allow-run-as-root (when root) and per-rank output tags. 
 exits non-zero, mpirun terminates the others; Python programs that call hcomm_kit.init() under
 mpirun also abort the whole job on an uncaught exception (see hcomm_kit.core.launch.install_abort_hook).
 --timeout kills the whole job after S seconds (exit status 124).
+
+SIGTERM, SIGINT (Ctrl-C) and SIGHUP, e.g. from `timeout 15 hcomm-kit launch ...` or a CI runner
+cancelling the job, stop the whole job: the ranks still running are listed with what they were
+doing, the signal is forwarded, and after --grace seconds (default 5) everything left is killed;
+nothing stays behind (processes, /dev/shm segments, temporary directories). Exit status 128+N.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--np", "-n", type=int, required=True, metavar="N", help="number of ranks")
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="kill the whole job after S seconds (exit 124)")
+    parser.add_argument("--grace", type=float, default=5.0, metavar="S",
+                        help="on SIGTERM/SIGINT/SIGHUP or --timeout: seconds the ranks get to exit before SIGKILL "
+                             "(default 5)")
     parser.add_argument("--no-tag-output", action="store_true", help="do not prefix output lines with the rank")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
 
@@ -33,4 +41,10 @@ def run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
-    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output)
+    if args.np < 1:
+        raise ConfigError(f"--np {args.np}: the rank count must be >= 1", key="--np")
+    for name in ("timeout", "grace"):
+        value = getattr(args, name)
+        if value is not None and not (0 <= value < float("inf")):
+            raise ConfigError(f"--{name} {value}: pass a finite number of seconds >= 0", key=f"--{name}")
+    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace)

@@ -40,6 +40,7 @@ from .errors import ConfigError
 from .op import CustomOp
 from .resources import aicpu_kernels_dir
 from .runtime import enums
+from .validate import as_count, as_rank, check_out_array
 
 __all__ = ["ALGORITHMS", "CollectiveOps", "parse_hccl_algo"]
 
@@ -213,6 +214,10 @@ class CollectiveOps:
         nbytes = nelems * dt.itemsize
         rt = self.rt
         if isinstance(out, DeviceBuffer):
+            if out.dtype is not dt and out.dtype.name != dt.name:
+                raise ConfigError(f"{op.name}: out= is a DeviceBuffer of {out.dtype.name}, the result is {dt.name} "
+                                  f"(the bytes would be reinterpreted); pass a {dt.name} buffer of >= {nbytes} bytes",
+                                  key="out")
             if out.capacity < nbytes:
                 raise ConfigError(f"{op.name}: out= holds {out.capacity} bytes, the result needs {nbytes} "
                                   f"({nelems} x {dt.name})", key="out")
@@ -221,10 +226,8 @@ class CollectiveOps:
             buf = DeviceBuffer.empty(shape, dt, rt=rt)
             return buf.ptr, lambda: buf
         if out is not None:
-            host = as_host_array(out)
-            if host.nbytes < nbytes or not host.flags.c_contiguous or not host.flags.writeable:
-                raise ConfigError(f"{op.name}: out= must be a writable C-contiguous array of >= {nbytes} bytes "
-                                  f"({nelems} x {dt.name}); got {host.nbytes} bytes", key="out")
+            host = out if type(out) is np.ndarray else as_host_array(out)
+            check_out_array(host, dt.numpy, nelems, dt.name, op.name)
         else:
             host = None
         # In place on the host: the kernel still reads and writes device memory; stage separately
@@ -337,10 +340,7 @@ class CollectiveOps:
         return op, None
 
     def _root(self, root: int) -> int:
-        r = int(root)
-        if not 0 <= r < self.size:
-            raise ConfigError(f"root={root} is not a rank of this {self.size}-rank communicator", key="root")
-        return r
+        return as_rank(root, self.size, "root")
 
     def _prepare(self, x: Any) -> Any:
         return x if isinstance(x, DeviceBuffer) or x is None else self._host(x)
@@ -431,7 +431,7 @@ class CollectiveOps:
         if x is None and self.rank == r:
             raise ConfigError("scatter: the root must pass the data to scatter", key="input")
         if x is None:
-            per = count if count is not None else (out.size if out is not None else None)
+            per = as_count(count) if count is not None else (out.size if out is not None else None)
             if per is None:
                 raise ConfigError("scatter: a non-root rank without x needs out= or count= (and dtype=)", key="count")
             dt = _dtypes.get_dtype(dtype if dtype is not None else
@@ -492,6 +492,9 @@ class CollectiveOps:
             raise ConfigError(f"all_to_all_v: send counts/displacements reach element {n_in} but the input has "
                               f"{self._size(x)}", key="send_counts")
         n_out = int((rd + rc).max(initial=0))
+        if out is not None and getattr(out, "size", n_out) < n_out:
+            raise ConfigError(f"all_to_all_v: out= holds {out.size} elements but recv counts/displacements reach "
+                              f"element {n_out}", key="out")
         params = {"sendCounts": sc, "sdispls": sd, "recvCounts": rc, "rdispls": rd}
         return self._call("alltoallv", x, in_elems=n_in, out_shape=(n_out,) if out is None else tuple(out.shape),
                           out=out, count=0, dtype=dtype, algorithm=algorithm, async_op=async_op, timeout=timeout,
@@ -526,9 +529,7 @@ class CollectiveOps:
                           async_op=async_op, timeout=timeout, stream=stream)
 
     def _peer(self, peer: int, what: str) -> int:
-        p = int(peer)
-        if not 0 <= p < self.size:
-            raise ConfigError(f"{what}: rank {peer} is not in this {self.size}-rank communicator", key="peer")
+        p = as_rank(peer, self.size, "dst" if what == "send" else "src")
         if p == self.rank:
             raise ConfigError(f"{what}: peer {p} is this rank; a rank cannot {what} to or from itself", key="peer")
         return p

@@ -29,6 +29,8 @@ __all__ = [
     "spin_us",
     "device_count",
     "sanitize",
+    "job_dir",
+    "fuzz_seconds",
     "hccl_buffsize_mb",
     "hccl_exec_timeout_s",
     "hccl_connect_timeout_s",
@@ -160,6 +162,9 @@ _TABLE: tuple[EnvVar, ...] = (
            minimum=1),
     EnvVar("HCOMM_KIT_JOB_DIR", "path", None,
            "per-job directory set by hcomm-kit launch and the pytest plugin: ranks write state dumps there on request"),
+    EnvVar("HCOMM_KIT_FUZZ_SECONDS", "int", 20,
+           "tests/test_fuzz.py: seconds of coverage-guided fuzzing (libFuzzer) per fuzz target in the slow "
+           "tests; 0 skips the fuzzing runs (the regression corpus still runs)", minimum=0),
     EnvVar("HCCL_BUFFSIZE", "int", 200,
            "HCCL buffer size per communicator, in MB", minimum=1),
     EnvVar("HCCL_EXEC_TIMEOUT", "int", 1836,
@@ -232,6 +237,16 @@ def device_count() -> int:
 def sanitize() -> str:
     """HCOMM_KIT_SANITIZE: ``''``, ``'address'`` or ``'thread'``."""
     return get("HCOMM_KIT_SANITIZE")  # type: ignore[return-value]
+
+
+def job_dir() -> Path | None:
+    """HCOMM_KIT_JOB_DIR: the per-job directory of the launcher (None outside a launched job)."""
+    return get("HCOMM_KIT_JOB_DIR")  # type: ignore[return-value]
+
+
+def fuzz_seconds() -> int:
+    """HCOMM_KIT_FUZZ_SECONDS: libFuzzer seconds per fuzz target in tests/test_fuzz.py."""
+    return get("HCOMM_KIT_FUZZ_SECONDS")  # type: ignore[return-value]
 
 
 def hccl_buffsize_mb() -> int:

@@ -16,6 +16,7 @@ __all__ = [
     "HcommKitError",
     "ConfigError",
     "BuildError",
+    "BuildInterrupted",
     "CompileError",
     "BackendError",
     "AclError",
@@ -59,6 +60,23 @@ class ConfigError(HcommKitError, ValueError):
 
 class BuildError(HcommKitError):
     """A build step failed (missing compiler, missing output, ...)."""
+
+
+class BuildInterrupted(BuildError):
+    """The process got SIGTERM or SIGHUP during a cache build.
+
+    Raised only to unwind the build so its temporary files are removed; the signal is then
+    delivered again with its previous disposition (normally: the process ends).
+
+    Attributes:
+        signum: the signal number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = signum
+        super().__init__(f"build interrupted by {signal.Signals(signum).name}; its temporary files were removed")
 
 
 # "file:line:" or "file:line:col:" in compiler output, e.g. "src/a.cc:12:5: error: ...", also after

@@ -35,6 +35,7 @@ from .errors import (AclError, CheckError, CollectiveMismatchError, ConfigError,
 from .runtime import codes, enums, structs
 from .scaffold.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from .core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
+from .validate import as_count, as_rank, check_out_array, check_timeout
 
 __all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]
 
@@ -50,6 +51,7 @@ _CHECK_CODE = 509001                         # HCOMM_KIT_ERROR_CHECK (emulator e
 _DEADLOCK_MARK = "[hcomm-kit] DEADLOCK"     # the emulator's certain-hang report
 _MISMATCH_MARK = "collective mismatch"       # the emulator's call check (and point-to-point mismatch)
 _UINT16_MAX = 0xFFFF
+_MAX_TIMEOUT_S = 0xFFFFFFFE                 # uint32 seconds in OpParam / Hcomm waits (~136 years)
 _OP_TYPES = {"ring-allreduce": enums.HcclCMDType.HCCL_CMD_ALLREDUCE,
              "mesh-allgather": enums.HcclCMDType.HCCL_CMD_ALLGATHER,
              "p2p": enums.HcclCMDType.HCCL_CMD_SEND}
@@ -207,6 +209,7 @@ class Work:
         Raises:
             OpTimeoutError, KernelError, AclError, HcclError: as the synchronous call would.
         """
+        check_timeout(timeout)
         if not self._done:
             self._done = True
             op = self._op
@@ -470,8 +473,8 @@ class CustomOp:
             if arr.itemsize != dt.itemsize:
                 raise ConfigError(f"operator {self.name}: input dtype {arr.dtype} does not hold {dt.name} "
                                   f"elements ({arr.itemsize} != {dt.itemsize} bytes)", key="dtype")
-            n = arr.size if count is None else int(count)
-            if n > arr.size or n < 0:
+            n = arr.size if count is None else as_count(count)
+            if n > arr.size:
                 raise ConfigError(f"count={count} exceeds the input's {arr.size} elements", key="count")
             nbytes = n * dt.itemsize
             in_ptr = self._pool.get("in", nbytes)[0]
@@ -482,8 +485,8 @@ class CustomOp:
             device_in = False
         elif isinstance(input, DeviceBuffer):
             dt = self._dtype(dtype, input.dtype)
-            n = input.size if count is None else int(count)
-            if n * dt.itemsize > input.capacity or n < 0:
+            n = input.size if count is None else as_count(count)
+            if n * dt.itemsize > input.capacity:
                 raise ConfigError(f"count={count} ({n * dt.itemsize} bytes) exceeds the input buffer's "
                                   f"{input.capacity} bytes", key="count")
             in_ptr = input.ptr
@@ -508,23 +511,24 @@ class CustomOp:
             else:
                 out_ptr = self._pool.get("out", out_nbytes)[0]
         elif isinstance(output, DeviceBuffer):
+            if output.dtype is not dt and output.dtype.name != dt.name:
+                raise ConfigError(f"operator {self.name}: output is a DeviceBuffer of {output.dtype.name}, the result "
+                                  f"is {dt.name} (the bytes would be reinterpreted)", key="output")
             if output.capacity < out_nbytes:
                 raise ConfigError(f"operator {self.name}: output buffer has {output.capacity} bytes, needs "
                                   f"{out_nbytes} ({out_n} x {dt.name}, [io].output = {rule!r})", key="output")
             out_ptr = output.ptr
         else:
             host_out = output if isinstance(output, np.ndarray) else as_host_array(output)
-            if host_out.nbytes < out_nbytes or not host_out.flags.c_contiguous or not host_out.flags.writeable:
-                raise ConfigError(f"operator {self.name}: output array must be writable, C-contiguous and hold "
-                                  f"{out_nbytes} bytes ({out_n} x {dt.name}); got {host_out.nbytes} bytes",
-                                  key="output")
+            check_out_array(host_out, dt.numpy, out_n, dt.name, f"operator {self.name} ([io].output = {rule!r})",
+                            "output")
             out_ptr = self._pool.get("out", out_nbytes)[0]
         # ---- OpParam, go, launch, done -------------------------------------------------------
         rop = self._reduce(reduce_op)
-        r = 0 if root is None else int(root)
-        if not 0 <= r < size:
-            raise ConfigError(f"root={root} is not a rank of this {size}-rank communicator", key="root")
-        tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
+        r = 0 if root is None else as_rank(root, size)
+        if timeout is not None:
+            check_timeout(timeout)
+        tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
         s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
         if comm._call_check is not None:
             self._check_custom_call(n, dt, rop, r, params)
@@ -548,7 +552,7 @@ class CustomOp:
         """
         if self._pending is not None:
             self._pending.wait()
-        self._enqueue(int(input_ptr), int(output_ptr), int(count), dtype, reduce_op, root, stream, timeout, params)
+        self._enqueue(int(input_ptr), int(output_ptr), as_count(count), dtype, reduce_op, root, stream, timeout, params)
 
     def _enqueue(self, in_ptr: int, out_ptr: int, count: int, dtype: Any, reduce_op: Any, root: int | None,
                  stream: "Stream | int | None", timeout: float | None, params: dict) -> int:
@@ -558,10 +562,10 @@ class CustomOp:
             raise HcommKitError(f"operator {self.name}: the communicator is closed")
         dt = self._dtype(dtype, None)
         rop = self._reduce(reduce_op)
-        r = 0 if root is None else int(root)
-        if not 0 <= r < comm.size:
-            raise ConfigError(f"root={root} is not a rank of this {comm.size}-rank communicator", key="root")
-        tmo = self._default_timeout if timeout is None else max(0, int(-(-timeout // 1)))
+        r = 0 if root is None else as_rank(root, comm.size)
+        if timeout is not None:
+            check_timeout(timeout)
+        tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
         s = comm.stream.handle if stream is None else self._stream_handle(stream)
         self._submit(in_ptr, out_ptr, count, dt.value, rop, r, tmo, s, params, timeout)
         return s

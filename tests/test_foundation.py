@@ -81,7 +81,8 @@ def test_env_table_is_complete() -> None:
         "HCOMM_KIT_SPIN_US", "HCOMM_KIT_PIN", "HCOMM_KIT_DEVICE_COUNT", "HCOMM_KIT_SANITIZE", "HCCL_BUFFSIZE", "HCCL_EXEC_TIMEOUT",
         "HCCL_CONNECT_TIMEOUT", "HCCL_ALGO", "ASCEND_HOME_PATH", "CXX",
         "HCOMM_KIT_RANK", "HCOMM_KIT_WORLD_SIZE", "HCOMM_KIT_ROOT_INFO", "HCOMM_KIT_LOCAL_RANK",
-        "HCOMM_KIT_ABORT_ON_ERROR", "HCOMM_KIT_MPI_NP", "HCOMM_KIT_MPI_RESULTS",
+        "HCOMM_KIT_ABORT_ON_ERROR", "HCOMM_KIT_MPI_NP", "HCOMM_KIT_MPI_RESULTS", "HCOMM_KIT_JOB_DIR",
+        "HCOMM_KIT_FUZZ_SECONDS",
     }
     assert set(envs.VARIABLES) == expected
     assert all(v.meaning for v in envs.VARIABLES.values())
@@ -301,6 +302,102 @@ def test_atomic_write_bytes(tmp_path: Path) -> None:
     cache.atomic_write_bytes(target, b"one")
     cache.atomic_write_bytes(target, b"two")
     assert target.read_bytes() == b"two" and [p.name for p in target.parent.iterdir()] == ["f.bin"]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_sweep_removes_what_killed_builds_left(isolated_cache: Path) -> None:
+    """Leftovers of killed builds go at the first use of the cache; live or locked ones stay."""
+    from filelock import FileLock
+
+    dead = _dead_pid()
+    root = isolated_cache
+    (root / "kernels").mkdir(parents=True)
+    (root / "locks").mkdir()
+    stale = [root / f".emu-abc.tmp-{dead}-140-x1y2", root / "kernels" / f".libop-k1.tmp-{dead}-7.so",
+             root / "kernels" / f".libop-k2.so.sha256.tmp-{dead}-7", root / f".trash-emu-old-{dead}-9"]
+    (stale[0] / "obj").mkdir(parents=True)
+    (stale[0] / "obj" / "a.o").write_bytes(b"half")
+    for f in stale[1:3]:
+        f.write_bytes(b"half")
+    stale[3].mkdir()
+    keep = [root / ".emu-live.tmp-1-1-abcd",                       # pid 1 is alive
+            root / "kernels" / f".libop-locked.tmp-{dead}-1.so",   # dead pid, but its entry lock is held
+            root / "kernels" / "libop-k1.so", root / ".hidden-user-file"]
+    keep[0].mkdir()
+    for f in keep[1:]:
+        f.write_bytes(b"ok")
+    lock = FileLock(str(root / "locks" / "kernels-libop-locked.lock"))
+    with lock:
+        removed = cache.sweep_stale(root)
+    assert sorted(removed) == sorted(stale)
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in keep)
+    # cache_root() sweeps once per root and process.
+    again = root / f".emu-again.tmp-{dead}-1-zz"
+    again.mkdir()
+    cache._SWEPT.discard(root)
+    assert cache.cache_root() == root and not again.exists()
+
+
+_KILLED_BUILD = """
+import os, subprocess, sys
+from pathlib import Path
+from hcomm_kit.build import cache
+
+def build(tmp: Path) -> None:
+    tmp.write_bytes(b"half-written")
+    print("BUILDING", flush=True)
+    subprocess.run(["sleep", "47.25"])      # a slow compiler
+
+cache.cached_file("libslow", ".so", "k", build, subdir="kernels")
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT", "SIGKILL"])
+def test_build_killed_mid_compile_leaves_nothing(isolated_cache: Path, sig: str) -> None:
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_BUILD], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "HCOMM_KIT_CACHE_DIR": str(isolated_cache)})
+    assert proc.stdout.readline().strip() == "BUILDING"
+    kernels = isolated_cache / "kernels"
+    assert [p.name for p in kernels.iterdir() if ".tmp-" in p.name]  # the temporary .so exists now
+    children: list[int] = []
+    for _ in range(200):  # the "compiler" process of the build, once it runs (exec'd)
+        children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        if children and Path(f"/proc/{children[0]}/comm").read_text().strip() == "sleep":
+            break
+        time.sleep(0.05)
+    assert children
+    time.sleep(0.3)  # subprocess.run is waiting on it now (not still inside Popen())
+    proc.send_signal(getattr(signal, sig))
+    rc = proc.wait(timeout=30)
+    proc.stdout.close()
+    left = [p.name for p in kernels.iterdir()]
+    if sig == "SIGKILL":
+        assert rc == -signal.SIGKILL and left  # nothing can run in the killed process ...
+        cache.sweep_stale(isolated_cache)      # ... so the next process's start-up removes it
+        left = [p.name for p in kernels.iterdir()]
+    elif sig == "SIGINT":
+        assert rc != 0                          # KeyboardInterrupt: the normal exception path
+    else:
+        assert rc == -getattr(signal, sig)     # ended by the signal, as without hcomm-kit
+    assert left == [], left
+    # The slow "compiler" did not outlive the build (subprocess.run kills it on the way out); after
+    # SIGKILL nothing could, so the test ends it.
+    for pid in children:
+        if sig == "SIGKILL":
+            os.kill(pid, signal.SIGKILL)
+        else:
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text() \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
 
 
 def _concurrent_worker(cache_dir: str, marker: str, queue) -> None:  # runs in a child process

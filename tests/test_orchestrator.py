@@ -144,7 +144,7 @@ def test_op_single_rank_and_argument_errors(comm1) -> None:
         op(x, reduce_op="prod")
     with pytest.raises(ConfigError, match="no parameter 'alpha'"):
         op(x, alpha=1)
-    with pytest.raises(ConfigError, match="output array must be"):
+    with pytest.raises(ConfigError, match="output= must be a writable C-contiguous array of 10 fp32"):
         op(x, np.empty(3, np.float32))
     with pytest.raises(ConfigError, match="bf16"):
         op(x.view(np.uint16))

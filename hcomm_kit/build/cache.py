@@ -9,27 +9,38 @@ Layout under :func:`cache_root`::
 Guarantees: concurrent callers (processes or threads) build a key once; nothing half-written
 ever appears under a final name (build in a temp name unique per pid+thread, then rename);
 an entry whose stamp is missing or wrong, or that fails ``validate``, is removed and rebuilt.
+
+Interrupted builds leave nothing behind: an exception (Ctrl-C included) removes the temporary
+entry; during a build in the main thread SIGTERM and SIGHUP (when they have their default
+action) first unwind the build the same way, then end the process as they would have; and the
+first use of a cache root in a process removes what a killed build left (``.<entry>.tmp-<pid>-...``
+and ``.trash-...`` names whose process no longer exists and whose entry lock is free), see
+:func:`sweep_stale`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
+import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from .. import envs
 from .._version import __version__
-from ..errors import BuildError, CompileError
+from ..errors import BuildError, BuildInterrupted, CompileError
 
 __all__ = [
     "cache_root",
@@ -40,6 +51,7 @@ __all__ = [
     "cached_dir",
     "cached_file",
     "atomic_write_bytes",
+    "sweep_stale",
     "STAMP_NAME",
 ]
 
@@ -48,10 +60,129 @@ KEY_LENGTH = 20
 
 
 def cache_root() -> Path:
-    """Return (and create) the cache root: ``$HCOMM_KIT_CACHE_DIR`` or ``~/.cache/hcomm_kit``."""
+    """Return (and create) the cache root: ``$HCOMM_KIT_CACHE_DIR`` or ``~/.cache/hcomm_kit``.
+
+    The first call for a root in a process also removes what killed builds left there
+    (:func:`sweep_stale`).
+    """
     root = envs.cache_dir()
     root.mkdir(parents=True, exist_ok=True)
+    if root not in _SWEPT:
+        _SWEPT.add(root)
+        try:
+            sweep_stale(root)
+        except OSError:
+            pass  # best effort: a read-only or vanishing cache must not break a build
     return root
+
+
+_SWEPT: set[Path] = set()
+# ".<base>.tmp-<pid>-<thread>..." (cached_dir / cached_file / atomic_write_bytes temporaries) and
+# ".trash-<name>-<pid>-<thread>" (entries being discarded).
+_TMP_RE = re.compile(r"^\.(?P<base>.+)\.tmp-(?P<pid>\d+)-\d+")
+_TRASH_RE = re.compile(r"^\.trash-.+-(?P<pid>\d+)-\d+$")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def sweep_stale(root: Path | None = None) -> list[Path]:
+    """Remove temporary cache entries left by builds that were killed; return what was removed.
+
+    Looks at ``root`` and its immediate subdirectories for the temporary names this module
+    uses. One is removed when its process no longer exists on this machine and, when the entry
+    has a lock file, that lock is free (so a build still running elsewhere, e.g. on another host
+    sharing the cache, is left alone).
+    """
+    root = Path(root) if root is not None else envs.cache_dir()
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    dirs = [root] + [d for d in root.iterdir() if d.is_dir() and not d.is_symlink() and not d.name.startswith(".")
+                     and d.name != "locks"]
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith("."):
+                continue
+            m = _TMP_RE.match(name)
+            trash = _TRASH_RE.match(name) if m is None else None
+            if m is None and trash is None:
+                continue
+            pid = int((m or trash).group("pid"))
+            if _pid_alive(pid):
+                continue
+            path = d / name
+            label = None
+            if m is not None:
+                label = m.group("base") if d == root else f"{d.relative_to(root).as_posix().replace('/', '_')}-{m.group('base')}"
+            if label is not None and (root / "locks" / f"{label}.lock").exists():
+                lock = FileLock(str(root / "locks" / f"{label}.lock"))
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    continue  # a build of that entry is running (another host or a reused pid)
+                try:
+                    _remove(path)
+                finally:
+                    lock.release()
+            else:
+                _remove(path)
+            removed.append(path)
+    return removed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """While a build runs in the main thread: SIGTERM/SIGHUP with their default action raise
+    :class:`BuildInterrupted`, so the caller removes its temporary files and then calls
+    :func:`_redeliver` (the process still ends as the sender intended)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    installed: dict[int, object] = {}
+
+    def handler(signum, frame):
+        raise BuildInterrupted(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                installed[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in installed.items():
+            signal.signal(sig, old)
+
+
+def _redeliver(exc: BaseException) -> None:
+    """After the temporary files of an interrupted build are gone: send the signal again (its
+    default action is back in place, so this normally ends the process)."""
+    if isinstance(exc, BuildInterrupted):
+        os.kill(os.getpid(), exc.signum)
+        time.sleep(1)
 
 
 def hash_key(files: Iterable[Path], parts: Iterable[str]) -> str:
@@ -207,11 +338,13 @@ def cached_dir(
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-{key}.tmp-{_temp_tag()}-", dir=root))
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; entries are meant to be readable like any build output
         try:
-            build(tmp)
-            (tmp / STAMP_NAME).write_text(_tree_digest(tmp) + "\n")
-            os.rename(tmp, final)
-        except BaseException:
+            with _signals_unwind():
+                build(tmp)
+                (tmp / STAMP_NAME).write_text(_tree_digest(tmp) + "\n")
+                os.rename(tmp, final)
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            _redeliver(exc)
             raise
     return final
 
@@ -256,14 +389,16 @@ def cached_file(
             return final
         tmp = directory / f".{filename_stem}-{key}.tmp-{_temp_tag()}{suffix}"
         try:
-            build(tmp)
+            with _signals_unwind():
+                build(tmp)
             if not tmp.is_file():
                 raise BuildError(f"build step for {final.name} did not produce {tmp}")
             digest = hashlib.sha256(tmp.read_bytes()).hexdigest()
             os.replace(tmp, final)
             atomic_write_bytes(final.with_name(final.name + ".sha256"), (digest + "\n").encode())
-        except BaseException:
+        except BaseException as exc:
             tmp.unlink(missing_ok=True)
+            _redeliver(exc)
             raise
     return final
 

@@ -24,6 +24,7 @@ from ..runtime import enums, structs
 from .bootstrap import Bootstrap, detect
 from .device import DeviceBuffer, Device, Stream
 from ..collectives import CollectiveOps
+from ..validate import as_color
 
 __all__ = ["Communicator", "init"]
 
@@ -252,16 +253,18 @@ class Communicator(CollectiveOps):
         """A new communicator of the ranks with the same ``color``, ordered by ``key`` (collective).
 
         Needs an MPI bootstrap (mpi4py ``Split``). ``color=None`` (``MPI.UNDEFINED``) returns None
-        on this rank.
+        on this rank. ``color`` must be None or an int in ``[0, 2**31)`` and ``key`` an int
+        (ConfigError otherwise).
         """
         self._check_open()
+        color, key = as_color(color, key)
         if self.mpi_comm is None:
             if self.size == 1:
                 return self if color is None else Communicator._create(self.rt, Bootstrap(0, 1, self._boot.local_rank))
             raise HcommKitError("split() needs a communicator bootstrapped from MPI (mpi4py)")
         from mpi4py import MPI
 
-        sub = self.mpi_comm.Split(MPI.UNDEFINED if color is None else int(color), int(key))
+        sub = self.mpi_comm.Split(MPI.UNDEFINED if color is None else color, key)
         if sub == MPI.COMM_NULL:
             return None
         boot = Bootstrap(sub.Get_rank(), sub.Get_size(), self._boot.local_rank, mpi_comm=sub)

@@ -1,9 +1,28 @@
-"""Run commands on N ranks: the shared helper of ``hcomm-kit launch/run/test``.
+"""Run commands on N ranks: the shared helper of ``hcomm-kit launch/run/test/bench``.
 
 :func:`launch` re-executes a command under ``mpirun`` (``hcomm_kit.mpi.mpirun_argv``) unless
 this process already runs under MPI, in which case it runs the command directly.
 :func:`install_abort_hook` makes an uncaught Python exception on one rank print its traceback
 and abort every rank (``MPI.COMM_WORLD.Abort(1)``), so no rank hangs in a collective.
+
+Nothing outlives a launch. While the job runs, SIGTERM, SIGINT and SIGHUP sent to the launcher
+(``kill``, Ctrl-C, ``timeout 15 hcomm-kit launch ...``, a CI runner or scheduler cancelling the
+job, a closed terminal) and the ``timeout=`` deadline all stop the job the same way:
+
+1. the ranks are asked what they are doing (``HCOMM_KIT_JOB_DIR`` state dumps, see
+   :mod:`hcomm_kit.core.job`) and one line per rank is printed: its own account of its current
+   wait when the emulator gives one, else pid, command and kernel wait channel;
+2. the signal is forwarded to mpirun and to every rank process;
+3. after ``grace`` seconds (default 5) whatever is left of the job is killed (SIGKILL): mpirun,
+   prted, ranks and anything they started (the launcher is the child subreaper of the job, so
+   processes orphaned by a dead mpirun are found too);
+4. the job directory, Open MPI's backing directory (``/dev/shm/hcomm_kit_mpi_*``) and the
+   emulator segments of dead ranks (``/dev/shm/hcomm_kit.<uid>.*``) are removed.
+
+The exit status is 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP),
+or 124 on ``timeout=``. A second signal skips the grace period. Only SIGKILL of the launcher
+itself cannot be handled; then mpirun gets SIGTERM (it is started with PR_SET_PDEATHSIG) and
+Python ranks die with their parent (see :func:`install_abort_hook`).
 """
 
 from __future__ import annotations
@@ -12,49 +31,182 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from typing import Mapping, Sequence
 
-__all__ = ["launch", "install_abort_hook", "ENV_ABORT_HOOK"]
+__all__ = ["launch", "install_abort_hook", "ENV_ABORT_HOOK", "DEFAULT_GRACE"]
 
 ENV_ABORT_HOOK = "HCOMM_KIT_ABORT_ON_ERROR"   # "0" disables the abort hook in launched Python programs
+ENV_JOB_DIR = "HCOMM_KIT_JOB_DIR"
+DEFAULT_GRACE = 5.0
+_FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_DUMP_WAIT = 1.5  # seconds the ranks get to answer the state-dump request (they are asked to within 1 s)
 
 
 def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag_output: bool = True,
-           env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
-    """Run ``command`` on ``np`` ranks; return its exit status (124 on timeout)."""
+           env: Mapping[str, str] | None = None, cwd: str | None = None, grace: float = DEFAULT_GRACE) -> int:
+    """Run ``command`` on ``np`` ranks; return its exit status.
+
+    Returns 124 when ``timeout`` seconds passed, 128 + N when the launcher got signal N
+    (SIGTERM, SIGINT, SIGHUP); in both cases the job was stopped as the module docstring says
+    and the ranks that were still running were listed on stderr.
+    """
     from .bootstrap import under_mpi
     from ..mpi import mpirun_argv, shm_backing_dir
+    from .job import JobDir
 
     inside = under_mpi()
     argv = list(command) if inside else mpirun_argv(np, list(command), env=env, tag_output=tag_output)
-    with shm_backing_dir() as shm_env:
+    with JobDir() as job, shm_backing_dir() as shm_env:
         full_env = dict(os.environ, **(env or {}), **({} if inside else shm_env))
-        proc = subprocess.Popen(argv, env=full_env, cwd=cwd, start_new_session=True)
+        full_env[ENV_JOB_DIR] = str(job.path)
+        if not inside:
+            argv[1:1] = ["-x", ENV_JOB_DIR]
+        return _Job(argv, np, full_env, cwd, job.path, grace).run(timeout)
+
+
+class _Job:
+    """The running mpirun (or command) and the signal handling around it."""
+
+    def __init__(self, argv: list[str], np: int, env: dict[str, str], cwd: str | None, job_dir, grace: float) -> None:
+        self.argv, self.np, self.env, self.cwd, self.job_dir, self.grace = argv, np, env, cwd, job_dir, grace
+        self.signals: list[int] = []
+        self.proc: subprocess.Popen | None = None
+        self._other_children: set[int] = set()  # children of this process that are not the job's
+
+    # ---- signal handlers (main thread only) -------------------------------------------------
+    def _on_signal(self, signum, frame) -> None:
+        self.signals.append(signum)
+        if len(self.signals) > 1 and self.proc is not None:
+            self._kill_now()  # impatient second signal: no grace period
+
+    def _install(self) -> dict:
+        old: dict = {}
+        if threading.current_thread() is not threading.main_thread():
+            return old
+        for sig in _FORWARDED:
+            try:
+                old[sig] = signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):
+                pass
+        return old
+
+    def run(self, timeout: float | None) -> int:
+        from .job import children_of, set_child_subreaper
+
+        old_handlers = self._install()
+        was_reaper = set_child_subreaper(True)
+        self._other_children = set(children_of(os.getpid()))
         try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _killpg(proc)
-            print(f"hcomm-kit: the job did not finish within {timeout:g} s; killed all ranks", file=sys.stderr)
-            return 124
-        except KeyboardInterrupt:
-            _killpg(proc)
-            return 130
+            # Single-threaded: mpirun gets SIGTERM should this launcher be SIGKILLed (preexec_fn
+            # is only safe without other threads).
+            pre = _pdeathsig_term if threading.active_count() == 1 else None
+            self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, start_new_session=True,
+                                         preexec_fn=pre)
+            deadline = time.monotonic() + timeout if timeout is not None else None
+            while True:
+                if self.signals:
+                    return self._stop(f"got {signal.Signals(self.signals[0]).name}", self.signals[0],
+                                      128 + self.signals[0])
+                if deadline is not None and time.monotonic() >= deadline:
+                    return self._stop(f"the job did not finish within {timeout:g} s", signal.SIGTERM, 124,
+                                      extra="; killed all ranks")
+                try:
+                    rc = self.proc.wait(timeout=0.1)
+                except subprocess.TimeoutExpired:
+                    continue
+                self._end_leftovers()
+                return rc
+        except KeyboardInterrupt:  # handlers not installed (not the main thread)
+            return self._stop("got SIGINT", signal.SIGINT, 130)
+        finally:
+            if not was_reaper:
+                set_child_subreaper(False)
+            for sig, h in old_handlers.items():
+                signal.signal(sig, h)
+            _cleanup_shm()
+
+    # ---- stopping -------------------------------------------------------------------------
+    def _pids(self) -> dict:
+        """The job's processes: mpirun and its descendants, plus descendants re-parented to this
+        process (it is their subreaper) after their parent died."""
+        from .job import children_of, job_processes
+
+        roots = [c for c in children_of(os.getpid()) if c not in self._other_children]
+        if self.proc is not None:
+            roots.append(self.proc.pid)
+        return job_processes(roots)
+
+    def _stop(self, why: str, sig: int, status: int, extra: str = "") -> int:
+        from .job import describe_ranks, request_rank_states, stop_processes
+
+        procs = self._pids()
+        ranks = [p for p in procs.values() if p.rank is not None]
+        running = sorted({p.rank for p in ranks})
+        states = request_rank_states(self.job_dir, nranks=len(running) or None, wait=_DUMP_WAIT,
+                                     pids=[p.pid for p in ranks]) if ranks else {}
+        lines = [f"hcomm-kit launch: {why}; stopping the job ({len(running)} of {self.np} rank(s) still running"
+                 f"{'' if not running else ': ' + ', '.join(map(str, running))})"]
+        if running:
+            lines += ["  " + l for l in describe_ranks(self.np, states, procs) if not l.endswith("not started)")]
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        groups = [self.proc.pid] if self.proc is not None else []
+        _, killed = stop_processes(procs.keys(), sig, 0.0 if len(self.signals) > 1 else self.grace,
+                                   groups=groups, rescan=lambda: self._pids().keys())
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        tail = f"killed {len(killed)} process(es) still running after {self.grace:g} s" if killed else \
+            "every process exited"
+        print(f"hcomm-kit launch: job stopped ({tail}){extra}", file=sys.stderr, flush=True)
+        return status
+
+    def _kill_now(self) -> None:
+        from .job import stop_processes
+
+        stop_processes(self._pids().keys(), signal.SIGKILL, 0.0,
+                       groups=[self.proc.pid] if self.proc is not None else [])
+
+    def _end_leftovers(self) -> None:
+        """After a normal end: anything the job left running (a rank's own background process)
+        is ended too, so nothing outlives the launch."""
+        from .job import stop_processes
+
+        left = self._pids()
+        if left:
+            stop_processes(left.keys(), signal.SIGTERM, 1.0, rescan=lambda: self._pids().keys())
 
 
-def _killpg(proc: subprocess.Popen) -> None:
+def _pdeathsig_term() -> None:
+    from .job import die_with_parent
+
+    die_with_parent(signal.SIGTERM)
+
+
+def _cleanup_shm() -> None:
+    from .job import reclaim_shm
+
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    proc.wait()
+        reclaim_shm()
+    except OSError:
+        pass
 
 
 def install_abort_hook() -> None:
-    """Print the traceback of an uncaught exception, then ``MPI.COMM_WORLD.Abort(1)`` (MPI runs only)."""
+    """Print the traceback of an uncaught exception, then ``MPI.COMM_WORLD.Abort(1)`` (MPI runs only).
+
+    In a job started by ``hcomm-kit launch`` (``HCOMM_KIT_JOB_DIR`` set) the rank also dies with
+    its parent (mpirun's daemon), so no rank outlives a job whose launcher was killed.
+    """
+    from .. import envs
+
+    if envs.job_dir() is not None:
+        from .job import die_with_parent
+
+        die_with_parent(signal.SIGKILL)
     if os.environ.get(ENV_ABORT_HOOK, "1") == "0":
         return
     previous = sys.excepthook

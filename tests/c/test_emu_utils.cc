@@ -81,15 +81,15 @@ void test_json_valid() {
         "  \"version\": \"1.0\", \"server_count\": 2,\n"
         "  \"server_list\": [ {\"server_id\": \"10.0.0.1\", \"device\": [{\"device_id\": 0, \"rank_id\": 0}]},\n"
         "                   {\"server_id\": \"10.0.0.2\", \"device\": []} ],\n"
-        "  \"flags\": [true, false, null], \"empty\": {}, \"dup\": 1, \"dup\": 2,\n"
+        "  \"flags\": [true, false, null], \"empty\": {}, \"one\": 1,\n"
         "  \"nums\": [0, -0, 12, -7, 1.5, 1e3, 2.5E-2, 1E+2, 123456789012, -0.0e0, 1e-400, -1e-400,"
         " 1.7976931348623157e308, 4.9e-324]\r\n"
         "}\t ";
     Value v;
     CHECK(parse_ok(doc, v));
     CHECK(v.is_object());
-    CHECK(v.obj.size() == 8);
-    CHECK(v.obj[0].first == "version" && v.obj[7].first == "nums");  // file order kept
+    CHECK(v.obj.size() == 7);
+    CHECK(v.obj[0].first == "version" && v.obj[6].first == "nums");  // file order kept
     CHECK(v.get("version") && v.get("version")->is_string() && v.get("version")->str == "1.0");
     CHECK(v.get("server_count") && v.get("server_count")->is_number() && v.get("server_count")->num == 2);
     CHECK(v.get("server_count")->is_integer());
@@ -107,7 +107,7 @@ void test_json_valid() {
     CHECK(flags && flags->arr.size() == 3 && flags->arr[0].is_bool() && flags->arr[0].b &&
           flags->arr[1].is_bool() && !flags->arr[1].b && flags->arr[2].is_null());
     CHECK(v.get("empty") && v.get("empty")->is_object() && v.get("empty")->obj.empty());
-    CHECK(v.get("dup") && v.get("dup")->num == 2);  // last duplicate wins
+    CHECK(v.get("one") && v.get("one")->num == 1);
     const Value* n = v.get("nums");
     CHECK(n && n->arr.size() == 14);
     if (n && n->arr.size() == 14) {
@@ -218,6 +218,19 @@ void test_json_errors() {
     EXPECT_ERROR("[\"\xC3\xA9\", x]", "line 1, column 7: unexpected character 'x', expected a value");
     EXPECT_ERROR("\xEF\xBB\xBF[x]", "line 1, column 2: unexpected character 'x', expected a value");  // BOM skipped
     EXPECT_ERROR(std::string("[\0]", 3), "line 1, column 2: unexpected byte 0x00, expected a value");
+    // A key may appear once per object (small objects: scan; from 16 members: hash index).
+    EXPECT_ERROR("{\"a\":1,\"a\":2}",
+                 "line 1, column 8: duplicate key \"a\" (first at line 1, column 2); each key may appear once per object");
+    EXPECT_ERROR("{\"a\":1,\n \"b\":{\"a\":2},\n \"a\":3}",
+                 "line 3, column 2: duplicate key \"a\" (first at line 1, column 2); each key may appear once per object");
+    std::string big = "{";
+    for (int i = 0; i < 40; ++i) big += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+    Value ok;
+    CHECK(parse_ok(big + "\"k40\":40}", ok) && ok.obj.size() == 41);
+    EXPECT_ERROR(big + "\"k17\":0}", "line 1, column " + std::to_string(big.size() + 1) +
+                                        ": duplicate key \"k17\" (first at line 1, column 135); each key may appear once "
+                                        "per object");
+    CHECK(parse_ok("{\"x\":{\"a\":1},\"a\":{\"a\":2}}", ok));  // the same key in different objects
 }
 
 void test_json_depth() {
@@ -257,8 +270,28 @@ void test_json_read_file() {
     CHECK(!emu::json::read_file(missing, text, err));
     CHECK_MSG(err.find(missing) != std::string::npos && err.find("No such file or directory") != std::string::npos,
               "err = %s", err.c_str());
-    CHECK(!emu::json::read_file(g_scratch, text, err));
-    CHECK_MSG(err.find("Is a directory") != std::string::npos, "err = %s", err.c_str());
+    emu::json::ReadStatus st = emu::json::ReadStatus::Ok;
+    CHECK(!emu::json::read_file(g_scratch, text, err, &st) && st == emu::json::ReadStatus::NotRegular);
+    CHECK_MSG(err.find("a directory") != std::string::npos, "err = %s", err.c_str());
+    // Devices and FIFOs are refused without reading or blocking; so is a file above the limit.
+    CHECK(!emu::json::read_file("/dev/zero", text, err, &st) && st == emu::json::ReadStatus::NotRegular);
+    CHECK_MSG(err.find("character device") != std::string::npos, "err = %s", err.c_str());
+    std::string fifo = g_scratch + "/emu_json_fifo_" + std::to_string(getpid());
+    if (::mkfifo(fifo.c_str(), 0600) == 0) {
+        CHECK(!emu::json::read_file(fifo, text, err, &st) && st == emu::json::ReadStatus::NotRegular);
+        CHECK_MSG(err.find("FIFO") != std::string::npos, "err = %s", err.c_str());
+        ::unlink(fifo.c_str());
+    }
+    f = std::fopen(path.c_str(), "wb");
+    if (f) {
+        std::fwrite(body.data(), 1, body.size(), f);
+        std::fclose(f);
+    }
+    CHECK(!emu::json::read_file(path, text, err, &st, body.size() - 1) && st == emu::json::ReadStatus::TooLarge);
+    CHECK_MSG(err.find("above the limit of " + std::to_string(body.size() - 1) + " bytes") != std::string::npos,
+              "err = %s", err.c_str());
+    CHECK(emu::json::read_file(path, text, err, &st, body.size()) && st == emu::json::ReadStatus::Ok && text == body);
+    ::unlink(path.c_str());
     // An empty file reads fine and then fails to parse at 1:1.
     std::string empty = g_scratch + "/emu_json_empty_" + std::to_string(getpid()) + ".json";
     f = std::fopen(empty.c_str(), "wb");
@@ -690,6 +723,35 @@ void test_reduce_edge_cases() {
     uint16_t hb[4] = {h(1), h(2), h(3), h(4)};
     CHECK(emu::reduce_inplace(hb, hb + 1, 3, 3, 0));  // dst[i] += dst[i+1] (not yet updated)
     CHECK(hb[0] == h(3) && hb[1] == h(5) && hb[2] == h(7) && hb[3] == h(4));
+
+    // Addresses not aligned to the element size (any byte offset is valid device memory): same
+    // results as aligned data, also across the 4 KiB staging blocks and for overlapping ranges.
+    for (int dt : {1, 2, 4, 10, 3, 11}) {  // int16, int32, fp32, fp64, fp16, bf16
+        const size_t es = dt == 1 || dt == 3 || dt == 11 ? 2 : dt == 10 ? 8 : 4;
+        const size_t n = 3000;  // > 4096 bytes for every size above 1
+        std::vector<unsigned char> raw(n * es * 2 + 32), want_d(n * es), want_s(n * es);
+        for (size_t i = 0; i < want_d.size(); ++i) {
+            want_d[i] = (unsigned char)(i * 7 + 3);
+            want_s[i] = (unsigned char)(i * 13 + 1);
+        }
+        if (dt == 3 || dt == 4 || dt == 10 || dt == 11)  // keep floats finite: clear the top exponent bit
+            for (size_t i = 0; i < n; ++i) want_d[i * es + es - 1] &= 0x3F, want_s[i * es + es - 1] &= 0x3F;
+        unsigned char* d = raw.data() + 1;                // odd addresses
+        unsigned char* s2 = raw.data() + n * es + 3;
+        std::memcpy(d, want_d.data(), n * es);
+        std::memcpy(s2, want_s.data(), n * es);
+        CHECK(emu::reduce_inplace(want_d.data(), want_s.data(), n, dt, 0));  // aligned reference (vector storage)
+        CHECK(emu::reduce_inplace(d, s2, n, dt, 0));
+        CHECK_MSG(std::memcmp(d, want_d.data(), n * es) == 0, "misaligned reduce differs (dtype %d)", dt);
+    }
+    alignas(8) unsigned char ob[8 * 4 + 1];
+    int32_t seq[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    std::memcpy(ob + 1, seq, sizeof seq);
+    CHECK(emu::reduce_inplace(ob + 1 + 4, ob + 1, 7, 2, 0));  // misaligned running sum, as above
+    std::memcpy(seq, ob + 1, sizeof seq);
+    bool prefix2 = true;
+    for (int i = 0; i < 8; ++i) prefix2 = prefix2 && seq[i] == i + 1;
+    CHECK(prefix2);
 }
 
 void test_reduce_threads() {

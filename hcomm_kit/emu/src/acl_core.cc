@@ -428,6 +428,10 @@ EMU_API aclError aclrtGetCurrentContext(aclrtContext* context) {
 
 /* ================================================================ memory */
 
+/* No allocation can exceed the address space a pointer difference can span; refusing such sizes
+ * up front also keeps the rounding below from wrapping. */
+constexpr size_t kMaxAlloc = (size_t)PTRDIFF_MAX;
+
 static Device* need_device(const char* api, int* code) {
     if (!tl_ctx) {
         *code = seterr(ACL_ERROR_RT_CONTEXT_NULL, api, "no device set on this thread (call aclrtSetDevice first)");
@@ -440,10 +444,13 @@ static aclError malloc_impl(void** devPtr, size_t size, aclrtMemMallocPolicy pol
     if (int r = check_init(api)) return r;
     if (!devPtr) return seterr(ACL_ERROR_INVALID_PARAM, api, "devPtr is NULL");
     if (size == 0) return seterr(ACL_ERROR_INVALID_PARAM, api, "size is 0");
+    if (size > kMaxAlloc)
+        return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, api, "size %zu is above the largest possible allocation (%zu bytes)",
+                      size, kMaxAlloc);
     int code = 0;
     Device* d = need_device(api, &code);
     if (!d) return code;
-    size_t rounded = (size + 31) / 32 * 32;
+    size_t rounded = (size + 31) / 32 * 32; /* cannot wrap: size <= kMaxAlloc */
     bool huge1g = policy == ACL_MEM_MALLOC_HUGE1G_ONLY || policy == ACL_MEM_MALLOC_HUGE1G_ONLY_P2P;
     /* Spec §3.4: round up to 32 then add the 32-byte pad, except HUGE1G, Ascend 950 and Align32. */
     if (!align32 && !huge1g && !is_950()) rounded += 32;
@@ -481,6 +488,9 @@ EMU_API aclError aclrtMallocHost(void** hostPtr, size_t size) {
     if (int r = check_init(__func__)) return r;
     if (!hostPtr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "hostPtr is NULL");
     if (size == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "size is 0");
+    if (size > kMaxAlloc)
+        return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__,
+                      "size %zu is above the largest possible allocation (%zu bytes)", size, kMaxAlloc);
     void* p = nullptr;
     if (posix_memalign(&p, 64, size) != 0 || !p)
         return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "cannot allocate %zu bytes of host memory", size);
@@ -503,6 +513,11 @@ EMU_API aclError aclrtFreeHost(void* hostPtr) {
 namespace emu {
 /* Checks one side of a copy. want_device: 1 must be device memory, 0 must not be, -1 either. */
 int check_side(const char* api, const char* what, const void* p, size_t n, int want_device, const char* kind) {
+    /* A range that wraps the address space (or spans more than a pointer difference) is never
+     * memory; refuse it before anything computes p + n. */
+    if (n > (size_t)PTRDIFF_MAX || (uintptr_t)p > UINTPTR_MAX - n)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, api,
+                      "%s %p + %zu bytes runs past the end of the address space (count/size too large)", what, p, n);
     MemRegion r;
     bool partial = false;
     bool found = mem_find(p, n, &r, &partial);
@@ -553,7 +568,9 @@ int memcpy_check(const char* api, void* dst, size_t destMax, const void* src, si
 EMU_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
     if (int r = check_init(__func__)) return r;
     if (count == 0) return ACL_SUCCESS;
-    if (int r = memcpy_check(__func__, dst, destMax, src, count, (int)kind)) return r;
+    int k; /* the kind read as an int: callers may pass values outside the enum */
+    memcpy(&k, &kind, sizeof k);
+    if (int r = memcpy_check(__func__, dst, destMax, src, count, k)) return r;
     memmove(dst, src, count);
     diag_host_write(dst, count);
     return ACL_SUCCESS;

@@ -1126,6 +1126,7 @@ EMU_API HcclResult HcclThreadExportToCommEngine(HcclComm comm, uint32_t threadNu
     NEED_PTR(threads);
     NEED_PTR(exportedThreads);
     if (threadNum == 0) return (HcclResult)seterr(HCCL_E_PARA, __func__, "threadNum is 0");
+    if (threadNum > (1u << 20)) return (HcclResult)seterr(HCCL_E_PARA, __func__, "threadNum %u is not in (0, 1048576]", threadNum);
     if (int r = check_thread_engine(dstCommEngine, __func__)) return (HcclResult)r;
     std::vector<ThreadHandle> out(threadNum);
     for (uint32_t i = 0; i < threadNum; i++) {

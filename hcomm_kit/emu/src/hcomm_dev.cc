@@ -230,6 +230,16 @@ int check_count(Call& c, uint64_t n, const char* what) {
     return HCCL_SUCCESS;
 }
 
+/* Byte size of `count` elements of a (checked) dtype; a count whose byte size overflows is refused. */
+int reduce_bytes(Call& c, uint64_t count, int dtype, uint64_t* bytes) {
+    uint64_t es = dtype_size(dtype);
+    if (es == 0 || count > UINT64_MAX / es)
+        return seterr(HCCL_E_PARA, c.api, "rank %d: count %llu of %s (%llu bytes each) overflows a 64-bit byte size",
+                      c.rank, (unsigned long long)count, dtype_name(dtype), (unsigned long long)es);
+    *bytes = count * es;
+    return HCCL_SUCCESS;
+}
+
 int chan_slot(Call& c, Channel* ch, uint32_t idx) {
     if (idx >= ch->notify_num)
         return seterr(HCCL_E_PARA, c.api, "rank %d: notify index %u out of range for channel to rank %u (notifyNum %u)",
@@ -279,7 +289,7 @@ int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* 
     uint64_t bytes = n;
     if (reduce) {
         if (int r = check_reduce(c, dtype, op)) return r;
-        bytes = n * dtype_size(dtype);
+        if (int r = reduce_bytes(c, n, dtype, &bytes)) return r;
     }
     if (write) {
         if (int r = check_remote(c, ch, "dst", dst, bytes)) return r;
@@ -324,6 +334,16 @@ int trans_type(const HcommBatchTransferDesc& d) {
     int32_t t;
     memcpy(&t, &d.transType, sizeof t);
     return t;
+}
+
+/* An enum argument read as the int the caller passed: C callers (and ctypes) may pass any value,
+ * and loading an out-of-range value through the enum type is undefined behaviour. */
+template <typename E>
+int as_int(const E& e) { /* by reference: no load through the enum type */
+    static_assert(sizeof(E) == sizeof(int32_t), "enum arguments are 4-byte ints");
+    int32_t v;
+    memcpy(&v, &e, sizeof v);
+    return v;
 }
 
 int not_on_aicpu(const char* api) {
@@ -379,10 +399,12 @@ EMU_API int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const v
                                          HcommDataType dataType, HcommReduceOp reduceOp) {
     KCALLER();
     Call c{__func__};
+    int dt = as_int(dataType), op = as_int(reduceOp);
     if (int r = begin(c, thread)) return r;
     if (int r = check_count(c, count, "count")) return r;
-    if (int r = check_reduce(c, dataType, reduceOp)) return r;
-    uint64_t bytes = count * dtype_size(dataType);
+    if (int r = check_reduce(c, dt, op)) return r;
+    uint64_t bytes = 0;
+    if (int r = reduce_bytes(c, count, dt, &bytes)) return r;
     if (int r = check_local(c, "dst", dst, bytes)) return r;
     if (int r = check_local(c, "src", src, bytes)) return r;
     HTask h;
@@ -390,8 +412,8 @@ EMU_API int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const v
     h.dst = dst;
     h.src = src;
     h.n = count;
-    h.dtype = (uint8_t)dataType;
-    h.redop = (uint8_t)reduceOp;
+    h.dtype = (uint8_t)dt;
+    h.redop = (uint8_t)op;
     local_access(c, h.acc[0], dst, bytes, 2);
     local_access(c, h.acc[1], src, bytes, 0);
     return emit(c, std::move(h));
@@ -472,7 +494,7 @@ EMU_API int32_t HcommWriteOnThread(ThreadHandle thread, ChannelHandle channel, v
 EMU_API int32_t HcommWriteReduceOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src,
                                          uint64_t count, HcommDataType dataType, HcommReduceOp reduceOp) {
     KCALLER();
-    return transfer(__func__, thread, channel, dst, src, count, true, dataType, reduceOp, true, false, 0);
+    return transfer(__func__, thread, channel, dst, src, count, true, as_int(dataType), as_int(reduceOp), true, false, 0);
 }
 
 EMU_API int32_t HcommWriteWithNotifyOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src,
@@ -488,7 +510,7 @@ EMU_API int32_t HcommWriteReduceWithNotifyOnThread(ThreadHandle thread, ChannelH
     if (!is_950())
         return seterr(HCCL_E_NOT_SUPPORT, __func__, "only Ascend950 supports write-reduce with notify (running as %s)",
                       cfg().soc_name.c_str());
-    return transfer(__func__, thread, channel, dst, src, count, true, dataType, reduceOp, true, true, remoteNotifyIdx);
+    return transfer(__func__, thread, channel, dst, src, count, true, as_int(dataType), as_int(reduceOp), true, true, remoteNotifyIdx);
 }
 
 EMU_API int32_t HcommReadOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src, uint64_t len) {
@@ -499,7 +521,7 @@ EMU_API int32_t HcommReadOnThread(ThreadHandle thread, ChannelHandle channel, vo
 EMU_API int32_t HcommReadReduceOnThread(ThreadHandle thread, ChannelHandle channel, void* dst, const void* src,
                                         uint64_t count, HcommDataType dataType, HcommReduceOp reduceOp) {
     KCALLER();
-    return transfer(__func__, thread, channel, dst, src, count, true, dataType, reduceOp, false, false, 0);
+    return transfer(__func__, thread, channel, dst, src, count, true, as_int(dataType), as_int(reduceOp), false, false, 0);
 }
 
 EMU_API int32_t HcommChannelNotifyRecordOnThread(ThreadHandle thread, ChannelHandle channel, uint32_t remoteNotifyIdx) {
@@ -570,13 +592,13 @@ EMU_API int32_t HcommBatchTransferOnThread(ThreadHandle thread, ChannelHandle ch
                     break;
                 case HCOMM_TRANSFER_TYPE_WRITE_REDUCE:
                     r = transfer(c.api, thread, channel, d.transferInfo.reduce.dst, d.transferInfo.reduce.src,
-                                 d.transferInfo.reduce.count, true, d.transferInfo.reduce.dataType,
-                                 d.transferInfo.reduce.reduceOp, true, false, 0, check);
+                                 d.transferInfo.reduce.count, true, as_int(d.transferInfo.reduce.dataType),
+                                 as_int(d.transferInfo.reduce.reduceOp), true, false, 0, check);
                     break;
                 case HCOMM_TRANSFER_TYPE_READ_REDUCE:
                     r = transfer(c.api, thread, channel, d.transferInfo.reduce.dst, d.transferInfo.reduce.src,
-                                 d.transferInfo.reduce.count, true, d.transferInfo.reduce.dataType,
-                                 d.transferInfo.reduce.reduceOp, false, false, 0, check);
+                                 d.transferInfo.reduce.count, true, as_int(d.transferInfo.reduce.dataType),
+                                 as_int(d.transferInfo.reduce.reduceOp), false, false, 0, check);
                     break;
                 case HCOMM_TRANSFER_TYPE_WRITE_WITH_NOTIFY:
                     r = transfer(c.api, thread, channel, d.transferInfo.writeWithNotify.dst,
@@ -586,8 +608,8 @@ EMU_API int32_t HcommBatchTransferOnThread(ThreadHandle thread, ChannelHandle ch
                 case HCOMM_TRANSFER_TYPE_WRITE_REDUCE_WITH_NOTIFY:
                     r = transfer(c.api, thread, channel, d.transferInfo.writeReduceWithNotify.dst,
                                  d.transferInfo.writeReduceWithNotify.src, d.transferInfo.writeReduceWithNotify.count,
-                                 true, d.transferInfo.writeReduceWithNotify.dataType,
-                                 d.transferInfo.writeReduceWithNotify.reduceOp, true, true,
+                                 true, as_int(d.transferInfo.writeReduceWithNotify.dataType),
+                                 as_int(d.transferInfo.writeReduceWithNotify.reduceOp), true, true,
                                  d.transferInfo.writeReduceWithNotify.notifyIdx, check);
                     break;
                 case HCOMM_TRANSFER_TYPE_NOTIFY_RECORD:

@@ -1,12 +1,14 @@
 // Strict RFC 8259 JSON reader; see json.h for the accepted language.
 #include "json.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <system_error>
+#include <unordered_map>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,7 +19,7 @@ namespace json {
 
 const Value* Value::get(const std::string& key) const {
     if (type != Type::Object) return nullptr;
-    for (auto it = obj.rbegin(); it != obj.rend(); ++it) {  // last duplicate wins
+    for (auto it = obj.rbegin(); it != obj.rend(); ++it) {  // keys are unique (parse rejects repeats)
         if (it->first == key) return &it->second;
     }
     return nullptr;
@@ -64,9 +66,13 @@ public:
     }
 
     // "line L, column C: reason" for the recorded failure.
-    std::string message() const {
+    std::string message() const { return position(err_pos_) + ": " + reason_; }
+
+private:
+    // "line L, column C" of the byte at `at`.
+    std::string position(const char* at) const {
         long line = 1, col = 1;
-        for (const char* q = text_start_; q < err_pos_ && q < end_; ++q) {
+        for (const char* q = text_start_; q < at && q < end_; ++q) {
             unsigned char c = static_cast<unsigned char>(*q);
             if (c == '\n') {
                 ++line;
@@ -75,10 +81,9 @@ public:
                 ++col;
             }
         }
-        return "line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + reason_;
+        return "line " + std::to_string(line) + ", column " + std::to_string(col);
     }
 
-private:
     const char* text_start_;  // first byte after an optional BOM; column counting starts here
     const char* p_;
     const char* end_;
@@ -172,13 +177,17 @@ private:
             ++p_;
             return true;
         }
+        std::vector<const char*> key_pos;                 // where each member's key starts
+        std::unordered_map<std::string, size_t> seen;     // key -> member index, for large objects
         for (;;) {
             skip_ws();
             if (p_ == end_) return fail(p_, "unexpected end of input, expected a string key");
             if (*p_ == '}') return fail(p_, "trailing comma before '}'");
             if (*p_ != '"') return fail(p_, "unexpected " + describe(p_) + ", expected a string key");
+            const char* key_at = p_;
             v.obj.emplace_back();
             if (!string(v.obj.back().first)) return false;
+            if (!unique_key(v, key_at, key_pos, seen)) return false;
             skip_ws();
             if (p_ == end_) return fail(p_, "unexpected end of input, expected ':'");
             if (*p_ != ':') return fail(p_, "unexpected " + describe(p_) + ", expected ':'");
@@ -196,6 +205,34 @@ private:
             }
             return fail(p_, "unexpected " + describe(p_) + ", expected ',' or '}'");
         }
+    }
+
+    // The key just parsed (last member of v, starting at key_at) must not repeat an earlier one.
+    // Small objects are scanned; from kIndexFrom members on, a hash index is kept.
+    static constexpr size_t kIndexFrom = 16;
+    bool unique_key(const Value& v, const char* key_at, std::vector<const char*>& key_pos,
+                    std::unordered_map<std::string, size_t>& seen) {
+        const std::string& key = v.obj.back().first;
+        size_t idx = v.obj.size() - 1, first = SIZE_MAX;
+        key_pos.push_back(key_at);
+        if (idx < kIndexFrom) {
+            for (size_t i = 0; i < idx; ++i)
+                if (v.obj[i].first == key) {
+                    first = i;
+                    break;
+                }
+            if (first == SIZE_MAX && idx + 1 == kIndexFrom)
+                for (size_t i = 0; i <= idx; ++i) seen.emplace(v.obj[i].first, i);
+        } else {
+            auto ins = seen.emplace(key, idx);
+            if (!ins.second) first = ins.first->second;
+        }
+        if (first == SIZE_MAX) return true;
+        std::string shown = key.size() > 64 ? key.substr(0, 64) + "..." : key;
+        for (char& c : shown)
+            if (static_cast<unsigned char>(c) < 0x20) c = '?';
+        return fail(key_at, "duplicate key \"" + shown + "\" (first at " + position(key_pos[first]) +
+                                "); each key may appear once per object");
     }
 
     static void put_utf8(std::string& out, uint32_t cp) {
@@ -418,39 +455,62 @@ bool parse(const std::string& text, Value& out, std::string& err) {
     return true;
 }
 
-bool read_file(const std::string& path, std::string& text, std::string& err) {
-    auto failure = [&](int e) {
-        err = "cannot read '" + path + "': " + std::error_code(e, std::generic_category()).message();
+bool read_file(const std::string& path, std::string& text, std::string& err, ReadStatus* status,
+               size_t max_bytes) {
+    auto failure = [&](ReadStatus st, const std::string& why) {
+        err = "cannot read '" + path + "': " + why;
+        if (status) *status = st;
         return false;
     };
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return failure(errno);
+    auto errno_text = [](int e) { return std::error_code(e, std::generic_category()).message(); };
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below anyway). */
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return failure(ReadStatus::Open, errno_text(errno));
     struct stat st;
     if (::fstat(fd, &st) != 0) {
         int e = errno;
         ::close(fd);
-        return failure(e);
+        return failure(ReadStatus::Open, errno_text(e));
     }
-    if (S_ISDIR(st.st_mode)) {
+    if (!S_ISREG(st.st_mode)) {
         ::close(fd);
-        return failure(EISDIR);
+        const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                           : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "not a regular file";
+        return failure(ReadStatus::NotRegular,
+                       std::string("it is ") + what + "; only regular files (or symlinks to one) are read");
     }
+    auto too_large = [&](const std::string& size) {
+        ::close(fd);
+        return failure(ReadStatus::TooLarge, "the file is " + size + " bytes, above the limit of " +
+                                                 std::to_string(max_bytes) + " bytes (" +
+                                                 std::to_string(max_bytes >> 20) + " MiB)");
+    };
+    if (st.st_size < 0 || static_cast<unsigned long long>(st.st_size) > max_bytes)
+        return too_large(std::to_string(static_cast<long long>(st.st_size)));
     std::string buf;
-    if (S_ISREG(st.st_mode) && st.st_size > 0) buf.reserve(static_cast<size_t>(st.st_size));
+    buf.reserve(static_cast<size_t>(st.st_size));
     char chunk[65536];
     for (;;) {
-        ssize_t n = ::read(fd, chunk, sizeof chunk);
+        /* Read at most one byte past the limit: a file that grew meanwhile is refused, not read whole. */
+        size_t want = std::min(sizeof chunk, max_bytes + 1 - buf.size());
+        ssize_t n = ::read(fd, chunk, want);
         if (n < 0) {
             if (errno == EINTR) continue;
             int e = errno;
             ::close(fd);
-            return failure(e);
+            return failure(ReadStatus::Read, errno_text(e));
         }
         if (n == 0) break;
         buf.append(chunk, static_cast<size_t>(n));
+        if (buf.size() > max_bytes) return too_large("more than " + std::to_string(max_bytes));
     }
     ::close(fd);
     text = std::move(buf);
+    if (status) *status = ReadStatus::Ok;
     return true;
 }
 

@@ -5,9 +5,12 @@
 // whitespace (space, tab, LF, CR). Rejected with a "line L, column C: reason" message:
 // everything else (comments, trailing commas, single quotes, NaN/Infinity, leading zeros,
 // raw control characters or invalid UTF-8 inside strings, lone surrogates, trailing
-// garbage, nesting deeper than kMaxDepth). Columns count characters (UTF-8 code points),
-// starting at 1. Numbers whose magnitude overflows a double are an error; numbers that
-// underflow become (signed) zero.
+// garbage, nesting deeper than kMaxDepth, an object with the same key twice). Columns count
+// characters (UTF-8 code points), starting at 1. Numbers whose magnitude overflows a double are
+// an error; numbers that underflow become (signed) zero.
+//
+// Files (read_file): only regular files (or symlinks to one) of at most kMaxFileBytes are read;
+// FIFOs, devices (/dev/zero), sockets and directories are refused without blocking.
 #ifndef HCOMM_EMU_JSON_H
 #define HCOMM_EMU_JSON_H
 
@@ -22,6 +25,10 @@ namespace json {
 // Maximum nesting of arrays/objects. A document nested deeper is rejected.
 constexpr int kMaxDepth = 64;
 
+// Largest file read_file accepts: 4 MiB. Op-info JSONs and rank tables are a few KB (CANN's own
+// op-info file for ~1000 AICPU ops is under 1 MiB); anything larger is refused, not read.
+constexpr size_t kMaxFileBytes = 4u << 20;
+
 struct Value {
     enum class Type { Null, Bool, Number, String, Array, Object };
     Type type = Type::Null;
@@ -29,7 +36,7 @@ struct Value {
     double num = 0;
     std::string str;
     std::vector<Value> arr;
-    // Members in file order. Duplicate keys are kept; get() returns the last one.
+    // Members in file order (keys are unique: parse() rejects a repeated key).
     std::vector<std::pair<std::string, Value>> obj;
 
     // Member `key` of an object; nullptr if this is not an object or the key is missing.
@@ -52,9 +59,14 @@ struct Value {
 // On failure returns false, leaves `out` null, and sets err = "line L, column C: <reason>".
 bool parse(const std::string& text, Value& out, std::string& err);
 
-// Reads the whole file at `path` into `text`. On failure returns false and sets err to
-// "cannot read '<path>': <errno text>".
-bool read_file(const std::string& path, std::string& text, std::string& err);
+// Why read_file failed.
+enum class ReadStatus { Ok, Open, NotRegular, TooLarge, Read };
+
+// Reads the whole file at `path` into `text`: a regular file (symlinks followed) of at most
+// `max_bytes` bytes. Never blocks on a FIFO and never reads a device. On failure returns false,
+// sets err to "cannot read '<path>': <reason>" and, if `status` is given, why.
+bool read_file(const std::string& path, std::string& text, std::string& err, ReadStatus* status = nullptr,
+               size_t max_bytes = kMaxFileBytes);
 
 }  // namespace json
 }  // namespace emu

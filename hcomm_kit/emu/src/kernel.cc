@@ -446,6 +446,9 @@ struct ParaDetail {
 };
 enum : uint8_t { ARGS_BUILDING = 0, ARGS_PH_TAKEN = 1, ARGS_FINAL = 2, ARGS_UPDATED = 3 };
 constexpr size_t kMaxArgs = 128, kArgsBuf = 64 * 1024;
+/* Largest argument blob: offsets into it are 32-bit (ParaDetail here, aclrtPlaceHolderInfo in the
+ * API), so no valid blob reaches 4 GiB. Applies to InitByUserMem and every launch's argsSize. */
+constexpr size_t kMaxArgsBlob = UINT32_MAX;
 struct ArgsHandle {
     uint32_t magic = kArgsMagic;
     Func* f = nullptr;
@@ -477,6 +480,12 @@ ArgsHandle* args_check(aclrtArgsHandle h, const char* api, int* code) {
         return nullptr;
     }
     return a;
+}
+
+/* Bytes still free between the arguments (front) and the placeholder data (back). */
+size_t args_room(const ArgsHandle* a) {
+    size_t taken = a->used + a->ph_used; /* both <= cap, which is <= kMaxArgsBlob: no overflow */
+    return taken < a->cap ? a->cap - taken : 0;
 }
 
 const char* state_name(uint8_t st) {
@@ -544,11 +553,16 @@ static bool file_exists(const std::string& p) {
  * scope. The sanitizer runtimes refuse RTLD_DEEPBIND (their interceptors must come first), so
  * sanitizer builds of the emulator load kernels with default binding: link kernels with
  * -Wl,-Bsymbolic there if host and kernel share inline code. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-static constexpr int kKernelDlopenFlags = RTLD_NOW | RTLD_LOCAL;
-#else
-static constexpr int kKernelDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
-#endif
+static int kernel_dlopen_flags() {
+    /* Decided at run time: a sanitizer runtime may be in the process even when this library was
+     * built without one (a sanitized host program, the fuzzers' replay builds). */
+    static const int flags = [] {
+        bool san = dlsym(RTLD_DEFAULT, "__asan_init") || dlsym(RTLD_DEFAULT, "__tsan_init") ||
+                   dlsym(RTLD_DEFAULT, "__msan_init") || dlsym(RTLD_DEFAULT, "__hwasan_init");
+        return RTLD_NOW | RTLD_LOCAL | (san ? 0 : RTLD_DEEPBIND);
+    }();
+    return flags;
+}
 
 /* AICPU packages (aicpu_*.tar.gz, CMS-signed by CANN's build) in the directories searched. */
 static std::vector<std::string> find_packages(const std::vector<std::string>& tried, const std::string& json_dir) {
@@ -594,6 +608,21 @@ static std::string missing_kernel_message(const std::string& json_path, const st
     return msg;
 }
 
+/* opInfo.<key> must be a non-empty string: missing -> 100007, another type or empty -> 100008. */
+static int opinfo_string(const std::string& json_path, const std::string& op, const char* key, const json::Value* v,
+                         const char* api) {
+    if (!v)
+        return seterr(ACL_ERROR_FILE_MISSING_ATTR, api, "op-info JSON %s: key \"%s.opInfo.%s\" is missing",
+                      json_path.c_str(), op.c_str(), key);
+    if (!v->is_string())
+        return seterr(ACL_ERROR_FILE_ATTR_INVALID, api, "op-info JSON %s: \"%s.opInfo.%s\" must be a string, not a %s",
+                      json_path.c_str(), op.c_str(), key, v->type_name());
+    if (v->str.empty() || v->str.find('\0') != std::string::npos)
+        return seterr(ACL_ERROR_FILE_ATTR_INVALID, api, "op-info JSON %s: \"%s.opInfo.%s\" must be a non-empty string%s",
+                      json_path.c_str(), op.c_str(), key, v->str.empty() ? "" : " without NUL characters");
+    return ACL_SUCCESS;
+}
+
 static void register_binary(Binary* b) {
     std::lock_guard<std::mutex> g(g_bin_m);
     g_bins.insert(b);
@@ -620,9 +649,10 @@ EMU_API aclError aclrtBinaryLoadFromFile(const char* binPath, aclrtBinaryLoadOpt
     if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) stem = stem.substr(0, dot);
     std::string json_path = stem + ".json";
     std::string text, err;
-    if (!json::read_file(json_path, text, err))
-        return seterr(ACL_ERROR_INVALID_FILE, __func__, "cannot read the op-info JSON %s: %s", json_path.c_str(),
-                      err.c_str());
+    json::ReadStatus rs = json::ReadStatus::Ok;
+    if (!json::read_file(json_path, text, err, &rs))
+        return seterr(rs == json::ReadStatus::TooLarge ? ACL_ERROR_INVALID_FILE_SIZE : ACL_ERROR_INVALID_FILE, __func__,
+                      "cannot read the op-info JSON %s: %s", json_path.c_str(), err.c_str());
     json::Value root;
     if (!json::parse(text, root, err))
         return seterr(ACL_ERROR_PARSE_FILE, __func__, "op-info JSON %s is malformed: %s", json_path.c_str(), err.c_str());
@@ -635,14 +665,13 @@ EMU_API aclError aclrtBinaryLoadFromFile(const char* binPath, aclrtBinaryLoadOpt
     for (auto& kv : root.obj) {
         const json::Value* info = kv.second.get("opInfo");
         if (!info) continue; /* entries without opInfo are skipped */
+        if (!info->is_object())
+            return seterr(ACL_ERROR_FILE_ATTR_INVALID, __func__, "op-info JSON %s: \"%s.opInfo\" must be an object, not a %s",
+                          json_path.c_str(), kv.first.c_str(), info->type_name());
         const json::Value* fn = info->get("functionName");
         const json::Value* so = info->get("kernelSo");
-        if (!fn || !fn->is_string() || fn->str.empty())
-            return seterr(ACL_ERROR_FILE_MISSING_ATTR, __func__, "op-info JSON %s: key \"%s.opInfo.functionName\" is missing",
-                          json_path.c_str(), kv.first.c_str());
-        if (!so || !so->is_string() || so->str.empty())
-            return seterr(ACL_ERROR_FILE_MISSING_ATTR, __func__, "op-info JSON %s: key \"%s.opInfo.kernelSo\" is missing",
-                          json_path.c_str(), kv.first.c_str());
+        if (int r = opinfo_string(json_path, kv.first, "functionName", fn, __func__)) return r;
+        if (int r = opinfo_string(json_path, kv.first, "kernelSo", so, __func__)) return r;
         const json::Value* lib = info->get("opKernelLib");
         if (lib && (!lib->is_string() || (lib->str != "AICPUKernel" && lib->str != "CUSTAICPUKernel")))
             return seterr(ACL_ERROR_FILE_ATTR_INVALID, __func__,
@@ -688,7 +717,7 @@ EMU_API aclError aclrtBinaryLoadFromFile(const char* binPath, aclrtBinaryLoadOpt
         EMU_LOG(LOG_ERROR, "aclrtBinaryLoadFromFile: %s", msg.c_str());
         return seterr_str(ACL_ERROR_RT_FILE_OPEN, __func__, msg);
     }
-    b->dl = dlopen(b->so_path.c_str(), kKernelDlopenFlags);
+    b->dl = dlopen(b->so_path.c_str(), kernel_dlopen_flags());
     if (!b->dl)
         return seterr(ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR, __func__, "cannot load kernel library %s: %s",
                       b->so_path.c_str(), dlerror());
@@ -716,7 +745,7 @@ static int stage_image(const void* data, size_t length, Binary* b, const char* a
         off += (size_t)w;
     }
     std::string path = "/proc/self/fd/" + std::to_string(fd);
-    b->dl = dlopen(path.c_str(), kKernelDlopenFlags);
+    b->dl = dlopen(path.c_str(), kernel_dlopen_flags());
     if (!b->dl) {
         std::string e = dlerror();
         close(fd);
@@ -1058,6 +1087,9 @@ EMU_API aclError aclrtKernelArgsInitByUserMem(aclrtFuncHandle funcHandle, aclrtA
     if (!argsHandle) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "argsHandle is NULL");
     if (!userHostMem) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "userHostMem is NULL");
     if (actualArgsSize == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "actualArgsSize is 0");
+    if (actualArgsSize > kMaxArgsBlob)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "actualArgsSize %zu is above %zu bytes (argument offsets are 32-bit)", actualArgsSize, kMaxArgsBlob);
     int code = 0;
     Func* f = func_check(funcHandle, __func__, &code);
     if (!f) return code;
@@ -1082,7 +1114,7 @@ EMU_API aclError aclrtKernelArgsAppend(aclrtArgsHandle argsHandle, void* param, 
     if (a->nparams >= kMaxArgs)
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "argument %u exceeds the limit of %zu arguments",
                       a->nparams + 1, kMaxArgs);
-    if (a->used + paramSize + a->ph_used > a->cap)
+    if (paramSize > args_room(a)) /* no `used + paramSize`: paramSize may be near SIZE_MAX */
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
                       "argument of %zu bytes overflows the %zu-byte argument buffer (%zu bytes used)", paramSize, a->cap,
                       a->used + a->ph_used);
@@ -1107,7 +1139,7 @@ EMU_API aclError aclrtKernelArgsAppendPlaceHolder(aclrtArgsHandle argsHandle, ac
     if (a->nparams >= kMaxArgs)
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "argument %u exceeds the limit of %zu arguments",
                       a->nparams + 1, kMaxArgs);
-    if (a->used + 8 + a->ph_used > a->cap)
+    if (args_room(a) < 8)
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "placeholder slot overflows the %zu-byte argument buffer",
                       a->cap);
     ParaDetail& p = a->params[a->nparams++];
@@ -1122,12 +1154,15 @@ EMU_API aclError aclrtKernelArgsAppendPlaceHolder(aclrtArgsHandle argsHandle, ac
 }
 
 static ParaDetail* para_check(ArgsHandle* a, aclrtParamHandle ph, const char* api, int* code) {
-    ParaDetail* p = static_cast<ParaDetail*>(ph);
-    if (!ph || p < a->params || p >= a->params + a->nparams) {
-        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "paramHandle %p does not belong to this args handle", ph);
+    /* Compare addresses as integers: a foreign pointer must not be turned into an index. */
+    uintptr_t at = (uintptr_t)ph, first = (uintptr_t)a->params;
+    if (!ph || at < first || at >= first + a->nparams * sizeof(ParaDetail) || (at - first) % sizeof(ParaDetail)) {
+        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api,
+                       "paramHandle %p does not belong to this args handle (not one of its %u parameters)", ph,
+                       a->nparams);
         return nullptr;
     }
-    return p;
+    return static_cast<ParaDetail*>(ph);
 }
 
 EMU_API aclError aclrtKernelArgsGetPlaceHolderBuffer(aclrtArgsHandle argsHandle, aclrtParamHandle paramHandle,
@@ -1148,9 +1183,10 @@ EMU_API aclError aclrtKernelArgsGetPlaceHolderBuffer(aclrtArgsHandle argsHandle,
                       paramHandle);
     if (p->ph_taken)
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "placeholder %p already has a buffer", paramHandle);
-    if (a->used + a->ph_used + dataSize > a->cap)
-        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "placeholder data of %zu bytes overflows the %zu-byte buffer",
-                      dataSize, a->cap);
+    if (dataSize > args_room(a))
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "placeholder data of %zu bytes overflows the %zu-byte argument buffer (%zu bytes used)", dataSize,
+                      a->cap, a->used + a->ph_used);
     a->ph_used += dataSize;
     p->ph_taken = true;
     p->ph_data = (uint32_t)a->ph_used;
@@ -1193,6 +1229,8 @@ EMU_API aclError aclrtKernelArgsFinalize(aclrtArgsHandle argsHandle) {
 
 /* ================================================================ launches */
 
+constexpr uint64_t kMaxTimeoutNs = 1ull << 62;
+
 static int launch_timeout(const aclrtLaunchKernelCfg* cfgp, uint64_t* timeout_ns, const char* api) {
     *timeout_ns = (uint64_t)cfg().default_kernel_timeout_s * 1000000000ull;
     if (!cfgp) return ACL_SUCCESS;
@@ -1207,10 +1245,13 @@ static int launch_timeout(const aclrtLaunchKernelCfg* cfgp, uint64_t* timeout_ns
                 s7 = true;
                 *timeout_ns = (uint64_t)at.value.timeout * 1000000000ull;
                 break;
-            case ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US:
+            case ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US: {
                 s8 = true;
-                *timeout_ns = (((uint64_t)at.value.timeoutUs.timeoutHigh << 32) | at.value.timeoutUs.timeoutLow) * 1000ull;
+                uint64_t us = ((uint64_t)at.value.timeoutUs.timeoutHigh << 32) | at.value.timeoutUs.timeoutLow;
+                /* Clamp (~146 years) so that `now + timeout` cannot wrap into the past. */
+                *timeout_ns = us > kMaxTimeoutNs / 1000 ? kMaxTimeoutNs : us * 1000ull;
                 break;
+            }
             case 1: case 2: case 3: case 4: case 5: case 6: case 9: break;
             default:
                 return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "cfg attribute %zu: id %d is not a launch attribute", i,
@@ -1265,14 +1306,20 @@ EMU_API aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_
     t->blocks = numBlocks;
     t->timeout_ns = tmo;
     /* Blob seen by the kernel: the arguments, then each placeholder's data. */
-    t->args.assign(a->buf, a->buf + a->used);
-    for (uint32_t i = 0; i < a->nparams; i++) {
-        const ParaDetail& p = a->params[i];
-        if (p.type != 1) continue;
-        uint32_t doff = (uint32_t)t->args.size();
-        const uint8_t* src = a->buf + a->cap - p.ph_data;
-        t->args.insert(t->args.end(), src, src + p.ph_size);
-        t->ph.emplace_back(p.offset, doff);
+    try {
+        t->args.reserve(a->used + a->ph_used);
+        t->args.assign(a->buf, a->buf + a->used);
+        for (uint32_t i = 0; i < a->nparams; i++) {
+            const ParaDetail& p = a->params[i];
+            if (p.type != 1) continue;
+            uint32_t doff = (uint32_t)t->args.size();
+            const uint8_t* src = a->buf + a->cap - p.ph_data;
+            t->args.insert(t->args.end(), src, src + p.ph_size);
+            t->ph.emplace_back(p.offset, doff);
+        }
+    } catch (const std::bad_alloc&) {
+        return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "cannot copy the %zu-byte argument list",
+                      a->used + a->ph_used);
     }
     return stream_enqueue(s, std::move(t));
 }
@@ -1284,6 +1331,9 @@ static aclError launch_dev_args(const char* api, aclrtFuncHandle funcHandle, uin
     Stream* s;
     uint64_t tmo;
     if (int r = launch_common(api, funcHandle, numBlocks, stream, cfgp, &f, &s, &tmo)) return r;
+    if (argsSize > kMaxArgsBlob)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "argsSize %zu is above %zu bytes (argument offsets are 32-bit)",
+                      argsSize, kMaxArgsBlob);
     if (argsSize && !mem_is_device(argsData, argsSize))
         return seterr(ACL_ERROR_RT_PARAM_INVALID, api,
                       "argsData %p + %zu bytes is not device memory (this launch reads its arguments from the device; "
@@ -1315,6 +1365,12 @@ EMU_API aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint3
     if (argsSize == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "argsSize is 0");
     if (placeHolderNum && !placeHolderArray)
         return seterr(ACL_ERROR_INVALID_PARAM, __func__, "placeHolderArray is NULL with placeHolderNum %zu", placeHolderNum);
+    if (argsSize > kMaxArgsBlob)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "argsSize %zu is above %zu bytes (aclrtPlaceHolderInfo offsets are 32-bit)", argsSize, kMaxArgsBlob);
+    if (placeHolderNum > kMaxArgs)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "placeHolderNum %zu is above the limit of %zu arguments",
+                      placeHolderNum, kMaxArgs);
     Func* f;
     Stream* s;
     uint64_t tmo;
@@ -1323,7 +1379,11 @@ EMU_API aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint3
     t->f = f;
     t->blocks = numBlocks;
     t->timeout_ns = tmo;
-    t->args.assign((uint8_t*)hostArgs, (uint8_t*)hostArgs + argsSize); /* copied during the call */
+    try {
+        t->args.assign((uint8_t*)hostArgs, (uint8_t*)hostArgs + argsSize); /* copied during the call */
+    } catch (const std::bad_alloc&) {
+        return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, __func__, "cannot copy the %zu-byte argument blob", argsSize);
+    }
     for (size_t i = 0; i < placeHolderNum; i++) {
         const aclrtPlaceHolderInfo& p = placeHolderArray[i];
         if ((size_t)p.addrOffset + 8 > argsSize || p.dataOffset >= argsSize)
@@ -1408,7 +1468,7 @@ Func* asc_find(const std::string& kernel, std::string* looked) {
         closedir(dp);
         std::sort(sos.begin(), sos.end());
         for (const std::string& so : sos) {
-            void* dl = dlopen(so.c_str(), kKernelDlopenFlags);
+            void* dl = dlopen(so.c_str(), kernel_dlopen_flags());
             if (!dl) continue;
             if (!dlsym(dl, kernel.c_str())) {
                 dlclose(dl);

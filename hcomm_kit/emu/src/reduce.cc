@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -330,7 +331,9 @@ constexpr Kernel kAvx2[12][4] = EMU_KERNEL_TABLE;
 bool cpu_has_avx2() {
 #if EMU_REDUCE_X86
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    /* F16C through cpuid: clang before 15 does not know __builtin_cpu_supports("f16c"). */
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 #else
     return false;
 #endif
@@ -369,12 +372,41 @@ const char* redop_name(int op) { return op >= 0 && op < 4 ? kOpNames[op] : unkno
 
 bool reduce_supported(int dtype, int op) { return dtype >= 0 && dtype < 12 && op >= 0 && op < 4; }
 
+// Addresses not aligned to the element size (an int16 at an odd address, say): the kernels load
+// elements through typed pointers, which must be aligned (the compiler may use aligned vector
+// loads). Stage through aligned buffers instead: in blocks when the ranges are disjoint or the
+// same, element by element in increasing index order when they partially overlap (the same
+// result as sequential()).
+static void reduce_misaligned(Kernel k, unsigned char* d, const unsigned char* s, size_t n, size_t es) {
+    constexpr size_t kStage = 4096;  // bytes per staged block
+    alignas(64) unsigned char a[kStage];
+    alignas(64) unsigned char b[kStage];
+    const size_t bytes = n * es;
+    const uintptr_t du = reinterpret_cast<uintptr_t>(d), su = reinterpret_cast<uintptr_t>(s);
+    const bool partial_overlap = d != s && du < su + bytes && su < du + bytes;
+    const size_t per = partial_overlap ? 1 : kStage / es;
+    for (size_t i = 0; i < n; i += per) {
+        const size_t m = n - i < per ? n - i : per;
+        memcpy(a, d + i * es, m * es);
+        memcpy(b, s + i * es, m * es);
+        k(a, d == s ? a : b, m);
+        memcpy(d + i * es, a, m * es);
+    }
+}
+
 bool reduce_inplace(void* dst, const void* src, uint64_t count, int dtype, int op) {
     if (!reduce_supported(dtype, op)) return false;
     if (count == 0) return true;
     if (dst == nullptr || src == nullptr) return false;
     if (count > SIZE_MAX / kSizes[dtype]) return false;  // byte length would not fit in size_t
-    kernel_table()[dtype][op](dst, src, static_cast<size_t>(count));
+    Kernel k = kernel_table()[dtype][op];
+    const size_t es = kSizes[dtype];
+    if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % es) {
+        reduce_misaligned(k, static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
+                          static_cast<size_t>(count), es);
+        return true;
+    }
+    k(dst, src, static_cast<size_t>(count));
     return true;
 }
 

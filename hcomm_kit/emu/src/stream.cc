@@ -580,7 +580,9 @@ EMU_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, si
                                   aclrtStream stream) {
     if (int r = check_init(__func__)) return r;
     if (count == 0) return ACL_SUCCESS;
-    if (int r = memcpy_check(__func__, dst, destMax, src, count, (int)kind)) return r;
+    int k; /* the kind read as an int: callers may pass values outside the enum */
+    memcpy(&k, &kind, sizeof k);
+    if (int r = memcpy_check(__func__, dst, destMax, src, count, k)) return r;
     RESOLVE_STREAM(s, stream);
     /* Pageable host memory: the call returns only after the copy completed (spec §3.4). */
     MemRegion r;

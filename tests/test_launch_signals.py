@@ -1,0 +1,251 @@
+"""``hcomm-kit launch`` under SIGTERM / SIGINT / SIGHUP / ``timeout``: nothing survives (issue 12, item 1).
+
+The ranks are small Python programs (no emulator needed for most cases) that record where they
+run (pid, job directory, Open MPI backing directory) and answer the launcher's state-dump request
+like the emulator does (``$HCOMM_KIT_JOB_DIR/dump.request`` -> ``rank<R>.state.json``). After each
+stop the test checks that the launcher printed one line per running rank with its summary, and
+that no process of the job (mpirun, ranks, a rank's own child), no job directory, no Open MPI
+backing directory and no emulator segment of a rank is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from hcomm_kit.core import job as jobmod
+
+RANK = textwrap.dedent('''
+    import json, os, signal, subprocess, sys, time
+    from pathlib import Path
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    out = Path(sys.argv[1])
+    mode = sys.argv[2]
+    jd = Path(os.environ["HCOMM_KIT_JOB_DIR"])
+    info = {"pid": os.getpid(), "job_dir": str(jd),
+            "btl": os.environ.get("OMPI_MCA_btl_sm_backing_directory", ""), "ppid": os.getppid()}
+    if mode == "child" and rank == 0:       # a process of its own, in another session
+        info["child"] = subprocess.Popen(["sleep", "300"], start_new_session=True).pid
+    if mode == "stubborn" and rank == 1:    # a child mpirun does not know, ignoring SIGTERM/SIGINT/SIGHUP:
+        info["child"] = subprocess.Popen([sys.executable, "-c",   # needs the SIGKILL after the grace period
+            "import signal, time; [signal.signal(s, signal.SIG_IGN) for s in "
+            "(signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]; time.sleep(600)"], start_new_session=True).pid
+    (out / f"rank{rank}.json").write_text(json.dumps(info))
+    while True:                             # "stuck": answer state dumps like the emulator does
+        if (jd / "dump.request").exists() and not (jd / f"rank{rank}.state.json").exists():
+            tmp = jd / f".rank{rank}.tmp"
+            tmp.write_text(json.dumps({"rank": rank, "pid": os.getpid(),
+                                       "summary": f"waiting for notify slot {rank + 3} from rank {1 - rank}"}))
+            os.replace(tmp, jd / f"rank{rank}.state.json")
+        time.sleep(0.02)
+''')
+
+
+def _start(tmp_path: Path, mode: str = "plain", np: int = 2, grace: float = 2.0, wrap: list[str] | None = None,
+           timeout: float | None = None) -> tuple[subprocess.Popen, Path]:
+    out = tmp_path / "ranks"
+    out.mkdir()
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    argv = [sys.executable, "-m", "hcomm_kit", "launch", "--np", str(np), "--grace", str(grace)]
+    if timeout is not None:
+        argv += ["--timeout", str(timeout)]
+    argv += ["--", sys.executable, str(script), str(out), mode]
+    proc = subprocess.Popen([*(wrap or []), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(out.glob("rank*.json"))) < np:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "ranks did not start"
+        time.sleep(0.05)
+    return proc, out
+
+
+def _ranks(out: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:].split()[0] != "Z"
+
+
+def _assert_nothing_left(ranks: list[dict]) -> None:
+    pids = [r["pid"] for r in ranks] + [r["ppid"] for r in ranks] + [r["child"] for r in ranks if "child" in r]
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if _alive(p)]
+    for p in left:  # do not leak them into the rest of the suite
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"processes of the job survived: {left}"
+    for r in ranks:
+        assert not Path(r["job_dir"]).exists(), r["job_dir"]
+        assert not r["btl"] or not Path(r["btl"]).exists(), r["btl"]
+
+
+@pytest.mark.parametrize("sig,status", [("SIGTERM", 143), ("SIGINT", 130), ("SIGHUP", 129)])
+def test_signal_stops_everything_and_reports(tmp_path: Path, sig: str, status: int) -> None:
+    proc, out = _start(tmp_path, mode="child" if sig == "SIGTERM" else "plain")
+    ranks = _ranks(out)
+    proc.send_signal(getattr(signal, sig))
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == status, stderr
+    assert f"got {sig}; stopping the job (2 of 2 rank(s) still running: 0, 1)" in stderr, stderr
+    for r, info in enumerate(ranks):
+        assert f"rank {r} (pid {info['pid']}): waiting for notify slot {r + 3} from rank {1 - r}" in stderr, stderr
+    assert "job stopped" in stderr
+    _assert_nothing_left(ranks)
+
+
+@pytest.mark.slow
+def test_stubborn_rank_is_killed_after_the_grace_period(tmp_path: Path) -> None:
+    proc, out = _start(tmp_path, mode="stubborn", grace=1.5)
+    ranks = _ranks(out)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "still running after 1.5 s" in stderr, stderr
+    assert time.monotonic() - t0 < 30
+    _assert_nothing_left(ranks)
+
+
+@pytest.mark.slow
+def test_second_signal_skips_the_grace_period(tmp_path: Path) -> None:
+    proc, out = _start(tmp_path, mode="stubborn", grace=60)
+    ranks = _ranks(out)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert time.monotonic() - t0 < 20, "the second Ctrl-C did not cut the 60 s grace period short"
+    _assert_nothing_left(ranks)
+
+
+def test_killed_by_coreutils_timeout(tmp_path: Path) -> None:
+    """`timeout 3 hcomm-kit launch ...`: timeout's SIGTERM to the launcher stops the whole job."""
+    if subprocess.run(["sh", "-c", "command -v timeout"], capture_output=True).returncode:
+        pytest.skip("coreutils timeout not installed")
+    proc, out = _start(tmp_path, wrap=["timeout", "-s", "TERM", "4"])
+    ranks = _ranks(out)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 124, stderr
+    assert "got SIGTERM; stopping the job" in stderr and "waiting for notify slot" in stderr, stderr
+    _assert_nothing_left(ranks)
+
+
+@pytest.mark.slow
+def test_launch_timeout_option_reports_ranks(tmp_path: Path) -> None:
+    proc, out = _start(tmp_path, timeout=4)
+    ranks = _ranks(out)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 124, stderr
+    assert "the job did not finish within 4 s" in stderr and "rank 1 (pid" in stderr, stderr
+    _assert_nothing_left(ranks)
+
+
+EMU_RANK = textwrap.dedent('''
+    import os, sys, time
+    from pathlib import Path
+    import hcomm_kit
+    c = hcomm_kit.init()
+    Path(sys.argv[1], f"rank{c.rank}.json").write_text(
+        '{"pid": %d, "ppid": %d, "job_dir": "%s", "btl": "%s"}' % (os.getpid(), os.getppid(),
+        os.environ["HCOMM_KIT_JOB_DIR"], os.environ.get("OMPI_MCA_btl_sm_backing_directory", "")))
+    if c.rank == 0:
+        c.barrier(timeout=0)        # waits for rank 1 forever
+    time.sleep(600)
+''')
+
+
+@pytest.mark.slow
+def test_emulator_ranks_leave_no_shared_memory(tmp_path: Path) -> None:
+    """Ranks killed inside a collective leave no /dev/shm/hcomm_kit.* segment behind."""
+    out = tmp_path / "ranks"
+    out.mkdir()
+    script = tmp_path / "emu_rank.py"
+    script.write_text(EMU_RANK)
+    proc = subprocess.Popen([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--grace", "2", "--",
+                             sys.executable, str(script), str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("rank*.json"))) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(1.0)  # rank 0 is inside the barrier now
+    ranks = _ranks(out)
+    mine = [f"d{r['pid']}." for r in ranks]
+    assert any(any(m in n for m in mine) for n in os.listdir("/dev/shm")), "the ranks created their segments"
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "rank 0 (pid" in stderr and "rank 1 (pid" in stderr, stderr
+    _assert_nothing_left(ranks)
+    left = [n for n in os.listdir("/dev/shm") if any(m in n for m in mine)]
+    assert not left, f"segments of the killed ranks are left: {left}"
+
+
+# ---- the job helpers --------------------------------------------------------------------------------
+def test_request_rank_states_and_describe(tmp_path: Path) -> None:
+    jd = tmp_path
+    (jd / "rank0.state.json").write_text('{"rank": 0, "pid": 1, "summary": "stale answer"}')
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f'''
+        import json, os, time
+        from pathlib import Path
+        jd = Path({str(jd)!r})
+        while not (jd / "dump.request").exists():
+            time.sleep(0.01)
+        (jd / "rank1.state.json").write_text(json.dumps({{"rank": 1, "pid": os.getpid(),
+                                                         "summary": "in HcommChannelNotifyWait\\nmore"}}))
+        (jd / "rank2.state.json").write_text("{{not json")
+        time.sleep(30)
+    ''')])
+    try:
+        t0 = time.monotonic()
+        states = jobmod.request_rank_states(jd, nranks=3, wait=1.0)
+        assert 0.9 < time.monotonic() - t0 < 5  # waited for the missing ranks, not longer
+        assert set(states) == {1} and states[1]["pid"] == proc.pid  # the stale answer was removed first
+        procs = jobmod.job_processes([proc.pid])
+        procs[proc.pid].rank = 2
+        lines = jobmod.describe_ranks(3, states, procs)
+        assert lines[0] == "rank 0: not running (already exited or not started)"
+        assert lines[1] == f"rank 1 (pid {proc.pid}): in HcommChannelNotifyWait"
+        assert lines[2].startswith(f"rank 2 (pid {proc.pid}): still running `{sys.executable} -c") and "state S" in lines[2]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_reclaim_shm_only_takes_dead_owners(tmp_path: Path) -> None:
+    import fcntl
+
+    d = tmp_path
+    uid = os.getuid()
+    live = d / f"hcomm_kit.{uid}.dlive.0.aa"
+    dead = d / f"hcomm_kit.{uid}.ddead.0.bb"
+    young_tmp = d / f"hcomm_kit.{uid}.j.cc.tmp"
+    other = d / "hcomm_kit_mpi_xyz"
+    for p in (live, dead, young_tmp, other):
+        p.write_bytes(b"x")
+    fd = os.open(live, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)     # a live owner holds its lock (from another descriptor)
+    try:
+        removed = jobmod.reclaim_shm(str(d), min_age=60)
+    finally:
+        os.close(fd)
+    assert removed == [dead.name]
+    assert live.exists() and young_tmp.exists() and other.exists() and not dead.exists()
