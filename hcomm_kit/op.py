@@ -49,7 +49,7 @@ _KERNEL_CODE = 507018                        # AICPU_EXCEPTION
 _REMOTE_CODE = 507057                        # SUSPECT_REMOTE_ERROR
 _CHECK_CODE = 509001                         # HCOMM_KIT_ERROR_CHECK (emulator extension)
 _DEADLOCK_MARK = "[hcomm-kit] DEADLOCK"     # the emulator's certain-hang report
-_MISMATCH_MARK = "collective mismatch"       # the emulator's call check (and point-to-point mismatch)
+_MISMATCH_MARK = "mismatch on communicator"  # the emulator's call check (collective or point-to-point)
 _UINT16_MAX = 0xFFFF
 _MAX_TIMEOUT_S = 0xFFFFFFFE                 # uint32 seconds in OpParam / Hcomm waits (~136 years)
 _OP_TYPES = {"ring-allreduce": enums.HcclCMDType.HCCL_CMD_ALLREDUCE,
@@ -337,7 +337,13 @@ class CustomOp:
         if res is None:
             comm = self.comm
             tag = self.tag if s == comm.stream.handle else f"{self.tag}_s{len(self._res_by_stream)}"
-            res = _Resources(comm, self.spec, tag, s)
+            try:
+                res = _Resources(comm, self.spec, tag, s)
+            except (AclError, HcclError) as exc:
+                # acquisition is collective: a peer's failed call check aborts it here
+                if _MISMATCH_MARK in exc.message:
+                    raise CollectiveMismatchError(f"operator {self.name} on rank {comm.rank}: {exc.message}") from exc
+                raise
             comm._resources[(tag, s)] = res
             self._res_by_stream[s] = res
         return res
@@ -598,7 +604,12 @@ class CustomOp:
         """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done"."""
         res = self._res_by_stream.get(s) or self.resources(s)
         if self._peer_topology:
-            res.ensure_peer(r, self.spec.channel_notifies)
+            try:
+                res.ensure_peer(r, self.spec.channel_notifies)
+            except (AclError, HcclError) as exc:  # collective with the peer: its failed call check lands here
+                if _MISMATCH_MARK in exc.message:
+                    raise CollectiveMismatchError(f"operator {self.name} on rank {self.comm.rank}: {exc.message}") from exc
+                raise
         if params:
             # Hot path (e.g. algo=0 on every call): plain int values key by value, in call order
             # (another order only costs a redundant update); anything else (arrays) by repr.

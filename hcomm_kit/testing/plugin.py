@@ -320,10 +320,12 @@ def _run_group(first) -> None:
                 elif time.monotonic() - last > timeout:
                     timed_out = True
                     # what every rank waits for, before the job is killed (the emulator answers)
-                    from hcomm_kit import diag
+                    from hcomm_kit.core.job import describe_ranks, job_processes, request_rank_states
 
-                    states = diag.collect(logdir, ranks=np_, timeout=1.5)
-                    (logdir / "hang-state.txt").write_text(diag.format_states(states, np_))
+                    states = request_rank_states(logdir, np_, wait=1.5)
+                    lines = describe_ranks(np_, states, job_processes([proc.pid]))
+                    report = next((st["report"] for st in states.values() if st.get("report")), "")
+                    (logdir / "hang-state.txt").write_text("\n".join(lines) + (f"\n{report}" if report else ""))
                     _kill(proc)
                     break
             proc.wait()

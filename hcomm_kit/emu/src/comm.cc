@@ -1311,8 +1311,14 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
     std::vector<uint32_t> peers;
     for (auto& p : pend) peers.push_back(p.peer);
     std::string why;
-    int wr = pend.empty() ? (int)kWaitOk
-                          : comm_wait(c, &j->wake, secs_deadline(cfg().connect_timeout_s), step, &peers, &why);
+    int wr = kWaitOk;
+    if (!pend.empty()) {
+        std::string who;
+        for (uint32_t r : peers) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        diag_host_call(c, strprintf("%s: setting up channels with rank(s) %s", api, who.c_str()).c_str());
+        wr = comm_wait(c, &j->wake, secs_deadline(cfg().connect_timeout_s), step, &peers, &why);
+        diag_host_call(c, nullptr);
+    }
     /* Whatever matched becomes a channel even on failure (the peer made its end). */
     int rc = 0;
     for (auto& p : pend) {

@@ -116,6 +116,8 @@ struct DiagOp {
 };
 struct DiagSnap {
     uint32_t nthreads, nstreams, nkernels, nchans, nops, idle_threads;
+    char host_call[120];       /* a control-plane call the host is blocked in ("" none) */
+    uint64_t host_call_since;
     int32_t pid;
     int32_t device;
     uint32_t host_sync;        /* host threads blocked in a synchronising call */
@@ -304,6 +306,14 @@ struct Comm {
     uint32_t aicpu_threads = 0;   /* device threads acquired so far (their numbers t0, t1, ...) */
     uint64_t call_seq = 0;        /* collective calls checked (diag.cc call_check) */
     uint32_t vc_threads = 0;      /* race checker: clock indices handed to this rank's threads */
+    /* Hang analysis: the last thread / channel / op lists it read under m (used while m is held by
+     * a long control-plane call), and that call (host blocked in it since cp_since). Under diag_m. */
+    std::mutex diag_m;
+    std::vector<HThread*> diag_threads;
+    std::vector<std::pair<uint32_t, Channel*>> diag_chans;
+    std::vector<std::pair<uint32_t, OpTrack>> diag_ops;
+    std::string cp_what;
+    uint64_t cp_since = 0;
     std::vector<uint64_t> p2p_seq; /* point-to-point calls checked, per peer */
     /* rank-graph answers (valid until the next query) */
     std::vector<CommLink> links;

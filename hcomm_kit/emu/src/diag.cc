@@ -648,11 +648,23 @@ void build_snap(Comm* c, DiagSnap* s) {
     std::vector<HThread*> threads;
     std::vector<std::pair<uint32_t, Channel*>> chans;
     std::vector<std::pair<uint32_t, Comm::OpTrack>> ops;
+    /* c->m may be held for long by a control-plane call (channel setup waits for its peers): never
+     * wait for it here, use what was read last time (threads and channels are only ever added). */
+    std::unique_lock<std::mutex> cm(c->m, std::try_to_lock);
     {
-        std::lock_guard<std::mutex> g(c->m);
-        threads = c->threads;
-        for (auto& kv : c->channels) chans.emplace_back(std::get<1>(kv.first), kv.second);
-        for (auto& kv : c->ops) ops.emplace_back(kv.first, kv.second);
+        std::lock_guard<std::mutex> dg(c->diag_m);
+        if (cm.owns_lock()) {
+            c->diag_threads = c->threads;
+            c->diag_chans.clear();
+            for (auto& kv : c->channels) c->diag_chans.emplace_back(std::get<1>(kv.first), kv.second);
+            c->diag_ops.assign(c->ops.begin(), c->ops.end());
+            cm.unlock();
+        }
+        threads = c->diag_threads;
+        chans = c->diag_chans;
+        ops = c->diag_ops;
+        copy_str(s->host_call, c->cp_what.c_str());
+        s->host_call_since = c->cp_since;
     }
     std::vector<KSeen> ks;
     auto seen = [&](const HTask& h) {
@@ -715,15 +727,32 @@ void build_snap(Comm* c, DiagSnap* s) {
     /* streams of the device */
     streams_visit(c->dev, [&](Stream* st) {
         std::lock_guard<std::mutex> g(st->m);
-        progress += st->completed.load(std::memory_order_relaxed);
         if (!st->cur && st->q.empty()) return;
+        /* Only this communicator's streams: its stream-bound threads', and those running or holding
+         * its barriers, Hcomm tasks or kernels (other communicators on the device are another
+         * analysis; mixing them in would make their waits look unrecordable here). */
+        uint16_t code = 0xffff;
+        for (HThread* t : threads)
+            if (t->stream_bound && t->stream == st) code = (uint16_t)thread_code(t);
+        bool mine = code != 0xffff ||
+                    std::find(st->kernel_comms.begin(), st->kernel_comms.end(), c) != st->kernel_comms.end();
+        if (!mine && st->cur) {
+            TaskDiag td;
+            st->cur->describe(&td);
+            mine = td.comm == c;
+        }
+        for (size_t i = 0; !mine && i < st->q.size(); i++) {
+            TaskDiag td;
+            st->q[i]->describe(&td);
+            mine = td.comm == c;
+        }
+        if (!mine) return;
+        progress += st->completed.load(std::memory_order_relaxed);
         if (s->nstreams >= kDiagStreams) return;
         DiagStream& d = s->streams[s->nstreams++];
         memset(&d, 0, sizeof d);
         d.id = st->id;
-        d.thread = 0xffff;
-        for (HThread* t : threads)
-            if (t->stream_bound && t->stream == st) d.thread = (uint16_t)thread_code(t);
+        d.thread = code;
         d.pending = (uint32_t)st->q.size();
         d.since_ns = st->cur_since_ns;
         if (st->cur) {
@@ -1180,12 +1209,14 @@ std::string rank_summary(const Analysis& A, uint32_t r, const char* indent) {
     if (!v.have) return strprintf("%srank %u: no recent state (its process did not report within %.1f s)\n", indent, r,
                                   secs(kFreshNs));
     const DiagSnap& s = *v.s;
+    std::string host = s.host_call[0] ? strprintf("blocked in %s for %.1f s", s.host_call,
+                                                  secs(A.now - std::min(A.now, s.host_call_since)))
+                       : s.host_sync ? (s.host_sync_stream ? strprintf("blocked in a synchronize call on stream %u",
+                                                                       s.host_sync_stream)
+                                                           : std::string("blocked in a synchronize call"))
+                                     : std::string("not in an hcomm-kit call");
     std::string out = strprintf("%srank %u (pid %d, device %d): host %s; %u idle thread(s)\n", indent, r, s.pid, s.device,
-                                s.host_sync ? (s.host_sync_stream ? strprintf("blocked in a synchronize call on stream %u",
-                                                                              s.host_sync_stream).c_str()
-                                                                  : "blocked in a synchronize call")
-                                            : "not in an hcomm-kit call",
-                                s.idle_threads);
+                                host.c_str(), s.idle_threads);
     for (uint32_t i = 0; i < s.nkernels; i++) {
         const DiagKernel& k = s.kernels[i];
         out += strprintf("%s  kernel %s (launch #%llu%s%s): %s, %u task(s) still queued\n", indent, k.name[0] ? k.name : "?",
@@ -1423,14 +1454,21 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
         uint64_t bucket = oldest / every;
         if (bucket > st.next_progress) {
             st.next_progress = bucket;
-            /* the oldest wait of this rank, and what its recorder does */
+            /* The wait of this rank the others hang on: a device thread's wait for another rank
+             * first, then any device thread's, then a stream's (usually the host's "done"); the
+             * oldest of the kind. */
             const Node* best = nullptr;
             uint64_t age = 0;
+            int best_prio = -1;
             for (const Node& nd : A.nodes) {
                 if (nd.rank != (int)c->rank) continue;
                 const DiagWait* w = node_wait(A, nd);
-                if (w && w->since_ns && now - w->since_ns >= age) {
-                    age = now - w->since_ns;
+                if (!w || !w->since_ns) continue;
+                int prio = nd.type == Node::ThreadWait ? (w->kind == 1 ? 2 : 1) : 0;
+                uint64_t a = now - std::min(now, w->since_ns);
+                if (prio > best_prio || (prio == best_prio && a >= age)) {
+                    best_prio = prio;
+                    age = a;
                     best = &nd;
                 }
             }
@@ -1490,6 +1528,8 @@ void answer_dump_request() {
                 what = strprintf("stream %u %s", s.streams[i].id,
                                  s.streams[i].state == 2 ? ("waits for " + wait_text(s.streams[i].wait)).c_str()
                                                          : ("runs " + std::string(s.streams[i].what)).c_str());
+            if (what.empty() && s.host_call[0])
+                what = strprintf("host blocked in %s for %.1f s", s.host_call, secs(now - std::min(now, s.host_call_since)));
             if (what.empty()) what = s.host_sync ? "host in a synchronize call, nothing queued" : "idle (no hcomm-kit work)";
             summary = strprintf("communicator %s rank %u: %s", c->name.c_str(), c->rank, what.c_str());
         }
@@ -1592,6 +1632,12 @@ void diag_comm_removed(Comm* c) {
         EMU_LOG(LOG_WARN, "%s", text.c_str());
         diag_log("%s", text.c_str());
     }
+}
+
+void diag_host_call(Comm* c, const char* what) {
+    std::lock_guard<std::mutex> g(c->diag_m);
+    c->cp_what = what ? what : "";
+    c->cp_since = what ? now_ns() : 0;
 }
 
 void diag_kernel_begin(KernelCtx& k, Stream* s, const char* name) {

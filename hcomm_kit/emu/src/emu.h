@@ -341,7 +341,7 @@ struct TaskDiag {
     std::string what;                 /* "kernel HcclFoo", "aclrtWaitAndResetNotify", ... */
     const HTask* wait = nullptr;      /* Wait: the wait (valid while the lock is held) */
     uint64_t since_ns = 0;            /* Wait: when the task started waiting (0: not started) */
-    Comm* comm = nullptr;             /* Barrier: its communicator */
+    Comm* comm = nullptr;             /* the communicator it works for (Barrier, Hcomm stream tasks), if known */
     uint32_t barrier_seq = 0;         /* Barrier: this rank's barrier number */
     std::vector<std::pair<const DevCtl*, uint32_t>> records; /* notify slots the task will set */
 };
@@ -695,6 +695,8 @@ std::string thread_name(uint32_t code); /* "thread t3" / "stream thread s7" */
 std::string diag_wait_report(Comm* c, const HTask& t, const HThread* self, const char* headline);
 /* Cross-rank report of everything communicator c waits for (launch timeouts, dumps). */
 std::string diag_comm_report(Comm* c, const char* headline);
+/* The host is blocked in a control-plane call of c (what = nullptr: it returned). */
+void diag_host_call(Comm* c, const char* what);
 /* Communicator lifetime hooks: the monitor publishes and analyses live communicators. */
 void diag_comm_added(Comm* c);
 void diag_comm_removed(Comm* c);

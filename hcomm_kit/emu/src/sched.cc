@@ -552,6 +552,7 @@ struct HTaskStreamTask : Task {
     }
     const char* name() const override { return "Hcomm task on a CPU_TS thread"; }
     void describe(TaskDiag* d) const override {
+        d->comm = t->comm;
         int i = cur.load(std::memory_order_relaxed);
         size_t from = i < 0 ? 0 : (size_t)i;
         if (i >= 0 && tasks[from].op == HOp::Wait) {

@@ -1,0 +1,290 @@
+"""Diagnosis through the Python API: mismatched collective calls, planted bugs in scaffolded
+operators, a rank killed mid-operation, progress lines, per-rank logs and JSON reports, the
+launcher's state dump on timeout, and the merged trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_emu_comm import _shm_entries
+from test_orchestrator import scaffold
+
+# ---- collective mismatch (every rank fails, before data moves, naming each rank's call) -----------
+
+
+def _expect_mismatch(c, fn, *needles: str) -> None:
+    from hcomm_kit.errors import CollectiveMismatchError
+
+    t0 = time.monotonic()
+    with pytest.raises(CollectiveMismatchError) as info:
+        fn()
+    assert time.monotonic() - t0 < 5
+    text = str(info.value)
+    for n in needles:
+        assert n in text, text
+
+
+@pytest.mark.mpi(np=[2, 3, 4], timeout=120)
+def test_mismatched_count(comm) -> None:
+    c = comm.split(0)
+    x = np.ones(100 if c.rank == 1 else 200, np.float32)
+    _expect_mismatch(c, lambda: c.all_reduce(x), "rank 1: all_reduce(count=100, dtype=fp32, op=sum)",
+                     "all_reduce(count=200, dtype=fp32, op=sum)")
+    c.close()
+
+
+@pytest.mark.mpi(np=[2, 3], timeout=120)
+def test_mismatched_dtype_and_reduce_op(comm) -> None:
+    c = comm.split(0)
+    x = np.ones(64, np.int32 if c.rank == 0 else np.float32)
+    _expect_mismatch(c, lambda: c.all_reduce(x), "dtype=int32", "dtype=fp32")
+    c.close()
+    c = comm.split(0)
+    _expect_mismatch(c, lambda: c.all_reduce(np.ones(64, np.float32), "max" if c.rank == 0 else "sum"),
+                     "op=max", "op=sum")
+    c.close()
+
+
+@pytest.mark.mpi(np=[2, 3], timeout=120)
+def test_mismatched_collectives_and_roots(comm) -> None:
+    c = comm.split(0)
+    x = np.arange(12, dtype=np.float32)
+    _expect_mismatch(c, lambda: c.all_gather(x) if c.rank == 0 else c.all_reduce(x), "all_gather(", "all_reduce(")
+    c.close()
+    c = comm.split(0)
+    _expect_mismatch(c, lambda: c.broadcast(x, root=0 if c.rank == 0 else 1), "root=0", "root=1")
+    c.close()
+
+
+@pytest.mark.mpi(np=[2], timeout=120)
+def test_mismatched_send_recv(comm) -> None:
+    c = comm.split(0)
+    if c.rank == 0:
+        _expect_mismatch(c, lambda: c.send(np.ones(10, np.float32), 1), "send(count=10, dtype=fp32) to rank 1")
+    else:
+        _expect_mismatch(c, lambda: c.recv(np.empty(20, np.float32), 0), "recv(count=20, dtype=fp32) from rank 0")
+    c.close()
+
+
+@pytest.mark.mpi(np=[2, 3], timeout=120)
+def test_matching_calls_pass_and_close_is_checked(comm) -> None:
+    c = comm.split(0)
+    for n in (1, 7, 1000):
+        y = c.all_reduce(np.full(n, c.rank + 1, np.int32))
+        assert (y == sum(range(1, c.size + 1))).all()
+    comm.mpi_comm.Barrier()  # every rank is done with the calls above (the abort below ends them all)
+    if c.rank == 0:
+        c.close()  # rank 0 closes while the others still call all_reduce
+    else:
+        _expect_mismatch(c, lambda: c.all_reduce(np.ones(8, np.float32)), "rank 0: close()")
+        c.close()
+
+
+# ---- planted bugs in a scaffolded operator (p2p ring shift), through the Python API ---------------
+
+_STAGE = "OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage, input + offset, len));"
+_ACK = "OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, toNext.handle, ACK));"
+_BUGS = {
+    # rank 1 never tells next that its slice is staged: next waits forever
+    "missing": (_ACK, "if (rank != 1) {\n            " + _ACK + "\n        }"),
+    # rank 1 tells next twice
+    "double": (_ACK, _ACK + "\n        if (rank == 1) {\n            " + _ACK + "\n        }"),
+    # rank 1 says "staged" without staging: next reads last call's bytes
+    "stale": (_STAGE, "if (rank != 1) {\n            " + _STAGE + "\n        }"),
+}
+
+
+def _buggy_op(kind: str) -> Path:
+    base = scaffold("p2p", name="dg_base")
+    text = (base / "op_kernel_aicpu" / "exec_op.cc").read_text()
+    old, new = _BUGS[kind]
+    assert old in text
+    body = text.replace(old, new, 1).replace("dg_base", f"dg_{kind}").replace("DG_BASE", f"DG_{kind.upper()}")
+    return scaffold("p2p", name=f"dg_{kind}", exec_op=body)
+
+
+@pytest.mark.mpi(np=[2, 3], timeout=120)
+def test_planted_bugs_through_python(comm) -> None:
+    from hcomm_kit.errors import CheckError, DeadlockError
+
+    for kind, exc, needle in (("missing", DeadlockError, "DEADLOCK"), ("double", CheckError, "[hcomm-kit check]"),
+                              ("stale", CheckError, "read of unwritten bytes")):
+        c = comm.split(0)
+        op = c.load_op(_buggy_op(kind))
+        x = np.arange(4096, dtype=np.float32) + c.rank
+        y = None
+        t0 = time.monotonic()
+        try:
+            for _ in range(3):  # "stale" needs an earlier call; "double" may show one call later
+                y = op(x)
+            raise AssertionError(f"{kind}: no error, output {y[:4]}")
+        except exc as e:
+            assert time.monotonic() - t0 < 10, kind
+            text = str(e)
+            assert needle in text, text
+            if c.rank == 1 or kind == "missing":
+                pass
+            assert "exec_op.cc:" in text, text  # the source line of the call at fault
+        c.close()
+
+
+# ---- a rank killed mid-operation (ranks as processes, no MPI) ---------------------------------------
+
+_KILL = """
+import os, signal, sys, time
+import numpy as np
+import hcomm_kit
+from hcomm_kit.errors import HcommKitError
+c = hcomm_kit.init()
+x = np.ones(1 << 16, np.float32)
+c.all_reduce(x)
+if c.rank == 3:
+    time.sleep(1.0)          # the others are inside the next all_reduce, waiting for rank 3
+    os.kill(os.getpid(), signal.SIGKILL)
+t0 = time.monotonic()
+try:
+    c.all_reduce(x)
+    print("NO-ERROR")
+except HcommKitError as e:
+    print("ERR", round(time.monotonic() - t0, 2), type(e).__name__, str(e).replace(chr(10), " | ")[:600])
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def test_sigkill_of_one_of_four_ranks(tmp_path: Path) -> None:
+    before = _shm_entries()
+    env = dict(os.environ, HCOMM_KIT_WORLD_SIZE="4", HCOMM_KIT_ROOT_INFO=str(tmp_path / "root"))
+    env.pop("HCCL_EXEC_TIMEOUT", None)
+    procs = [subprocess.Popen([sys.executable, "-c", _KILL], env=dict(env, HCOMM_KIT_RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert procs[3].returncode == -signal.SIGKILL
+    for r in range(3):
+        out = outs[r][0]
+        m = re.search(r"ERR ([\d.]+) (\w+) (.*)", out)
+        assert m, outs[r]
+        assert float(m.group(1)) < 3.5, out      # 1 s of rank 3's sleep + < 2 s to notice
+        assert m.group(2) == "RemoteError" and "rank 3" in m.group(3) and "died" in m.group(3), out
+    leftover = [n for n in _shm_entries() - before if any(f".{p.pid}." in n for p in procs)]
+    assert leftover == []
+
+
+# ---- a long (not certain) wait: progress lines ----------------------------------------------------
+
+_SLOW = """
+import time, numpy as np, hcomm_kit
+c = hcomm_kit.init()
+c.all_reduce(np.ones(8, np.float32))  # channels are set up
+if c.rank == 1:
+    time.sleep(3.5)   # outside hcomm-kit: rank 0's wait is long, not certain to hang
+y = c.all_reduce(np.full(8, c.rank + 1, np.float32))
+print("OK", y[0])
+c.close()
+"""
+
+
+def test_progress_lines_for_long_waits(tmp_path: Path) -> None:
+    env = dict(os.environ, HCOMM_KIT_WORLD_SIZE="2", HCOMM_KIT_ROOT_INFO=str(tmp_path / "root"),
+               HCOMM_KIT_PROGRESS_SECONDS="1")
+    procs = [subprocess.Popen([sys.executable, "-c", _SLOW], env=dict(env, HCOMM_KIT_RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert "OK 3.0" in outs[0][0] and "OK 3.0" in outs[1][0]
+    err = outs[0][1]
+    assert re.search(r"rank 0 thread t\d+ has waited [12] s for channel notify slot \d+ from rank 1", err), err
+    assert "rank 1 (pid" in err and "not in an hcomm-kit call" in err, err
+    assert "DEADLOCK" not in err
+
+
+# ---- per-rank logs and the JSON report --------------------------------------------------------------
+
+@pytest.mark.mpi(np=[2], timeout=120, env={"HCOMM_KIT_LOG_DIR": "/tmp/hcomm_kit_test_logdir"})
+def test_log_dir_and_json_report(comm) -> None:
+    from hcomm_kit.errors import DeadlockError
+
+    d = Path("/tmp/hcomm_kit_test_logdir")
+    c = comm.split(0)
+    op = c.load_op(_buggy_op("missing"))
+    with pytest.raises(DeadlockError):
+        op(np.ones(64, np.float32))
+    c.close()
+    comm.mpi_comm.Barrier() if comm.mpi_comm is not None else None
+    log = (d / f"rank{comm.rank}.log").read_text()
+    assert "launch kernel HcclDgMissingAicpuKernel" in log, log[-3000:]
+    assert "DEADLOCK" in log or "communicator aborted" in log, log[-3000:]
+    reports = list(d.glob("deadlock-*.json"))
+    assert reports, list(d.iterdir())
+    rep = json.loads(reports[0].read_text())
+    assert rep["kind"] == "deadlock" and rep["ranks"] == 2
+    stuck = [w for w in rep["waits"] if w["stuck"]]
+    assert stuck and any("exec_op.cc:" in w["detail"] for w in stuck), rep
+    assert len(rep["rank_states"]) == 2
+
+
+# ---- the launcher's dump when its own timeout ends a job ---------------------------------------------
+
+_HANG = """
+import time, numpy as np, hcomm_kit
+c = hcomm_kit.init()
+c.all_reduce(np.ones(8, np.float32))
+if c.rank == 1:
+    time.sleep(300)   # never calls: rank 0 waits (not certain: rank 1's host could still call)
+c.all_reduce(np.ones(8, np.float32))
+"""
+
+
+def test_launch_timeout_prints_every_rank_state(tmp_path: Path) -> None:
+    script = tmp_path / "hang.py"
+    script.write_text(_HANG)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "8", "--grace", "2",
+                           "--", sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 124, out
+    assert time.monotonic() - t0 < 40, out
+    assert re.search(r"rank 0 \(pid \d+\): communicator \S+ rank 0: thread t\d+ waits for channel notify slot", out), out
+    assert re.search(r"rank 1 \(pid \d+\): .*(idle|not in an hcomm-kit call|nothing queued)", out), out
+
+
+# ---- the merged trace --------------------------------------------------------------------------------
+
+def test_trace_structure(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    env = dict(os.environ, HCOMM_KIT_TRACE=str(trace))
+    run = subprocess.run([sys.executable, "-m", "hcomm_kit", "run", "allreduce", "--np", "2", "--count", "1000",
+                          "--iters", "2"], env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    doc = json.loads(trace.read_text())
+    ev = doc["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert procs == {0: "rank 0", 1: "rank 1"}
+    tracks = {(e["pid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert (0, "thread t0") in tracks and (1, "thread t0") in tracks, tracks
+    cats = {e.get("cat") for e in ev if e["ph"] == "X"}
+    assert {"copy", "notify", "wait", "kernel"} <= cats, cats
+    assert any(e["ph"] == "i" and e["cat"] == "launch" for e in ev)
+    for e in ev:
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and e["ts"] > 0
+    starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+    ends = {e["id"]: e for e in ev if e["ph"] == "f"}
+    assert starts and set(starts) == set(ends)
+    # channel notifies cross ranks: some arrows go from one rank to the other
+    assert any(starts[i]["pid"] != ends[i]["pid"] for i in starts)
+    assert all(ends[i]["ts"] >= starts[i]["ts"] for i in starts)
+    assert not list(tmp_path.glob("trace.json.part.*"))
+    summ = subprocess.run([sys.executable, "-m", "hcomm_kit", "trace", "summary", str(trace)], capture_output=True,
+                          text=True, timeout=60)
+    assert summ.returncode == 0 and re.search(r"^\s+1\s+thread t0\s+\d+", summ.stdout, re.M), summ.stdout
