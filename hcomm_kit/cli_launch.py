@@ -21,16 +21,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="kill the whole job after S seconds (exit 124)")
     parser.add_argument("--no-tag-output", action="store_true", help="do not prefix output lines with the rank")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show mpirun's own messages (by default each distinct error is shown once, with its ranks)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
 
 
 def run(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .core.launch import launch
+    from .limits import check_np
 
+    check_np(args.np)
     cmd = list(args.command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
         raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
-    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output)
+    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, verbose=args.verbose)

@@ -52,7 +52,8 @@ __all__ = [
 TARGETS = ("emu", "ascend")
 
 # ---- emulator target -------------------------------------------------------------------------
-EMU_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
+EMU_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-Wall", "-Wextra")
+WERROR_FLAGS = ("-Werror",)  # built-in operators always; users' operators with `--werror` (warnings are shown)
 EMU_LINK_FLAGS = ("-Wl,--no-undefined",)  # an Hcomm call the emulator lacks fails here, not at load
 RELEASE_FLAGS = ("-O2",)
 DEBUG_FLAGS = ("-O0", "-g", "-DOP_ENABLE_INFO_LOG")
@@ -319,7 +320,17 @@ def _elf_ok(path: Path) -> bool:
 # ---- emu target ------------------------------------------------------------------------------
 
 
-def _emu_inputs(spec: OpSpec, debug: bool):
+def _is_builtin(spec: OpSpec) -> bool:
+    """An operator of the package's ``aicpu_kernels/`` (built with -Werror)."""
+    from ..resources import aicpu_kernels_dir
+
+    try:
+        return Path(spec.opdir).resolve().parent == aicpu_kernels_dir().resolve()
+    except Exception:
+        return False
+
+
+def _emu_inputs(spec: OpSpec, debug: bool, werror: bool | None = None):
     from .. import _emulator
 
     cxx = cache.default_cxx()
@@ -330,7 +341,9 @@ def _emu_inputs(spec: OpSpec, debug: bool):
     info_json = spec.path(f"op_kernel_aicpu/{spec.json_name}")
     if not info_json.is_file():
         raise BuildError(f"{info_json} is missing; re-create it with `hcomm-kit new --update {spec.opdir}`")
-    flags = [*EMU_FLAGS, *(DEBUG_FLAGS if debug else RELEASE_FLAGS)]
+    if werror is None:
+        werror = _is_builtin(spec)
+    flags = [*EMU_FLAGS, *(WERROR_FLAGS if werror else ()), *(DEBUG_FLAGS if debug else RELEASE_FLAGS)]
     key = cache.hash_key(
         [*sources, *headers, *_emu_headers(include), info_json, spec.path("op.toml")],
         ["op-emu", *flags, *EMU_LINK_FLAGS, ident, lib.parent.name,
@@ -342,8 +355,8 @@ def _emu_inputs(spec: OpSpec, debug: bool):
     return cxx, key, cmd, sources, headers, info_json
 
 
-def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool) -> BuildResult:
-    cxx, key, cmd, sources, headers, info_json = _emu_inputs(spec, debug)
+def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool, werror: bool | None = None) -> BuildResult:
+    cxx, key, cmd, sources, headers, info_json = _emu_inputs(spec, debug, werror)
     check_op_info(info_json, spec, spec.so)
     kernels = cache.cache_root() / "kernels"
     if force:
@@ -354,7 +367,11 @@ def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool) -> BuildRe
 
     def build_so(tmp: Path) -> None:
         argv = [str(tmp) if a == "<output>" else a for a in cmd]
-        cache.run_compiler(argv, sources=[*sources, *headers], verbose=verbose)
+        output = cache.run_compiler(argv, sources=[*sources, *headers], verbose=verbose)
+        if output and output.strip() and not verbose:
+            # Not fatal for users' kernels (no -Werror unless --werror), but never silent.
+            print(f"hcomm-kit: {spec.name}: compiler warnings (not fatal; `hcomm-kit build --werror` makes them "
+                  f"errors):\n{output.rstrip()}", file=sys.stderr, flush=True)
         check_exports(tmp, spec.kernel)
         built.append("so")
 
@@ -503,6 +520,7 @@ def build_op(
     *,
     out: str | Path | None = None,
     force: bool = False,
+    werror: bool | None = None,
 ) -> BuildResult:
     """Build an operator's kernel (cached for ``emu``) and check it.
 
@@ -513,6 +531,8 @@ def build_op(
         verbose: echo commands and compiler output to stderr.
         out: output directory of the ascend target (default ``<opdir>/build_out/ascend``).
         force: rebuild even if a cached entry exists (e.g. after it failed to load).
+        werror: ``emu``: compiler warnings are errors (default: only for the built-in operators;
+            users' kernels build with warnings shown on stderr, not fatal).
 
     Returns:
         A :class:`BuildResult`.
@@ -531,12 +551,12 @@ def build_op(
         raise ConfigError(f"unknown build target {target!r}; accepted: {', '.join(TARGETS)}", key="--target")
     spec = _load(opdir)
     if target == "emu":
-        return _build_emu(spec, debug, verbose, force)
+        return _build_emu(spec, debug, verbose, force, werror)
     return _build_ascend(spec, debug, verbose, Path(out) if out is not None else None)
 
 
 def plan_build(opdir: str | Path, target: str = "emu", debug: bool = False, *,
-               out: str | Path | None = None) -> BuildPlan:
+               out: str | Path | None = None, werror: bool | None = None) -> BuildPlan:
     """The exact commands and files of a build, without running it (works without CANN)."""
     if target not in TARGETS:
         raise ConfigError(f"unknown build target {target!r}; accepted: {', '.join(TARGETS)}", key="--target")
@@ -547,7 +567,7 @@ def plan_build(opdir: str | Path, target: str = "emu", debug: bool = False, *,
         if envs.ascend_home_path() is None:
             plan.notes.insert(0, "ASCEND_HOME_PATH is not set: shown as ${ASCEND_HOME_PATH}")
         return plan
-    _, key, cmd, _, _, _ = _emu_inputs(spec, debug)
+    _, key, cmd, _, _, _ = _emu_inputs(spec, debug, werror)
     kernels = cache.cache_root() / "kernels"
     so_path = kernels / f"{spec.stem}-{key}.so"
     return BuildPlan(

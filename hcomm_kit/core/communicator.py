@@ -217,10 +217,17 @@ class Communicator(CollectiveOps):
     def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
         """Load (building if needed) the custom operator in ``path`` (its directory or op.toml).
 
+        Args:
+            path: the operator directory or its op.toml.
+            build_options: ``debug=True`` loads the debug build (``-O0 -g``, kernel ``OP_LOG_INFO``
+                logs on stderr; default: ``HCOMM_KIT_DEBUG``), ``verbose=True`` echoes the build.
+
         Returns:
             A :class:`~hcomm_kit.op.CustomOp`, cached per directory.
         """
         self._check_open()
+        if build_options.get("debug") is None:
+            build_options["debug"] = envs.debug()
         key = (str(Path(path).resolve()), tuple(sorted(build_options.items())))
         op = self._ops.get(key)
         if op is None:

@@ -20,25 +20,43 @@ ENV_ABORT_HOOK = "HCOMM_KIT_ABORT_ON_ERROR"   # "0" disables the abort hook in l
 
 
 def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag_output: bool = True,
-           env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
-    """Run ``command`` on ``np`` ranks; return its exit status (124 on timeout)."""
+           env: Mapping[str, str] | None = None, cwd: str | None = None, verbose: bool = False) -> int:
+    """Run ``command`` on ``np`` ranks; return its exit status (124 on timeout).
+
+    The job's output goes through :class:`~hcomm_kit.core.joboutput.JobOutput`: each distinct
+    error once with its ranks, Open MPI's failure banners summed up in one line (``verbose``:
+    everything as mpirun prints it)."""
     from .bootstrap import under_mpi
+    from .joboutput import JobOutput
     from ..mpi import mpirun_argv, shm_backing_dir
 
     inside = under_mpi()
-    argv = list(command) if inside else mpirun_argv(np, list(command), env=env, tag_output=tag_output)
+    output = None if inside else JobOutput(np, tag_output=tag_output, verbose=verbose)
+    argv = list(command) if inside else mpirun_argv(np, list(command), env=env, tag_output=True)
     with shm_backing_dir() as shm_env:
-        full_env = dict(os.environ, **(env or {}), **({} if inside else shm_env))
-        proc = subprocess.Popen(argv, env=full_env, cwd=cwd, start_new_session=True)
+        full_env = dict(os.environ, **(env or {}), **({} if inside else {**shm_env, **output.env()}))
+        proc = subprocess.Popen(argv, env=full_env, cwd=cwd, start_new_session=True,
+                                **(output.popen_kwargs() if output else {}))
+        if output:
+            output.start(proc)
+        rc: int | None = None
         try:
-            return proc.wait(timeout=timeout)
+            rc = proc.wait(timeout=timeout)
+            return rc
         except subprocess.TimeoutExpired:
             _killpg(proc)
+            rc = 124
             print(f"hcomm-kit: the job did not finish within {timeout:g} s; killed all ranks", file=sys.stderr)
             return 124
         except KeyboardInterrupt:
             _killpg(proc)
+            rc = 130
             return 130
+        finally:
+            if output:
+                failure = output.finish(rc if rc is not None else 1)
+                if failure and rc not in (124, 130):
+                    print(f"hcomm-kit: the job failed: {failure}", file=sys.stderr)
 
 
 def _killpg(proc: subprocess.Popen) -> None:
