@@ -40,6 +40,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "hcomm_kit.cli_bench",
     "test": "hcomm_kit.cli_test",
     "demo": "hcomm_kit.cli_demo",
+    "docs": "hcomm_kit.cli_docs",
 }
 
 

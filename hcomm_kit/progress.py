@@ -22,7 +22,6 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
@@ -70,6 +69,7 @@ class Progress:
 
         self.description, self.total, self.done = description, total, 0
         self._bar = self._task = None
+        self._lock = threading.Lock()  # steps may finish on several threads
         self._file: Path | None = None
         if rank != 0:
             return
@@ -85,17 +85,22 @@ class Progress:
 
     def __enter__(self) -> "Progress":
         if self._bar is not None:
-            self._bar.start()
+            try:
+                self._bar.start()
+            except Exception:  # another live display is active: it keeps the terminal
+                self._bar = None
+                return self
             self._task = self._bar.add_task(self.description, total=self.total, detail="")
         self._emit("")
         return self
 
     def advance(self, n: int = 1, *, detail: str = "") -> None:
         """Count ``n`` more steps done; ``detail`` names the step just finished or started."""
-        self.done += n
-        if self._bar is not None:
-            self._bar.update(self._task, advance=n, detail=detail)
-        self._emit(detail)
+        with self._lock:
+            self.done += n
+            if self._bar is not None and self._task is not None:
+                self._bar.update(self._task, advance=n, detail=detail)
+            self._emit(detail)
 
     def _emit(self, detail: str) -> None:
         if self._file is None:
@@ -122,8 +127,16 @@ def status(text: str) -> Iterator[None]:
         return
     from rich.console import Console
 
-    with Console(file=sys.stderr).status(text):
+    spinner = Console(file=sys.stderr).status(text)
+    try:
+        spinner.start()
+    except Exception:  # another live display is active (e.g. a progress bar around this step)
+        spinner = None
+    try:
         yield
+    finally:
+        if spinner is not None:
+            spinner.stop()
 
 
 class Watcher:
@@ -159,9 +172,16 @@ class Watcher:
 
     def _show(self, rec: dict) -> None:
         with self._lock:
+            if self._bar is False:
+                return
             if self._bar is None:
-                self._bar = _rich_progress()
-                self._bar.start()
+                bar = _rich_progress()
+                try:
+                    bar.start()
+                except Exception:  # another live display is active (e.g. the caller's own bar)
+                    self._bar = False
+                    return
+                self._bar = bar
             desc = str(rec.get("description", ""))
             task = self._tasks.get(desc)
             if task is None:
@@ -172,13 +192,6 @@ class Watcher:
     def close(self) -> None:
         self.poll()
         with self._lock:
-            if self._bar is not None:
+            if self._bar:
                 self._bar.stop()
-                self._bar = None
-
-
-def poll_every(watcher: Watcher, stop: threading.Event, period: float = 0.1) -> None:
-    """Thread body: ``watcher.poll()`` every ``period`` seconds until ``stop`` is set."""
-    while not stop.wait(period):
-        watcher.poll()
-    time.sleep(0)
+            self._bar = None

@@ -259,6 +259,8 @@ class JobOutput:
         # Same block from another rank, not long after: one group. The same rank again (a log line
         # of every call) or much later: printed again.
         if g is not None and rank not in g.ranks and now - g.ready < _SAME_TIME:
+            if not g.shown and rank < min(g.ranks):
+                g.lines = lines  # show the lowest rank's own words
             g.ranks.append(rank)
             return
         if g is not None:
