@@ -711,13 +711,12 @@ def plot_title(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "hcomm-kit bench (no rows)"
     r = rows[0]
-    what = f"{'operator ' if r.get('operator') else ''}{r['collective']}: {r['ranks']} ranks, {r['dtype']}"
-    if r.get("op"):
-        what += f", {r['op']}"
-    if r.get("root") is not None:
-        what += f", root {r['root']}"
-    where = f"{r['backend']} {r.get('soc', '')}".strip()
-    if r["backend"] == "emu":
+    what = f"{'operator ' if r.get('operator') else ''}{r.get('collective', '?')}: {r.get('ranks', '?')} ranks"
+    for key, fmt in (("dtype", "{}"), ("op", "{}"), ("root", "root {}")):
+        if r.get(key) is not None:
+            what += ", " + fmt.format(r[key])
+    where = f"{r.get('backend', '')} {r.get('soc', '')}".strip()
+    if r.get("backend") == "emu":
         where += " (emulator CPU timings)"
     return f"hcomm-kit bench {what} -- {where}"
 

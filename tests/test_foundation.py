@@ -82,6 +82,7 @@ def test_env_table_is_complete() -> None:
         "HCCL_CONNECT_TIMEOUT", "HCCL_ALGO", "ASCEND_HOME_PATH", "CXX",
         "HCOMM_KIT_RANK", "HCOMM_KIT_WORLD_SIZE", "HCOMM_KIT_ROOT_INFO", "HCOMM_KIT_LOCAL_RANK",
         "HCOMM_KIT_ABORT_ON_ERROR", "HCOMM_KIT_MPI_NP", "HCOMM_KIT_MPI_RESULTS",
+        "HCOMM_KIT_DEBUG", "HCOMM_KIT_QUIET", "HCOMM_KIT_PROGRESS_FILE",
     }
     assert set(envs.VARIABLES) == expected
     assert all(v.meaning for v in envs.VARIABLES.values())
