@@ -477,7 +477,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
               iters: int = 20, warmup: int = 5, check: int = 1, fill: str = "rand", inplace: bool = False,
               algorithm: str | None = None, baseline: str | None = None, blocking: bool = False,
               compare: tuple[str, ...] | list[str] = (), busbw_factor: float | None = None,
-              out=sys.stdout) -> list[dict[str, Any]]:
+              out=None) -> list[dict[str, Any]]:
     """Run the sweep on this rank; rank 0 prints the table. Returns the rows (every rank).
 
     Args:
@@ -491,6 +491,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
     ``blocking`` waits for each call instead (see :func:`_time_ours`)."""
     from . import progress
 
+    out = out if out is not None else sys.stdout
     compare = tuple(dict.fromkeys([*compare, *([baseline] if baseline else [])]))
     for c in compare:
         if c not in COMPARES:

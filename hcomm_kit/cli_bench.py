@@ -111,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
     import hcomm_kit
 
     if args.np == 1 and not under_mpi():
-        os.environ.setdefault("HCOMM_KIT_QUIET", "1")  # one rank was asked for: no single-rank note
+        from .core.communicator import expect_single_rank
+
+        expect_single_rank()  # one rank was asked for: no single-rank note
     comm = hcomm_kit.init()
     try:
         rows = bench.run_bench(comm, subject, size_list, dtype=args.datatype, op=args.op, root=args.root,

@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
                 argv += [flag, str(val)]
         return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
     if args.np == 1 and not under_mpi():
-        os.environ.setdefault("HCOMM_KIT_QUIET", "1")  # one rank was asked for: no single-rank note
+        from .core.communicator import expect_single_rank
+
+        expect_single_rank()  # one rank was asked for: no single-rank note
     return _run_rank(args, opdirs)
 
 

@@ -142,6 +142,12 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
 _NOTED = False
 
 
+def expect_single_rank() -> None:
+    """The caller asked for one rank (e.g. ``hcomm-kit run --np 1``): :func:`init` says nothing about it."""
+    global _NOTED
+    _NOTED = True
+
+
 def _note_single_rank() -> None:
     """Say once per process, on stderr, that no launcher was found (HCOMM_KIT_QUIET=1 hides it)."""
     global _NOTED
