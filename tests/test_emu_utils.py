@@ -41,7 +41,7 @@ def _cxx() -> str:
     return cxx
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", [v if v == "plain" else pytest.param(v, marks=pytest.mark.slow) for v in VARIANTS])
 def test_emu_utils(variant, tmp_path):
     assert (EMU / "include" / "securec.h").is_file(), "hcomm_kit/emu/include/securec.h is missing"
     exe = tmp_path / f"test_emu_utils_{variant}"

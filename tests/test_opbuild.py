@@ -19,8 +19,18 @@ from hcomm_kit.scaffold.render import new_op
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory):
-    """One build cache for the module (the emulator library is built once into it)."""
+    """One build cache for the module, holding a copy of the user cache's emulator library (the
+    same content-keyed entry: not rebuilt); operator builds start from nothing."""
+    import shutil
+
+    from hcomm_kit import _emulator
+
     path = tmp_path_factory.mktemp("hk-cache")
+    try:
+        lib = _emulator.get_library()  # the shared cache: built once per machine
+        shutil.copytree(lib.parent, path / lib.parent.name, symlinks=True)
+    except Exception:  # noqa: BLE001 - emu_lib below builds (or skips) in the module cache
+        pass
     old = os.environ.get("HCOMM_KIT_CACHE_DIR")
     os.environ["HCOMM_KIT_CACHE_DIR"] = str(path)
     yield path

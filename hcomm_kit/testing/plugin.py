@@ -3,6 +3,7 @@
 Mark a test with ``@pytest.mark.mpi(np=[2, 3, 4])`` (optional ``timeout=`` seconds per test,
 default 120, and ``env={"HCCL_BUFFSIZE": "1"}``: variables set for the whole mpirun job, read by
 the runtime at start-up): it is parametrized over the rank counts (ids ``np2``, ``np3``, ...).
+A rank count may carry marks: ``np=[2, 3, pytest.param(8, marks=pytest.mark.slow)]``.
 
 * **Under MPI** (``mpirun -np N python -m pytest ...``): only the items with ``np == N`` are kept
   and the body runs on every rank; ranks meet at a barrier before each test. A rank whose test
@@ -71,18 +72,27 @@ def _inner() -> bool:
     return _world_size() is not None
 
 
-def _marker_nps(marker) -> list[int]:
+def _marker_params(marker) -> list:
+    """The rank counts of a marker as ``pytest.param`` objects (marks of ``pytest.param(8, marks=...)`` kept)."""
     nps = marker.kwargs.get("np", marker.args[0] if marker.args else [2])
-    if isinstance(nps, int):
+    if isinstance(nps, int) or hasattr(nps, "marks"):
         nps = [nps]
-    out = [int(n) for n in nps]
+    out = []
+    for n in nps:
+        value, marks = (n.values[0], n.marks) if hasattr(n, "marks") else (n, ())
+        out.append(pytest.param(int(value), marks=marks, id=f"np{int(value)}"))
     if not out:
         raise ValueError(f"@pytest.mark.mpi(np={nps!r}): give at least one rank count")
     from hcomm_kit.limits import check_np
 
-    for n in out:
-        check_np(n, what=f"@pytest.mark.mpi(np={nps!r}):")
+    for prm in out:
+        check_np(prm.values[0], what=f"@pytest.mark.mpi(np={nps!r}):")
     return out
+
+
+def _marker_nps(marker) -> list[int]:
+    """The rank counts of a marker (``np=[2, 3, pytest.param(8, marks=pytest.mark.slow)]`` -> [2, 3, 8])."""
+    return [prm.values[0] for prm in _marker_params(marker)]
 
 
 def _item_np(item) -> int | None:
@@ -179,10 +189,11 @@ def pytest_generate_tests(metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("mpi")
     if marker is None:
         return
-    nps = _override_nps(metafunc.config) or _marker_nps(marker)
+    override = _override_nps(metafunc.config)
+    params = [pytest.param(n, id=f"np{n}") for n in override] if override else _marker_params(marker)
     if "mpi_np" not in metafunc.fixturenames:
         metafunc.fixturenames.append("mpi_np")
-    metafunc.parametrize("mpi_np", nps, ids=[f"np{n}" for n in nps], scope="function")
+    metafunc.parametrize("mpi_np", params, scope="function")
 
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: jobs run only the selected items
