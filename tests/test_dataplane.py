@@ -80,7 +80,7 @@ def _check_scenarios(out: str, scenarios: str) -> None:
 
 
 @pytest.mark.parametrize("soc", SOCS)
-@pytest.mark.parametrize("ranks", [2, 3, 4, 8])
+@pytest.mark.parametrize("ranks", [2, 3, 4, pytest.param(8, marks=pytest.mark.slow)])
 def test_dataplane_threads(dataplane: tuple[Path, Path], ranks: int, soc: str) -> None:
     exe, json = dataplane
     scenarios = SCENARIOS + ",timeout_thread"
@@ -130,7 +130,8 @@ def _wait(ranks: list[_Rank], timeout: float) -> list[tuple[int, str, str]]:
     return [(r.proc.returncode, *r.output()) for r in ranks]
 
 
-@pytest.mark.parametrize("ranks,soc", [(2, "Ascend950"), (3, "Ascend910B"), (4, "Ascend910_93"), (8, "Ascend950")])
+@pytest.mark.parametrize("ranks,soc", [(2, "Ascend950"), (3, "Ascend910B"), (4, "Ascend910_93"),
+                                       pytest.param(8, "Ascend950", marks=pytest.mark.slow)])
 def test_dataplane_processes(dataplane: tuple[Path, Path], tmp_path: Path, ranks: int, soc: str) -> None:
     exe, json = dataplane
     scenarios = SCENARIOS + ",timeout_channel"

@@ -370,7 +370,9 @@ def mpi_comm(request):
 
 # ---- the outer runner ------------------------------------------------------------------------
 def _group_key(item):
-    return (str(item.path), _item_np(item), _item_timeout(item), _item_env(item))
+    """Items run in one job when they share file, rank count and job environment (timeouts are
+    per item: the watchdog uses the running item's)."""
+    return (str(item.path), _item_np(item), _item_env(item))
 
 
 def _run_group(first) -> None:
@@ -385,11 +387,12 @@ def _run_group(first) -> None:
     items = config._hk_items
     start = items.index(first) if first in items else 0
     batch = [first] + [it for it in items[start + 1:] if _group_key(it) == key and it.nodeid not in results]
-    np_, timeout = key[1], key[2]
+    np_, timeout = key[1], _item_timeout(first)
     logdir = _new_logdir(np_)
-    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), **dict(key[3])}
+    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), **dict(key[2])}
     if "HCCL_EXEC_TIMEOUT" not in os.environ:
-        env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(timeout) - 5))  # device waits fail before the harness kills
+        # device waits fail before the harness kills (the shortest item timeout of the job)
+        env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(min(_item_timeout(it) for it in batch)) - 5))
     if "HCOMM_KIT_SPIN_US" not in os.environ and (os.cpu_count() or 1) < np_:
         env["HCOMM_KIT_SPIN_US"] = "0"
     pytest_args = [sys.executable, "-m", "pytest", *[it.nodeid for it in batch], "-x", "-q",
@@ -422,6 +425,8 @@ def _run_group(first) -> None:
                 if len(finished) > len(done_ids):
                     done_ids, last = finished, time.monotonic()
                     show(len(done_ids))
+                    running = next((it for it in batch if it.nodeid not in done_ids), None)
+                    timeout = _item_timeout(running) if running is not None else timeout
                 elif time.monotonic() - last > timeout:
                     timed_out = True
                     _kill(proc)
