@@ -49,7 +49,6 @@ from pathlib import Path
 
 import pytest
 
-from cann_style import build_example
 from test_emu_comm import _leaked, _reap, _shm_entries
 
 SOCS = ("Ascend910B", "Ascend910_93", "Ascend950")
@@ -57,8 +56,8 @@ SCENARIOS = "host,gates,local,reduce,write,notify,batch,xfer,aclnotify,oob"
 
 
 @pytest.fixture(scope="module")
-def dataplane(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return build_example("dataplane", tmp_path_factory.mktemp("dataplane"))
+def dataplane(example_build) -> tuple[Path, Path]:
+    return example_build("dataplane")
 
 
 def _env(json: Path, soc: str, **extra: str) -> dict[str, str]:

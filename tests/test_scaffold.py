@@ -52,8 +52,10 @@ def test_new_renders_every_pattern(tmp_path: Path, pattern: str, handshake: str)
     # The generated multi-rank test is valid Python and is collected by pytest.
     test_file = opdir / f"tests/test_{name}.py"
     compile(test_file.read_text(), str(test_file), "exec")
+    from hcomm_kit.testing.plugin import _SLOW_PLUGINS_OFF
+
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           str(test_file)], capture_output=True, text=True, cwd=tmp_path)
+                           *_SLOW_PLUGINS_OFF, str(test_file)], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"test_{name}[" in proc.stdout
 
