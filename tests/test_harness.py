@@ -89,8 +89,10 @@ def test_plugin_under_mpirun_selects_world_size(tmp_path: Path) -> None:
     from hcomm_kit.mpi import mpirun_argv
 
     (tmp_path / "test_m.py").write_text(PLUGIN_TESTS)
+    from hcomm_kit.testing.plugin import _SLOW_PLUGINS_OFF
+
     argv = mpirun_argv(2, [sys.executable, "-m", "pytest", "-p", "hcomm_kit.testing.plugin", "-p", "no:cacheprovider",
-                           "-q", "--color=no", "test_m.py::test_ranks"])
+                           *_SLOW_PLUGINS_OFF, "-q", "--color=no", "test_m.py::test_ranks"])
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("1 passed, 1 deselected") == 2, proc.stdout

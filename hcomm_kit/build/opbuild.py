@@ -392,7 +392,9 @@ def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool, werror: bo
     if verbose:
         state = "built" if built else "cache hit"
         print(f"hcomm-kit: {spec.name}: {state}: {so_path}", file=sys.stderr)
-    return BuildResult(so_path, json_path, key, cached=not built, spec=spec, target="emu")
+    # cached: nothing was compiled (the op-info JSON beside the .so is only written; a concurrent
+    # builder may write it while another compiled the kernel).
+    return BuildResult(so_path, json_path, key, cached="so" not in built, spec=spec, target="emu")
 
 
 def _op_info_ok(path: Path, spec: OpSpec, so_name: str) -> bool:
