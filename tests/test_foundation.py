@@ -408,11 +408,14 @@ def test_emulator_flags_and_errors(isolated_cache: Path, tmp_path: Path) -> None
 
 def test_mpirun_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.delenv("OMPI_MCA_btl", raising=False)
     argv = mpi.mpirun_argv(4, ["python", "x.py"], env={"A": "1"}, export=["PATH"], mpirun="/opt/mpirun")
-    assert argv == ["/opt/mpirun", "-n", "4", "--oversubscribe", "--allow-run-as-root", "--tag-output",
-                    "--bind-to", "none", "-x", "PATH", "-x", "A=1", "python", "x.py"]
+    assert argv == ["/opt/mpirun", "-n", "4", "--oversubscribe", "--allow-run-as-root", "--mca", "btl", "^ofi",
+                    "--tag-output", "--bind-to", "none", "-x", "PATH", "-x", "A=1", "python", "x.py"]
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert "--allow-run-as-root" not in mpi.mpirun_argv(1, ["true"], mpirun="m")
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")  # the user's transport choice wins
+    assert "^ofi" not in mpi.mpirun_argv(1, ["true"], mpirun="m")
 
 
 @pytest.mark.mpi
