@@ -491,7 +491,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
     ``blocking`` waits for each call instead (see :func:`_time_ours`)."""
     from . import progress
 
-    out = out if out is not None else sys.stdout
+    out = out if out is not None else _CurrentStdout()
     compare = tuple(dict.fromkeys([*compare, *([baseline] if baseline else [])]))
     for c in compare:
         if c not in COMPARES:
@@ -598,6 +598,18 @@ def check_target(target: OpTarget, dtype: str, op: str) -> None:
     if target.coll.reduction and rop not in spec.reduce_ops:
         raise ConfigError(f"operator {spec.name} does not support reduce op {rop}; op.toml [op].reduce_ops = "
                           f"{list(spec.reduce_ops)}", key="-o", path=Path(target.opdir) / "op.toml")
+
+
+class _CurrentStdout:
+    """Writes to whatever ``sys.stdout`` is at the time (a progress bar redirects it to print above)."""
+
+    @staticmethod
+    def write(text: str) -> int:
+        return sys.stdout.write(text)
+
+    @staticmethod
+    def flush() -> None:
+        sys.stdout.flush()
 
 
 _SHIFT = Collective("shift", lambda n: 1.0, False)  # built-in counterpart of a p2p operator (all_to_all_v)
