@@ -96,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
                           f"collective (--compare mpi compares it with Open MPI)", key="--compare")
     if target is not None:
         bench.check_target(target, args.datatype, args.op)
+        if args.algorithm:
+            raise ConfigError("--algorithm picks an algorithm of the built-in collectives; your operator's "
+                              "algorithm is its exec_op.cc", key="--algorithm")
     size_list = bench.sizes(bench.parse_size(args.minbytes), bench.parse_size(args.maxbytes), args.stepfactor,
                             bench.parse_size(args.stepbytes) if args.stepbytes else None)
     if args.debug:

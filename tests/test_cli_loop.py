@@ -184,6 +184,8 @@ def test_bench_operator_argument_errors() -> None:
     ring = str(scaffold("ring-allreduce"))
     p = _hk("bench", ring, "--np", "2", "-o", "prod")
     assert p.returncode == 1 and "does not support reduce op prod" in p.stderr and p.stderr.count("\n") == 1
+    p = _hk("bench", ring, "--np", "2", "--algorithm", "ring")
+    assert p.returncode == 1 and "--algorithm picks an algorithm of the built-in collectives" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "--compare", "builtin")
     assert p.returncode == 1 and "--compare builtin is for your own operators" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "-n", "0")
