@@ -267,7 +267,8 @@ def test_test_command_np_override_and_first_failure(tmp_path: Path) -> None:
     took = time.monotonic() - t0
     out = bad.stdout + bad.stderr
     assert bad.returncode == 1, out
-    assert "count 1031 is too big for this kernel" in out               # the kernel's own log
+    assert out.count("count 1031 is too big for this kernel") == 1     # the kernel's own log, once
+    assert re.search(r"failed on ranks? [0-9,-]+ \(call\)", out), out
     assert "MPI_ABORT" not in out and "prterun" not in out and "Epoll" not in out
     assert re.search(r"np2: 1 failed, \d+ passed(, \d+ not run)?; np3: 8 not run; np4: 8 not run \(stopped at the "
                      r"first failure", out), out

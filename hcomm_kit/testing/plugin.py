@@ -327,6 +327,9 @@ def _abort(report) -> None:
                      f"MPI job\n{report.longreprtext}\n")
     sys.stderr.flush()
     sys.stdout.flush()
+    # Ranks failing the same check report it within moments: let them write their report first, so
+    # the failure names every rank that saw it ("ranks 0-3"), then stop the job.
+    time.sleep(0.3)
     try:
         from mpi4py import MPI
 
