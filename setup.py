@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-DATA_TREES = ("templates", "aicpu_kernels")
+DATA_TREES = ("templates", "aicpu_kernels", "docs")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.o", "*.so", ".*")
 
 

@@ -111,22 +111,27 @@ def validate(directory: Path) -> bool:
 
 def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str], verbose: bool,
            builtins: bool) -> None:
+    from . import progress
+
     objdir = out / "obj"
     objdir.mkdir()
     cxx_argv = shlex.split(cxx)
+    bar = progress.Progress("building the emulator (once per machine)", total=len(sources) + 1)
 
     def compile_one(src: Path) -> Path:
         obj = objdir / (src.stem + ".o")
         cache.run_compiler([*cxx_argv, *flags, "-c", str(src), "-o", str(obj)], sources=[src], verbose=verbose)
+        bar.advance(detail=src.name)
         return obj
 
     jobs = max(1, min(len(sources), os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with bar, ThreadPoolExecutor(max_workers=jobs) as pool:
         objects = list(pool.map(compile_one, sources))  # re-raises the first CompileError in source order
-    lib = out / LIB_NAME
-    link = [*cxx_argv, *flags, "-shared", *map(str, objects), "-o", str(lib),
-            f"-Wl,-soname,{LIB_NAME}", *LINK_LIBS]
-    cache.run_compiler(link, sources=sources, verbose=verbose)
+        lib = out / LIB_NAME
+        link = [*cxx_argv, *flags, "-shared", *map(str, objects), "-o", str(lib),
+                f"-Wl,-soname,{LIB_NAME}", *LINK_LIBS]
+        cache.run_compiler(link, sources=sources, verbose=verbose)
+        bar.advance(detail="link")
     shutil.rmtree(objdir)
     for name in COMPAT_NAMES:
         os.symlink(LIB_NAME, out / name)

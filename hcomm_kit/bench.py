@@ -3,8 +3,15 @@
 Runs on every rank (under mpirun). For each message size: ``-w`` warm-up calls, ``-n`` timed calls
 bracketed by device events (``aclrtEventElapsedTime``), the time reduced across ranks (max), then
 one checked call on exact-by-construction data compared with the numpy reference of
-:mod:`hcomm_kit.testing.reference`. Optionally the same collective through mpi4py (Open MPI) on the
-same ranks, sizes and dtype (``--baseline mpi``). See ``spec/bench.md`` for the conventions.
+:mod:`hcomm_kit.testing.reference`. Optionally, in the same job on the same ranks, sizes and dtype:
+the same collective through mpi4py (Open MPI, ``--compare mpi``) and, for a user's operator, the
+matching built-in collective (``--compare builtin``).
+
+A user's operator directory is measured like a built-in: op.toml's pattern and ``[io].output``
+say which collective it is (ring-allreduce / a reduction with output ``count`` -> allreduce
+sizes and bandwidth factors, output ``count*ranks`` -> allgather, ``count/ranks`` -> reduce_scatter,
+p2p -> a ring shift with factor 1, empty -> a local copy: time only), ``--busbw-factor`` overrides
+the factor. See ``spec/bench.md`` for the conventions.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -26,7 +34,8 @@ from .core.device import DeviceBuffer, Event
 from .errors import ConfigError
 from .testing import reference
 
-__all__ = ["COLLECTIVES", "Collective", "parse_size", "sizes", "run_bench", "format_header", "format_row"]
+__all__ = ["COLLECTIVES", "Collective", "OpTarget", "op_target", "parse_size", "sizes", "run_bench", "format_header",
+           "format_row", "COMPARES"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class Collective:
     """How one collective is sized, timed and checked."""
 
     name: str
-    bus_factor: Callable[[int], float]   # busbw = algbw x bus_factor(ranks)
+    bus_factor: Callable[[int], float] | None  # busbw = algbw x bus_factor(ranks); None: time only
     split: bool                          # data_size is cut into one block per rank
     reduction: bool = False
     rooted: bool = False
@@ -56,9 +65,66 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
     Collective("scatter", _ring, True, rooted=True),
     Collective("sendrecv", lambda n: 1.0, False),
 )}
+COMPARES = ("builtin", "mpi")
 ALIASES = {"all_reduce": "allreduce", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
            "reduce_scatter": "reduce_scatter", "all_gather": "allgather", "all_to_all": "alltoall",
            "bcast": "broadcast", "send_recv": "sendrecv", "p2p": "sendrecv"}
+
+
+@dataclass(frozen=True)
+class OpTarget:
+    """A user's operator as a benchmark target: how it is sized, what it is compared with.
+
+    Attributes:
+        opdir: the operator directory.
+        spec: its op.toml.
+        kind: the numpy reference (:func:`hcomm_kit.core.runner.reference_kind`): allreduce,
+            allgather, reduce_scatter, shift (p2p), copy (empty) or none.
+        coll: sizing and bandwidth factor (named after the operator).
+        builtin: the matching built-in collective (None: there is none).
+        note: how the factor was chosen (printed in the header).
+    """
+
+    opdir: str
+    spec: Any
+    kind: str
+    coll: Collective
+    builtin: str | None
+    note: str
+
+
+# reference kind -> (bench collective whose sizing and factor apply, matching built-in, what it is)
+_KIND_AS = {
+    "allreduce": ("allreduce", "allreduce", "an allreduce"),
+    "allgather": ("allgather", "allgather", "an allgather"),
+    "reduce_scatter": ("reduce_scatter", "reduce_scatter", "a reduce-scatter"),
+    "shift": ("sendrecv", "shift", "a ring shift (rank r sends to r+1)"),
+}
+
+
+def op_target(opdir: str, busbw_factor: float | None = None) -> OpTarget:
+    """Describe the operator in ``opdir`` as a benchmark target (see the module docstring)."""
+    from .core.runner import reference_kind
+    from .scaffold.opspec import load_opspec
+
+    spec = load_opspec(opdir)
+    kind = reference_kind(spec)
+    as_name, builtin, what = _KIND_AS.get(kind, (None, None, None))
+    base = COLLECTIVES[as_name] if as_name else None
+    split = bool(base.split) if base else False
+    if busbw_factor is not None:
+        factor: Callable[[int], float] | None = lambda n, f=float(busbw_factor): f  # noqa: E731
+        note = f"busbw factor {busbw_factor:g} (--busbw-factor)"
+    elif base is not None:
+        factor = base.bus_factor
+        note = f"pattern {spec.pattern}, output {spec.output!r}: {what}, busbw factor of {as_name}"
+    else:
+        factor = None
+        note = (f"pattern {spec.pattern}: no bandwidth convention, time only (--busbw-factor F sets one)")
+    coll = Collective(spec.name, factor, split, reduction=spec.is_reduction, rooted=False,
+                      inplace=bool(getattr(spec, "inplace", False)))
+    return OpTarget(str(opdir), spec, kind, coll, builtin, note)
+
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 # Largest integer every value up to which the dtype holds exactly.
@@ -129,27 +195,34 @@ def _wide_reduce(inputs: list[np.ndarray], dt: "_dtypes.DType", rop: str) -> np.
 
 
 class _Case:
-    """One (collective, size) on this rank: device buffers, the call, and its expected output."""
+    """One (collective, size) on this rank: device buffers, the call, and its expected output.
+
+    ``coll.name`` is a built-in collective of :data:`COLLECTIVES` or ``"shift"`` (the built-in
+    counterpart of a p2p operator: ``all_to_all_v`` sending everything to the next rank)."""
+
+    kind = ""         # reference of a user's operator (see _OpCase)
+    mpi_name = ""     # the mpi4py call of --compare mpi (default: coll.name)
 
     def __init__(self, comm, coll: Collective, nbytes: int, dt: "_dtypes.DType", rop: str, root: int, fill: str,
-                 inplace: bool, algorithm: str | None) -> None:
+                 inplace: bool, algorithm: str | None, *, gathers: bool | None = None) -> None:
         n, item = comm.size, dt.itemsize
         self.comm, self.coll, self.dt, self.rop, self.root = comm, coll, dt, rop, root
         self.algorithm = algorithm
+        gathers = coll.name in ("allgather", "gather") if gathers is None else gathers
         if coll.split:
             self.block = nbytes // (n * item)
             self.rounded = self.block * n * item != nbytes
-            count_in = self.block * n if coll.name not in ("allgather", "gather") else self.block
+            count_in = self.block * n if not gathers else self.block
         else:
             self.block = nbytes // item
             self.rounded = self.block * item != nbytes
             count_in = self.block
+        self.count_in = count_in
         self.data_size = (self.block * n if coll.split else self.block) * item
         self.inputs = [_rank_data(r, count_in, dt, rop, fill) for r in range(n)]
         mine = self.inputs[comm.rank]
         self.x = DeviceBuffer.from_numpy(mine, dt, rt=comm.rt)
-        out_n = {"allgather": self.block * n, "gather": self.block * n, "reduce_scatter": self.block,
-                 "scatter": self.block}.get(coll.name, count_in)
+        out_n = self._out_count(count_in)
         self.inplace = inplace and coll.inplace
         self.y = self.x if self.inplace else DeviceBuffer.empty(max(out_n, 0), dt, rt=comm.rt)
         self.peer = None
@@ -157,8 +230,19 @@ class _Case:
             # Ranks pair up (0,1), (2,3), ...; an odd last rank sits out.
             partner = comm.rank ^ 1
             self.peer = partner if partner < n else None
+        if coll.name == "shift":
+            self.send_counts = np.zeros(n, np.int64)
+            self.recv_counts = np.zeros(n, np.int64)
+            self.send_counts[(comm.rank + 1) % n] += count_in
+            self.recv_counts[(comm.rank - 1) % n] += count_in
+            self.mpi_name = "shift"
 
-    def call(self, async_op: bool = True):
+    def _out_count(self, count_in: int) -> int:
+        n = self.comm.size
+        return {"allgather": self.block * n, "gather": self.block * n, "reduce_scatter": self.block,
+                "scatter": self.block}.get(self.coll.name, count_in)
+
+    def call(self, async_op: bool | str = True):
         c, comm, x, y = self.coll.name, self.comm, self.x, self.y
         kw: dict[str, Any] = {"async_op": async_op}
         if self.algorithm:
@@ -179,6 +263,8 @@ class _Case:
             return comm.gather(x, self.root, out=y, **kw)
         if c == "scatter":
             return comm.scatter(x, self.root, out=y, **kw)
+        if c == "shift":
+            return comm.all_to_all_v(x, self.send_counts, self.recv_counts, out=y, **kw)
         kw.pop("algorithm", None)
         if self.peer is None:
             return None
@@ -207,6 +293,8 @@ class _Case:
             return reference.gather(ins, self.root)[r], True
         if c == "scatter":
             return reference.scatter(ins, self.root)[r], True
+        if c == "shift":
+            return ins[(r - 1) % n], True
         if self.peer is None or r % 2 == 0:
             return None, True
         return ins[self.peer], True
@@ -230,6 +318,49 @@ class _Case:
         if self.y is not self.x:
             self.y.close()
         self.x.close()
+
+
+class _OpCase(_Case):
+    """One size of a user's operator: sized like the collective it is (:class:`OpTarget`), called
+    through :class:`~hcomm_kit.op.CustomOp` (``launch`` = enqueue only, as ``async_op="stream"``)."""
+
+    def __init__(self, comm, target: OpTarget, op, nbytes: int, dt: "_dtypes.DType", rop: str, root: int | None,
+                 fill: str, inplace: bool) -> None:
+        self.op, self.kind, self.target = op, target.kind, target
+        self.mpi_name = {"shift": "shift"}.get(target.kind, target.builtin or "")
+        super().__init__(comm, target.coll, nbytes, dt, rop, root or 0, fill, inplace, None,
+                         gathers=target.kind == "allgather")
+        self.op_root = root
+
+    def _out_count(self, count_in: int) -> int:
+        rule = self.target.spec.output
+        if rule == "count":
+            return count_in
+        if rule == "count*ranks":
+            return count_in * self.comm.size
+        return self.target.spec.output_count(count_in, self.comm.size)
+
+    def call(self, async_op: bool | str = True):
+        rop = self.rop if self.coll.reduction else None
+        if async_op == "stream":
+            return self.op.launch(self.x.ptr, self.y.ptr, self.count_in, self.dt.name, reduce_op=rop,
+                                  root=self.op_root)
+        return self.op(self.x, self.y, count=self.count_in, dtype=self.dt.name, reduce_op=rop, root=self.op_root,
+                       async_op=bool(async_op))
+
+    def expected(self) -> tuple[np.ndarray | None, bool]:
+        r, n, dt, ins, kind = self.comm.rank, self.comm.size, self.dt, self.inputs, self.kind
+        if kind in ("allreduce", "reduce_scatter"):
+            ok = _exact(dt, _wide_reduce(ins, dt, self.rop))
+            full = reference.reduce(ins, self.rop, dt.name)
+            return (np.split(full, n)[r] if kind == "reduce_scatter" else full), ok
+        if kind == "allgather":
+            return reference.allgather(ins)[r], True
+        if kind == "shift":
+            return ins[(r - 1) % n], True
+        if kind == "copy":
+            return ins[r], True
+        return None, False  # no reference: NULL
 
 
 def _elapsed_ms(rt, start: Event, end: Event) -> float:
@@ -291,7 +422,7 @@ def _time_mpi(case: _Case, iters: int, warmup: int) -> float | None:
 
     ops = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
     x = case.inputs[comm.rank].copy()
-    c = case.coll.name
+    c = case.mpi_name or case.coll.name
     y = np.empty(case.y.size if case.y is not case.x else x.size, dtype=x.dtype)
     root = case.root
     rop = ops.get(case.rop, MPI.SUM)
@@ -305,6 +436,9 @@ def _time_mpi(case: _Case, iters: int, warmup: int) -> float | None:
         "gather": lambda: mc.Gather(x, y if comm.rank == root else None, root),
         "scatter": lambda: mc.Scatter(x if comm.rank == root else None, y, root),
     }
+    if c == "shift":
+        n, r = comm.size, comm.rank
+        calls["shift"] = lambda: mc.Sendrecv(x, (r + 1) % n, recvbuf=y, source=(r - 1) % n)
     if c == "sendrecv":
         if case.peer is None:
             fn: Callable[[], Any] = lambda: None  # noqa: E731
@@ -312,8 +446,10 @@ def _time_mpi(case: _Case, iters: int, warmup: int) -> float | None:
             fn = lambda: mc.Send(x, case.peer)  # noqa: E731
         else:
             fn = lambda: mc.Recv(y, case.peer)  # noqa: E731
-    else:
+    elif c in calls:
         fn = calls[c]
+    else:
+        return None  # no MPI counterpart (a local copy)
     try:
         mc.Barrier()
         for _ in range(warmup):
@@ -327,7 +463,10 @@ def _time_mpi(case: _Case, iters: int, warmup: int) -> float | None:
     return _max_over_ranks(comm, us)
 
 
-def _bw(coll: Collective, data_size: int, us: float | None, n: int) -> tuple[float, float]:
+def _bw(coll: Collective, data_size: int, us: float | None, n: int) -> tuple[float | None, float | None]:
+    """(algbw, busbw) in GB/s; (None, None) when the collective has no bandwidth convention."""
+    if coll.bus_factor is None:
+        return None, None
     if not us or us <= 0:
         return 0.0, 0.0
     alg = data_size / (us * 1e-6) / 1e9
@@ -337,66 +476,169 @@ def _bw(coll: Collective, data_size: int, us: float | None, n: int) -> tuple[flo
 def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str = "sum", root: int = 0,
               iters: int = 20, warmup: int = 5, check: int = 1, fill: str = "rand", inplace: bool = False,
               algorithm: str | None = None, baseline: str | None = None, blocking: bool = False,
-              out=sys.stdout) -> list[dict[str, Any]]:
+              compare: tuple[str, ...] | list[str] = (), busbw_factor: float | None = None,
+              out=None) -> list[dict[str, Any]]:
     """Run the sweep on this rank; rank 0 prints the table. Returns the rows (every rank).
+
+    Args:
+        collective: a built-in collective (``allreduce``, ...) or a user's operator directory.
+        compare: ``"mpi"`` (the same through mpi4py; ``baseline="mpi"`` is the same) and, for an
+            operator, ``"builtin"`` (the matching built-in collective): time, busbw and a ``vs_``
+            ratio (their time / ours: > 1 means ours is faster) per row.
+        busbw_factor: an operator's bus bandwidth factor (default: from its pattern / output rule).
 
     Calls are enqueued back to back and timed between device events, as hccl_test does;
     ``blocking`` waits for each call instead (see :func:`_time_ours`)."""
-    name = ALIASES.get(collective, collective)
-    coll = COLLECTIVES.get(name)
-    if coll is None:
-        raise ConfigError(f"unknown collective {collective!r}; choose from {sorted(COLLECTIVES)}", key="collective")
+    from . import progress
+
+    out = out if out is not None else _CurrentStdout()
+    compare = tuple(dict.fromkeys([*compare, *([baseline] if baseline else [])]))
+    for c in compare:
+        if c not in COMPARES:
+            raise ConfigError(f"--compare {c!r}: choose from {', '.join(COMPARES)}", key="--compare")
+    target = _target(collective, busbw_factor)
+    coll = target.coll if target else COLLECTIVES[ALIASES.get(collective, collective)]
+    name = coll.name
+    if target is None and "builtin" in compare:
+        raise ConfigError(f"--compare builtin is for your own operators; {name} is a built-in collective",
+                          key="--compare")
     dt = _dtypes.get_dtype(dtype)
     rop = _dtypes.get_reduce_op(op).name
     if not 0 <= root < comm.size:
         raise ConfigError(f"-r {root} is not a rank of this {comm.size}-rank job", key="-r")
     if name == "sendrecv" and comm.size < 2:
         raise ConfigError("sendrecv needs at least 2 ranks", key="--np")
+    custom = None
+    if target is not None:
+        check_target(target, dt.name, rop)
+        custom = comm.load_op(target.opdir)
+    builtin = None
+    if "builtin" in compare:
+        if target.builtin is None:
+            builtin = None
+        else:
+            builtin = _SHIFT if target.builtin == "shift" else COLLECTIVES[target.builtin]
     lead = comm.rank == 0
     if lead:
         print(format_header(comm, coll, dt.name, rop if coll.reduction else None, root if coll.rooted else None,
-                            iters, warmup, inplace and coll.inplace, algorithm, baseline, blocking), file=out,
-              flush=True)
+                            iters, warmup, inplace and coll.inplace, algorithm, compare, blocking, target=target),
+              file=out, flush=True)
+        if "builtin" in compare and builtin is None:
+            print(f"# --compare builtin: no built-in counterpart of pattern {target.spec.pattern}", file=out)
     rows = []
     total_wrong = 0
-    for nbytes in size_list:
-        case = _Case(comm, coll, nbytes, dt, rop, root, fill, inplace, algorithm)
-        if case.rounded and lead:
-            print(f"# warning: {nbytes} bytes rounded to {case.data_size} "
-                  f"({'a multiple of ranks x ' if coll.split else ''}{dt.itemsize}-byte elements)", file=out)
-        us = _time_ours(case, iters, warmup, blocking)
-        wrong, first, holdable = case.check() if check else (0, None, True)
-        if comm.mpi_comm is not None and comm.size > 1:
-            wrong = int(comm.mpi_comm.allreduce(wrong))
-            firsts = comm.mpi_comm.gather(first, root=0)
-            first = next((f for f in (firsts or []) if f), None)
-            holdable = bool(comm.mpi_comm.allreduce(int(holdable), op=_mpi().MIN))
-        mpi_us = _time_mpi(case, iters, warmup) if baseline == "mpi" else None
-        alg, bus = _bw(coll, case.data_size, us, comm.size)
-        status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")
-        row = {"collective": name, "algorithm": algorithm or "auto", "ranks": comm.size, "dtype": dt.name,
-               "op": rop if coll.reduction else None, "root": root if coll.rooted else None,
-               "size": case.data_size, "time_us": us, "algbw": alg, "busbw": bus, "check": status,
-               "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
-               "soc": comm.soc, "host": socket.gethostname(), "blocking": blocking}
-        if baseline == "mpi":
-            _, mbus = _bw(coll, case.data_size, mpi_us, comm.size)
-            row.update(mpi_time_us=mpi_us, mpi_busbw=mbus if mpi_us else None,
-                       vs_mpi=(bus / mbus) if mpi_us and mbus else None)
-        if status == "failed":
-            total_wrong += wrong
-        rows.append(row)
-        if lead:
-            print(format_row(row, baseline), file=out, flush=True)
-            if check == 2 and first is not None:
-                print(f"#   first wrong element: rank {first[0]}, index {first[1]}, expected {first[2]}, "
-                      f"got {first[3]}", file=out, flush=True)
-        case.close()
+    with progress.Progress(f"bench {name}", total=len(size_list), rank=comm.rank) as bar:
+        for nbytes in size_list:
+            if target is not None:
+                case: _Case = _OpCase(comm, target, custom, nbytes, dt, rop, root if root else None, fill, inplace)
+            else:
+                case = _Case(comm, coll, nbytes, dt, rop, root, fill, inplace, algorithm)
+            if case.rounded and lead:
+                print(f"# warning: {nbytes} bytes rounded to {case.data_size} "
+                      f"({'a multiple of ranks x ' if coll.split else ''}{dt.itemsize}-byte elements)", file=out)
+            us = _time_ours(case, iters, warmup, blocking)
+            wrong, first, holdable = case.check() if check else (0, None, True)
+            if comm.mpi_comm is not None and comm.size > 1:
+                wrong = int(comm.mpi_comm.allreduce(wrong))
+                firsts = comm.mpi_comm.gather(first, root=0)
+                first = next((f for f in (firsts or []) if f), None)
+                holdable = bool(comm.mpi_comm.allreduce(int(holdable), op=_mpi().MIN))
+            alg, bus = _bw(coll, case.data_size, us, comm.size)
+            status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")
+            row = {"collective": name, "algorithm": algorithm or "auto", "ranks": comm.size, "dtype": dt.name,
+                   "op": rop if coll.reduction else None, "root": root if coll.rooted else None,
+                   "size": case.data_size, "time_us": us, "algbw": alg, "busbw": bus, "check": status,
+                   "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
+                   "soc": comm.soc, "host": socket.gethostname(), "blocking": blocking}
+            if target is not None:
+                row.update(operator=target.opdir, pattern=target.spec.pattern, reference=target.kind)
+            if "builtin" in compare:
+                b_us = b_bus = None
+                if builtin is not None:
+                    bcase = _Case(comm, builtin, nbytes, dt, rop, root, fill, inplace, algorithm,
+                                  gathers=target.kind == "allgather")
+                    try:
+                        b_us = _time_ours(bcase, iters, warmup, blocking)
+                    finally:
+                        bcase.close()
+                    _, b_bus = _bw(coll, case.data_size, b_us, comm.size)
+                row.update(builtin=target.builtin, builtin_time_us=b_us, builtin_busbw=b_bus,
+                           vs_builtin=(b_us / us) if b_us and us else None)
+            if "mpi" in compare:
+                mpi_us = _time_mpi(case, iters, warmup)
+                _, mbus = _bw(coll, case.data_size, mpi_us, comm.size)
+                row.update(mpi_time_us=mpi_us, mpi_busbw=mbus if mpi_us else None,
+                           vs_mpi=(mpi_us / us) if mpi_us and us else None)
+            if status == "failed":
+                total_wrong += wrong
+            rows.append(row)
+            if lead:
+                print(format_row(row, compare), file=out, flush=True)
+                if check == 2 and first is not None:
+                    print(f"#   first wrong element: rank {first[0]}, index {first[1]}, expected {first[2]}, "
+                          f"got {first[3]}", file=out, flush=True)
+            case.close()
+            bar.advance(detail=f"{case.data_size} B")
     if lead:
-        avg = sum(r["busbw"] for r in rows) / len(rows) if rows else 0.0
+        buses = [r["busbw"] for r in rows if r["busbw"] is not None]
         print(f"# Out of bounds values : {total_wrong} {'OK' if total_wrong == 0 else 'FAILED'}", file=out)
-        print(f"# Avg bus bandwidth    : {avg:.4f}", file=out, flush=True)
+        print(f"# Avg bus bandwidth    : {sum(buses) / len(buses):.4f}" if buses else
+              "# Avg bus bandwidth    : N/A (time only)", file=out, flush=True)
     return rows
+
+
+def check_target(target: OpTarget, dtype: str, op: str) -> None:
+    """Refuse a dtype / reduce op the operator does not list in op.toml (before anything starts)."""
+    dt = _dtypes.get_dtype(dtype).name
+    rop = _dtypes.get_reduce_op(op).name
+    spec = target.spec
+    if dt not in spec.dtypes:
+        raise ConfigError(f"operator {spec.name} does not support dtype {dt}; op.toml [op].dtypes = "
+                          f"{list(spec.dtypes)}", key="-d", path=Path(target.opdir) / "op.toml")
+    if target.coll.reduction and rop not in spec.reduce_ops:
+        raise ConfigError(f"operator {spec.name} does not support reduce op {rop}; op.toml [op].reduce_ops = "
+                          f"{list(spec.reduce_ops)}", key="-o", path=Path(target.opdir) / "op.toml")
+
+
+class _CurrentStdout:
+    """Writes to whatever ``sys.stdout`` is at the time (a progress bar redirects it to print above)."""
+
+    @staticmethod
+    def write(text: str) -> int:
+        return sys.stdout.write(text)
+
+    @staticmethod
+    def flush() -> None:
+        sys.stdout.flush()
+
+
+_SHIFT = Collective("shift", lambda n: 1.0, False)  # built-in counterpart of a p2p operator (all_to_all_v)
+
+
+def _target(collective: str, busbw_factor: float | None) -> OpTarget | None:
+    """None for a built-in collective name (or its directory in aicpu_kernels/), else the operator."""
+    from .resources import aicpu_kernels_dir
+
+    p = Path(str(collective))
+    is_dir = (p / "op.toml").is_file()
+    if is_dir and p.resolve().parent == aicpu_kernels_dir().resolve():
+        alias = ALIASES.get(p.name, p.name)
+        if alias in COLLECTIVES:
+            if busbw_factor is not None:
+                raise ConfigError("--busbw-factor is for your own operators (built-ins use nccl-tests' factors)",
+                                  key="--busbw-factor")
+            return None
+    if is_dir:
+        return op_target(str(p.resolve()), busbw_factor)
+    name = ALIASES.get(collective, collective)
+    if name not in COLLECTIVES:
+        raise ConfigError(f"unknown collective {collective!r}: neither a built-in collective "
+                          f"({', '.join(sorted(COLLECTIVES))}) nor an operator directory (with op.toml)",
+                          key="COLLECTIVE")
+    if busbw_factor is not None:
+        raise ConfigError("--busbw-factor is for your own operators (built-ins use nccl-tests' factors)",
+                          key="--busbw-factor")
+    return None
 
 
 def _backend(comm) -> str:
@@ -406,37 +648,67 @@ def _backend(comm) -> str:
 _COLS = ("data_size(Bytes)", "aveg_time(us)", "alg_bandwidth(GB/s)", "bus_bandwidth(GB/s)", "check_result", "#wrong")
 
 
+def _compares(compare: "tuple[str, ...] | list[str] | str | None") -> tuple[str, ...]:
+    if not compare:
+        return ()
+    return (compare,) if isinstance(compare, str) else tuple(compare)
+
+
 def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int | None, iters: int, warmup: int,
-                  inplace: bool, algorithm: str | None, baseline: str | None, blocking: bool = False) -> str:
+                  inplace: bool, algorithm: str | None, compare: "tuple[str, ...] | str | None" = (),
+                  blocking: bool = False, *, target: OpTarget | None = None) -> str:
     """The header: what ran where, and the column names (hccl_test's first)."""
     backend = _backend(comm)
-    what = (f"# hcomm-kit bench {coll.name}: {comm.size} ranks, dtype {dtype}"
+    compare = _compares(compare)
+    subject = f"operator {coll.name} ({target.opdir})" if target else coll.name
+    what = (f"# hcomm-kit bench {subject}: {comm.size} ranks, dtype {dtype}"
             + (f", op {op}" if op else "") + (f", root {root}" if root is not None else "")
-            + f", algorithm {algorithm or 'auto'}, {'in-place' if inplace else 'out-of-place'}"
+            + ("" if target else f", algorithm {algorithm or 'auto'}")
+            + f", {'in-place' if inplace else 'out-of-place'}"
             + f", {iters} iterations after {warmup} warm-ups"
             + (", each call waited for (--blocking)" if blocking else ", calls enqueued back to back (hccl_test)"))
     lines = [what,
              f"# backend {backend}, soc {comm.soc}"
              + (" -- EMULATOR: CPU timings of the emulator on this host, not Ascend hardware figures"
-                if backend == "emu" else ""),
-             "# data_size = bytes taking part per rank (hccl_test); algbw = S/time, busbw = algbw x factor "
-             "(nccl-tests, GB = 1e9 bytes); time = mean per call, max over ranks (device events)"]
+                if backend == "emu" else "")]
+    if target is not None:
+        lines.append(f"# {target.note}; checked against "
+                     + ({"none": "nothing (no numpy reference for this operator)"}.get(target.kind,
+                                                                                     f"the numpy {target.kind} reference"))
+                     + (f"; compared with the built-in {'all_to_all_v (ring shift)' if target.builtin == 'shift' else target.builtin}"
+                        if "builtin" in compare and target.builtin else ""))
+    lines.append("# data_size = bytes taking part per rank (hccl_test); algbw = S/time, busbw = algbw x factor "
+                 "(nccl-tests, GB = 1e9 bytes); time = mean per call, max over ranks (device events)")
     cols = list(_COLS)
-    if baseline == "mpi":
+    if "builtin" in compare:
+        cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin"]
+    if "mpi" in compare:
         cols += ["mpi_time(us)", "mpi_busbw(GB/s)", "vs_mpi"]
+    if compare:
+        lines.append("# vs_X = X's time / ours (> 1: ours is faster)")
     lines.append(" | ".join(cols))
     return "\n".join(lines)
 
 
-def format_row(row: dict[str, Any], baseline: str | None) -> str:
+def _cell(v: float | None, width: int, fmt: str) -> str:
+    return f"{v:>{width}{fmt}}" if v is not None and v == v else f"{'N/A' if v is None else 'NULL':>{width}s}"
+
+
+def format_row(row: dict[str, Any], compare: "tuple[str, ...] | str | None" = ()) -> str:
     """One table row in the header's column order."""
+    compare = _compares(compare)
     wrong = "NULL" if row["wrong"] is None else str(row["wrong"])
-    cells = [f"{row['size']:>16d}", f"{row['time_us']:>13.2f}", f"{row['algbw']:>19.4f}", f"{row['busbw']:>19.4f}",
-             f"{row['check']:>12s}", f"{wrong:>6s}"]
-    if baseline == "mpi":
-        t, b, v = row.get("mpi_time_us"), row.get("mpi_busbw"), row.get("vs_mpi")
-        cells += [f"{t:>12.2f}" if t else f"{'NULL':>12s}", f"{b:>15.4f}" if b else f"{'NULL':>15s}",
-                  f"{v:>6.2f}" if v else f"{'NULL':>6s}"]
+    cells = [f"{row['size']:>16d}", f"{row['time_us']:>13.2f}", _cell(row["algbw"], 19, ".4f"),
+             _cell(row["busbw"], 19, ".4f"), f"{row['check']:>12s}", f"{wrong:>6s}"]
+    for c, w1, w2 in (("builtin", 16, 19), ("mpi", 12, 15)):
+        if c in compare:
+            t, b, v = row.get(f"{c}_time_us"), row.get(f"{c}_busbw"), row.get(f"vs_{c}")
+            w3 = max(6, len("vs_" + c))
+            # N/A: there is no counterpart (or no bandwidth convention); NULL: it could not be measured.
+            none = "N/A" if (c == "builtin" and not row.get("builtin")) or row.get("reference") == "copy" else "NULL"
+            cells += [f"{t:>{w1}.2f}" if t else f"{none:>{w1}s}",
+                      f"{b:>{w2}.4f}" if b else f"{none if row['busbw'] is not None else 'N/A':>{w2}s}",
+                      f"{v:>{w3}.2f}" if v else f"{none:>{w3}s}"]
     return " | ".join(cells)
 
 
@@ -447,8 +719,23 @@ def write_json(rows: list[dict[str, Any]], path: str) -> None:
             f.write(json.dumps(r) + "\n")
 
 
+def plot_title(rows: list[dict[str, Any]]) -> str:
+    """What was measured, for the figure: collective, ranks, dtype, op, backend."""
+    if not rows:
+        return "hcomm-kit bench (no rows)"
+    r = rows[0]
+    what = f"{'operator ' if r.get('operator') else ''}{r.get('collective', '?')}: {r.get('ranks', '?')} ranks"
+    for key, fmt in (("dtype", "{}"), ("op", "{}"), ("root", "root {}")):
+        if r.get(key) is not None:
+            what += ", " + fmt.format(r[key])
+    where = f"{r.get('backend', '')} {r.get('soc', '')}".strip()
+    if r.get("backend") == "emu":
+        where += " (emulator CPU timings)"
+    return f"hcomm-kit bench {what} -- {where}"
+
+
 def plot(rows: list[dict[str, Any]], path: str) -> None:
-    """busbw and time against size, one line per series (ours, and MPI when measured)."""
+    """busbw and time against size, one line per series (ours, the built-in and MPI when measured)."""
     try:
         import matplotlib
 
@@ -457,22 +744,33 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     except ImportError:
         raise ConfigError("--plot needs matplotlib: pip install 'hcomm-kit[plot]' (or pip install matplotlib)",
                           key="--plot") from None
+
+    def ys(key: str) -> list[float]:
+        return [math.nan if r.get(key) is None else r[key] for r in rows]
+
     xs = [max(r["size"], 1) for r in rows]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    label = f"hcomm-kit {rows[0]['collective']} ({rows[0]['backend']})" if rows else "hcomm-kit"
-    ax1.plot(xs, [r["busbw"] for r in rows], marker="o", label=label)
-    ax2.plot(xs, [r["time_us"] for r in rows], marker="o", label=label)
-    if rows and "mpi_busbw" in rows[0]:
-        ax1.plot(xs, [r["mpi_busbw"] or math.nan for r in rows], marker="s", label="Open MPI (mpi4py)")
-        ax2.plot(xs, [r["mpi_time_us"] or math.nan for r in rows], marker="s", label="Open MPI (mpi4py)")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.3))
+    label = f"{rows[0]['collective']} (hcomm-kit, {rows[0]['backend']})" if rows else "hcomm-kit"
+    ax1.plot(xs, ys("busbw"), marker="o", label=label)
+    ax2.plot(xs, ys("time_us"), marker="o", label=label)
+    series = (("builtin", f"built-in {rows[0].get('builtin')}" if rows else "built-in", "^"),
+              ("mpi", "Open MPI (mpi4py)", "s"))
+    for key, name, marker in series:
+        if rows and f"{key}_time_us" in rows[0]:
+            ax1.plot(xs, ys(f"{key}_busbw"), marker=marker, label=name)
+            ax2.plot(xs, ys(f"{key}_time_us"), marker=marker, label=name)
+    if rows and rows[0].get("busbw") is None:
+        ax1.text(0.5, 0.5, "no bandwidth convention:\ntime only (--busbw-factor)", ha="center", va="center",
+                 transform=ax1.transAxes)
     for ax, yl in ((ax1, "bus bandwidth (GB/s)"), (ax2, "time per call (us)")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("data size per rank (bytes)")
         ax.set_ylabel(yl)
         ax.grid(True, alpha=0.3)
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     ax2.set_yscale("log")
-    fig.suptitle("emulator CPU timings" if rows and rows[0]["backend"] == "emu" else "")
+    fig.suptitle(plot_title(rows), fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

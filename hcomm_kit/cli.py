@@ -41,6 +41,7 @@ SUBCOMMANDS: dict[str, str] = {
     "test": "hcomm_kit.cli_test",
     "demo": "hcomm_kit.cli_demo",
     "trace": "hcomm_kit.cli_trace",
+    "docs": "hcomm_kit.cli_docs",
 }
 
 

@@ -30,33 +30,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--handshake", choices=("thread-notify", "acl-notify"), default="thread-notify")
     parser.add_argument("--keep", action="store_true", help="keep the scaffolded operators (prints where)")
     parser.add_argument("--timeout", type=float, default=300, help="kill the run after S seconds (default 300)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
 
 
 def run(args: argparse.Namespace) -> int:
+    from . import progress
     from .build.opbuild import build_op
     from .core.launch import launch
+    from .errors import ConfigError
+    from .limits import check_np
     from .scaffold.render import new_op
 
+    check_np(args.np)
+    if args.count < 1:
+        raise ConfigError(f"--count {args.count}: use at least 1 element per rank", key="--count")
     work = Path(tempfile.mkdtemp(prefix="hcomm_kit_demo_"))
     try:
         opdirs = []
-        for pattern in PATTERNS:
-            name = "demo_" + pattern.replace("-", "_")
-            t0 = time.perf_counter()
-            res = new_op(name, pattern=pattern, handshake=args.handshake, directory=work)
-            b = build_op(res.opdir)
-            print(f"[demo] {pattern:15s} scaffolded + built {b.so_path.name} "
-                  f"({'cached' if b.cached else 'compiled'}, {time.perf_counter() - t0:.1f} s)", flush=True)
-            opdirs.append(str(res.opdir))
-        print(f"[demo] running on {args.np} ranks (mpirun, emulator {_soc()}) ...", flush=True)
-        table = work / "rows.json"
-        argv = [sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", str(args.np), "--count",
-                str(args.count), "-d", args.dtype, "--iters", "10", "--json", str(table)]
-        rc = launch(argv, args.np, timeout=args.timeout, tag_output=False)
+        with progress.Progress("demo", total=len(PATTERNS) + 1) as bar:
+            for pattern in PATTERNS:
+                name = "demo_" + pattern.replace("-", "_")
+                t0 = time.perf_counter()
+                res = new_op(name, pattern=pattern, handshake=args.handshake, directory=work)
+                b = build_op(res.opdir)
+                print(f"[demo] {pattern:15s} scaffolded + built {b.so_path.name} "
+                      f"({'cached' if b.cached else 'compiled'}, {time.perf_counter() - t0:.1f} s)", flush=True)
+                opdirs.append(str(res.opdir))
+                bar.advance(detail=pattern)
+            print(f"[demo] running on {args.np} ranks (mpirun, emulator {_soc()}) ...", flush=True)
+            table = work / "rows.jsonl"
+            argv = [sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", str(args.np), "--count",
+                    str(args.count), "-d", args.dtype, "--iters", "10", "--json", str(table)]
+            rc = launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
+            bar.advance(detail="run")
         if rc != 0:
             print(f"hcomm-kit demo: the run failed (exit status {rc})", file=sys.stderr)
             return rc or 1
-        rows = json.loads(table.read_text())
+        rows = [json.loads(line) for line in table.read_text().splitlines() if line.strip()]
         bad = [r for r in rows if r["ok"] is not True]
         print(f"[demo] {'all results match numpy' if not bad else 'MISMATCH'}"
               + (f"; operators kept in {work}" if args.keep else ""))

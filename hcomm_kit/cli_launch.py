@@ -29,22 +29,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="on SIGTERM/SIGINT/SIGHUP or --timeout: seconds the ranks get to exit before SIGKILL "
                              "(default 5)")
     parser.add_argument("--no-tag-output", action="store_true", help="do not prefix output lines with the rank")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show mpirun's own messages (by default each distinct error is shown once, with its ranks)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
 
 
 def run(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .core.launch import launch
+    from .limits import check_np
 
+    check_np(args.np)
     cmd = list(args.command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
         raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
-    if args.np < 1:
-        raise ConfigError(f"--np {args.np}: the rank count must be >= 1", key="--np")
     for name in ("timeout", "grace"):
         value = getattr(args, name)
         if value is not None and not (0 <= value < float("inf")):
             raise ConfigError(f"--{name} {value}: pass a finite number of seconds >= 0", key=f"--{name}")
-    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace)
+    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace,
+                  verbose=args.verbose)

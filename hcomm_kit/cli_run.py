@@ -1,17 +1,20 @@
 """Run an operator on N ranks and check it against numpy.
 
   hcomm-kit run ops/my_allreduce --np 4 --count 65536 -d fp32 -o sum
-  hcomm-kit run ops/my_allgather --np 3 -d bf16
+  hcomm-kit run ops/my_allgather --np 3 -d bf16 --json rows.jsonl
+  hcomm-kit run ops/my_allgather --np 2 --debug          (debug build, kernel logs shown)
 
 OP is an operator directory (with op.toml) or the name of a built-in operator. The input of
 each rank is deterministic; the reference is chosen from op.toml (pattern / [io].output /
 reduce_ops). Prints a table on rank 0; exit status 1 when a result does not match.
+--iters 0 only checks (no timing). --json FILE writes the rows, one JSON object per line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 HELP = "run an operator on N ranks and check it against numpy"
@@ -24,28 +27,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-d", "--dtype", default=None, help="element type (default fp32 if supported)")
     parser.add_argument("-o", "--op", dest="reduce_op", default=None, help="reduce op for reductions (default sum)")
     parser.add_argument("-r", "--root", type=int, default=None, help="root rank (rooted operators)")
-    parser.add_argument("--iters", type=int, default=20, help="timed calls after the checked one (default 20)")
+    parser.add_argument("--iters", type=int, default=20,
+                        help="timed calls after the checked one (default 20; 0 = check only)")
     parser.add_argument("--timeout", type=float, default=300, help="kill the job after S seconds (default 300)")
-    parser.add_argument("--json", dest="json_out", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--json", dest="json_out", default=None, metavar="FILE",
+                        help="write the rows to FILE, one JSON object per line")
+    parser.add_argument("--debug", action="store_true",
+                        help="load the operators' debug builds and show their kernel logs (HCOMM_KIT_DEBUG=1)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
 
 
 def run(args: argparse.Namespace) -> int:
     from .core.bootstrap import under_mpi
     from .core.runner import resolve_op
+    from .errors import ConfigError
+    from .limits import check_np
 
+    check_np(args.np)
+    if args.iters < 0:
+        raise ConfigError(f"--iters {args.iters}: use 0 (check only) or more timed calls", key="--iters")
+    if args.count < 1:
+        raise ConfigError(f"--count {args.count}: an operator call needs at least 1 element per rank", key="--count")
+    if args.root is not None and not 0 <= args.root < args.np:
+        raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
+    if args.debug:
+        os.environ["HCOMM_KIT_DEBUG"] = "1"
     opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
     if not under_mpi() and args.np > 1:
-        from .build.opbuild import build_op
+        from .cli_bench import _prebuild
         from .core.launch import launch
 
-        for d in opdirs:
-            build_op(d)  # compile once, here, so errors show once
+        _prebuild([d for d in opdirs if _builtin_name(d) is None])  # compile once, here: errors show once
         argv = [sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", str(args.np), "--count", str(args.count),
                 "--iters", str(args.iters)]
         for flag, val in (("-d", args.dtype), ("-o", args.reduce_op), ("-r", args.root), ("--json", args.json_out)):
             if val is not None:
                 argv += [flag, str(val)]
-        return launch(argv, args.np, timeout=args.timeout, tag_output=False)
+        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
+    if args.np == 1 and not under_mpi():
+        from .core.communicator import expect_single_rank
+
+        expect_single_rank()  # one rank was asked for: no single-rank note
     return _run_rank(args, opdirs)
 
 
@@ -71,30 +93,36 @@ def _run_rank(args, opdirs) -> int:
 
     comm = hcomm_kit.init()
     ok = True
-    users = [d for d in opdirs if _builtin_name(d) is None]
-    if users:
-        jobs = [{"op": d, "count": args.count, "dtype": args.dtype, "reduce_op": args.reduce_op, "root": args.root}
-                for d in users]
-        rows = run_ops(comm, jobs, iters=args.iters)
-        if comm.rank == 0:
-            print(format_table(rows), flush=True)
-            if args.json_out:
-                with open(args.json_out, "w") as f:
-                    json.dump(rows, f)
-        ok = all(r["ok"] is not False for r in rows)
-    for d in opdirs:
-        name = _builtin_name(d)
-        if name is None:
-            continue
-        # Built-in collectives: the bench's exact-by-construction check at count elements per rank.
-        dtype = args.dtype or "fp32"
-        nbytes = args.count * _dtypes.get_dtype(dtype).itemsize
-        if bench.COLLECTIVES[name].split:
-            nbytes *= comm.size
-        rows = bench.run_bench(comm, name, [nbytes], dtype=dtype, op=args.reduce_op or "sum", root=args.root or 0,
-                               iters=args.iters, warmup=1, check=2)
-        ok = ok and all(r["check"] != "failed" for r in rows)
-    comm.close()
+    all_rows: list[dict] = []
+    try:
+        users = [d for d in opdirs if _builtin_name(d) is None]
+        if users:
+            jobs = [{"op": d, "count": args.count, "dtype": args.dtype, "reduce_op": args.reduce_op,
+                     "root": args.root} for d in users]
+            rows = run_ops(comm, jobs, iters=args.iters)
+            if comm.rank == 0:
+                print(format_table(rows), flush=True)
+            ok = all(r["ok"] is not False for r in rows)
+            all_rows += rows
+        for d in opdirs:
+            name = _builtin_name(d)
+            if name is None:
+                continue
+            # Built-in collectives: the bench's exact-by-construction check at count elements per rank.
+            dtype = args.dtype or "fp32"
+            nbytes = args.count * _dtypes.get_dtype(dtype).itemsize
+            if bench.COLLECTIVES[name].split:
+                nbytes *= comm.size
+            rows = bench.run_bench(comm, name, [nbytes], dtype=dtype, op=args.reduce_op or "sum",
+                                   root=args.root or 0, iters=max(1, args.iters), warmup=1 if args.iters else 0,
+                                   check=2)
+            ok = ok and all(r["check"] != "failed" for r in rows)
+            all_rows += [{**r, "builtin": True} for r in rows]
+        if comm.rank == 0 and args.json_out:
+            with open(args.json_out, "w") as f:
+                for r in all_rows:
+                    f.write(json.dumps(r) + "\n")
+    finally:
+        comm.close()
     sys.stdout.flush()
     return 0 if ok else 1
-

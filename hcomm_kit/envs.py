@@ -31,6 +31,9 @@ __all__ = [
     "sanitize",
     "job_dir",
     "fuzz_seconds",
+    "debug",
+    "quiet",
+    "progress_file",
     "hccl_buffsize_mb",
     "hccl_exec_timeout_s",
     "hccl_connect_timeout_s",
@@ -134,6 +137,14 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCOMM_KIT_SANITIZE", "choice", "",
            "build/load the emulator with a sanitizer: '' (none), address (ASan+UBSan), thread (TSan)",
            choices=("", "address", "thread")),
+    EnvVar("HCOMM_KIT_DEBUG", "choice", "0",
+           "1 = operators load their debug build (-O0 -g, kernel OP_LOG_INFO logs shown), as `--debug` of "
+           "run/test/bench", choices=("0", "1")),
+    EnvVar("HCOMM_KIT_QUIET", "choice", "0",
+           "1 = no informational notes (e.g. the note of hcomm_kit.init() that it runs a single rank)",
+           choices=("0", "1")),
+    EnvVar("HCOMM_KIT_PROGRESS_FILE", "path", None,
+           "set by the hcomm-kit launcher when it draws a progress bar: rank 0 appends its progress there"),
     EnvVar("HCOMM_KIT_RANK", "int", None,
            "launchers without MPI: this process's rank (with HCOMM_KIT_WORLD_SIZE and HCOMM_KIT_ROOT_INFO)",
            minimum=0),
@@ -247,6 +258,21 @@ def job_dir() -> Path | None:
 def fuzz_seconds() -> int:
     """HCOMM_KIT_FUZZ_SECONDS: libFuzzer seconds per fuzz target in tests/test_fuzz.py."""
     return get("HCOMM_KIT_FUZZ_SECONDS")  # type: ignore[return-value]
+
+
+def debug() -> bool:
+    """HCOMM_KIT_DEBUG: operators load their debug build."""
+    return get("HCOMM_KIT_DEBUG") == "1"
+
+
+def quiet() -> bool:
+    """HCOMM_KIT_QUIET: no informational notes."""
+    return get("HCOMM_KIT_QUIET") == "1"
+
+
+def progress_file() -> Path | None:
+    """HCOMM_KIT_PROGRESS_FILE, or None when unset."""
+    return get("HCOMM_KIT_PROGRESS_FILE")  # type: ignore[return-value]
 
 
 def hccl_buffsize_mb() -> int:

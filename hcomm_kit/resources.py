@@ -1,8 +1,8 @@
 """Paths of the data directories shipped with hcomm-kit.
 
-In a source checkout (editable install) they are the repository's top-level ``templates/`` and
-``aicpu_kernels/``. In a wheel, ``setup.py``'s ``build_py`` step copies them to
-``hcomm_kit/_data/templates`` and ``hcomm_kit/_data/aicpu_kernels``. Always use these
+In a source checkout (editable install) they are the repository's top-level ``templates/``,
+``aicpu_kernels/`` and ``docs/``. In a wheel, ``setup.py``'s ``build_py`` step copies them to
+``hcomm_kit/_data/templates``, ``hcomm_kit/_data/aicpu_kernels`` and ``hcomm_kit/_data/docs``. Always use these
 functions; never build paths to those directories by hand.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import BackendError
 
-__all__ = ["package_dir", "templates_dir", "aicpu_kernels_dir", "emu_dir"]
+__all__ = ["package_dir", "templates_dir", "aicpu_kernels_dir", "docs_dir", "emu_dir"]
 
 _PKG = Path(__file__).resolve().parent
 
@@ -44,6 +44,11 @@ def templates_dir() -> Path:
 def aicpu_kernels_dir() -> Path:
     """Directory of the built-in collective operators' sources."""
     return _data_dir("aicpu_kernels")
+
+
+def docs_dir() -> Path:
+    """Directory of the user documentation pages (``hcomm-kit docs``)."""
+    return _data_dir("docs")
 
 
 def emu_dir() -> Path:

@@ -30,3 +30,19 @@ def clean_hcomm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in envs.VARIABLES:
         if name != "HCOMM_KIT_CACHE_DIR":
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def example_build(tmp_path_factory: pytest.TempPathFactory):
+    """``build(name, sanitize="")``: tests/c/<name> built once per session and sanitizer (cann_style)."""
+    from cann_style import build_example
+
+    built: dict[tuple[str, str], tuple[Path, Path]] = {}
+
+    def build(name: str, sanitize: str = "") -> tuple[Path, Path]:
+        key = (name, sanitize)
+        if key not in built:
+            built[key] = build_example(name, tmp_path_factory.mktemp(f"{name}-{sanitize or 'plain'}"), sanitize)
+        return built[key]
+
+    return build

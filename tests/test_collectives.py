@@ -25,6 +25,9 @@ REDUCE_OPS = ["sum", "prod", "max", "min"]
 SMALL_COUNTS = [0, 1, 7, 37]
 A950 = {"HCOMM_KIT_SOC": "Ascend950"}
 SMALL_BUF = {"HCCL_BUFFSIZE": "1"}
+NP8 = pytest.param(8, marks=pytest.mark.slow)  # the 8-rank matrices: full suite only
+NP4 = pytest.param(4, marks=pytest.mark.slow)  # big matrices: 2 and 3 ranks in the quick run, 1 and 4 in the
+NP1 = pytest.param(1, marks=pytest.mark.slow)  # full one too (test_api_forms covers 1 rank in the quick run)
 
 
 def data(rank: int, count: int, dtype: str, rop: str = "sum", seed: int = 0) -> np.ndarray:
@@ -51,7 +54,7 @@ def prod_ok(dtype: str, size: int) -> bool:
 
 
 # ---- the full matrix (Ascend950 reduces every dtype with every op) ------------------------------
-@pytest.mark.mpi(np=[1, 2, 3, 4, 8], env=A950, timeout=600)
+@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env=A950, timeout=600)
 def test_reductions_every_dtype_and_op(comm) -> None:
     n, r = comm.size, comm.rank
     for dtype in ALL_DTYPES:
@@ -75,7 +78,7 @@ def test_reductions_every_dtype_and_op(comm) -> None:
                                               err_msg=f"reduce_scatter {dtype} {rop} count {count}")
 
 
-@pytest.mark.mpi(np=[1, 2, 3, 4, 8], env=A950, timeout=600)
+@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env=A950, timeout=600)
 def test_data_movement_every_dtype(comm) -> None:
     n, r = comm.size, comm.rank
     for dtype in ALL_DTYPES:
@@ -96,7 +99,7 @@ def test_data_movement_every_dtype(comm) -> None:
 
 
 # ---- larger than the HCCL buffer (1 MB): slicing and tails --------------------------------------
-@pytest.mark.mpi(np=[2, 3, 4, 8], env=SMALL_BUF, timeout=300)
+@pytest.mark.mpi(np=[2, 3, NP4, NP8], env=SMALL_BUF, timeout=300)
 def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
     n, r = comm.size, comm.rank
     sizes = [(1 << 20) + 4, 5 * (1 << 19) + 12] if mpi_np <= 4 else [(1 << 20) + 4]
@@ -127,7 +130,7 @@ def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
 
 
 # ---- against mpi4py, algorithms, bit-identity, back-to-back mixing ------------------------------
-@pytest.mark.mpi(np=[1, 2, 3, 4, 8], env={**A950, **SMALL_BUF}, timeout=600)
+@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env={**A950, **SMALL_BUF}, timeout=600)
 def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
     """1 MiB + 4 bytes per rank (rounded up to whole elements) with a 1 MB HCCL buffer: every
     collective x dtype x reduce op runs sliced, with a tail."""
@@ -163,7 +166,7 @@ def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
                                       reference.scatter(blocks, n - 1)[r])
 
 
-@pytest.mark.mpi(np=[2, 3, 4, 8], env=A950)
+@pytest.mark.mpi(np=[2, 3, 4, NP8], env=A950)
 def test_against_mpi4py(comm) -> None:
     from mpi4py import MPI
 

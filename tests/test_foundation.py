@@ -82,7 +82,8 @@ def test_env_table_is_complete() -> None:
         "HCCL_CONNECT_TIMEOUT", "HCCL_ALGO", "ASCEND_HOME_PATH", "CXX",
         "HCOMM_KIT_RANK", "HCOMM_KIT_WORLD_SIZE", "HCOMM_KIT_ROOT_INFO", "HCOMM_KIT_LOCAL_RANK",
         "HCOMM_KIT_ABORT_ON_ERROR", "HCOMM_KIT_MPI_NP", "HCOMM_KIT_MPI_RESULTS", "HCOMM_KIT_JOB_DIR",
-        "HCOMM_KIT_FUZZ_SECONDS",
+        "HCOMM_KIT_FUZZ_SECONDS", "HCOMM_KIT_DEBUG", "HCOMM_KIT_QUIET", "HCOMM_KIT_PROGRESS_FILE",
+        "HCOMM_KIT_CHECK", "HCOMM_KIT_LOG_DIR", "HCOMM_KIT_TRACE", "HCOMM_KIT_PROGRESS_SECONDS",
     }
     assert set(envs.VARIABLES) == expected
     assert all(v.meaning for v in envs.VARIABLES.values())
@@ -504,11 +505,14 @@ def test_emulator_flags_and_errors(isolated_cache: Path, tmp_path: Path) -> None
 
 def test_mpirun_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.delenv("OMPI_MCA_btl", raising=False)
     argv = mpi.mpirun_argv(4, ["python", "x.py"], env={"A": "1"}, export=["PATH"], mpirun="/opt/mpirun")
-    assert argv == ["/opt/mpirun", "-n", "4", "--oversubscribe", "--allow-run-as-root", "--tag-output",
-                    "--bind-to", "none", "-x", "PATH", "-x", "A=1", "python", "x.py"]
+    assert argv == ["/opt/mpirun", "-n", "4", "--oversubscribe", "--allow-run-as-root", "--mca", "btl", "^ofi",
+                    "--tag-output", "--bind-to", "none", "-x", "PATH", "-x", "A=1", "python", "x.py"]
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert "--allow-run-as-root" not in mpi.mpirun_argv(1, ["true"], mpirun="m")
+    monkeypatch.setenv("OMPI_MCA_btl", "self,tcp")  # the user's transport choice wins
+    assert "^ofi" not in mpi.mpirun_argv(1, ["true"], mpirun="m")
 
 
 @pytest.mark.mpi

@@ -63,10 +63,15 @@ def test_skipped(comm):
 def test_plugin_outer_run(tmp_path: Path) -> None:
     (tmp_path / "test_m.py").write_text(PLUGIN_TESTS)
     t0 = time.monotonic()
+    logs = tmp_path / "tmp"  # the failed jobs' logs go to $TMPDIR/hcomm_kit_logs: here, not the machine's /tmp
+    logs.mkdir()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "hcomm_kit.testing.plugin", "-p", "no:cacheprovider",
-                           "-rA", "test_m.py"], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+                           "-rA", "test_m.py"], cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "TMPDIR": str(logs)})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
+    kept = sorted(d.name for d in (logs / "hcomm_kit_logs").iterdir())
+    assert len(kept) == 2 and all((logs / "hcomm_kit_logs" / d / "FAILED").is_file() for d in kept), kept
     assert "2 failed, 2 passed, 1 skipped" in out, out
     # The killed job leaves no rank behind (test_hangs' rank 0 would sleep on for a minute).
     deadline = time.monotonic() + 10
@@ -89,8 +94,10 @@ def test_plugin_under_mpirun_selects_world_size(tmp_path: Path) -> None:
     from hcomm_kit.mpi import mpirun_argv
 
     (tmp_path / "test_m.py").write_text(PLUGIN_TESTS)
+    from hcomm_kit.testing.plugin import _SLOW_PLUGINS_OFF
+
     argv = mpirun_argv(2, [sys.executable, "-m", "pytest", "-p", "hcomm_kit.testing.plugin", "-p", "no:cacheprovider",
-                           "-q", "--color=no", "test_m.py::test_ranks"])
+                           *_SLOW_PLUGINS_OFF, "-q", "--color=no", "test_m.py::test_ranks"])
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("1 passed, 1 deselected") == 2, proc.stdout

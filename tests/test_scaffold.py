@@ -49,13 +49,28 @@ def test_new_renders_every_pattern(tmp_path: Path, pattern: str, handshake: str)
     assert f'extern "C" unsigned int {spec.kernel}(void *args)' in kernel
     wait = "HcommThreadNotifyWaitOnThread" if handshake == "thread-notify" else "HcommAclrtNotifyWaitOnThread"
     assert wait in kernel and "HcommBatchModeEnd" in kernel and "HcommReleaseComm" in kernel
-    # The generated multi-rank test is valid Python and is collected by pytest.
+    # The generated multi-rank test is valid Python (collected by pytest: the next test).
     test_file = opdir / f"tests/test_{name}.py"
     compile(test_file.read_text(), str(test_file), "exec")
+
+
+def test_generated_tests_are_collected(tmp_path: Path) -> None:
+    """Every pattern x handshake's generated test file is collected, at 2, 3 and 4 ranks (one pytest run)."""
+    from hcomm_kit.testing.plugin import _SLOW_PLUGINS_OFF
+
+    files = {}
+    for pattern in PATTERNS:
+        for handshake in HANDSHAKES:
+            name = f"c_{pattern.replace('-', '_')}_{handshake[:3]}"
+            new_op(name, pattern=pattern, handshake=handshake, directory=tmp_path)
+            files[name] = tmp_path / name / "tests" / f"test_{name}.py"
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           str(test_file)], capture_output=True, text=True, cwd=tmp_path)
+                           *_SLOW_PLUGINS_OFF, *map(str, files.values())], capture_output=True, text=True,
+                          cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"test_{name}[" in proc.stdout
+    for name in files:
+        for n in (2, 3, 4):
+            assert f"test_{name}[np{n}-" in proc.stdout, (name, proc.stdout[-3000:])
 
 
 def test_mirror_has_the_documented_layout() -> None:

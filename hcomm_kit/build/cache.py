@@ -235,7 +235,7 @@ def run_compiler(
     sources: Sequence[Path],
     cwd: str | Path | None = None,
     verbose: bool = False,
-) -> None:
+) -> str:
     """Run a compiler command; raise with a useful report if it fails.
 
     Args:
@@ -243,6 +243,9 @@ def run_compiler(
         sources: the sources compiled (used to find the failing file for the excerpt).
         cwd: working directory.
         verbose: echo the command and the compiler output to stderr.
+
+    Returns:
+        The compiler's output (warnings) of a successful run.
 
     Raises:
         CompileError: non-zero exit (command, return code, output, source excerpt).
@@ -259,6 +262,7 @@ def run_compiler(
         print(proc.stdout, end="" if proc.stdout.endswith("\n") else "\n", file=sys.stderr, flush=True)
     if proc.returncode != 0:
         raise CompileError(cmd, proc.returncode, proc.stdout or "", sources=sources, cwd=cwd)
+    return proc.stdout or ""
 
 
 def _temp_tag() -> str:

@@ -52,7 +52,8 @@ __all__ = [
 TARGETS = ("emu", "ascend")
 
 # ---- emulator target -------------------------------------------------------------------------
-EMU_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
+EMU_FLAGS = ("-std=c++17", "-fPIC", "-shared", "-Wall", "-Wextra")
+WERROR_FLAGS = ("-Werror",)  # built-in operators always; users' operators with `--werror` (warnings are shown)
 # --no-undefined: an Hcomm call the emulator lacks fails here, not at load. -Bsymbolic: the kernel
 # binds its own symbols to itself also where the emulator loads it without RTLD_DEEPBIND (its
 # sanitizer builds), so an inline class shared with the host program never runs the host's copy.
@@ -322,7 +323,17 @@ def _elf_ok(path: Path) -> bool:
 # ---- emu target ------------------------------------------------------------------------------
 
 
-def _emu_inputs(spec: OpSpec, debug: bool):
+def _is_builtin(spec: OpSpec) -> bool:
+    """An operator of the package's ``aicpu_kernels/`` (built with -Werror)."""
+    from ..resources import aicpu_kernels_dir
+
+    try:
+        return Path(spec.opdir).resolve().parent == aicpu_kernels_dir().resolve()
+    except Exception:
+        return False
+
+
+def _emu_inputs(spec: OpSpec, debug: bool, werror: bool | None = None):
     from .. import _emulator
 
     cxx = cache.default_cxx()
@@ -333,9 +344,11 @@ def _emu_inputs(spec: OpSpec, debug: bool):
     info_json = spec.path(f"op_kernel_aicpu/{spec.json_name}")
     if not info_json.is_file():
         raise BuildError(f"{info_json} is missing; re-create it with `hcomm-kit new --update {spec.opdir}`")
+    if werror is None:
+        werror = _is_builtin(spec)
     # -g in release builds too: the emulator names the source line of a crash, a hang or a checker
     # finding from the kernel's debug info (no cost at run time).
-    flags = [*EMU_FLAGS, *(DEBUG_FLAGS if debug else (*RELEASE_FLAGS, "-g"))]
+    flags = [*EMU_FLAGS, *(WERROR_FLAGS if werror else ()), *(DEBUG_FLAGS if debug else (*RELEASE_FLAGS, "-g"))]
     key = cache.hash_key(
         [*sources, *headers, *_emu_headers(include), info_json, spec.path("op.toml")],
         ["op-emu", *flags, *EMU_LINK_FLAGS, ident, lib.parent.name,
@@ -347,8 +360,8 @@ def _emu_inputs(spec: OpSpec, debug: bool):
     return cxx, key, cmd, sources, headers, info_json
 
 
-def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool) -> BuildResult:
-    cxx, key, cmd, sources, headers, info_json = _emu_inputs(spec, debug)
+def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool, werror: bool | None = None) -> BuildResult:
+    cxx, key, cmd, sources, headers, info_json = _emu_inputs(spec, debug, werror)
     check_op_info(info_json, spec, spec.so)
     kernels = cache.cache_root() / "kernels"
     if force:
@@ -359,7 +372,11 @@ def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool) -> BuildRe
 
     def build_so(tmp: Path) -> None:
         argv = [str(tmp) if a == "<output>" else a for a in cmd]
-        cache.run_compiler(argv, sources=[*sources, *headers], verbose=verbose)
+        output = cache.run_compiler(argv, sources=[*sources, *headers], verbose=verbose)
+        if output and output.strip() and not verbose:
+            # Not fatal for users' kernels (no -Werror unless --werror), but never silent.
+            print(f"hcomm-kit: {spec.name}: compiler warnings (not fatal; `hcomm-kit build --werror` makes them "
+                  f"errors):\n{output.rstrip()}", file=sys.stderr, flush=True)
         check_exports(tmp, spec.kernel)
         built.append("so")
 
@@ -380,7 +397,9 @@ def _build_emu(spec: OpSpec, debug: bool, verbose: bool, force: bool) -> BuildRe
     if verbose:
         state = "built" if built else "cache hit"
         print(f"hcomm-kit: {spec.name}: {state}: {so_path}", file=sys.stderr)
-    return BuildResult(so_path, json_path, key, cached=not built, spec=spec, target="emu")
+    # cached: nothing was compiled (the op-info JSON beside the .so is only written; a concurrent
+    # builder may write it while another compiled the kernel).
+    return BuildResult(so_path, json_path, key, cached="so" not in built, spec=spec, target="emu")
 
 
 def _op_info_ok(path: Path, spec: OpSpec, so_name: str) -> bool:
@@ -508,6 +527,7 @@ def build_op(
     *,
     out: str | Path | None = None,
     force: bool = False,
+    werror: bool | None = None,
 ) -> BuildResult:
     """Build an operator's kernel (cached for ``emu``) and check it.
 
@@ -518,6 +538,8 @@ def build_op(
         verbose: echo commands and compiler output to stderr.
         out: output directory of the ascend target (default ``<opdir>/build_out/ascend``).
         force: rebuild even if a cached entry exists (e.g. after it failed to load).
+        werror: ``emu``: compiler warnings are errors (default: only for the built-in operators;
+            users' kernels build with warnings shown on stderr, not fatal).
 
     Returns:
         A :class:`BuildResult`.
@@ -536,12 +558,12 @@ def build_op(
         raise ConfigError(f"unknown build target {target!r}; accepted: {', '.join(TARGETS)}", key="--target")
     spec = _load(opdir)
     if target == "emu":
-        return _build_emu(spec, debug, verbose, force)
+        return _build_emu(spec, debug, verbose, force, werror)
     return _build_ascend(spec, debug, verbose, Path(out) if out is not None else None)
 
 
 def plan_build(opdir: str | Path, target: str = "emu", debug: bool = False, *,
-               out: str | Path | None = None) -> BuildPlan:
+               out: str | Path | None = None, werror: bool | None = None) -> BuildPlan:
     """The exact commands and files of a build, without running it (works without CANN)."""
     if target not in TARGETS:
         raise ConfigError(f"unknown build target {target!r}; accepted: {', '.join(TARGETS)}", key="--target")
@@ -552,7 +574,7 @@ def plan_build(opdir: str | Path, target: str = "emu", debug: bool = False, *,
         if envs.ascend_home_path() is None:
             plan.notes.insert(0, "ASCEND_HOME_PATH is not set: shown as ${ASCEND_HOME_PATH}")
         return plan
-    _, key, cmd, _, _, _ = _emu_inputs(spec, debug)
+    _, key, cmd, _, _, _ = _emu_inputs(spec, debug, werror)
     kernels = cache.cache_root() / "kernels"
     so_path = kernels / f"{spec.stem}-{key}.so"
     return BuildPlan(

@@ -130,12 +130,37 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
     """
     rt = _apply_soc(soc, backend)
     boot = detect(comm)
+    if boot.kind == "single":
+        _note_single_rank()
     _pin_rank(rt, boot)
     if boot.mpi_comm is not None and boot.size > 1:
         from .launch import install_abort_hook
 
         install_abort_hook()  # an exception on one rank aborts the job instead of hanging the others
     return Communicator._create(rt, boot)
+
+
+_NOTED = False
+
+
+def expect_single_rank() -> None:
+    """The caller asked for one rank (e.g. ``hcomm-kit run --np 1``): :func:`init` says nothing about it."""
+    global _NOTED
+    _NOTED = True
+
+
+def _note_single_rank() -> None:
+    """Say once per process, on stderr, that no launcher was found (HCOMM_KIT_QUIET=1 hides it)."""
+    global _NOTED
+    if _NOTED or envs.quiet():
+        return
+    _NOTED = True
+    import sys
+
+    prog = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else "your_script.py"
+    sys.stderr.write(f"hcomm-kit: no MPI launcher found: running as a single rank (rank 0 of 1). Start N ranks with "
+                     f"`hcomm-kit launch --np N -- python {prog} ...` (HCOMM_KIT_QUIET=1 hides this note)\n")
+    sys.stderr.flush()
 
 
 class Communicator(CollectiveOps):
@@ -222,10 +247,17 @@ class Communicator(CollectiveOps):
     def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
         """Load (building if needed) the custom operator in ``path`` (its directory or op.toml).
 
+        Args:
+            path: the operator directory or its op.toml.
+            build_options: ``debug=True`` loads the debug build (``-O0 -g``, kernel ``OP_LOG_INFO``
+                logs on stderr; default: ``HCOMM_KIT_DEBUG``), ``verbose=True`` echoes the build.
+
         Returns:
             A :class:`~hcomm_kit.op.CustomOp`, cached per directory.
         """
         self._check_open()
+        if build_options.get("debug") is None:
+            build_options["debug"] = envs.debug()
         key = (str(Path(path).resolve()), tuple(sorted(build_options.items())))
         op = self._ops.get(key)
         if op is None:

@@ -45,32 +45,41 @@ _DUMP_WAIT = 1.5  # seconds the ranks get to answer the state-dump request (they
 
 
 def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag_output: bool = True,
-           env: Mapping[str, str] | None = None, cwd: str | None = None, grace: float = DEFAULT_GRACE) -> int:
+           env: Mapping[str, str] | None = None, cwd: str | None = None, grace: float = DEFAULT_GRACE,
+           verbose: bool = False) -> int:
     """Run ``command`` on ``np`` ranks; return its exit status.
 
     Returns 124 when ``timeout`` seconds passed, 128 + N when the launcher got signal N
     (SIGTERM, SIGINT, SIGHUP); in both cases the job was stopped as the module docstring says
     and the ranks that were still running were listed on stderr.
+
+    The job's output goes through :class:`~hcomm_kit.core.joboutput.JobOutput`: each distinct
+    error once with its ranks, Open MPI's failure banners summed up in one line (``verbose``:
+    everything as mpirun prints it).
     """
     from .bootstrap import under_mpi
+    from .joboutput import JobOutput
     from ..mpi import mpirun_argv, shm_backing_dir
     from .job import JobDir
 
     inside = under_mpi()
-    argv = list(command) if inside else mpirun_argv(np, list(command), env=env, tag_output=tag_output)
+    output = None if inside else JobOutput(np, tag_output=tag_output, verbose=verbose)
+    argv = list(command) if inside else mpirun_argv(np, list(command), env=env, tag_output=True)
     with JobDir() as job, shm_backing_dir() as shm_env:
-        full_env = dict(os.environ, **(env or {}), **({} if inside else shm_env))
+        full_env = dict(os.environ, **(env or {}), **({} if inside else {**shm_env, **output.env()}))
         full_env[ENV_JOB_DIR] = str(job.path)
         if not inside:
             argv[1:1] = ["-x", ENV_JOB_DIR]
-        return _Job(argv, np, full_env, cwd, job.path, grace).run(timeout)
+        return _Job(argv, np, full_env, cwd, job.path, grace, output).run(timeout)
 
 
 class _Job:
     """The running mpirun (or command) and the signal handling around it."""
 
-    def __init__(self, argv: list[str], np: int, env: dict[str, str], cwd: str | None, job_dir, grace: float) -> None:
+    def __init__(self, argv: list[str], np: int, env: dict[str, str], cwd: str | None, job_dir, grace: float,
+                 output=None) -> None:
         self.argv, self.np, self.env, self.cwd, self.job_dir, self.grace = argv, np, env, cwd, job_dir, grace
+        self.output = output  # JobOutput reading mpirun's stdout/stderr (None: inherited)
         self.signals: list[int] = []
         self.proc: subprocess.Popen | None = None
         self._other_children: set[int] = set()  # children of this process that are not the job's
@@ -96,6 +105,8 @@ class _Job:
         from .job import children_of, set_child_subreaper
 
         old_handlers = self._install()
+        status: int | None = None
+        rc: int | None = None
         was_reaper = set_child_subreaper(True)
         self._other_children = set(children_of(os.getpid()))
         try:
@@ -103,24 +114,34 @@ class _Job:
             # is only safe without other threads).
             pre = _pdeathsig_term if threading.active_count() == 1 else None
             self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, start_new_session=True,
-                                         preexec_fn=pre)
+                                         preexec_fn=pre, **(self.output.popen_kwargs() if self.output else {}))
+            if self.output:
+                self.output.start(self.proc)
             deadline = time.monotonic() + timeout if timeout is not None else None
             while True:
                 if self.signals:
-                    return self._stop(f"got {signal.Signals(self.signals[0]).name}", self.signals[0],
-                                      128 + self.signals[0])
+                    status = self._stop(f"got {signal.Signals(self.signals[0]).name}", self.signals[0],
+                                        128 + self.signals[0])
+                    return status
                 if deadline is not None and time.monotonic() >= deadline:
-                    return self._stop(f"the job did not finish within {timeout:g} s", signal.SIGTERM, 124,
-                                      extra="; killed all ranks")
+                    status = self._stop(f"the job did not finish within {timeout:g} s", signal.SIGTERM, 124,
+                                        extra="; killed all ranks")
+                    return status
                 try:
                     rc = self.proc.wait(timeout=0.1)
                 except subprocess.TimeoutExpired:
                     continue
                 self._end_leftovers()
+                status = rc
                 return rc
         except KeyboardInterrupt:  # handlers not installed (not the main thread)
-            return self._stop("got SIGINT", signal.SIGINT, 130)
+            status = self._stop("got SIGINT", signal.SIGINT, 130)
+            return status
         finally:
+            if self.output:
+                failure = self.output.finish(status)
+                if failure and status == rc:
+                    print(f"hcomm-kit: the job failed: {failure}", file=sys.stderr)
             if not was_reaper:
                 set_child_subreaper(False)
             for sig, h in old_handlers.items():

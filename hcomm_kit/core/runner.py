@@ -5,6 +5,7 @@ Executed on each rank (under mpirun); rank 0 prints one table row per operator.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -95,31 +96,37 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
             err = float("inf")
         else:
             err = float(np.max(np.abs(reference.to_float(out, dtype) - reference.to_float(exp, dtype)), initial=0.0))
-        comm.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            op(x, dtype=dtype, reduce_op=rop, root=root)
-        dt_us = (time.perf_counter() - t0) / iters * 1e6
+        dt_us: float | None = None
+        if iters > 0:
+            comm.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                op(x, dtype=dtype, reduce_op=rop, root=root)
+            dt_us = (time.perf_counter() - t0) / iters * 1e6
         if comm.mpi_comm is not None:
             from mpi4py import MPI
 
             err = comm.mpi_comm.allreduce(err, op=MPI.MAX) if err == err else err
-            dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
+            if dt_us is not None:
+                dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
         rows.append({"op": spec.name, "pattern": spec.pattern, "handshake": spec.handshake, "ranks": comm.size,
                      "dtype": dtype, "reduce_op": rop or "-", "count": count, "reference": kind,
-                     "max_error": err, "us_per_call": dt_us,
-                     "ok": (err == 0.0) if kind != "none" else None})
+                     "max_error": err if math.isfinite(err) else (None if err != err else "inf"),
+                     "us_per_call": dt_us, "iters": iters, "ok": (err == 0.0) if kind != "none" else None})
     return rows
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
+    """The rows of :func:`run_ops` as a text table (time/call "-" when nothing was timed)."""
     head = ("operator", "pattern", "handshake", "ranks", "dtype", "op", "count", "max error", "time/call", "check")
     lines = []
     for r in rows:
         check = {True: "OK", False: "MISMATCH", None: "(no reference)"}[r["ok"]]
-        err = "-" if r["max_error"] != r["max_error"] else f"{r['max_error']:g}"
+        e = r["max_error"]
+        err = "-" if e is None else e if isinstance(e, str) else f"{e:g}"
+        us = "-" if r["us_per_call"] is None else f"{r['us_per_call']:.0f} us"
         lines.append((r["op"], r["pattern"], r["handshake"], str(r["ranks"]), r["dtype"], r["reduce_op"],
-                      str(r["count"]), err, f"{r['us_per_call']:.0f} us", check))
+                      str(r["count"]), err, us, check))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]

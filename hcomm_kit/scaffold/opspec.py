@@ -562,9 +562,11 @@ class _Validator:
         canon_ops: list[str] = []
         for r in reduce_ops:
             try:
-                canon_ops.append(dtype_table.get_reduce_op(r).name)
+                op_name = dtype_table.get_reduce_op(r).name
             except ConfigError as exc:
                 raise self.fail("op.reduce_ops", exc.reason) from None
+            if op_name not in canon_ops:  # aliases ("add" and "sum") name one op: listed once
+                canon_ops.append(op_name)
         default_dtypes = list(A2A3_REDUCE_DTYPES if canon_ops else (d.name for d in dtype_table.DTYPES))
         dtype_names = self.str_list(op, "dtypes", "op", default_dtypes)
         if not dtype_names:
@@ -572,9 +574,11 @@ class _Validator:
         canon_dtypes: list[str] = []
         for d in dtype_names:
             try:
-                canon_dtypes.append(dtype_table.get_dtype(d).name)
+                dt_name = dtype_table.get_dtype(d).name
             except ConfigError as exc:
                 raise self.fail("op.dtypes", exc.reason) from None
+            if dt_name not in canon_dtypes:  # aliases ("float32" and "fp32") name one dtype: listed once
+                canon_dtypes.append(dt_name)
         # Mixed A2/A3 + 950 lists are allowed: the call-time gate (hcomm_kit.op) then refuses the
         # combinations the running product cannot reduce.
         if canon_ops and all(p in A2A3 for p in products):

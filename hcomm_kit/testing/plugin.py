@@ -3,6 +3,7 @@
 Mark a test with ``@pytest.mark.mpi(np=[2, 3, 4])`` (optional ``timeout=`` seconds per test,
 default 120, and ``env={"HCCL_BUFFSIZE": "1"}``: variables set for the whole mpirun job, read by
 the runtime at start-up): it is parametrized over the rank counts (ids ``np2``, ``np3``, ...).
+A rank count may carry marks: ``np=[2, 3, pytest.param(8, marks=pytest.mark.slow)]``.
 
 * **Under MPI** (``mpirun -np N python -m pytest ...``): only the items with ``np == N`` are kept
   and the body runs on every rank; ranks meet at a barrier before each test. A rank whose test
@@ -12,7 +13,14 @@ the runtime at start-up): it is parametrized over the rank counts (ids ``np2``, 
   (``HCOMM_KIT_MPI_NP=N``), each rank's output going to its own log file. Each item passes or
   fails with what the ranks reported; a timeout (per item) or a crash fails the running item and
   shows the failing rank's traceback and log tail. Items not reached after a failure run in a
-  new job. Full logs stay in the directory named in the failure message.
+  new job. The per-job log directory is removed when the job passed; a failed job's stays (named
+  in the failure message; the last 10 are kept, ``--keep-logs`` keeps every job's).
+
+Options: ``--mpi-np N[,M]`` runs every mpi-marked test at these rank counts instead of its
+marker's (what ``hcomm-kit test --np N`` uses); ``--keep-logs``. A failure shows each distinct
+error once, with the ranks that reported it, and what the test printed (e.g. kernel logs);
+Open MPI's banners only with ``-v``. Items run grouped by rank count (file by file), and a line
+per rank count sums up the outcome at the end.
 
 Fixtures: ``comm`` (one ``hcomm_kit.init()`` per process, closed at session end), ``mpi_comm``
 (``mpi4py.MPI.COMM_WORLD``), ``mpi_np`` (the rank count of the item).
@@ -20,6 +28,7 @@ Fixtures: ``comm`` (one ``hcomm_kit.init()`` per process, closed at session end)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -63,14 +72,27 @@ def _inner() -> bool:
     return _world_size() is not None
 
 
-def _marker_nps(marker) -> list[int]:
+def _marker_params(marker) -> list:
+    """The rank counts of a marker as ``pytest.param`` objects (marks of ``pytest.param(8, marks=...)`` kept)."""
     nps = marker.kwargs.get("np", marker.args[0] if marker.args else [2])
-    if isinstance(nps, int):
+    if isinstance(nps, int) or hasattr(nps, "marks"):
         nps = [nps]
-    out = [int(n) for n in nps]
-    if not out or min(out) < 1:
-        raise ValueError(f"@pytest.mark.mpi(np={nps!r}): rank counts must be >= 1")
+    out = []
+    for n in nps:
+        value, marks = (n.values[0], n.marks) if hasattr(n, "marks") else (n, ())
+        out.append(pytest.param(int(value), marks=marks, id=f"np{int(value)}"))
+    if not out:
+        raise ValueError(f"@pytest.mark.mpi(np={nps!r}): give at least one rank count")
+    from hcomm_kit.limits import check_np
+
+    for prm in out:
+        check_np(prm.values[0], what=f"@pytest.mark.mpi(np={nps!r}):")
     return out
+
+
+def _marker_nps(marker) -> list[int]:
+    """The rank counts of a marker (``np=[2, 3, pytest.param(8, marks=pytest.mark.slow)]`` -> [2, 3, 8])."""
+    return [prm.values[0] for prm in _marker_params(marker)]
 
 
 def _item_np(item) -> int | None:
@@ -137,16 +159,44 @@ def pytest_configure(config) -> None:
             config._hk_results = open(Path(d) / f"rank{_world_rank()}.jsonl", "a", buffering=1)
 
 
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("hcomm_kit", "hcomm-kit multi-rank tests")
+    group.addoption("--mpi-np", default=None, metavar="N[,M...]",
+                    help="run every @pytest.mark.mpi test at these rank counts instead of its marker's")
+    group.addoption("--keep-logs", action="store_true", default=False,
+                    help="keep the log directory of every mpirun job (default: only failed jobs', the last 10)")
+
+
+def _override_nps(config) -> list[int] | None:
+    raw = config.getoption("mpi_np", default=None)
+    if not raw:
+        return None
+    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.limits import check_np
+
+    out = []
+    for part in str(raw).split(","):
+        try:
+            out.append(check_np(int(part), what="--mpi-np"))
+        except ValueError:
+            raise pytest.UsageError(f"--mpi-np {raw!r}: expected rank counts like 4 or 2,3") from None
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return out
+
+
 def pytest_generate_tests(metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("mpi")
     if marker is None:
         return
-    nps = _marker_nps(marker)
+    override = _override_nps(metafunc.config)
+    params = [pytest.param(n, id=f"np{n}") for n in override] if override else _marker_params(marker)
     if "mpi_np" not in metafunc.fixturenames:
         metafunc.fixturenames.append("mpi_np")
-    metafunc.parametrize("mpi_np", nps, ids=[f"np{n}" for n in nps], scope="function")
+    metafunc.parametrize("mpi_np", params, scope="function")
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: jobs run only the selected items
 def pytest_collection_modifyitems(session, config, items) -> None:
     world = _world_size()
     if world is not None:
@@ -159,8 +209,16 @@ def pytest_collection_modifyitems(session, config, items) -> None:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
     else:
+        # Group by rank count within each file: one job per (file, rank count) runs before the next
+        # starts, so a run stopped at its first failure (-x) starts no other rank count.
+        files: dict[str, int] = {}
+        keyed = [((files.setdefault(str(it.path), len(files)), _item_np(it) or 0), i, it)
+                 for i, it in enumerate(items)]
+        items[:] = [it for _, _, it in sorted(keyed, key=lambda k: (k[0], k[1]))]
         config._hk_items = [it for it in items if _outer_item(it)]
         config._hk_results_by_id = {}
+        config._hk_outcomes = {}  # rank count -> {outcome: count}
+        config._hk_failed_logs = []
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -180,6 +238,8 @@ def pytest_pyfunc_call(pyfuncitem):
     if result is None:
         pytest.fail("the mpirun job ended without running this test (see the log directory above)", pytrace=False)
     outcome, text = result
+    counts = pyfuncitem.config._hk_outcomes.setdefault(_item_np(pyfuncitem), {})
+    counts[outcome] = counts.get(outcome, 0) + 1
     if outcome == "passed":
         return True
     if outcome == "skipped":
@@ -194,7 +254,7 @@ def pytest_runtest_logreport(report) -> None:
     if f is not None:
         rec = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}
         if report.failed:
-            rec["text"] = report.longreprtext
+            rec["text"] = report.longreprtext + _captured(report)
         elif report.skipped and isinstance(report.longrepr, tuple):
             rec["text"] = str(report.longrepr[2])
         f.write(json.dumps(rec) + "\n")
@@ -221,6 +281,45 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         _COMM = None
 
 
+def _captured(report, limit: int = 40) -> str:
+    """What the test printed (e.g. the kernel's logs on stderr), last ``limit`` lines per stream."""
+    out = []
+    for title, content in getattr(report, "sections", []):
+        if title.startswith("Captured std") and content.strip():
+            lines = content.rstrip().splitlines()
+            cut = f" (last {limit} of {len(lines)} lines)" if len(lines) > limit else ""
+            out.append(f"\n--- {title.lower()}{cut} ---\n" + "\n".join(lines[-limit:]))
+    return "".join(out)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """One line per rank count: how its items ended, and which were not reached."""
+    outcomes = getattr(config, "_hk_outcomes", None)
+    items = getattr(config, "_hk_items", None)
+    if outcomes is None or not items:
+        return
+    wanted: dict[int, int] = {}
+    for it in items:
+        n = _item_np(it)
+        wanted[n] = wanted.get(n, 0) + 1
+    parts = []
+    for n in sorted(wanted):
+        got = outcomes.get(n, {})
+        words = [f"{v} {k}" for k, v in sorted(got.items())]
+        left = wanted[n] - sum(got.values())
+        if left:
+            words.append(f"{left} not run")
+        parts.append(f"np{n}: " + ", ".join(words))
+    line = "hcomm_kit mpi tests: " + "; ".join(parts)
+    if any(o.get("failed") for o in outcomes.values()) and any(
+            wanted[n] > sum(outcomes.get(n, {}).values()) for n in wanted):
+        line += " (stopped at the first failure; `hcomm-kit test --keep-going`, or pytest without -x, runs the rest)"
+    logs = getattr(config, "_hk_failed_logs", [])
+    if logs:
+        line += f"; logs of the failed job{'s' if len(logs) > 1 else ''}: {', '.join(map(str, logs))}"
+    terminalreporter.write_line(line)
+
+
 def _abort(report) -> None:
     """One rank failed: print its traceback and abort every rank (no one waits for it forever)."""
     rank = _world_rank()
@@ -228,6 +327,9 @@ def _abort(report) -> None:
                      f"MPI job\n{report.longreprtext}\n")
     sys.stderr.flush()
     sys.stdout.flush()
+    # Ranks failing the same check report it within moments: let them write their report first, so
+    # the failure names every rank that saw it ("ranks 0-3"), then stop the job.
+    time.sleep(0.3)
     try:
         from mpi4py import MPI
 
@@ -271,13 +373,14 @@ def mpi_comm(request):
 
 # ---- the outer runner ------------------------------------------------------------------------
 def _group_key(item):
-    return (str(item.path), _item_np(item), _item_timeout(item), _item_env(item))
+    """Items run in one job when they share file, rank count and job environment (timeouts are
+    per item: the watchdog uses the running item's)."""
+    return (str(item.path), _item_np(item), _item_env(item))
 
 
 def _run_group(first) -> None:
     """Run ``first`` and the pending items of its group in one mpirun job; store their results."""
     import subprocess
-    import tempfile
 
     from hcomm_kit.mpi import mpirun_argv, shm_backing_dir
 
@@ -287,11 +390,12 @@ def _run_group(first) -> None:
     items = config._hk_items
     start = items.index(first) if first in items else 0
     batch = [first] + [it for it in items[start + 1:] if _group_key(it) == key and it.nodeid not in results]
-    np_, timeout = key[1], key[2]
-    logdir = Path(tempfile.mkdtemp(prefix=f"hcomm_kit_mpi_np{np_}_"))
-    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), "HCOMM_KIT_JOB_DIR": str(logdir), **dict(key[3])}
+    np_, timeout = key[1], _item_timeout(first)
+    logdir = _new_logdir(np_)
+    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), "HCOMM_KIT_JOB_DIR": str(logdir), **dict(key[2])}
     if "HCCL_EXEC_TIMEOUT" not in os.environ:
-        env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(timeout) - 5))  # device waits fail before the harness kills
+        # device waits fail before the harness kills (the shortest item timeout of the job)
+        env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(min(_item_timeout(it) for it in batch)) - 5))
     if "HCOMM_KIT_SPIN_US" not in os.environ and (os.cpu_count() or 1) < np_:
         env["HCOMM_KIT_SPIN_US"] = "0"
     pytest_args = [sys.executable, "-m", "pytest", *[it.nodeid for it in batch], "-x", "-q",
@@ -300,12 +404,18 @@ def _run_group(first) -> None:
         pytest_args += ["-c", str(config.inifile)]
     if not entry_point_installed():
         pytest_args += ["-p", "hcomm_kit.testing.plugin"]
+    if config.getoption("mpi_np", default=None):
+        pytest_args += ["--mpi-np", str(config.getoption("mpi_np"))]  # the same items (ids) in the job
+    tb = config.getoption("tbstyle", default="auto")
+    if tb and tb != "auto":
+        pytest_args += [f"--tb={tb}"]
     redirect = 'exec "$0" "$@" >"$HCOMM_KIT_MPI_RESULTS/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.log" 2>&1'
     argv = mpirun_argv(np_, ["/bin/sh", "-c", redirect, *pytest_args], env=env, tag_output=False)
     # Open MPI occasionally fails to start its PMIx listener ("The PMIx server's listener thread
     # failed to start"), before any rank exists: that launcher failure alone is retried, once.
     for attempt in range(2):
-        with shm_backing_dir() as shm_env, open(logdir / "mpirun.log", "ab") as mlog:
+        with shm_backing_dir() as shm_env, open(logdir / "mpirun.log", "ab") as mlog, \
+                _job_progress(config, f"{Path(first.path).name} np{np_}", len(batch)) as show:
             full_env = dict(os.environ, **env, **shm_env)
             proc = subprocess.Popen(argv, cwd=str(config.rootpath), env=full_env, stdout=mlog,
                                     stderr=subprocess.STDOUT, start_new_session=True)
@@ -317,6 +427,9 @@ def _run_group(first) -> None:
                 finished = _finished_ids(logdir, 0)
                 if len(finished) > len(done_ids):
                     done_ids, last = finished, time.monotonic()
+                    show(len(done_ids))
+                    running = next((it for it in batch if it.nodeid not in done_ids), None)
+                    timeout = _item_timeout(running) if running is not None else timeout
                 elif time.monotonic() - last > timeout:
                     timed_out = True
                     # what every rank waits for, before the job is killed (the emulator answers)
@@ -332,6 +445,78 @@ def _run_group(first) -> None:
         if attempt or proc.returncode == 0 or timed_out or not _launcher_failed(logdir):
             break
     _collect(batch, results, logdir, np_, timeout, timed_out, proc)
+    _settle_logdir(config, logdir, batch, results, proc.returncode)
+
+
+# ---- per-job log directories -----------------------------------------------------------------
+_KEEP_FAILED = 10  # failed jobs' log directories kept (newest first)
+
+
+def _logs_root() -> Path:
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "hcomm_kit_logs"
+
+
+def _new_logdir(np_: int) -> Path:
+    import tempfile
+
+    root = _logs_root()
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"np{np_}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
+
+
+def _settle_logdir(config, logdir: Path, batch, results, returncode) -> None:
+    """Remove a passed job's logs (unless --keep-logs); mark a failed job's and prune old ones."""
+    import shutil
+
+    failed = returncode != 0 or any(results[it.nodeid][0] == "failed" for it in batch if it.nodeid in results)
+    if not failed:
+        if not config.getoption("keep_logs", default=False):
+            shutil.rmtree(logdir, ignore_errors=True)
+        return
+    (logdir / "FAILED").write_text("this mpirun job failed; hcomm-kit keeps the last "
+                                   f"{_KEEP_FAILED} failed jobs' logs\n")
+    config._hk_failed_logs.append(logdir)
+    marked = []
+    for d in _logs_root().iterdir():
+        try:
+            if (d / "FAILED").is_file():
+                marked.append((d.stat().st_mtime, d))
+        except OSError:
+            continue
+    for _, d in sorted(marked, reverse=True)[_KEEP_FAILED:]:
+        if d != logdir:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _job_progress(config, label: str, total: int):
+    """A progress bar of one job's finished items, on a terminal only; yields ``show(done)``."""
+    from hcomm_kit import progress
+
+    capman = config.pluginmanager.getplugin("capturemanager")
+    quiet = contextlib.nullcontext()
+    with (capman.global_and_fixture_disabled() if capman is not None else quiet):
+        if not progress.enabled(sys.stderr) or total < 2:
+            yield lambda done: None
+            return
+        bar = progress._rich_progress()
+        tw = config.pluginmanager.getplugin("terminalreporter")
+        col = tw._tw.width_of_current_line if tw is not None else 0
+        sys.stderr.write("\n")  # draw below pytest's line of dots, then come back to its end
+        try:
+            bar.start()
+        except Exception:
+            yield lambda done: None
+            return
+        task = bar.add_task(f"mpirun {label}", total=total, detail="")
+        try:
+            yield lambda done: bar.update(task, completed=done)
+        finally:
+            bar.stop()
+            sys.stderr.write(f"\x1b[1A\x1b[{col + 1}G")
+            sys.stderr.flush()
 
 
 def _launcher_failed(logdir: Path) -> bool:
@@ -398,7 +583,12 @@ def _finished_ids(logdir: Path, rank: int) -> set[str]:
 
 
 def _combine(nodeid: str, per_rank: dict[int, list[dict]]):
-    """(outcome, text) of one item over all ranks, or (None, '') if it did not finish everywhere."""
+    """(outcome, text) of one item over all ranks, or (None, '') if it did not finish everywhere.
+
+    A failure's text shows each distinct error once, with the ranks that reported it
+    (``ranks 0-3 (call):``); what differs between ranks (their number, handles) is ignored."""
+    from hcomm_kit.core.joboutput import format_ranks, normalize
+
     failed, skipped, complete = [], None, True
     for rank, recs in per_rank.items():
         mine = [r for r in recs if r["nodeid"] == nodeid]
@@ -410,8 +600,15 @@ def _combine(nodeid: str, per_rank: dict[int, list[dict]]):
         if not any(r["when"] == "teardown" for r in mine):
             complete = False
     if failed:
-        rank, r = failed[0]
-        return "failed", f"rank {rank} ({r['when']}):\n{r.get('text', '')}"
+        groups: dict[tuple, tuple[list[int], dict]] = {}
+        for rank, r in failed:
+            key = (r["when"], normalize(r.get("text", "").splitlines(), rank))
+            groups.setdefault(key, ([], r))[0].append(rank)
+        parts = []
+        for (when, _), (ranks, r) in groups.items():
+            who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {format_ranks(ranks)}"
+            parts.append(f"{who} ({when}):\n{r.get('text', '')}")
+        return "failed", "\n".join(parts)
     if not complete:
         return None, ""
     if skipped is not None:
@@ -419,22 +616,46 @@ def _combine(nodeid: str, per_rank: dict[int, list[dict]]):
     return "passed", ""
 
 
-def _tail(path: Path, n: int = _LOG_TAIL) -> str:
+def _tail(path: Path, n: int = _LOG_TAIL, *, quiet: bool = False) -> str:
+    """The last ``n`` lines of a log (``quiet``: without Open MPI's banners and pytest's dots)."""
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        lines = path.read_text(errors="replace").replace("\x00", "").splitlines()
     except FileNotFoundError:
         return "(no log)"
+    if quiet:
+        lines = _without_noise(lines)
     return "\n".join(lines[-n:])
+
+
+def _without_noise(lines: list[str]) -> list[str]:
+    """Drop Open MPI's banner blocks, its Epoll warnings and pytest's progress-only lines."""
+    import re
+
+    out, banner = [], False
+    for ln in lines:
+        if ln.strip() == "-" * 74:
+            banner = not banner
+            continue
+        if banner or re.match(r"^\[warn\] Epoll ", ln) or re.fullmatch(r"[.FEsxX]*\s*(\[\s*\d+%\])?\s*", ln):
+            continue
+        out.append(ln)
+    return out
 
 
 def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_out: bool, rc,
                   reported: str = "") -> str:
+    import re
+
+    from hcomm_kit.core.joboutput import format_ranks
+
+    verbose = item.config.getoption("verbose", default=0) > 0
     head = f"{item.nodeid} on {np_} ranks: "
     if reported:
-        rank = int(reported.split()[1])
-        log = _tail(logdir / f"rank{rank}.log").split("[hcomm_kit.testing] rank")[0].rstrip()
-        return (f"{head}failed on {reported}\n--- rank {rank} output before the failure (tail) ---\n{log}\n"
-                f"(full logs of every rank: {logdir})")
+        m = re.match(r"ranks? (\d+)", reported)
+        rank = int(m.group(1)) if m else 0
+        log = _tail(logdir / f"rank{rank}.log", quiet=not verbose).split("[hcomm_kit.testing] rank")[0].rstrip()
+        before = f"--- rank {rank} output before the failure (tail) ---\n{log}\n" if log else ""
+        return f"{head}failed on {reported}\n{before}(full logs of every rank: {logdir})"
     if timed_out:
         why = f"timed out after {timeout:g} s (@pytest.mark.mpi(timeout=...)); killed the mpirun job"
     else:
@@ -443,8 +664,14 @@ def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_
     state = logdir / "hang-state.txt"
     if timed_out and state.is_file():
         parts.append(f"--- what every rank was doing when the timeout fired ---\n{state.read_text().rstrip()}")
+    tails: dict[str, list[int]] = {}
     for r in range(np_):
-        parts.append(f"--- rank {r} log (tail) ---\n{_tail(logdir / f'rank{r}.log', 25)}")
-    parts.append(f"--- mpirun ---\n{_tail(logdir / 'mpirun.log', 15)}")
-    parts.append(f"(full logs of every rank: {logdir})")
+        tails.setdefault(_tail(logdir / f"rank{r}.log", 25, quiet=not verbose), []).append(r)
+    for text, ranks in tails.items():
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {format_ranks(ranks)} (the same)"
+        parts.append(f"--- {who} log (tail) ---\n{text}")
+    mpirun = _tail(logdir / "mpirun.log", 15, quiet=not verbose)
+    if mpirun.strip():
+        parts.append(f"--- mpirun ---\n{mpirun}")
+    parts.append(f"(full logs of every rank: {logdir}{'' if verbose else '; -v shows Open MPI messages'})")
     return "\n".join(parts)

@@ -11,7 +11,7 @@
  * HCCL buffer (the last one shorter); each slice runs the whole protocol and ends in a clean
  * state (see hk_coll.h: clean exit, ACK/DATA rules).
  *
- * Data plane rules (hcomm.md §1.5-§1.6, §3.1-§3.2): ...OnThread calls only enqueue; one thread's
+ * Data plane rules (Hcomm guide §1, §2, §4): ...OnThread calls only enqueue; one thread's
  * tasks run in order; notifies are binary flags; remote Write destinations / Read sources lie in
  * the peer's HCCL buffer, local sides may be any device memory (input/output directly).
  */

@@ -4,7 +4,7 @@
  * into outputPtr from the peer. Only the two ends call; the channel to the peer (topology "peer")
  * is acquired by the host on the first call with that peer.
  *
- * Protocol (CANN's send/recv example, hcomm.md §3.12), per slice:
+ * Protocol (CANN's send/recv example, Hcomm guide §5), per slice:
  *   sender:   stage the slice in its HCCL buffer; record HK_ACK ("staged") to the receiver;
  *             ... wait HK_DATA before the next HK_ACK and before it exits;
  *   receiver: wait HK_ACK; Read the slice from the sender's buffer straight into the output;

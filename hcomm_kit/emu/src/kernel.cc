@@ -430,7 +430,10 @@ int KernelTask::run(Stream* s, std::string* msg) {
         if (comm_abort(c, strprintf("rank %d: %s", comm_rank(c), msg->c_str()),
                        crashed ? AbortKind::Crash : AbortKind::Other))
             first = true;
-    if (first) EMU_LOG(LOG_ERROR, "%s", msg->c_str());
+    /* Logged by the rank whose failure aborted the communicator, and by any rank whose kernel failed
+     * on its own (a crash, or an error code with no failed API call before it); failures that
+     * follow from another rank's abort are left to that rank's report. */
+    if (first || crashed || first_err.empty()) EMU_LOG(LOG_ERROR, "%s", msg->c_str());
     diag_log("kernel failed: %s", msg->c_str());
     return ACL_ERROR_RT_AICPU_EXCEPTION;
 }

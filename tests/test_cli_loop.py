@@ -1,0 +1,364 @@
+"""The operator author's loop: --np checks, readable job output, bench of an operator directory,
+debug builds and kernel logs, test runs that stop and clean up, the single-rank note, the docs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hcomm_kit import cli
+from hcomm_kit.core.joboutput import JobOutput, format_ranks, normalize
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_orchestrator import scaffold  # noqa: E402  (operators built once per machine)
+
+
+def _hk(*args: str, timeout: float = 300, env: dict | None = None, cwd: str | None = None):
+    return subprocess.run([sys.executable, "-m", "hcomm_kit", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+# ---- one --np check -------------------------------------------------------------------------------
+def test_max_ranks_matches_the_emulator() -> None:
+    from hcomm_kit.limits import MAX_RANKS
+
+    text = (REPO / "hcomm_kit" / "emu" / "src" / "comm.h").read_text()
+    assert int(re.search(r"kMaxRanks\s*=\s*(\d+)", text).group(1)) == MAX_RANKS
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "anything", "--np", "{n}"], ["bench", "allreduce", "--np", "{n}"], ["launch", "--np", "{n}", "--", "true"],
+    ["demo", "--np", "{n}"], ["test", "anything", "--np", "{n}"],
+])
+@pytest.mark.parametrize("n,why", [(0, "at least 1"), (-1, "at least 1"), (65, "at most 64")])
+def test_np_is_checked_before_anything_starts(argv, n, why, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HCOMM_KIT_BACKEND", "emu")
+
+    def no_start(*a, **k):
+        raise AssertionError(f"a process was started before --np was checked: {a}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_start)
+    monkeypatch.setattr(subprocess, "run", no_start)
+    rc = cli.main([a.format(n=n) for a in argv])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err          # one line
+    assert f"--np {n}" in err and why in err and "Traceback" not in err
+
+
+def test_mpi_marker_rank_counts_are_checked() -> None:
+    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.testing.plugin import _marker_nps
+
+    class M:
+        args, kwargs = (), {"np": [2, 100]}
+
+    with pytest.raises(ConfigError, match="at most 64"):
+        _marker_nps(M())
+
+
+# ---- job output -------------------------------------------------------------------------------------
+ABORT_BANNER = """\
+[1,1]<stderr>: --------------------------------------------------------------------------
+[1,1]<stderr>: MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD
+[1,1]<stderr>:   Proc: [[47536,1],1]
+[1,1]<stderr>:   Errorcode: 1
+[1,1]<stderr>: --------------------------------------------------------------------------
+[warn] Epoll MOD(1) on fd 19 failed. Old events were 6; read change was 0 (none); write change was 2 (del); close change was 0 (none): Bad file descriptor
+--------------------------------------------------------------------------
+prterun has exited due to process rank 1 with PID 10979 on node vm calling
+"abort". This may have caused other processes in the application to be
+terminated by signals sent by prterun (as reported here).
+--------------------------------------------------------------------------"""
+
+
+def _feed(lines: list[str], **kw) -> tuple[str, str, str | None]:
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    job = JobOutput(kw.pop("np", 4), out=out, err=err, progress=False, **kw)
+    for ln in lines:
+        job.feed(ln)
+    summary = job.finish(1)
+    return out.getvalue(), err.getvalue(), summary
+
+
+def test_job_output_groups_errors_and_hides_banners() -> None:
+    err_lines = []
+    for r in range(4):
+        err_lines += [f"[1,{r}]<stderr>: hcomm-kit: error: kernel K on rank {r}/4 failed: returned 1",
+                      f"[1,{r}]<stderr>: stream = 0x{7000 + r:x}abcdef"]
+    lines = ["[1,0]<stdout>: table row", *err_lines, *ABORT_BANNER.splitlines()]
+    out, err, summary = _feed(lines)
+    assert out == "table row\n"
+    assert err.count("hcomm-kit: error:") == 1 and "[ranks 0-3] hcomm-kit: error: kernel K on rank 0/4" in err
+    assert len(err.splitlines()) == 2, err
+    _, err2, _ = _feed(["[1,2]<stderr>: only rank 2 says this", "[1,0]<stderr>: rank 0 says that"])
+    assert "[rank 2] only rank 2 says this" in err2 and "[rank 0] rank 0 says that" in err2
+    assert "MPI_ABORT" not in err and "Epoll" not in err and "prterun" not in err
+    assert summary == "rank 1 called MPI_Abort (-v shows mpirun's messages)"
+    # -v: everything as mpirun printed it
+    _, err_v, summary_v = _feed(lines, verbose=True)
+    assert "MPI_ABORT was invoked" in err_v and "Epoll" in err_v and err_v.count("hcomm-kit: error:") == 4
+    assert "-v shows" not in summary_v
+    # launch's tags: kept, with the rank list
+    _, err_t, _ = _feed(err_lines, tag_output=True)
+    assert "[1,0-3]<stderr>: hcomm-kit: error:" in err_t
+
+
+def test_job_output_helpers() -> None:
+    assert format_ranks([3, 0, 1, 2, 7, 9, 10]) == "0-3,7,9,10"
+    assert normalize(["rank 3 at 0xdeadbeef, pid 1234567"], 3) == normalize(["rank 5 at 0xfeed, pid 7654321"], 5)
+    assert normalize(["rank 3"], 3) != normalize(["rank 4"], 3)
+    _, err, summary = _feed(["--------------------------------------------------------------------------",
+                             "prterun detected that one or more processes exited with non-zero status,",
+                             "thus causing the job to be terminated. The first process to do so was:", "",
+                             "   Process name: [prterun-vm-19416@1,3]", "   Exit code:    2",
+                             "--------------------------------------------------------------------------"])
+    assert err == "" and summary.startswith("rank 3 exited with status 2")
+    # an unknown banner is shown
+    _, err, _ = _feed(["-" * 74, "There are not enough slots available", "-" * 74])
+    assert "not enough slots" in err
+
+
+def test_launch_shows_one_copy_of_an_error() -> None:
+    code = "import hcomm_kit; c = hcomm_kit.init(); c.barrier()\nraise ValueError('same on every rank')"
+    p = _hk("launch", "--np", "3", "--no-tag-output", "--timeout", "100", "--", sys.executable, "-c", code,
+            timeout=150)
+    assert p.returncode != 0
+    err = p.stderr
+    assert err.count("ValueError: same on every rank") == 1, err
+    assert re.search(r"\[ranks? [0-9,-]+\] Traceback", err), err
+    assert "MPI_ABORT" not in err and "prterun" not in err and "hcomm-kit: the job failed:" in err
+    assert len(err.splitlines()) <= 8, err
+
+
+# ---- bench of an operator directory ----------------------------------------------------------------------
+def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rows_file, png = tmp_path / "rows.jsonl", tmp_path / "bw.png"
+    p = _hk("bench", str(scaffold("ring-allreduce")), "--np", "3", "-b", "1K", "-e", "64K", "-f", "8", "-n", "3",
+            "-w", "1", "-d", "int32", "-o", "max", "--compare", "builtin,mpi", "--json", str(rows_file),
+            "--plot", str(png))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "operator t_ring_allreduce_thread" in p.stdout and "busbw factor of allreduce" in p.stdout
+    assert "builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | mpi_time(us)" in p.stdout
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert [r["size"] for r in rows] == [1024, 8192, 65536]
+    for r in rows:
+        assert r["check"] == "success" and r["wrong"] == 0 and r["reference"] == "allreduce"
+        assert r["busbw"] == pytest.approx(r["algbw"] * 2 * 2 / 3)
+        assert r["builtin"] == "allreduce" and r["builtin_time_us"] > 0 and r["mpi_time_us"] > 0
+        assert r["vs_builtin"] == pytest.approx(r["builtin_time_us"] / r["time_us"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern,kind,builtin,factor", [
+    ("empty", "copy", None, None), ("p2p", "shift", "shift", 1.0), ("mesh-allgather", "allgather", "allgather", 2 / 3),
+])
+def test_bench_every_pattern(tmp_path: Path, pattern, kind, builtin, factor) -> None:
+    rows_file = tmp_path / "rows.jsonl"
+    p = _hk("bench", str(scaffold(pattern)), "--np", "3", "-b", "96", "-e", "12K", "-f", "8", "-n", "2", "-w", "1",
+            "--compare", "builtin", "--compare", "mpi", "--json", str(rows_file))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    assert len(rows) == 3 and all(r["check"] == "success" and r["reference"] == kind for r in rows)
+    for r in rows:
+        assert r.get("builtin") == builtin
+        if factor is None:
+            assert r["busbw"] is None and "time only" in p.stdout and r["mpi_time_us"] is None
+        else:
+            assert r["busbw"] == pytest.approx(r["algbw"] * factor) and r["builtin_time_us"] > 0
+            assert r["mpi_time_us"] > 0
+
+
+def test_bench_operator_argument_errors() -> None:
+    ring = str(scaffold("ring-allreduce"))
+    p = _hk("bench", ring, "--np", "2", "-o", "prod")
+    assert p.returncode == 1 and "does not support reduce op prod" in p.stderr and p.stderr.count("\n") == 1
+    p = _hk("bench", ring, "--np", "2", "--algorithm", "ring")
+    assert p.returncode == 1 and "--algorithm picks an algorithm of the built-in collectives" in p.stderr
+    p = _hk("bench", "allreduce", "--np", "2", "--compare", "builtin")
+    assert p.returncode == 1 and "--compare builtin is for your own operators" in p.stderr
+    p = _hk("bench", "allreduce", "--np", "2", "-n", "0")
+    assert p.returncode == 1 and "at least 1 timed iteration" in p.stderr
+    p = _hk("bench", "allreduce", "--np", "2", "-r", "2")
+    assert p.returncode == 1 and "-r 2 is not a rank of a 2-rank job" in p.stderr
+
+
+def test_plot_title_names_what_was_measured() -> None:
+    from hcomm_kit.bench import plot_title
+
+    title = plot_title([{"collective": "allgather", "ranks": 4, "dtype": "bf16", "op": None, "root": None,
+                         "backend": "emu", "soc": "Ascend910B"}])
+    assert "allgather" in title and "4 ranks" in title and "bf16" in title and "emulator" in title
+
+
+# ---- run: --iters 0, --json, --debug -------------------------------------------------------------------------
+def test_run_iters_0_and_json(tmp_path: Path, monkeypatch, capsys) -> None:
+    from hcomm_kit.core import communicator
+
+    monkeypatch.setenv("HCOMM_KIT_QUIET", "0")
+    monkeypatch.setattr(communicator, "_NOTED", False)
+    out = tmp_path / "rows.jsonl"
+    rc = cli.main(["run", str(scaffold("mesh-allgather")), "allgather", "--np", "1", "--iters", "0",
+                   "--count", "33", "--json", str(out)])
+    text = capsys.readouterr()
+    assert rc == 0, text.out + text.err
+    assert "no MPI launcher" not in text.err  # --np 1 was asked for: no single-rank note
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["op"] == "t_mesh_allgather_thread" and rows[0]["us_per_call"] is None and rows[0]["ok"] is True
+    assert rows[1]["collective"] == "allgather" and rows[1]["builtin"] is True and rows[1]["check"] == "success"
+    assert re.search(r"t_mesh_allgather_thread .* 33 +0 +- +OK", text.out), text.out
+
+
+def test_run_debug_shows_kernel_logs_once_per_distinct_line() -> None:
+    p = _hk("run", str(scaffold("ring-allreduce")), "--np", "2", "--count", "100", "--iters", "0", "--debug")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert " OK" in p.stdout
+    entry = [ln for ln in p.stderr.splitlines() if "[INFO] [t_ring_allreduce_thread]" in ln and "entry" in ln]
+    assert entry and entry[0].startswith("[ranks 0,1] "), p.stderr   # the same log of both ranks: once
+    assert "MPI_ABORT" not in p.stderr
+
+
+def test_debug_env_loads_the_debug_build(monkeypatch) -> None:
+    import hcomm_kit
+
+    opdir = scaffold("ring-allreduce")
+    with hcomm_kit.init() as c:
+        release = c.load_op(opdir)
+        monkeypatch.setenv("HCOMM_KIT_DEBUG", "1")
+        debug = c.load_op(opdir)
+        assert debug is not release and debug.build.key != release.build.key
+        assert c.load_op(opdir, debug=False) is release
+
+
+# ---- test: --np N, first failure stops, logs ---------------------------------------------------------------
+BROKEN = """\
+    if (param.count > 1000) {
+        OP_LOG_ERROR("count %llu is too big for this kernel", static_cast<unsigned long long>(param.count));
+        return HCCL_E_PARA;
+    }
+    if (param.count == 0) {"""
+
+
+def test_test_command_np_override_and_first_failure(tmp_path: Path) -> None:
+    from hcomm_kit.scaffold.render import new_op
+
+    res = new_op("brk", pattern="ring-allreduce", directory=tmp_path)
+    exec_op = res.opdir / "op_kernel_aicpu" / "exec_op.cc"
+    exec_op.write_text(exec_op.read_text().replace("    if (param.count == 0) {", BROKEN, 1))
+    # --np 1 is not in the markers' [2, 3, 4]: the tests run at 1 rank anyway
+    ok = _hk("test", str(res.opdir), "--np", "1", "--", "-k", "-7-int32-sum or -61-fp32-max")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "2 passed" in ok.stdout and "np1: 2 passed" in ok.stdout
+    tmp = tmp_path / "tmp"  # $TMPDIR of the run: its failed job's logs land here, not in the machine's /tmp
+    tmp.mkdir()
+    t0 = time.monotonic()
+    bad = _hk("test", str(res.opdir), "--", "-k", "int32 and sum", env={"TMPDIR": str(tmp)})
+    took = time.monotonic() - t0
+    out = bad.stdout + bad.stderr
+    assert bad.returncode == 1, out
+    assert out.count("count 1031 is too big for this kernel") == 1     # the kernel's own log, once
+    assert re.search(r"failed on ranks? [0-9,-]+ \(call\)", out), out
+    assert "MPI_ABORT" not in out and "prterun" not in out and "Epoll" not in out
+    assert re.search(r"np2: 1 failed, \d+ passed(, \d+ not run)?; np3: 8 not run; np4: 8 not run \(stopped at the "
+                     r"first failure", out), out
+    assert len(out.splitlines()) < 45, out
+    assert took < 150  # generous: a failing run used to take 200 s
+    new = list((tmp / "hcomm_kit_logs").iterdir())
+    assert len(new) == 1 and new[0].name.startswith("np2-") and (new[0] / "FAILED").is_file() and str(new[0]) in out
+
+
+def test_logdirs_pruned_to_the_last_ten(tmp_path: Path, monkeypatch) -> None:
+    from hcomm_kit.testing import plugin
+
+    monkeypatch.setattr(plugin, "_logs_root", lambda: tmp_path)
+
+    class Cfg:
+        _hk_failed_logs: list = []
+
+        @staticmethod
+        def getoption(name, default=None):
+            return False
+
+    class It:
+        nodeid = "t"
+
+    passed = plugin._new_logdir(2)
+    plugin._settle_logdir(Cfg, passed, [It], {"t": ("passed", "")}, 0)
+    assert not passed.exists()
+    dirs = []
+    for i in range(12):
+        d = plugin._new_logdir(3)
+        plugin._settle_logdir(Cfg, d, [It], {"t": ("failed", "x")}, 1)
+        os.utime(d, (1000 + i, 1000 + i))
+        dirs.append(d)
+    plugin._settle_logdir(Cfg, plugin._new_logdir(3), [It], {"t": ("failed", "x")}, 1)
+    left = sorted(p for p in tmp_path.iterdir())
+    assert len(left) == 10 and dirs[0] not in left and dirs[-1] in left
+
+
+def test_combine_groups_failures_by_rank() -> None:
+    from hcomm_kit.testing.plugin import _combine
+
+    def rec(rank, text):
+        return [{"nodeid": "t", "when": "call", "outcome": "failed", "text": text},
+                {"nodeid": "t", "when": "teardown", "outcome": "passed"}]
+
+    per_rank = {r: rec(r, f"E AssertionError on rank {r}: 3 != 4") for r in range(3)}
+    per_rank[3] = rec(3, "E KernelError: timeout")
+    outcome, text = _combine("t", per_rank)
+    assert outcome == "failed"
+    assert text.count("AssertionError") == 1 and text.startswith("ranks 0-2 (call):") and "rank 3 (call):" in text
+
+
+# ---- the single-rank note, dtype aliases, docs ---------------------------------------------------------------
+def test_single_rank_note_once_and_quiet() -> None:
+    code = "import hcomm_kit; a = hcomm_kit.init(); b = hcomm_kit.init(); b.close(); a.close()"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "HCOMM_KIT_QUIET": ""})
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("running as a single rank") == 1 and "hcomm-kit launch --np N" in p.stderr
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "HCOMM_KIT_QUIET": "1"})
+    assert p.returncode == 0 and "single rank" not in p.stderr
+
+
+def test_dtype_aliases_listed_once(tmp_path: Path) -> None:
+    from hcomm_kit.scaffold.opspec import parse_opspec
+    from hcomm_kit.scaffold.render import new_op, update_op
+
+    spec = parse_opspec('[op]\nname = "x"\ndtypes = ["float32", "fp32", "int8"]\nreduce_ops = ["sum", "add"]\n')
+    assert spec.dtypes == ("fp32", "int8") and spec.reduce_ops == ("sum",)
+    res = new_op("dup", pattern="ring-allreduce", directory=tmp_path)
+    toml = res.opdir / "op.toml"
+    toml.write_text(re.sub(r"dtypes = \[.*\]", 'dtypes = ["float32", "fp32"]', toml.read_text()))
+    update_op(res.opdir)
+    assert 'DTYPES = ["fp32"]' in (res.opdir / "tests" / "test_dup.py").read_text()
+
+
+def test_generated_files_cite_the_shipped_guide(tmp_path: Path) -> None:
+    from hcomm_kit.resources import docs_dir
+    from hcomm_kit.scaffold.render import new_op
+
+    guide = (docs_dir() / "hcomm.md").read_text()
+    sections = set(re.findall(r"^## (\d+)\.", guide, re.M))
+    for pattern in ("p2p", "mesh-allgather", "ring-allreduce"):
+        res = new_op(f"g_{pattern.replace('-', '_')}", pattern=pattern, directory=tmp_path)
+        for path in res.opdir.rglob("*"):
+            if path.is_file() and path.suffix in (".cc", ".h", ".md", ".txt", ".py"):
+                text = path.read_text()
+                assert "hcomm.md" not in text, path
+                for cited in re.findall(r"Hcomm guide ((?:§\d+(?:, )?)+)", text):
+                    assert set(re.findall(r"§(\d+)", cited)) <= sections, (path, cited)
+    p = _hk("docs", "hcomm")
+    assert p.returncode == 0 and p.stdout.startswith("# Hcomm for operator authors")
