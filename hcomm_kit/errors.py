@@ -22,6 +22,7 @@ __all__ = [
     "HcclError",
     "OpTimeoutError",
     "KernelError",
+    "ProcessGroupError",
 ]
 
 
@@ -239,3 +240,17 @@ class OpTimeoutError(AclError, TimeoutError):
 
 class KernelError(AclError):
     """A kernel returned non-zero or crashed (ACL 507018, AICPU exception)."""
+
+
+class ProcessGroupError(HcommKitError, RuntimeError):
+    """A collective of the ``hcomm`` torch.distributed backend failed or timed out.
+
+    Attributes:
+        op: the collective (``allreduce``, ...); ``seq``: its sequence number in the group;
+        rank: this rank in the group; ``timeout``: seconds waited, when it timed out.
+    """
+
+    def __init__(self, message: str, *, op: str = "", seq: int = 0, rank: int | None = None,
+                 timeout: float | None = None) -> None:
+        super().__init__(message)
+        self.op, self.seq, self.rank, self.timeout = op, seq, rank, timeout

@@ -105,7 +105,8 @@ def _pin_rank(rt, boot) -> None:
             pass
 
 
-def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None) -> "Communicator":
+def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,
+         bootstrap: Bootstrap | None = None) -> "Communicator":
     """Create the communicator of this process.
 
     Args:
@@ -115,6 +116,8 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
         backend: ``"emu"`` / ``"cann"`` / ``"auto"`` (default ``HCOMM_KIT_BACKEND``).
         soc: emulator personality (``Ascend910B``, ``Ascend910_93``, ``Ascend950``); sets
             ``HCOMM_KIT_SOC`` before the runtime loads.
+        bootstrap: an explicit :class:`~hcomm_kit.core.bootstrap.Bootstrap` instead of ``comm`` /
+            the environment (e.g. ``Bootstrap.from_store(store, rank, size)``).
 
     Returns:
         A :class:`Communicator` (also a context manager).
@@ -128,7 +131,7 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
         (0, 1)
     """
     rt = _apply_soc(soc, backend)
-    boot = detect(comm)
+    boot = bootstrap if bootstrap is not None else detect(comm)
     _pin_rank(rt, boot)
     if boot.mpi_comm is not None and boot.size > 1:
         from .launch import install_abort_hook

@@ -1,0 +1,80 @@
+"""The ``hcomm`` backend of ``torch.distributed``, and DDP gradient hooks.
+
+A script written for ``gloo`` runs on hcomm-kit by changing the backend name::
+
+    import torch.distributed as dist
+    dist.init_process_group("hcomm")          # torchrun, or hcomm-kit launch / mpirun
+    model = torch.nn.parallel.DistributedDataParallel(model)
+
+The backend registers itself when torch is imported (a ``torch.backends`` entry point of the
+installed package; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off, then ``import
+hcomm_kit.torch`` registers it). Under an MPI launcher it also fills ``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` for ``env://`` (see :mod:`hcomm_kit.torch._env`).
+
+Names (imported on first use, so that registering stays cheap):
+
+* :class:`~hcomm_kit.torch.process_group.ProcessGroupHcomm`, ``HcommWork``: the backend.
+* :func:`~hcomm_kit.torch.hooks.allreduce_hook`: a DDP comm hook averaging gradients on hcomm.
+* :func:`~hcomm_kit.torch.hooks.op_hook`: a DDP comm hook running a custom operator directory.
+* :func:`~hcomm_kit.torch._tensors.registration_stats`: counters of the zero-copy path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import torch.distributed as _dist
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    raise ImportError("hcomm_kit.torch needs PyTorch: python -m pip install 'hcomm-kit[torch]'") from _exc
+
+from ._env import apply_launcher_env
+
+__all__ = ["BACKEND_NAME", "register", "ProcessGroupHcomm", "HcommWork", "allreduce_hook", "op_hook",
+           "registration_stats", "apply_launcher_env"]
+
+BACKEND_NAME = "hcomm"
+
+_LAZY = {
+    "ProcessGroupHcomm": "hcomm_kit.torch.process_group",
+    "HcommWork": "hcomm_kit.torch.process_group",
+    "allreduce_hook": "hcomm_kit.torch.hooks",
+    "op_hook": "hcomm_kit.torch.hooks",
+    "registration_stats": "hcomm_kit.torch._tensors",
+}
+
+
+def _create(store: Any, rank: int, size: int, timeout: Any):
+    from .process_group import create_process_group
+
+    return create_process_group(store, rank, size, timeout)
+
+
+def register() -> None:
+    """Register ``"hcomm"`` with ``torch.distributed`` for CPU tensors (idempotent)."""
+    if not _dist.is_available():
+        raise RuntimeError("this PyTorch build has no torch.distributed; the hcomm backend needs it")
+    if BACKEND_NAME in _dist.Backend.backend_list:
+        return
+    _dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+
+
+def _autoload() -> None:
+    """``torch.backends`` entry point: runs inside ``import torch``; must stay cheap."""
+    apply_launcher_env()
+    register()
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hcomm_kit.torch' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+apply_launcher_env()
+register()
