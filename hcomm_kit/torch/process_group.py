@@ -102,13 +102,15 @@ class HcommWork(dist.Work):
         self.op, self.seq = op, seq
         self._outputs = outputs
         self._future: torch.futures.Future = torch.futures.Future()
-        self._done = threading.Event()
+        self._done = threading.Event()     # set once the future is completed
+        self._completed = False            # the collective finished (before the future's callbacks)
         self._exc: BaseException | None = None
         self._source_rank = -1
 
     # ---- completion (worker thread) ----------------------------------------------------------
     def _finish(self, exc: BaseException | None) -> None:
         self._exc = exc
+        self._completed = True
         try:
             if exc is None:
                 self._future.set_result(self._outputs)  # runs the future's callbacks, on this thread
@@ -129,7 +131,9 @@ class HcommWork(dist.Work):
                 group is then unusable).
         """
         secs = _seconds(timeout) or self._pg._timeout_s
-        if not self._done.wait(secs):
+        if self._completed and threading.current_thread() is self._pg._worker:
+            pass  # called from a future callback: the future is being completed right now
+        elif not self._done.wait(secs):
             err = ProcessGroupError(
                 f"hcomm: {self.op} (collective #{self.seq} of group {self._pg._label()}) did not finish "
                 f"within {secs:g} s on rank {self._pg.rank()}/{self._pg.size()}: a peer rank is missing, "
@@ -145,10 +149,10 @@ class HcommWork(dist.Work):
         return self._future
 
     def is_completed(self) -> bool:
-        return self._done.is_set()
+        return self._completed
 
     def is_success(self) -> bool:
-        return self._done.is_set() and self._exc is None
+        return self._completed and self._exc is None
 
     def exception(self) -> BaseException | None:
         return self._exc
