@@ -272,13 +272,25 @@ class Communicator(CollectiveOps):
 
         Collective: every rank of the communicator calls it (the ranks meet at a barrier first).
         """
+        self._close(barrier=True)
+
+    def abort(self) -> None:
+        """Destroy the communicator without waiting for the other ranks (not collective).
+
+        For a communicator whose peers failed or are out of step (e.g. after a collective timed
+        out): no closing barrier, so it returns even when peers are gone.
+        """
+        self._close(barrier=False)
+
+    def _close(self, barrier: bool) -> None:
         if self._closed:
             return
         self._closed = True
         try:
             if self.stream.handle:
                 self.rt.acl.aclrtSynchronizeStream(self.stream.handle)
-            self._closing_barrier()
+            if barrier:
+                self._closing_barrier()
         finally:
             for res in list(self._resources.values()):
                 try:

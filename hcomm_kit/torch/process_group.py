@@ -23,6 +23,7 @@ import datetime
 import itertools
 import os
 import queue
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Sequence
@@ -54,8 +55,10 @@ _REDUCE = {
     _RedOp.PREMUL_SUM: ("PREMUL_SUM", "sum"),
 }
 
+_GRACE_S = 0.5  # Work.wait: extra time for the collective's own (more precise) timeout error to arrive
 _LIVE: "weakref.WeakSet[ProcessGroupHcomm]" = weakref.WeakSet()
 _ATEXIT = [False]
+_EXIT_ON_ERROR = [False]
 
 
 def _seconds(timeout: Any) -> float:
@@ -82,11 +85,33 @@ def _local_rank(default: int) -> int:
 
 
 def _close_all() -> None:
+    """At exit: shut every live group down; after an uncaught exception, abort them instead (the
+    peers are probably still inside a collective: a closing barrier would only wait for them)."""
+    failed = _EXIT_ON_ERROR[0]
     for pg in list(_LIVE):
         try:
-            pg.shutdown()
+            if failed:
+                pg.abort()
+            else:
+                pg.shutdown()
         except Exception:
             pass
+
+
+def _install_hooks() -> None:
+    """Once per process: the atexit shutdown, and an excepthook noting an exit on error."""
+    if _ATEXIT[0]:
+        return
+    _ATEXIT[0] = True
+    atexit.register(_close_all)  # runs before hcomm_kit's own close-all (atexit runs in reverse)
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        if not issubclass(exc_type, (KeyboardInterrupt, SystemExit)):
+            _EXIT_ON_ERROR[0] = True
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
 
 
 class HcommWork(dist.Work):
@@ -133,7 +158,7 @@ class HcommWork(dist.Work):
         secs = _seconds(timeout) or self._pg._timeout_s
         if self._completed and threading.current_thread() is self._pg._worker:
             pass  # called from a future callback: the future is being completed right now
-        elif not self._done.wait(secs):
+        elif not self._done.wait(secs) and not self._done.wait(_GRACE_S):  # grace: the op's own error
             err = ProcessGroupError(
                 f"hcomm: {self.op} (collective #{self.seq} of group {self._pg._label()}) did not finish "
                 f"within {secs:g} s on rank {self._pg.rank()}/{self._pg.size()}: a peer rank is missing, "
@@ -234,9 +259,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._worker = _Worker(self)
         self._worker.start()
         _LIVE.add(self)
-        if not _ATEXIT[0]:
-            atexit.register(_close_all)  # after hcomm_kit's own close-all (atexit runs in reverse)
-            _ATEXIT[0] = True
+        _install_hooks()
 
     # ---- identity ----------------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - the C++ virtual's name
@@ -767,11 +790,13 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         _LIVE.discard(self)
         self._worker.q.put(None)
         broken = self._broken is not None
-        self._worker.join(timeout=None if not broken else 1.0)
-        if broken or self._worker.is_alive():
-            self.comm._closed = True  # a failed group: its peers are gone or out of step; no closing barrier
-            return
-        self.comm.close()
+        self._worker.join(timeout=None if not broken else 2 * _GRACE_S)
+        if self._worker.is_alive():
+            return  # still inside a failing collective: leave the communicator to process exit
+        if broken:
+            self.comm.abort()  # the peers are gone or out of step: no closing barrier
+        else:
+            self.comm.close()
 
     def abort(self) -> None:
         self._break(ProcessGroupError("hcomm: the process group was aborted"))
