@@ -250,6 +250,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._seq = 0
         self._lock = threading.Lock()
         self._id = next(ProcessGroupHcomm._seq_counter)
+        self._group_name = ""
+        self._group_desc = ""
         boot = Bootstrap.from_store(store, rank, size, _local_rank(rank))
         self.comm = init(bootstrap=boot)
         if self.comm.rank != rank or self.comm.size != size:
@@ -265,12 +267,21 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802 - the C++ virtual's name
         return BACKEND_NAME
 
+    # Group name and description: kept here (a C++ ProcessGroup keeps them in its backends).
+    def getGroupName(self) -> str:  # noqa: N802
+        return self._group_name
+
+    def setGroupName(self, name: str) -> None:  # noqa: N802
+        self._group_name = str(name)
+
+    def getGroupDesc(self) -> str:  # noqa: N802
+        return self._group_desc
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        self._group_desc = str(desc)
+
     def _label(self) -> str:
-        try:
-            name = self.group_name
-        except Exception:  # not registered yet
-            name = ""
-        return f"{name or 'pg'}#{self._id}"
+        return f"{self._group_name or 'pg'}#{self._id}"
 
     def _product_name(self) -> str:
         from ..op import PRODUCT_OF_DEV_TYPE
@@ -767,6 +778,45 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def monitored_barrier(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError("hcomm: monitored_barrier is not supported (gloo only); use dist.barrier, "
                                   "whose timeout names the collective that did not finish")
+
+    # ---- custom operators ------------------------------------------------------------------------
+    def run_op(self, path: "str | os.PathLike[str]", input: torch.Tensor, output: torch.Tensor | None = None, *,
+               reduce_op: str | None = None, root: int | None = None, **params: Any) -> HcommWork:
+        """Run the custom operator directory ``path`` (every rank of the group calls it) on tensors.
+
+        It is queued with the group's collectives (same order, same timeout) and reads/writes the
+        tensors' memory directly. ``output`` defaults to a new tensor sized by the operator's
+        ``[io].output`` rule; the Work's future value is ``[output]``.
+
+        Raises:
+            ConfigError: dtype / reduce op / parameter not accepted by the operator's op.toml.
+        """
+        from ..build.opbuild import build_op
+
+        self._check_cpu("run_op", input, *([output] if output is not None else []))
+        spec = build_op(path).spec  # cached; compiles here (caller thread) on first use
+        dt = hk_dtype(input.dtype, f"operator {spec.name}")
+        if dt.name not in spec.dtypes:
+            raise ConfigError(f"operator {spec.name} does not support {input.dtype} ({dt.name}); op.toml "
+                              f"[op].dtypes = {list(spec.dtypes)}", key="dtype", path=spec.opdir / "op.toml")
+        n = input.numel()
+        out_n = spec.output_count(n, self.size())
+        if output is None:
+            output = torch.empty(out_n, dtype=input.dtype)
+        elif output.numel() != out_n or output.dtype != input.dtype:
+            raise ValueError(f"hcomm: operator {spec.name}: output needs {out_n} x {input.dtype} "
+                             f"([io].output = {spec.output!r}), got {output.numel()} x {output.dtype}")
+        comm, tmo, out = self.comm, self._timeout_s, output
+
+        def run() -> None:
+            op = comm.load_op(path)
+            with self._ops() as o:
+                x = o.contiguous(input, write=False)
+                y = o.contiguous(out, write=True)
+                if n:
+                    op(o.operand(x, dt), o.operand(y, dt), count=n, dtype=dt, reduce_op=reduce_op, root=root,
+                       timeout=tmo, **params)
+        return self._submit(f"operator {spec.name}", [output], run)
 
     # ---- lifetime -------------------------------------------------------------------------------
     def _chain(self, op: str, outputs: list, calls: list[Callable[[], HcommWork]]) -> HcommWork:
