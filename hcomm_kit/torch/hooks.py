@@ -16,8 +16,8 @@ Example::
     ddp.register_comm_hook(None, hcomm_kit.torch.op_hook("ops/my_ring_allreduce"))
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: DDP checks the hooks' annotations as objects
+# (bucket: dist.GradBucket, return: torch.futures.Future[torch.Tensor]).
 import os
 from typing import Any, Callable
 
@@ -37,7 +37,7 @@ def _group(state: Any, what: str) -> ProcessGroupHcomm:
     return pg
 
 
-def allreduce_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
+def allreduce_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """Average the bucket's gradients over the group (one AVG allreduce, in place).
 
     Args:
@@ -54,7 +54,7 @@ def allreduce_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
 
 
 def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: bool = True,
-            **params: Any) -> Callable[[Any, dist.GradBucket], torch.futures.Future]:
+            **params: Any) -> Callable[[Any, dist.GradBucket], "torch.futures.Future[torch.Tensor]"]:
     """A DDP comm hook that reduces each gradient bucket with the custom operator in ``path``.
 
     The operator is built now (build cache), so a broken operator fails at registration rather
@@ -80,13 +80,13 @@ def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: 
                           path=spec.opdir / "op.toml")
     opdir = spec.opdir
 
-    def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
+    def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         pg = _group(state, "op_hook")
         buf = bucket.buffer()
         work = pg.run_op(opdir, buf, reduce_op=reduce_op, **params)
         n = pg.size()
 
-        def done(fut: torch.futures.Future) -> torch.Tensor:
+        def done(fut: "torch.futures.Future[list[torch.Tensor]]") -> torch.Tensor:
             out = fut.value()[0]
             return out.div_(n) if average else out
         return work.get_future().then(done)

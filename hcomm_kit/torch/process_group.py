@@ -8,12 +8,17 @@ one HCCL communicator per group through that store (rank 0 publishes the root in
 
 Every collective maps onto the communicator's built-in collectives (``comm.all_reduce`` & co.,
 see :mod:`hcomm_kit.collectives`); tensors are passed by pointer (:mod:`hcomm_kit.torch._tensors`).
-Calls are queued, in issue order, to one worker thread per group which runs them synchronously
-on the group's stream; each call returns an :class:`HcommWork` at once, whose ``get_future()``
-is a ``torch.futures.Future`` completed by the worker and whose ``wait(timeout)`` honours the
-timeout (default: the group's). A collective runs with the group's timeout as its operator
-timeout, so a rank whose peer died fails within that timeout. After a runtime failure the group
-refuses further collectives (the ranks are out of step), as NCCL's watchdog does.
+
+Collectives run in the calling thread, in issue order, on the group's stream, and return an
+:class:`HcommWork` whose ``get_future()`` is a completed ``torch.futures.Future`` (its value: the
+output tensors; an error is set on it and raised by ``wait()``). On the emulator the "device" is
+threads of this very process, so running the collective right away costs the caller nothing a
+background thread would save, while a hand-off to a Python thread would wait for the GIL (up to
+its 5 ms switch interval) on every call. Each collective runs with the timeout of its options, else
+the group's, as its operator timeout: a rank whose peer died or issued another collective fails
+within that timeout (at once when the emulator sees the peer exit). After a runtime failure the
+group refuses further collectives (the ranks are out of step), as NCCL's watchdog does, and it is
+torn down without a closing barrier.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import atexit
 import datetime
 import itertools
 import os
-import queue
 import sys
 import threading
 import weakref
@@ -55,7 +59,6 @@ _REDUCE = {
     _RedOp.PREMUL_SUM: ("PREMUL_SUM", "sum"),
 }
 
-_GRACE_S = 0.5  # Work.wait: extra time for the collective's own (more precise) timeout error to arrive
 _LIVE: "weakref.WeakSet[ProcessGroupHcomm]" = weakref.WeakSet()
 _ATEXIT = [False]
 _EXIT_ON_ERROR = [False]
@@ -115,10 +118,10 @@ def _install_hooks() -> None:
 
 
 class HcommWork(dist.Work):
-    """Handle of one collective of :class:`ProcessGroupHcomm`.
+    """Handle of one collective of :class:`ProcessGroupHcomm` (already finished when returned).
 
     ``get_future()`` returns a ``torch.futures.Future`` whose value is the list of output tensors
-    (as gloo's); it is completed by the group's worker thread, so ``then`` callbacks run there.
+    (as gloo's), or which holds the collective's error. ``wait()`` raises that error.
     """
 
     def __init__(self, pg: "ProcessGroupHcomm", op: str, seq: int, outputs: list) -> None:
@@ -127,45 +130,29 @@ class HcommWork(dist.Work):
         self.op, self.seq = op, seq
         self._outputs = outputs
         self._future: torch.futures.Future = torch.futures.Future()
-        self._done = threading.Event()     # set once the future is completed
-        self._completed = False            # the collective finished (before the future's callbacks)
+        self._completed = False
         self._exc: BaseException | None = None
         self._source_rank = -1
 
-    # ---- completion (worker thread) ----------------------------------------------------------
     def _finish(self, exc: BaseException | None) -> None:
         self._exc = exc
         self._completed = True
-        try:
-            if exc is None:
-                self._future.set_result(self._outputs)  # runs the future's callbacks, on this thread
-            else:
-                self._future.set_exception(exc)
-        finally:
-            self._done.set()
+        if exc is None:
+            self._future.set_result(self._outputs)  # runs the future's callbacks, on this thread
+        else:
+            self._future.set_exception(exc)
 
     # ---- the Work API ------------------------------------------------------------------------
     def wait(self, timeout: Any = None) -> bool:
-        """Block until the collective finished; raise its error.
+        """Return True, or raise the collective's error.
 
-        Args:
-            timeout: a ``timedelta`` (or seconds); unset/zero means the group's timeout.
+        The collective itself ran with the group's timeout (or its options'), so it finished or
+        failed within that time; ``timeout`` is accepted for the Work API.
 
         Raises:
-            ProcessGroupError: the collective failed, or did not finish within the timeout (the
-                group is then unusable).
+            OpTimeoutError: the collective did not finish within its timeout (names op and rank).
+            ProcessGroupError, AclError, HcclError: another failure (the group is then unusable).
         """
-        secs = _seconds(timeout) or self._pg._timeout_s
-        if self._completed and threading.current_thread() is self._pg._worker:
-            pass  # called from a future callback: the future is being completed right now
-        elif not self._done.wait(secs) and not self._done.wait(_GRACE_S):  # grace: the op's own error
-            err = ProcessGroupError(
-                f"hcomm: {self.op} (collective #{self.seq} of group {self._pg._label()}) did not finish "
-                f"within {secs:g} s on rank {self._pg.rank()}/{self._pg.size()}: a peer rank is missing, "
-                f"failed, or issued a different collective (pass timeout= to init_process_group / "
-                f"new_group, or to Work.wait)", op=self.op, seq=self.seq, rank=self._pg.rank(), timeout=secs)
-            self._pg._break(err)
-            raise err
         if self._exc is not None:
             raise self._exc
         return True
@@ -193,39 +180,6 @@ class HcommWork(dist.Work):
         self.wait()
 
 
-class _Worker(threading.Thread):
-    """Runs the group's collectives one after the other, in issue order."""
-
-    def __init__(self, pg: "ProcessGroupHcomm") -> None:
-        super().__init__(name=f"hcomm-pg-{pg._label()}", daemon=True)
-        self.pg = pg
-        self.q: "queue.SimpleQueue[tuple[Callable[[], None], HcommWork] | None]" = queue.SimpleQueue()
-
-    def run(self) -> None:
-        pg = self.pg
-        comm = pg.comm
-        # The runtime's current device is per thread (aclrtSetDevice binds this thread to it).
-        comm.rt.checked.aclrtSetDevice(comm.device.id)
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            fn, work = item
-            if pg._broken is not None:
-                work._finish(ProcessGroupError(
-                    f"hcomm: {work.op} (collective #{work.seq}) not run: group {pg._label()} failed earlier: "
-                    f"{pg._broken}", op=work.op, seq=work.seq, rank=pg.rank()))
-                continue
-            try:
-                fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to the Work / Future
-                if isinstance(exc, (AclError, HcclError)):
-                    pg._break(exc)
-                work._finish(exc)
-            else:
-                work._finish(None)
-
-
 class ProcessGroupHcomm(dist.ProcessGroup):
     """The ``hcomm`` backend: torch.distributed collectives on an hcomm-kit communicator.
 
@@ -248,7 +202,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._broken: BaseException | None = None
         self._closed = False
         self._seq = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()          # one collective at a time (a future callback may issue more)
+        self._device_set = threading.local()    # the runtime's current device is per thread
         self._id = next(ProcessGroupHcomm._seq_counter)
         self._group_name = ""
         self._group_desc = ""
@@ -258,8 +213,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             raise ProcessGroupError(f"hcomm: the communicator says rank {self.comm.rank}/{self.comm.size}, "
                                     f"torch.distributed says {rank}/{size}")
         self._product = self._product_name()
-        self._worker = _Worker(self)
-        self._worker.start()
+        self._device_set.done = True
         _LIVE.add(self)
         _install_hooks()
 
@@ -302,16 +256,27 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return t if t else self._timeout_s
 
     def _submit(self, op: str, outputs: list, fn: Callable[[], None]) -> HcommWork:
+        """Run ``fn`` (the collective) now and return its completed Work."""
         if self._closed:
             raise ProcessGroupError(f"hcomm: {op} on a process group that was shut down", op=op)
-        if self._broken is not None:
-            raise ProcessGroupError(f"hcomm: {op} refused: group {self._label()} failed earlier: {self._broken}",
-                                    op=op, rank=self.rank())
         with self._lock:
+            if self._broken is not None:
+                raise ProcessGroupError(f"hcomm: {op} refused: group {self._label()} failed earlier: "
+                                        f"{self._broken}", op=op, rank=self.rank())
+            if not getattr(self._device_set, "done", False):
+                self.comm.rt.checked.aclrtSetDevice(self.comm.device.id)  # a new thread: bind it to the device
+                self._device_set.done = True
             self._seq += 1
-            seq = self._seq
-        work = HcommWork(self, op, seq, outputs)
-        self._worker.q.put((fn, work))
+            work = HcommWork(self, op, self._seq, outputs)
+            try:
+                fn()
+            except (AclError, HcclError) as exc:  # runtime failures: the ranks are out of step
+                self._break(exc)
+                work._finish(exc)
+            except Exception as exc:  # noqa: BLE001 - handed to the Work / Future
+                work._finish(exc)
+            else:
+                work._finish(None)
         return work
 
     def _reduce_op(self, op: Any, dtype: torch.dtype, what: str) -> tuple[str, str, Any]:
@@ -642,9 +607,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if len(ins) != self.size() or any(i.numel() != out.numel() or i.dtype != out.dtype for i in ins):
             raise ValueError(f"hcomm: reduce_scatter needs {self.size()} inputs of {out.numel()} x {out.dtype}")
         flat = torch.cat([i.detach().reshape(-1) for i in ins]) if ins else out.new_empty(0)
-        work = self.reduce_scatter_single(out, flat, opts)
-        work._outputs = [out]
-        return work
+        return self.reduce_scatter_single(out, flat, opts)
 
     def reduce_scatter_single_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
@@ -659,12 +622,43 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                           input_split_sizes: Sequence[int], opts: Any = None) -> HcommWork:
         """Rows ``input_split_sizes[j]`` of ``input`` go to rank j; ``output`` gets rank i's rows at
         ``output_split_sizes[i]`` (empty split lists: equal blocks)."""
-        opts = _opts(opts, _c10d.AllToAllOptions)
-        self._check_cpu("all_to_all_single", output, input)
-        if output.dtype != input.dtype:
-            raise TypeError(f"hcomm: all_to_all_single: output dtype {output.dtype} != input dtype {input.dtype}")
+        run = self._a2a("all_to_all_single", output, input, output_split_sizes, input_split_sizes, opts)
+        return self._submit("all_to_all_single", [output], run)
+
+    alltoall_base = all_to_all_single
+
+    def alltoall(self, output_tensors: Sequence[torch.Tensor], input_tensors: Sequence[torch.Tensor],
+                 opts: Any = None) -> HcommWork:
+        """``input_tensors[j]`` goes to rank j; ``output_tensors[i]`` comes from rank i (sizes may differ)."""
+        outs, ins = list(output_tensors), list(input_tensors)
         size = self.size()
-        dt = hk_dtype(input.dtype, "all_to_all_single")
+        if len(outs) != size or len(ins) != size:
+            raise ValueError(f"hcomm: alltoall needs {size} input and {size} output tensors")
+        dtypes = {t.dtype for t in outs + ins}
+        if len(dtypes) != 1:
+            raise TypeError(f"hcomm: alltoall: all tensors need one dtype, got {sorted(map(str, dtypes))}")
+        self._check_cpu("alltoall", *outs, *ins)
+        flat_in = torch.cat([t.detach().reshape(-1) for t in ins])
+        flat_out = torch.empty(sum(t.numel() for t in outs), dtype=dtypes.pop())
+        run = self._a2a("alltoall", flat_out, flat_in, [t.numel() for t in outs], [t.numel() for t in ins], opts)
+
+        def run_and_copy() -> None:
+            run()
+            off = 0
+            for t in outs:
+                t.detach().copy_(flat_out[off:off + t.numel()].view_as(t))
+                off += t.numel()
+        return self._submit("alltoall", outs, run_and_copy)
+
+    def _a2a(self, what: str, output: torch.Tensor, input: torch.Tensor, output_split_sizes: Sequence[int],
+             input_split_sizes: Sequence[int], opts: Any) -> Callable[[], None]:
+        """Check an all-to-all (rows split by the split sizes) and return the function running it."""
+        opts = _opts(opts, _c10d.AllToAllOptions)
+        self._check_cpu(what, output, input)
+        if output.dtype != input.dtype:
+            raise TypeError(f"hcomm: {what}: output dtype {output.dtype} != input dtype {input.dtype}")
+        size = self.size()
+        dt = hk_dtype(input.dtype, what)
         tmo = self._timeout(opts)
         comm = self.comm
         in_row = input[0].numel() if input.dim() and input.shape[0] else 0
@@ -672,16 +666,16 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         in_splits, out_splits = list(input_split_sizes or ()), list(output_split_sizes or ())
         if not in_splits and not out_splits:
             if input.numel() % size or output.numel() != input.numel():
-                raise ValueError(f"hcomm: all_to_all_single: {input.numel()} input / {output.numel()} output "
+                raise ValueError(f"hcomm: {what}: {input.numel()} input / {output.numel()} output "
                                  f"elements do not split into {size} equal blocks")
             send = recv = None
         else:
             send = [s * in_row for s in (in_splits or [input.shape[0] // size] * size)]
             recv = [s * out_row for s in (out_splits or [output.shape[0] // size] * size)]
             if len(send) != size or len(recv) != size:
-                raise ValueError(f"hcomm: all_to_all_single: split sizes need {size} entries each")
+                raise ValueError(f"hcomm: {what}: split sizes need {size} entries each")
             if sum(send) != input.numel() or sum(recv) != output.numel():
-                raise ValueError(f"hcomm: all_to_all_single: splits {in_splits}/{out_splits} do not cover the "
+                raise ValueError(f"hcomm: {what}: splits {in_splits}/{out_splits} do not cover the "
                                  f"input ({input.shape[0]} rows) / output ({output.shape[0]} rows)")
 
         def run() -> None:
@@ -695,42 +689,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                     comm.all_to_all_v(o.operand(x, dt) if x.numel() else np.empty(0, dt.numpy), send, recv,
                                       out=o.operand(y, dt) if y.numel() else np.empty(0, dt.numpy), dtype=dt,
                                       timeout=tmo)
-        return self._submit("all_to_all_single", [output], run)
-
-    alltoall_base = all_to_all_single
-
-    def alltoall(self, output_tensors: Sequence[torch.Tensor], input_tensors: Sequence[torch.Tensor],
-                 opts: Any = None) -> HcommWork:
-        """``input_tensors[j]`` goes to rank j; ``output_tensors[i]`` comes from rank i."""
-        outs, ins = list(output_tensors), list(input_tensors)
-        size = self.size()
-        if len(outs) != size or len(ins) != size:
-            raise ValueError(f"hcomm: alltoall needs {size} input and {size} output tensors")
-        dtypes = {t.dtype for t in outs + ins}
-        if len(dtypes) != 1:
-            raise TypeError(f"hcomm: alltoall: all tensors need one dtype, got {sorted(map(str, dtypes))}")
-        self._check_cpu("alltoall", *outs, *ins)
-        dtype = dtypes.pop()
-        flat_in = torch.cat([t.detach().reshape(-1) for t in ins])
-        flat_out = torch.empty(sum(t.numel() for t in outs), dtype=dtype)
-        work = self.all_to_all_single(flat_out, flat_in, [t.numel() for t in outs], [t.numel() for t in ins], opts)
-        # Copy the received blocks into the caller's tensors before the future completes.
-        inner = work._finish
-
-        def finish(exc: BaseException | None) -> None:
-            if exc is None:
-                try:
-                    off = 0
-                    for t in outs:
-                        t.detach().copy_(flat_out[off:off + t.numel()].view_as(t))
-                        off += t.numel()
-                except BaseException as copy_exc:  # noqa: BLE001
-                    exc = copy_exc
-            inner(exc)
-        work._finish = finish  # type: ignore[method-assign]
-        work._outputs = outs
-        work.op = "alltoall"
-        return work
+        return run
 
     # ---- point to point, barrier --------------------------------------------------------------
     def send(self, tensors: Any, dst: int, tag: int = 0) -> HcommWork:
@@ -784,7 +743,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                reduce_op: str | None = None, root: int | None = None, **params: Any) -> HcommWork:
         """Run the custom operator directory ``path`` (every rank of the group calls it) on tensors.
 
-        It is queued with the group's collectives (same order, same timeout) and reads/writes the
+        It runs like the group's collectives (in issue order, with the group's timeout) and reads/writes the
         tensors' memory directly. ``output`` defaults to a new tensor sized by the operator's
         ``[io].output`` rule; the Work's future value is ``[output]``.
 
@@ -832,21 +791,17 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return self._submit(op, outputs, run)
 
     def shutdown(self) -> None:
-        """Finish queued collectives, stop the worker and close the communicator (collective,
-        unless the group failed: then nothing is waited for)."""
+        """Close the communicator: collective (a closing barrier), unless the group failed or was
+        aborted: then nothing is waited for."""
         if self._closed:
             return
-        self._closed = True
-        _LIVE.discard(self)
-        self._worker.q.put(None)
-        broken = self._broken is not None
-        self._worker.join(timeout=None if not broken else 2 * _GRACE_S)
-        if self._worker.is_alive():
-            return  # still inside a failing collective: leave the communicator to process exit
-        if broken:
-            self.comm.abort()  # the peers are gone or out of step: no closing barrier
-        else:
-            self.comm.close()
+        with self._lock:
+            self._closed = True
+            _LIVE.discard(self)
+            if self._broken is not None:
+                self.comm.abort()  # the peers are gone or out of step: no closing barrier
+            else:
+                self.comm.close()
 
     def abort(self) -> None:
         self._break(ProcessGroupError("hcomm: the process group was aborted"))
