@@ -62,6 +62,7 @@ def groups():
     if not under_mpi():
         yield None
         return
+    from mpi4py import MPI  # noqa: F401 - MPI up on every rank: a failing rank's MPI_Abort then ends the job
     import hcomm_kit.torch  # noqa: F401 - registers "hcomm", fills RANK/WORLD_SIZE/MASTER_* from mpirun
 
     dist.init_process_group("hcomm", timeout=datetime.timedelta(seconds=60))

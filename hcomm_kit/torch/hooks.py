@@ -72,12 +72,14 @@ def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: 
     """
     from ..build.opbuild import build_op
     from ..errors import ConfigError
+    from ..scaffold.opspec import load_opspec
 
-    spec = build_op(path).spec
+    spec = load_opspec(path)
     if spec.output != "count":
         raise ConfigError(f"op_hook needs an operator whose output has the input's size ([io].output = \"count\", "
                           f"an allreduce); {spec.name} has [io].output = {spec.output!r}", key="[io].output",
                           path=spec.opdir / "op.toml")
+    spec = build_op(path).spec
     opdir = spec.opdir
 
     def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
