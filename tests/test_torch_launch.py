@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+
+pytestmark = pytest.mark.slow  # the quick run has one torch smoke test (test_torch_pg.py)
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 SHM = Path("/dev/shm")
@@ -56,7 +58,7 @@ def _matches(out: str, np_: int) -> None:
 
 
 # ---- the examples -------------------------------------------------------------------------------
-@pytest.mark.parametrize("np_", [2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("np_", [2, 4])
 def test_examples_under_torchrun(np_: int) -> None:
     p = _torchrun(np_, str(EXAMPLES / "train_ddp.py"), "--check", "--steps", "6", "--hook", "allreduce")
     assert p.returncode == 0, p.stdout[-4000:]
@@ -66,9 +68,8 @@ def test_examples_under_torchrun(np_: int) -> None:
     _matches(p.stdout, np_)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("np_", [2, 4])
-def test_examples_under_hcomm_kit_launch(np_: int) -> None:
+def test_examples_under_hcomm_kit_launch() -> None:
+    np_ = 2  # 4 ranks under mpirun: tests/test_torch_train.py
     p = _launch(np_, str(EXAMPLES / "train_ddp.py"), "--check", "--steps", "6", "--hook", "op")
     assert p.returncode == 0, p.stdout[-4000:]
     _matches(p.stdout, np_)
@@ -225,7 +226,7 @@ def test_failing_rank_fails_the_others_within_the_timeout(tmp_path: Path, mode: 
     _assert_no_shm_left(pids, jobs_before)
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", pytest.param("hcomm-kit launch", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("launcher", ["torchrun", "hcomm-kit launch"])
 def test_failing_rank_ends_the_job(tmp_path: Path, launcher: str) -> None:
     script = tmp_path / "failing.py"
     script.write_text(FAILING)

@@ -115,16 +115,19 @@ def _check_reductions(groups, dtypes, ops) -> None:
                 torch.testing.assert_close(outs, want, rtol=0, atol=0, msg=f"reduce_scatter list {dtype} {op}")
 
 
+@pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], timeout=240)
 def test_reductions_a2_vs_gloo(groups) -> None:
     _check_reductions(groups, A2_REDUCE, ["SUM", "MAX", "MIN", "AVG"])
 
 
+@pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], env=A950, timeout=240)
 def test_reductions_ascend950_every_op(groups) -> None:
     _check_reductions(groups, A950_REDUCE, ["SUM", "MAX", "MIN", "PRODUCT", "AVG"])
 
 
+@pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], timeout=240)
 def test_product_limits_name_dtype_and_product(groups) -> None:
     from hcomm_kit.errors import ConfigError
@@ -146,6 +149,7 @@ def test_product_limits_name_dtype_and_product(groups) -> None:
     dist.barrier(group=hc)  # still usable after refused calls
 
 
+@pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], timeout=240)
 def test_premul_sum_and_coalesced(groups) -> None:
     hc, gl = groups
@@ -175,6 +179,7 @@ def test_premul_sum_and_coalesced(groups) -> None:
 
 
 # ---- data movement ----------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], timeout=240)
 def test_data_movement_every_dtype_vs_gloo(groups) -> None:
     hc, gl = groups
@@ -221,6 +226,7 @@ def test_data_movement_every_dtype_vs_gloo(groups) -> None:
                 torch.testing.assert_close(y, ref, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], timeout=240)
 def test_uneven_all_to_all_and_views_vs_gloo(groups) -> None:
     hc, gl = groups
@@ -273,6 +279,7 @@ def test_uneven_all_to_all_and_views_vs_gloo(groups) -> None:
                                rtol=0, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], timeout=240)
 def test_p2p_barrier_async_and_subgroups(groups) -> None:
     hc, gl = groups
@@ -326,17 +333,22 @@ def test_p2p_barrier_async_and_subgroups(groups) -> None:
 
 
 @pytest.mark.mpi(np=[2], timeout=240)
-def test_zero_copy_registers_tensor_storage(groups) -> None:
-    """Contiguous tensors are passed by pointer: registered with aclrtHostRegister, never staged."""
+def test_smoke_zero_copy_allreduce_allgather_vs_gloo(groups) -> None:
+    """The quick run's torch test: contiguous tensors are passed by pointer (registered with
+    aclrtHostRegister, never staged), results equal gloo's."""
     from hcomm_kit.torch import registration_stats
 
-    hc, _ = groups
+    hc, gl = groups
+    r, n = dist.get_rank(), dist.get_world_size()
     before = registration_stats()
-    t = torch.ones(1 << 16)
+    t, ref = data(r, 1 << 16, torch.float32), data(r, 1 << 16, torch.float32)
     dist.all_reduce(t, group=hc)
-    out = torch.empty(2 << 16)
+    dist.all_reduce(ref, group=gl)
+    torch.testing.assert_close(t, ref, rtol=0, atol=0)
+    out, want = torch.empty(n << 16), torch.empty(n << 16)
     dist.all_gather_into_tensor(out, t, group=hc)
+    dist.all_gather_into_tensor(want, t, group=gl)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
     after = registration_stats()
     assert after["registered"] >= before["registered"] + 2 and after["staged"] == before["staged"], after
     assert after["live"] == 0  # every registration is released when the collective ends
-    assert t[0].item() == 2.0 and out[-1].item() == 2.0

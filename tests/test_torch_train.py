@@ -20,6 +20,8 @@ import torch.distributed as dist
 
 from hcomm_kit.core.bootstrap import under_mpi
 
+
+pytestmark = pytest.mark.slow  # the quick run has one torch smoke test (test_torch_pg.py)
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 STEPS, BATCH, WIDTH, LR = 6, 48, 64, 0.05  # batch divisible by 2, 3, 4
 

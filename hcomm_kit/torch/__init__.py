@@ -50,19 +50,30 @@ def _create(store: Any, rank: int, size: int, timeout: Any):
     return create_process_group(store, rank, size, timeout)
 
 
-def register() -> None:
-    """Register ``"hcomm"`` with ``torch.distributed`` for CPU tensors (idempotent)."""
+def register() -> bool:
+    """Register ``"hcomm"`` with ``torch.distributed`` for CPU tensors (idempotent).
+
+    Returns:
+        False when this PyTorch build has no ``torch.distributed`` (nothing to register with).
+    """
     if not _dist.is_available():
-        raise RuntimeError("this PyTorch build has no torch.distributed; the hcomm backend needs it")
-    if BACKEND_NAME in _dist.Backend.backend_list:
-        return
-    _dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+        return False
+    if BACKEND_NAME not in _dist.Backend.backend_list:
+        _dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+    return True
 
 
 def _autoload() -> None:
-    """``torch.backends`` entry point: runs inside ``import torch``; must stay cheap."""
-    apply_launcher_env()
-    register()
+    """``torch.backends`` entry point, run inside ``import torch``: cheap, and never fails that
+    import (a problem becomes a warning)."""
+    try:
+        apply_launcher_env()
+        register()
+    except Exception as exc:  # noqa: BLE001 - must not break `import torch`
+        import warnings
+
+        warnings.warn(f"hcomm-kit: could not register the 'hcomm' torch.distributed backend: {exc}",
+                      RuntimeWarning, stacklevel=2)
 
 
 def __getattr__(name: str) -> Any:
@@ -76,5 +87,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-apply_launcher_env()
-register()
+_autoload()  # importing the module registers the backend (the entry point imports it too)
