@@ -23,11 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
-    import torch.distributed as _dist
-except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise ImportError("hcomm_kit.torch needs PyTorch: python -m pip install 'hcomm-kit[torch]'") from _exc
-
 from ._env import apply_launcher_env
 
 __all__ = ["BACKEND_NAME", "register", "ProcessGroupHcomm", "HcommWork", "allreduce_hook", "op_hook",
@@ -43,6 +38,10 @@ _LAZY = {
     "registration_stats": "hcomm_kit.torch._tensors",
 }
 
+# torch is imported inside the functions below, never at module level: `import hcomm_kit.torch`
+# before torch imports torch, whose entry-point autoload then calls _autoload() of this
+# (partially initialised) module, which must already define it.
+
 
 def _create(store: Any, rank: int, size: int, timeout: Any):
     from .process_group import create_process_group
@@ -55,11 +54,18 @@ def register() -> bool:
 
     Returns:
         False when this PyTorch build has no ``torch.distributed`` (nothing to register with).
+
+    Raises:
+        ImportError: PyTorch is not installed (``pip install 'hcomm-kit[torch]'``).
     """
-    if not _dist.is_available():
+    try:
+        import torch.distributed as dist
+    except ImportError as exc:
+        raise ImportError("hcomm_kit.torch needs PyTorch: python -m pip install 'hcomm-kit[torch]'") from exc
+    if not dist.is_available():
         return False
-    if BACKEND_NAME not in _dist.Backend.backend_list:
-        _dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+    if BACKEND_NAME not in dist.Backend.backend_list:
+        dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
     return True
 
 
@@ -87,4 +93,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-_autoload()  # importing the module registers the backend (the entry point imports it too)
+apply_launcher_env()
+register()  # importing the module registers the backend (raises ImportError without torch)

@@ -39,14 +39,14 @@ from torch._C import _distributed_c10d as _c10d
 from torch.distributed import ReduceOp
 
 from ..errors import AclError, ConfigError, HcclError, ProcessGroupError
+from ..scaffold.opspec import A2A3 as _A2A3
+from ..scaffold.opspec import A2A3_REDUCE_DTYPES as _A2A3_REDUCE_DTYPES
+from ..scaffold.opspec import A2A3_REDUCE_OPS as _A2A3_REDUCE_OPS
 from ._tensors import Operands, hk_dtype
 
 __all__ = ["ProcessGroupHcomm", "HcommWork", "create_process_group", "BACKEND_NAME"]
 
 BACKEND_NAME = "hcomm"
-_A2A3 = ("Ascend910B", "Ascend910_93")
-_A2A3_REDUCE_DTYPES = ("int8", "int16", "int32", "fp16", "fp32", "bf16")
-_A2A3_REDUCE_OPS = ("sum", "max", "min")
 
 _RedOp = ReduceOp.RedOpType
 # torch reduce op -> (name in messages, op the kernel applies)
@@ -91,7 +91,8 @@ def _close_all() -> None:
     """At exit: shut every live group down; after an uncaught exception, abort them instead (the
     peers are probably still inside a collective: a closing barrier would only wait for them)."""
     failed = _EXIT_ON_ERROR[0]
-    for pg in list(_LIVE):
+    # Newest first, as destroy_process_group does: the same order on every rank of a group.
+    for pg in sorted(_LIVE, key=lambda g: g._id, reverse=True):
         try:
             if failed:
                 pg.abort()
