@@ -352,3 +352,22 @@ def test_smoke_zero_copy_allreduce_allgather_vs_gloo(groups) -> None:
     after = registration_stats()
     assert after["registered"] >= before["registered"] + 2 and after["staged"] == before["staged"], after
     assert after["live"] == 0  # every registration is released when the collective ends
+
+
+def test_launcher_env_from_open_mpi() -> None:
+    """env:// variables for ranks of mpirun / hcomm-kit launch; never overrides what is set."""
+    from hcomm_kit.torch._env import launcher_env
+
+    ompi = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "PMIX_NAMESPACE": "prterun-host-123@1"}
+    env = launcher_env(ompi)
+    assert env["RANK"] == "3" and env["WORLD_SIZE"] == "4" and env["LOCAL_RANK"] == "1"
+    assert env["LOCAL_WORLD_SIZE"] == "4" and env["MASTER_ADDR"] == "127.0.0.1"
+    assert 20000 <= int(env["MASTER_PORT"]) < 30000
+    assert launcher_env({**ompi, "PMIX_NAMESPACE": "prterun-host-123@1"})["MASTER_PORT"] == env["MASTER_PORT"]
+    assert launcher_env({**ompi, "PMIX_NAMESPACE": "prterun-host-456@1"})["MASTER_PORT"] != env["MASTER_PORT"]
+    # set variables win; a multi-node job (local size < world size) gets no MASTER_ADDR guess
+    kept = launcher_env({**ompi, "MASTER_PORT": "1234", "LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
+    assert "MASTER_PORT" not in kept and "LOCAL_RANK" not in kept and "MASTER_ADDR" not in kept
+    assert launcher_env({**ompi, "RANK": "0", "WORLD_SIZE": "4"}) == {}  # torchrun's
+    assert launcher_env({}) == {}  # not under a launcher
