@@ -270,6 +270,23 @@ def test_uneven_all_to_all_and_views_vs_gloo(groups) -> None:
     dist.broadcast(view, 0, group=hc) if r else dist.broadcast(view.copy_(torch.arange(10.0)), 0, group=hc)
     torch.testing.assert_close(strided[::2], torch.arange(10.0), rtol=0, atol=0)
     torch.testing.assert_close(strided[1::2], torch.zeros(10), rtol=0, atol=0)
+    # the staging path (what a runtime without aclrtHostRegister gets): same results
+    hc._zero_copy = False
+    try:
+        from hcomm_kit.torch import registration_stats
+
+        before = registration_stats()
+        a, b = data(r, 1001, torch.bfloat16, seed=11), data(r, 1001, torch.bfloat16, seed=11)
+        dist.all_reduce(a, group=hc)
+        dist.all_reduce(b, group=gl)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        out = torch.empty(n * 1001, dtype=torch.bfloat16)
+        dist.all_gather_into_tensor(out, a, group=hc)
+        torch.testing.assert_close(out, a.repeat(n), rtol=0, atol=0)
+        after = registration_stats()
+        assert after["staged"] >= before["staged"] + 3 and after["registered"] == before["registered"], after
+    finally:
+        hc._zero_copy = True
     # all_gather_into_tensor whose input is this rank's block of the output (FSDP2's layout)
     out = torch.zeros(n * 33)
     mine = out.narrow(0, r * 33, 33)
