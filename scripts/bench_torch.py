@@ -139,7 +139,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--np", type=int, default=2, help="ranks when the script starts itself (default 2)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per backend (median)")
-    ap.add_argument("--steps", type=int, default=10, help="training steps per round")
+    ap.add_argument("--steps", type=int, default=3, help="training steps per round")
+    ap.add_argument("--train-rounds", type=int, default=25, help="interleaved training rounds per backend")
     ap.add_argument("--batch", type=int, default=32, help="samples per rank and step")
     ap.add_argument("--sizes", default="1M,4M,16M,64M", help="allreduce sizes (bytes; K/M suffixes)")
     ap.add_argument("--models", default="1M,25M")
@@ -174,13 +175,13 @@ def main() -> int:
     train = {}
     for m in args.models.split(","):
         train[f"DDP {m}"] = bench_training("ddp", m, {"hcomm": (hc, nothing), "gloo": (gloo, nothing)},
-                                           args.rounds, args.steps, args.batch, gloo)
+                                           args.train_rounds, args.steps, args.batch, gloo)
     if "1M" in args.models.split(","):
         train["FSDP2 1M"] = bench_training("fsdp", "1M", {"hcomm": (hc, nothing), "gloo": (gloo, nothing)},
-                                           args.rounds, args.steps, args.batch, gloo)
+                                           args.train_rounds, args.steps, args.batch, gloo)
     if rank == 0:
         print(f"# hcomm vs gloo, {n} ranks, torch {torch.__version__}, CPU emulator figures of this host "
-              f"(medians of {args.rounds} interleaved rounds)")
+              f"(medians of {args.rounds} / {args.train_rounds} interleaved rounds)")
         print(f"{'allreduce fp32':>16} | {'hcomm us':>10} | {'busbw GB/s':>10} | {'staged us':>10} | "
               f"{'busbw GB/s':>10} | {'gloo us':>10} | {'busbw GB/s':>10} | {'hcomm/gloo busbw':>16}")
         for nbytes in sizes:

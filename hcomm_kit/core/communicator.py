@@ -106,7 +106,7 @@ def _pin_rank(rt, boot) -> None:
 
 
 def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,
-         bootstrap: Bootstrap | None = None) -> "Communicator":
+         bootstrap: Bootstrap | None = None, pin: bool | None = None) -> "Communicator":
     """Create the communicator of this process.
 
     Args:
@@ -118,6 +118,8 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
             ``HCOMM_KIT_SOC`` before the runtime loads.
         bootstrap: an explicit :class:`~hcomm_kit.core.bootstrap.Bootstrap` instead of ``comm`` /
             the environment (e.g. ``Bootstrap.from_store(store, rank, size)``).
+        pin: False: never bind this process to one CPU (e.g. a training job whose compute
+            threads would share that CPU); None: as ``HCOMM_KIT_PIN`` says.
 
     Returns:
         A :class:`Communicator` (also a context manager).
@@ -132,7 +134,8 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
     """
     rt = _apply_soc(soc, backend)
     boot = bootstrap if bootstrap is not None else detect(comm)
-    _pin_rank(rt, boot)
+    if pin is not False:
+        _pin_rank(rt, boot)
     if boot.mpi_comm is not None and boot.size > 1:
         from .launch import install_abort_hook
 
