@@ -788,7 +788,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         if not works:
             return self._submit(op, outputs, lambda: None)
 
-        def run() -> None:  # runs after every chained call (same worker, FIFO)
+        def run() -> None:  # the chained calls already ran (in order): report the first error
             for w in works:
                 if w._exc is not None:
                     raise w._exc
@@ -808,6 +808,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 self.comm.close()
 
     def abort(self) -> None:
+        """Mark the group failed and destroy its communicator without waiting for the peers."""
         self._break(ProcessGroupError("hcomm: the process group was aborted"))
         self.shutdown()
 
