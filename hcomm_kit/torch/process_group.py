@@ -27,6 +27,7 @@ import atexit
 import datetime
 import itertools
 import os
+import signal
 import sys
 import threading
 import weakref
@@ -117,6 +118,20 @@ def _install_hooks() -> None:
         previous(exc_type, exc, tb)
 
     sys.excepthook = hook
+    # A launcher ends the other ranks of a failed job with SIGTERM (mpirun, torchrun): exit through
+    # the interpreter (atexit: communicators aborted, the emulator's /dev/shm segments unlinked)
+    # instead of dying on the spot and leaving them behind. Only where nobody handles SIGTERM yet.
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and \
+                threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    except (ValueError, OSError):  # not the main thread / no signals here
+        pass
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    _EXIT_ON_ERROR[0] = True
+    raise SystemExit(128 + signum)
 
 
 class HcommWork(dist.Work):
