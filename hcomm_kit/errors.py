@@ -27,6 +27,7 @@ __all__ = [
     "CheckError",
     "CollectiveMismatchError",
     "RemoteError",
+    "ProcessGroupError",
 ]
 
 
@@ -298,3 +299,17 @@ class CollectiveMismatchError(HcommKitError):
 class RemoteError(AclError):
     """Another rank of the communicator failed (crashed, died, timed out, found a bug) and this
     rank's operation failed with it (ACL 507057); the message names that rank and its reason."""
+
+
+class ProcessGroupError(HcommKitError, RuntimeError):
+    """A collective of the ``hcomm`` torch.distributed backend failed or timed out.
+
+    Attributes:
+        op: the collective (``allreduce``, ...); ``seq``: its sequence number in the group;
+        rank: this rank in the group; ``timeout``: seconds waited, when it timed out.
+    """
+
+    def __init__(self, message: str, *, op: str = "", seq: int = 0, rank: int | None = None,
+                 timeout: float | None = None) -> None:
+        super().__init__(message)
+        self.op, self.seq, self.rank, self.timeout = op, seq, rank, timeout

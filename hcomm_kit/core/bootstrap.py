@@ -10,6 +10,10 @@ Three sources, tried in this order by :func:`detect`:
    ``HCOMM_KIT_LOCAL_RANK`` picks the device (default: the rank);
 3. neither: a single process, a 1-rank communicator.
 
+A key-value store (``set(key, bytes)`` / ``get(key)``, e.g. a ``torch.distributed`` c10d store)
+can carry the root info instead: :meth:`Bootstrap.from_store` (used by the ``hcomm`` backend of
+``hcomm_kit.torch``, so it works under ``torchrun`` without MPI).
+
 mpi4py is imported only when an MPI launcher is detected (or a communicator is given), so
 plain single-process use never initialises MPI.
 """
@@ -63,6 +67,8 @@ class Bootstrap:
         local_rank: index on this node (picks the device).
         mpi_comm: the mpi4py communicator, or None.
         root_info_file: the shared root-info path (env bootstrap), or None.
+        store: a key-value store with ``set(key, bytes)`` and a blocking ``get(key)`` (store
+            bootstrap), or None; ``store_key`` is the key rank 0 sets.
     """
 
     rank: int
@@ -70,10 +76,25 @@ class Bootstrap:
     local_rank: int
     mpi_comm: Any = None
     root_info_file: Path | None = None
+    store: Any = None
+    store_key: str = "hcomm_kit/root_info"
+
+    @classmethod
+    def from_store(cls, store: Any, rank: int, size: int, local_rank: int | None = None,
+                   key: str = "hcomm_kit/root_info") -> "Bootstrap":
+        """Root info through ``store``: rank 0 sets ``key``, the others ``get`` it (the store's
+        own timeout bounds the wait). ``local_rank`` picks the device (default: from the
+        environment, else the rank)."""
+        if not 0 <= int(rank) < int(size):
+            raise ConfigError(f"rank {rank} is not in [0, {size})", key="rank")
+        lr = _local_rank(int(rank)) if local_rank is None else int(local_rank)
+        return cls(int(rank), int(size), lr, store=store, store_key=key)
 
     @property
     def kind(self) -> str:
-        return "mpi" if self.mpi_comm is not None else ("env" if self.root_info_file else "single")
+        if self.mpi_comm is not None:
+            return "mpi"
+        return "store" if self.store is not None else ("env" if self.root_info_file else "single")
 
     def exchange(self, make_root_info) -> bytes:
         """Return the root info on every rank; ``make_root_info()`` is called on rank 0 only."""
@@ -85,7 +106,32 @@ class Bootstrap:
             if self.rank == 0 and data is None:
                 raise HcommKitError("HcclGetRootInfo returned nothing")
             return self.mpi_comm.bcast(data, root=0)
+        if self.store is not None:
+            return self._exchange_store(make_root_info)
         return self._exchange_file(make_root_info)
+
+    def _exchange_store(self, make_root_info) -> bytes:
+        from ..runtime.enums import HCCL_ROOT_INFO_BYTES
+
+        key = self.store_key
+        if self.rank == 0:
+            try:
+                data = make_root_info()
+            except BaseException as exc:  # tell the waiting ranks instead of letting them time out
+                self.store.set(key, f"error: rank 0 could not create the root info: {exc}"[:2000].encode())
+                raise
+            self.store.set(key, data)
+            return data
+        try:
+            data = bytes(self.store.get(key))
+        except Exception as exc:
+            raise HcommKitError(f"rank {self.rank}: no HCCL root info from rank 0 under key {key!r} of the store "
+                                f"({type(exc).__name__}: {exc}); check that rank 0 started and reached the "
+                                f"communicator creation") from exc
+        if len(data) != HCCL_ROOT_INFO_BYTES:
+            raise HcommKitError(f"rank {self.rank}: the store key {key!r} holds {len(data)} bytes, not the "
+                                f"{HCCL_ROOT_INFO_BYTES}-byte HCCL root info: {data[:300]!r}")
+        return data
 
     def _exchange_file(self, make_root_info) -> bytes:
         from ..build.cache import atomic_write_bytes

@@ -106,7 +106,8 @@ def _pin_rank(rt, boot) -> None:
             pass
 
 
-def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None) -> "Communicator":
+def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,
+         bootstrap: Bootstrap | None = None, pin: bool | None = None) -> "Communicator":
     """Create the communicator of this process.
 
     Args:
@@ -116,6 +117,10 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
         backend: ``"emu"`` / ``"cann"`` / ``"auto"`` (default ``HCOMM_KIT_BACKEND``).
         soc: emulator personality (``Ascend910B``, ``Ascend910_93``, ``Ascend950``); sets
             ``HCOMM_KIT_SOC`` before the runtime loads.
+        bootstrap: an explicit :class:`~hcomm_kit.core.bootstrap.Bootstrap` instead of ``comm`` /
+            the environment (e.g. ``Bootstrap.from_store(store, rank, size)``).
+        pin: False: never bind this process to one CPU (e.g. a training job whose compute
+            threads would share that CPU); None: as ``HCOMM_KIT_PIN`` says.
 
     Returns:
         A :class:`Communicator` (also a context manager).
@@ -129,10 +134,11 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
         (0, 1)
     """
     rt = _apply_soc(soc, backend)
-    boot = detect(comm)
+    boot = bootstrap if bootstrap is not None else detect(comm)
     if boot.kind == "single":
         _note_single_rank()
-    _pin_rank(rt, boot)
+    if pin is not False:
+        _pin_rank(rt, boot)
     if boot.mpi_comm is not None and boot.size > 1:
         from .launch import install_abort_hook
 
@@ -308,6 +314,17 @@ class Communicator(CollectiveOps):
 
         Collective: every rank of the communicator calls it (the ranks meet at a barrier first).
         """
+        self._close(barrier=True)
+
+    def abort(self) -> None:
+        """Destroy the communicator without waiting for the other ranks (not collective).
+
+        For a communicator whose peers failed or are out of step (e.g. after a collective timed
+        out): no closing barrier, so it returns even when peers are gone.
+        """
+        self._close(barrier=False)
+
+    def _close(self, barrier: bool) -> None:
         if self._closed:
             return
         self._closed = True
@@ -317,7 +334,8 @@ class Communicator(CollectiveOps):
             if self._call_check is not None and self.size > 1 and self.handle:
                 # a peer still making collective calls learns that this rank closed instead
                 self._call_check(self.handle, -1, b"close()", b"close()", self._check_buf, len(self._check_buf))
-            self._closing_barrier()
+            if barrier:
+                self._closing_barrier()
         finally:
             for res in list(self._resources.values()):
                 try:

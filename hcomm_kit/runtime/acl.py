@@ -94,6 +94,8 @@ DECLS: tuple[Decl, ...] = (
     _d("aclrtFree", _vp),
     _d("aclrtMallocHost", _out, c_size_t),
     _d("aclrtFreeHost", _vp),
+    _d("aclrtHostRegister", _vp, c_uint64, c_int, _out, required=False),  # newer CANN; emulator: same address
+    _d("aclrtHostUnregister", _vp, required=False),
     _d("aclrtMemcpy", _vp, c_size_t, _vp, c_size_t, c_int),
     _d("aclrtMemcpyAsync", _vp, c_size_t, _vp, c_size_t, c_int, _vp),
     _d("aclrtMemset", _vp, c_size_t, c_int32, c_size_t),

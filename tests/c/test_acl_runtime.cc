@@ -547,6 +547,34 @@ void test_memory() {
     CHECK_RC(aclrtFreeHost(nullptr), ACL_ERROR_INVALID_PARAM);
     drain_msg();
 
+    // aclrtHostRegister: host memory becomes device memory of this device (same address on the
+    // emulator) until aclrtHostUnregister; overlapping ranges and bad arguments are refused.
+    {
+        std::vector<uint8_t> host(512, 0x5A);
+        void* dptr = nullptr;
+        CHECK_OK(aclrtHostRegister(host.data(), 512, ACL_HOST_REGISTER_MAPPED, &dptr));
+        CHECK(dptr == host.data());
+        void* dev = dev_alloc(512);
+        CHECK_OK(aclrtMemcpy(dev, 512, dptr, 512, ACL_MEMCPY_DEVICE_TO_DEVICE));  // registered = device memory
+        CHECK(read_dev(dev, 512) == host);
+        CHECK_RC(aclrtHostRegister(host.data() + 100, 8, ACL_HOST_REGISTER_MAPPED, &dptr), ACL_ERROR_RT_PARAM_INVALID);
+        CHECK_CONTAINS(recent_msg(), "overlaps");
+        CHECK_RC(aclrtHostRegister(dev, 64, ACL_HOST_REGISTER_MAPPED, &dptr), ACL_ERROR_RT_PARAM_INVALID);  // aclrtMalloc'd
+        CHECK_RC(aclrtHostRegister(nullptr, 64, ACL_HOST_REGISTER_MAPPED, &dptr), ACL_ERROR_INVALID_PARAM);
+        CHECK_RC(aclrtHostRegister(host.data(), 0, ACL_HOST_REGISTER_MAPPED, &dptr), ACL_ERROR_INVALID_PARAM);
+        CHECK_RC(aclrtHostRegister(host.data(), 64, ACL_HOST_REGISTER_MAPPED, nullptr), ACL_ERROR_INVALID_PARAM);
+        CHECK_RC(aclrtHostRegister(host.data(), 64, (aclrtHostRegisterType)7, &dptr), ACL_ERROR_INVALID_PARAM);
+        CHECK_CONTAINS(recent_msg(), "aclrtHostRegisterType");
+        CHECK_RC(aclrtHostUnregister(host.data() + 1), ACL_ERROR_RT_PARAM_INVALID);  // not a registered base
+        CHECK_RC(aclrtFree(host.data()), ACL_ERROR_RT_PARAM_INVALID);               // not from aclrtMalloc
+        CHECK_OK(aclrtHostUnregister(host.data()));
+        CHECK_RC(aclrtHostUnregister(host.data()), ACL_ERROR_RT_PARAM_INVALID);     // twice
+        CHECK_RC(aclrtHostUnregister(nullptr), ACL_ERROR_INVALID_PARAM);
+        CHECK_RC(aclrtMemcpy(dev, 512, host.data(), 512, ACL_MEMCPY_DEVICE_TO_DEVICE), ACL_ERROR_RT_PARAM_INVALID);
+        CHECK_OK(aclrtFree(dev));
+        drain_msg();
+    }
+
     // aclrtMemcpy kinds.
     void* d1 = dev_alloc(256);
     void* d2 = dev_alloc(256);

@@ -36,6 +36,25 @@ void mem_register(void* base, size_t size, int device, MemKind kind) {
     g_mem[(uintptr_t)base] = MemRegion{(uintptr_t)base, size, device, kind};
 }
 
+bool mem_register_exclusive(void* base, size_t size, int device, MemKind kind, MemRegion* clash) {
+    uintptr_t a = (uintptr_t)base;
+    std::lock_guard<std::mutex> g(g_mem_m);
+    auto it = g_mem.lower_bound(a);
+    if (it != g_mem.end() && it->first < a + size) {
+        *clash = it->second;
+        return false;
+    }
+    if (it != g_mem.begin()) {
+        --it;
+        if (it->second.base + it->second.size + (it->second.size == 0) > a) {
+            *clash = it->second;
+            return false;
+        }
+    }
+    g_mem[a] = MemRegion{a, size, device, kind};
+    return true;
+}
+
 void mem_unregister(void* base) {
     std::lock_guard<std::mutex> g(g_mem_m);
     g_mem.erase((uintptr_t)base);
@@ -71,6 +90,7 @@ const char* mem_kind_name(MemKind k) {
         case MemKind::HcclBuffer: return "HCCL buffer";
         case MemKind::EngineCtx: return "engine context";
         case MemKind::HostPinned: return "page-locked host memory";
+        case MemKind::HostMapped: return "registered host memory";
     }
     return "memory";
 }
@@ -507,6 +527,43 @@ EMU_API aclError aclrtFreeHost(void* hostPtr) {
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "%p was not returned by aclrtMallocHost", hostPtr);
     mem_unregister(hostPtr);
     free(hostPtr);
+    return ACL_SUCCESS;
+}
+
+/* Host memory mapped for the device. The emulator's device shares the host's address space, so
+ * the device address is the host address (as on RC/SVM systems); the range becomes device memory
+ * of the current device until aclrtHostUnregister. */
+EMU_API aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHostRegisterType type, void** devPtr) {
+    if (int r = check_init(__func__)) return r;
+    if (!ptr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "ptr is NULL");
+    if (!devPtr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "devPtr is NULL");
+    if (size == 0) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "size is 0");
+    if ((int)type != (int)ACL_HOST_REGISTER_MAPPED)
+        return seterr(ACL_ERROR_INVALID_PARAM, __func__,
+                      "type %d is not a supported aclrtHostRegisterType (ACL_HOST_REGISTER_MAPPED = 0)", (int)type);
+    if ((uintptr_t)ptr + size < (uintptr_t)ptr)
+        return seterr(ACL_ERROR_INVALID_PARAM, __func__, "ptr %p + size %llu overflows the address space", ptr,
+                      (unsigned long long)size);
+    int code = 0;
+    Device* d = need_device(__func__, &code);
+    if (!d) return code;
+    MemRegion clash{};
+    if (!mem_register_exclusive(ptr, (size_t)size, d->id, MemKind::HostMapped, &clash))
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__,
+                      "%p + %llu bytes overlaps the %zu-byte %s at 0x%lx (register each host range once; "
+                      "aclrtHostUnregister it first)",
+                      ptr, (unsigned long long)size, clash.size, mem_kind_name(clash.kind), (unsigned long)clash.base);
+    *devPtr = ptr;
+    return ACL_SUCCESS;
+}
+
+EMU_API aclError aclrtHostUnregister(void* ptr) {
+    if (int r = check_init(__func__)) return r;
+    if (!ptr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "ptr is NULL");
+    MemRegion r;
+    if (!mem_find(ptr, 1, &r) || r.base != (uintptr_t)ptr || r.kind != MemKind::HostMapped)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "%p was not registered with aclrtHostRegister", ptr);
+    mem_unregister(ptr);
     return ACL_SUCCESS;
 }
 

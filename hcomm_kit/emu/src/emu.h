@@ -248,7 +248,8 @@ inline bool slot_consume(DevCtl* c, uint32_t idx) {
     return c->slots[idx].exchange(0, std::memory_order_acq_rel) == 1;
 }
 
-enum class MemKind : uint8_t { Device, HcclBuffer, EngineCtx, HostPinned };
+/* HostMapped: host memory registered with aclrtHostRegister; device memory of its device. */
+enum class MemKind : uint8_t { Device, HcclBuffer, EngineCtx, HostPinned, HostMapped };
 struct MemRegion {
     uintptr_t base;
     size_t size;
@@ -256,6 +257,8 @@ struct MemRegion {
     MemKind kind;
 };
 void mem_register(void* base, size_t size, int device, MemKind kind);
+/* Registers [base, base+size) unless it overlaps a known region (then false, *clash = that region). */
+bool mem_register_exclusive(void* base, size_t size, int device, MemKind kind, MemRegion* clash);
 void mem_unregister(void* base);
 /* Finds the region containing [p, p+len); false if p is not inside a known region or the
  * range runs past its end (out->size tells by how much). */

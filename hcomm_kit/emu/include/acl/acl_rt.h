@@ -114,6 +114,10 @@ typedef enum aclrtMemMallocPolicy {
     ACL_MEM_ACCESS_USER_SPACE_READONLY = 0x100000
 } aclrtMemMallocPolicy;
 
+typedef enum aclrtHostRegisterType {
+    ACL_HOST_REGISTER_MAPPED = 0
+} aclrtHostRegisterType;
+
 typedef enum {
     ACL_KERNEL_TYPE_AICORE = 0,
     ACL_KERNEL_TYPE_CUBE = 1,
@@ -257,6 +261,9 @@ ACL_FUNC_VISIBILITY aclError aclrtMallocAlign32(void **devPtr, size_t size, aclr
 ACL_FUNC_VISIBILITY aclError aclrtFree(void *devPtr);
 ACL_FUNC_VISIBILITY aclError aclrtMallocHost(void **hostPtr, size_t size);
 ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void *hostPtr);
+/* Maps host memory for the device; *devPtr is its device address (the emulator: the same address). */
+ACL_FUNC_VISIBILITY aclError aclrtHostRegister(void *ptr, uint64_t size, aclrtHostRegisterType type, void **devPtr);
+ACL_FUNC_VISIBILITY aclError aclrtHostUnregister(void *ptr);
 ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
                                          aclrtMemcpyKind kind);
 ACL_FUNC_VISIBILITY aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,

@@ -1,0 +1,853 @@
+"""``ProcessGroupHcomm``: the ``hcomm`` torch.distributed backend, a Python ``ProcessGroup``.
+
+``dist.init_process_group("hcomm")`` (or ``dist.new_group(ranks, backend="hcomm")``) calls
+:func:`create_process_group` with the group's c10d store, rank, size and timeout. It bootstraps
+one HCCL communicator per group through that store (rank 0 publishes the root info with
+``store.set``, the others ``store.get`` it), so it works under ``torchrun`` (no MPI) and under
+``hcomm-kit launch`` / ``mpirun`` alike.
+
+Every collective maps onto the communicator's built-in collectives (``comm.all_reduce`` & co.,
+see :mod:`hcomm_kit.collectives`); tensors are passed by pointer (:mod:`hcomm_kit.torch._tensors`).
+
+Collectives run in the calling thread, in issue order, on the group's stream, and return an
+:class:`HcommWork` whose ``get_future()`` is a completed ``torch.futures.Future`` (its value: the
+output tensors; an error is set on it and raised by ``wait()``). On the emulator the "device" is
+threads of this very process, so running the collective right away costs the caller nothing a
+background thread would save, while a hand-off to a Python thread would wait for the GIL (up to
+its 5 ms switch interval) on every call. Each collective runs with the timeout of its options, else
+the group's, as its operator timeout: a rank whose peer died or issued another collective fails
+within that timeout (at once when the emulator sees the peer exit). After a runtime failure the
+group refuses further collectives (the ranks are out of step), as NCCL's watchdog does, and it is
+torn down without a closing barrier.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import itertools
+import os
+import signal
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch._C import _distributed_c10d as _c10d
+from torch.distributed import ReduceOp
+
+from .. import envs
+from ..errors import AclError, ConfigError, HcclError, ProcessGroupError
+from ..scaffold.opspec import A2A3 as _A2A3
+from ..scaffold.opspec import A2A3_REDUCE_DTYPES as _A2A3_REDUCE_DTYPES
+from ..scaffold.opspec import A2A3_REDUCE_OPS as _A2A3_REDUCE_OPS
+from ._tensors import Operands, hk_dtype
+
+__all__ = ["ProcessGroupHcomm", "HcommWork", "create_process_group", "BACKEND_NAME"]
+
+BACKEND_NAME = "hcomm"
+
+_RedOp = ReduceOp.RedOpType
+# torch reduce op -> (name in messages, op the kernel applies)
+_REDUCE = {
+    _RedOp.SUM: ("SUM", "sum"),
+    _RedOp.AVG: ("AVG", "sum"),
+    _RedOp.PRODUCT: ("PRODUCT", "prod"),
+    _RedOp.MIN: ("MIN", "min"),
+    _RedOp.MAX: ("MAX", "max"),
+    _RedOp.PREMUL_SUM: ("PREMUL_SUM", "sum"),
+}
+
+_LIVE: "weakref.WeakSet[ProcessGroupHcomm]" = weakref.WeakSet()
+_ATEXIT = [False]
+_EXIT_ON_ERROR = [False]
+
+
+def _seconds(timeout: Any) -> float:
+    """Seconds of a timedelta / number; 0 or negative (torch's "unset") -> 0."""
+    if timeout is None:
+        return 0.0
+    if isinstance(timeout, datetime.timedelta):
+        s = timeout.total_seconds()
+    else:
+        s = float(timeout)
+    return s if s > 0 else 0.0
+
+
+def _local_rank(default: int) -> int:
+    """The device index of this process: HCOMM_KIT_LOCAL_RANK / MPI local rank, else torchrun's
+    LOCAL_RANK, else ``default``."""
+    from ..core.bootstrap import _local_rank as hk_local_rank
+
+    lr = hk_local_rank(-1)
+    if lr >= 0:
+        return lr
+    raw = os.environ.get("LOCAL_RANK", "").strip()
+    return int(raw) if raw.isdigit() else default
+
+
+def _close_all() -> None:
+    """At exit: shut every live group down; after an uncaught exception, abort them instead (the
+    peers are probably still inside a collective: a closing barrier would only wait for them)."""
+    failed = _EXIT_ON_ERROR[0]
+    # Newest first, as destroy_process_group does: the same order on every rank of a group.
+    for pg in sorted(_LIVE, key=lambda g: g._id, reverse=True):
+        try:
+            if failed:
+                pg.abort()
+            else:
+                pg.shutdown()
+        except Exception:
+            pass
+
+
+def _install_hooks() -> None:
+    """Once per process: the atexit shutdown, and an excepthook noting an exit on error."""
+    if _ATEXIT[0]:
+        return
+    _ATEXIT[0] = True
+    atexit.register(_close_all)  # runs before hcomm_kit's own close-all (atexit runs in reverse)
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        if not issubclass(exc_type, (KeyboardInterrupt, SystemExit)):
+            _EXIT_ON_ERROR[0] = True
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook
+    # A launcher ends the other ranks of a failed job with SIGTERM (mpirun, torchrun): exit through
+    # the interpreter (atexit: communicators aborted, the emulator's /dev/shm segments unlinked)
+    # instead of dying on the spot and leaving them behind. Only where nobody handles SIGTERM yet.
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and \
+                threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    except (ValueError, OSError):  # not the main thread / no signals here
+        pass
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    _EXIT_ON_ERROR[0] = True
+    raise SystemExit(128 + signum)
+
+
+class HcommWork(dist.Work):
+    """Handle of one collective of :class:`ProcessGroupHcomm` (already finished when returned).
+
+    ``get_future()`` returns a ``torch.futures.Future`` whose value is the list of output tensors
+    (as gloo's), or which holds the collective's error. ``wait()`` raises that error.
+    """
+
+    def __init__(self, pg: "ProcessGroupHcomm", op: str, seq: int, outputs: list) -> None:
+        super().__init__()
+        self._pg = pg
+        self.op, self.seq = op, seq
+        self._outputs = outputs
+        self._future: torch.futures.Future = torch.futures.Future()
+        self._completed = False
+        self._exc: BaseException | None = None
+        self._source_rank = -1
+
+    def _finish(self, exc: BaseException | None) -> None:
+        self._exc = exc
+        self._completed = True
+        if exc is None:
+            self._future.set_result(self._outputs)  # runs the future's callbacks, on this thread
+        else:
+            self._future.set_exception(exc)
+
+    # ---- the Work API ------------------------------------------------------------------------
+    def wait(self, timeout: Any = None) -> bool:
+        """Return True, or raise the collective's error.
+
+        The collective itself ran with the group's timeout (or its options'), so it finished or
+        failed within that time; ``timeout`` is accepted for the Work API.
+
+        Raises:
+            OpTimeoutError: the collective did not finish within its timeout (names op and rank).
+            ProcessGroupError, AclError, HcclError: another failure (the group is then unusable).
+        """
+        if self._exc is not None:
+            raise self._exc
+        return True
+
+    def get_future(self) -> torch.futures.Future:
+        return self._future
+
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def is_success(self) -> bool:
+        return self._completed and self._exc is None
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    def result(self) -> list:
+        self.wait()
+        return self._outputs
+
+    def source_rank(self) -> int:
+        return self._source_rank
+
+    def synchronize(self) -> None:
+        self.wait()
+
+
+class ProcessGroupHcomm(dist.ProcessGroup):
+    """The ``hcomm`` backend: torch.distributed collectives on an hcomm-kit communicator.
+
+    Attributes:
+        comm: the :class:`~hcomm_kit.core.communicator.Communicator` of this group.
+
+    Create it through ``dist.init_process_group("hcomm")`` / ``dist.new_group(..., backend="hcomm")``
+    (see :func:`create_process_group`).
+    """
+
+    _seq_counter = itertools.count()
+
+    def __init__(self, store: Any, rank: int, size: int, timeout: Any = None, *, zero_copy: bool = True) -> None:
+        super().__init__(rank, size)
+        from ..core.bootstrap import Bootstrap
+        from ..core.communicator import init
+
+        self._timeout_s = _seconds(timeout) or 1800.0
+        self._zero_copy = zero_copy
+        self._broken: BaseException | None = None
+        self._closed = False
+        self._seq = 0
+        self._lock = threading.RLock()          # one collective at a time (a future callback may issue more)
+        self._device_set = threading.local()    # the runtime's current device is per thread
+        self._id = next(ProcessGroupHcomm._seq_counter)
+        self._group_name = ""
+        self._group_desc = ""
+        boot = Bootstrap.from_store(store, rank, size, _local_rank(rank))
+        # No CPU pinning unless HCOMM_KIT_PIN=1: a rank's torch compute would share the one CPU
+        # with the emulator's threads (2 ranks on 2 CPUs: DDP steps ~1.6x, FSDP2 ~2.6x slower pinned).
+        self.comm = init(bootstrap=boot, pin=None if envs.get("HCOMM_KIT_PIN") == "1" else False)
+        if self.comm.rank != rank or self.comm.size != size:
+            raise ProcessGroupError(f"hcomm: the communicator says rank {self.comm.rank}/{self.comm.size}, "
+                                    f"torch.distributed says {rank}/{size}")
+        self._product = self._product_name()
+        self._device_set.done = True
+        _LIVE.add(self)
+        _install_hooks()
+
+    # ---- identity ----------------------------------------------------------------------------
+    def getBackendName(self) -> str:  # noqa: N802 - the C++ virtual's name
+        return BACKEND_NAME
+
+    # Group name and description: kept here (a C++ ProcessGroup keeps them in its backends).
+    def getGroupName(self) -> str:  # noqa: N802
+        return self._group_name
+
+    def setGroupName(self, name: str) -> None:  # noqa: N802
+        self._group_name = str(name)
+
+    def getGroupDesc(self) -> str:  # noqa: N802
+        return self._group_desc
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        self._group_desc = str(desc)
+
+    def _label(self) -> str:
+        return f"{self._group_name or 'pg'}#{self._id}"
+
+    def _product_name(self) -> str:
+        from ..op import PRODUCT_OF_DEV_TYPE
+
+        return PRODUCT_OF_DEV_TYPE.get(self.comm.device.dev_type, self.comm.device.soc)
+
+    def __repr__(self) -> str:
+        return f"<ProcessGroupHcomm rank {self.rank()}/{self.size()} {self._product} {self.comm.name!r}>"
+
+    # ---- plumbing ----------------------------------------------------------------------------
+    def _break(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._broken is None:
+                self._broken = exc
+
+    def _timeout(self, opts: Any) -> float:
+        t = _seconds(getattr(opts, "timeout", None))
+        return t if t else self._timeout_s
+
+    def _submit(self, op: str, outputs: list, fn: Callable[[], None]) -> HcommWork:
+        """Run ``fn`` (the collective) now and return its completed Work."""
+        if self._closed:
+            raise ProcessGroupError(f"hcomm: {op} on a process group that was shut down", op=op)
+        with self._lock:
+            if self._broken is not None:
+                raise ProcessGroupError(f"hcomm: {op} refused: group {self._label()} failed earlier: "
+                                        f"{self._broken}", op=op, rank=self.rank())
+            if not getattr(self._device_set, "done", False):
+                self.comm.rt.checked.aclrtSetDevice(self.comm.device.id)  # a new thread: bind it to the device
+                self._device_set.done = True
+            self._seq += 1
+            work = HcommWork(self, op, self._seq, outputs)
+            try:
+                fn()
+            except (AclError, HcclError) as exc:  # runtime failures: the ranks are out of step
+                self._break(exc)
+                work._finish(exc)
+            except Exception as exc:  # noqa: BLE001 - handed to the Work / Future
+                work._finish(exc)
+            else:
+                work._finish(None)
+        return work
+
+    def _reduce_op(self, op: Any, dtype: torch.dtype, what: str) -> tuple[str, str, Any]:
+        """(torch name, kernel op, PREMUL_SUM factor or None); checks the product's limits."""
+        if isinstance(op, ReduceOp):
+            kind = op.op
+        elif isinstance(op, _RedOp):
+            kind = op
+        else:
+            raise TypeError(f"hcomm: {what}: {op!r} is not a torch.distributed.ReduceOp")
+        entry = _REDUCE.get(kind)
+        if entry is None:
+            raise NotImplementedError(f"hcomm: {what} with ReduceOp.{kind.name} is not supported (HCCL reduces "
+                                      f"with SUM, PRODUCT, MIN, MAX; AVG and PREMUL_SUM are built on SUM)")
+        name, kernel_op = entry
+        factor = op.factor if kind == _RedOp.PREMUL_SUM else None
+        if dtype == torch.bool:
+            raise TypeError(f"hcomm: {what} with ReduceOp.{name} cannot reduce torch.bool tensors; "
+                            f"cast to torch.uint8 / torch.int32")
+        dt = hk_dtype(dtype, what)
+        if self._product in _A2A3 and (dt.name not in _A2A3_REDUCE_DTYPES or kernel_op not in _A2A3_REDUCE_OPS):
+            raise ConfigError(
+                f"hcomm: {what} with ReduceOp.{name} on {dtype} ({dt.name}): {self._product} cannot reduce it "
+                f"(A2/A3 reduce {'/'.join(_A2A3_REDUCE_DTYPES)} with sum/max/min; Ascend950 reduces every dtype "
+                f"with every op: set HCOMM_KIT_SOC=Ascend950, or cast the tensor)", key="dtype")
+        if kind == _RedOp.PREMUL_SUM and not dt.is_float:
+            raise TypeError(f"hcomm: {what} with ReduceOp.PREMUL_SUM needs a floating-point tensor, got {dtype}")
+        return name, kernel_op, factor
+
+    def _finish_reduce(self, name: str, out: torch.Tensor) -> None:
+        """AVG: the SUM divided by the rank count (floats in their dtype, integers toward zero)."""
+        if name != "AVG":
+            return
+        n = self.size()
+        if out.is_floating_point():
+            out.div_(n)
+        else:
+            out.copy_(torch.div(out, n, rounding_mode="trunc"))
+
+    @staticmethod
+    def _premul(x: torch.Tensor, factor: Any) -> torch.Tensor:
+        f = factor.to(dtype=x.dtype, device=x.device) if isinstance(factor, torch.Tensor) else factor
+        return x * f
+
+    @staticmethod
+    def _one(tensors: Any, what: str) -> torch.Tensor:
+        if isinstance(tensors, torch.Tensor):
+            return tensors
+        if len(tensors) != 1:
+            raise ValueError(f"hcomm: {what} takes one tensor per call (one device per process), got {len(tensors)}")
+        return tensors[0]
+
+    @staticmethod
+    def _check_cpu(what: str, *tensors: torch.Tensor) -> None:
+        for t in tensors:
+            if t.device.type != "cpu":
+                raise ValueError(f"hcomm: {what}: tensor on {t.device}; the hcomm backend takes CPU tensors "
+                                 f"(register it for 'cpu', e.g. backend='cpu:hcomm')")
+
+    def _root(self, root: int, what: str) -> int:
+        r = int(root)
+        if not 0 <= r < self.size():
+            raise ValueError(f"hcomm: {what}: root {root} is not a rank of this {self.size()}-rank group")
+        return r
+
+    def _ops(self) -> Operands:
+        return Operands(self.comm.rt, self._zero_copy)
+
+    # ---- allreduce ---------------------------------------------------------------------------
+    def allreduce(self, tensors: Any, opts: Any = None) -> HcommWork:
+        """Element-wise reduction over the ranks, in place (``opts.reduceOp``: SUM, AVG, MAX, MIN,
+        PRODUCT, PREMUL_SUM)."""
+        opts = _opts(opts, _c10d.AllreduceOptions, "reduceOp")
+        t = self._one(tensors, "allreduce")
+        self._check_cpu("allreduce", t)
+        name, kop, factor = self._reduce_op(opts.reduceOp, t.dtype, "allreduce")
+        dt = hk_dtype(t.dtype, "allreduce")
+        tmo = self._timeout(opts)
+        comm = self.comm
+
+        def run() -> None:
+            with self._ops() as o:
+                x = o.contiguous(t, write=True)
+                if factor is not None:
+                    x.mul_(factor.to(x.dtype) if isinstance(factor, torch.Tensor) else factor)
+                if x.numel():
+                    b = o.operand(x, dt)
+                    comm.all_reduce(b, kop, out=b, dtype=dt, timeout=tmo)
+                self._finish_reduce(name, x)
+        return self._submit("allreduce", [t], run)
+
+    def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], opts: Any = None) -> HcommWork:
+        """Allreduce of several tensors as one flat buffer per dtype."""
+        opts = _opts(opts, _c10d.AllreduceCoalescedOptions, "reduceOp")
+        tensors = list(tensors)
+        self._check_cpu("allreduce_coalesced", *tensors)
+        checked = {t.dtype: self._reduce_op(opts.reduceOp, t.dtype, "allreduce_coalesced") for t in tensors}
+        tmo = self._timeout(opts)
+        comm = self.comm
+
+        def run() -> None:
+            for dtype, (name, kop, factor) in checked.items():
+                group = [t for t in tensors if t.dtype == dtype]
+                flat = torch.cat([t.detach().reshape(-1) for t in group]) if group else None
+                if flat is None or not flat.numel():
+                    continue
+                if factor is not None:
+                    flat.mul_(factor.to(flat.dtype) if isinstance(factor, torch.Tensor) else factor)
+                dt = hk_dtype(dtype, "allreduce_coalesced")
+                with self._ops() as o:
+                    b = o.operand(flat, dt)
+                    comm.all_reduce(b, kop, out=b, dtype=dt, timeout=tmo)
+                self._finish_reduce(name, flat)
+                offset = 0
+                for t in group:
+                    n = t.numel()
+                    t.detach().copy_(flat[offset:offset + n].view_as(t))
+                    offset += n
+        return self._submit("allreduce_coalesced", tensors, run)
+
+    # ---- broadcast / reduce ------------------------------------------------------------------
+    def broadcast(self, tensors: Any, opts: Any = None) -> HcommWork:
+        """Every rank gets the root's tensor (``opts.rootRank``), in place."""
+        opts = _opts(opts, _c10d.BroadcastOptions, "rootRank")
+        t = self._one(tensors, "broadcast")
+        self._check_cpu("broadcast", t)
+        root = self._root(opts.rootRank, "broadcast")
+        dt = hk_dtype(t.dtype, "broadcast")
+        tmo = self._timeout(opts)
+        comm = self.comm
+
+        def run() -> None:
+            with self._ops() as o:
+                x = o.contiguous(t, write=True)
+                if x.numel():
+                    b = o.operand(x, dt)
+                    comm.broadcast(b, root, out=b, dtype=dt, timeout=tmo)
+        return self._submit("broadcast", [t], run)
+
+    def reduce(self, tensors: Any, opts: Any = None) -> HcommWork:
+        """The root (``opts.rootRank``) gets the reduction in place; other ranks' tensors are unchanged."""
+        opts = _opts(opts, _c10d.ReduceOptions, "reduceOp")
+        t = self._one(tensors, "reduce")
+        self._check_cpu("reduce", t)
+        root = self._root(opts.rootRank, "reduce")
+        name, kop, factor = self._reduce_op(opts.reduceOp, t.dtype, "reduce")
+        dt = hk_dtype(t.dtype, "reduce")
+        tmo = self._timeout(opts)
+        comm = self.comm
+        mine = self.rank() == root
+
+        def run() -> None:
+            with self._ops() as o:
+                x = o.contiguous(t, write=mine)
+                src = self._premul(x, factor) if factor is not None else x
+                if x.numel():
+                    if mine:
+                        b = o.operand(src, dt)
+                        out = o.operand(x, dt) if src is not x else b
+                        comm.reduce(b, root, kop, out=out, dtype=dt, timeout=tmo)
+                    else:
+                        comm.reduce(o.operand(src, dt), root, kop, dtype=dt, timeout=tmo)
+                if mine:
+                    self._finish_reduce(name, x)
+        return self._submit("reduce", [t], run)
+
+    # ---- gathers ------------------------------------------------------------------------------
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
+        """``output`` (``size`` x ``input.numel()`` elements) gets every rank's ``input`` in rank order."""
+        opts = _opts(opts, _c10d.AllgatherOptions)
+        self._check_cpu("all_gather_single", output, input)
+        if output.dtype != input.dtype:
+            raise TypeError(f"hcomm: all_gather_single: output dtype {output.dtype} != input dtype {input.dtype}")
+        if output.numel() != input.numel() * self.size():
+            raise ValueError(f"hcomm: all_gather_single: output has {output.numel()} elements, needs "
+                             f"{self.size()} x {input.numel()}")
+        dt = hk_dtype(input.dtype, "all_gather_single")
+        tmo = self._timeout(opts)
+        comm = self.comm
+
+        def run() -> None:
+            with self._ops() as o:
+                x = o.contiguous(input, write=False)
+                y = o.contiguous(output, write=True)
+                if x.numel():
+                    comm.all_gather(o.operand(x, dt), out=o.operand(y, dt), dtype=dt, timeout=tmo)
+        return self._submit("all_gather_single", [output], run)
+
+    _allgather_base = all_gather_single
+
+    def allgather(self, output_tensors: Sequence[Sequence[torch.Tensor]], input_tensors: Any,
+                  opts: Any = None) -> HcommWork:
+        """``output_tensors[0][r]`` gets rank r's tensor (all of the input's size)."""
+        opts = _opts(opts, _c10d.AllgatherOptions)
+        inp = self._one(input_tensors, "allgather")
+        outs = list(output_tensors[0]) if output_tensors and not isinstance(output_tensors[0], torch.Tensor) \
+            else list(output_tensors)
+        self._check_cpu("allgather", inp, *outs)
+        if len(outs) != self.size():
+            raise ValueError(f"hcomm: allgather needs {self.size()} output tensors, got {len(outs)}")
+        for o_ in outs:
+            if o_.numel() != inp.numel() or o_.dtype != inp.dtype:
+                raise ValueError(f"hcomm: allgather: every output must match the input ({inp.numel()} x "
+                                 f"{inp.dtype}), got {o_.numel()} x {o_.dtype}")
+        dt = hk_dtype(inp.dtype, "allgather")
+        tmo = self._timeout(opts)
+        comm = self.comm
+        n = inp.numel()
+
+        def run() -> None:
+            if not n:
+                return
+            flat = torch.empty(n * self.size(), dtype=inp.dtype)
+            with self._ops() as o:
+                x = o.contiguous(inp, write=False)
+                comm.all_gather(o.operand(x, dt), out=o.operand(flat, dt), dtype=dt, timeout=tmo)
+            for r, o_ in enumerate(outs):
+                o_.detach().copy_(flat[r * n:(r + 1) * n].view_as(o_))
+        return self._submit("allgather", [outs], run)
+
+    def allgather_coalesced(self, output_lists: Sequence[Sequence[torch.Tensor]],
+                            input_list: Sequence[torch.Tensor], opts: Any = None) -> HcommWork:
+        """One :meth:`allgather` per input tensor, completed together."""
+        return self._chain("allgather_coalesced", [list(x) for x in output_lists],
+                           [lambda o=o, i=i: self.allgather([o], [i], opts) for o, i in zip(output_lists, input_list)])
+
+    def all_gather_single_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
+                                    opts: Any = None) -> HcommWork:
+        """One :meth:`all_gather_single` per pair, completed together."""
+        return self._chain("all_gather_single_coalesced", list(outputs),
+                           [lambda o=o, i=i: self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)])
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def gather(self, output_tensors: Sequence[Sequence[torch.Tensor]], input_tensors: Any,
+               opts: Any = None) -> HcommWork:
+        """The root's ``output_tensors[0][r]`` gets rank r's tensor; other ranks pass no outputs."""
+        opts = _opts(opts, _c10d.GatherOptions, "rootRank")
+        inp = self._one(input_tensors, "gather")
+        root = self._root(opts.rootRank, "gather")
+        mine = self.rank() == root
+        outs = list(output_tensors[0]) if mine else []
+        self._check_cpu("gather", inp, *outs)
+        if mine and (len(outs) != self.size() or any(o_.numel() != inp.numel() for o_ in outs)):
+            raise ValueError(f"hcomm: gather: the root needs {self.size()} outputs of {inp.numel()} elements")
+        dt = hk_dtype(inp.dtype, "gather")
+        tmo = self._timeout(opts)
+        comm = self.comm
+        n = inp.numel()
+
+        def run() -> None:
+            if not n:
+                return
+            with self._ops() as o:
+                x = o.operand(o.contiguous(inp, write=False), dt)
+                if mine:
+                    flat = torch.empty(n * self.size(), dtype=inp.dtype)
+                    comm.gather(x, root, out=o.operand(flat, dt), dtype=dt, timeout=tmo)
+                else:
+                    comm.gather(x, root, dtype=dt, timeout=tmo)
+            if mine:
+                for r, o_ in enumerate(outs):
+                    o_.detach().copy_(flat[r * n:(r + 1) * n].view_as(o_))
+        return self._submit("gather", [outs] if mine else [], run)
+
+    # ---- scatters -----------------------------------------------------------------------------
+    def scatter(self, output_tensors: Any, input_tensors: Sequence[Sequence[torch.Tensor]],
+                opts: Any = None) -> HcommWork:
+        """Rank r's output gets the root's ``input_tensors[0][r]``; other ranks pass no inputs."""
+        opts = _opts(opts, _c10d.ScatterOptions, "rootRank")
+        out = self._one(output_tensors, "scatter")
+        root = self._root(opts.rootRank, "scatter")
+        mine = self.rank() == root
+        ins = list(input_tensors[0]) if mine else []
+        self._check_cpu("scatter", out, *ins)
+        if mine and (len(ins) != self.size() or any(i.numel() != out.numel() for i in ins)):
+            raise ValueError(f"hcomm: scatter: the root needs {self.size()} inputs of {out.numel()} elements")
+        dt = hk_dtype(out.dtype, "scatter")
+        tmo = self._timeout(opts)
+        comm = self.comm
+        n = out.numel()
+
+        def run() -> None:
+            if not n:
+                return
+            with self._ops() as o:
+                y = o.operand(o.contiguous(out, write=True), dt)
+                if mine:
+                    flat = torch.cat([i.detach().reshape(-1) for i in ins])
+                    comm.scatter(o.operand(flat, dt), root, out=y, dtype=dt, timeout=tmo)
+                else:
+                    comm.scatter(None, root, out=y, count=n, dtype=dt, timeout=tmo)
+        return self._submit("scatter", [out], run)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
+        """Reduce ``input`` (``size`` blocks of ``output.numel()``) over the ranks; rank r gets block r."""
+        opts = _opts(opts, _c10d.ReduceScatterOptions, "reduceOp")
+        self._check_cpu("reduce_scatter_single", output, input)
+        if output.dtype != input.dtype:
+            raise TypeError(f"hcomm: reduce_scatter_single: output dtype {output.dtype} != input dtype {input.dtype}")
+        if input.numel() != output.numel() * self.size():
+            raise ValueError(f"hcomm: reduce_scatter_single: input has {input.numel()} elements, needs "
+                             f"{self.size()} x {output.numel()}")
+        name, kop, factor = self._reduce_op(opts.reduceOp, input.dtype, "reduce_scatter_single")
+        dt = hk_dtype(input.dtype, "reduce_scatter_single")
+        tmo = self._timeout(opts)
+        comm = self.comm
+
+        def run() -> None:
+            with self._ops() as o:
+                x = o.contiguous(input, write=False)
+                if factor is not None:
+                    x = self._premul(x, factor)
+                y = o.contiguous(output, write=True)
+                if y.numel():
+                    comm.reduce_scatter(o.operand(x, dt), kop, out=o.operand(y, dt), dtype=dt, timeout=tmo)
+                self._finish_reduce(name, y)
+        return self._submit("reduce_scatter_single", [output], run)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter(self, output_tensors: Any, input_tensors: Sequence[Sequence[torch.Tensor]],
+                       opts: Any = None) -> HcommWork:
+        """Rank r's output gets the reduction over the ranks of their ``input_tensors[0][r]``."""
+        out = self._one(output_tensors, "reduce_scatter")
+        ins = list(input_tensors[0]) if input_tensors and not isinstance(input_tensors[0], torch.Tensor) \
+            else list(input_tensors)
+        if len(ins) != self.size() or any(i.numel() != out.numel() or i.dtype != out.dtype for i in ins):
+            raise ValueError(f"hcomm: reduce_scatter needs {self.size()} inputs of {out.numel()} x {out.dtype}")
+        flat = torch.cat([i.detach().reshape(-1) for i in ins]) if ins else out.new_empty(0)
+        return self.reduce_scatter_single(out, flat, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
+                                        opts: Any = None) -> HcommWork:
+        """One :meth:`reduce_scatter_single` per pair, completed together."""
+        return self._chain("reduce_scatter_single_coalesced", list(outputs),
+                           [lambda o=o, i=i: self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)])
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    # ---- all-to-all ---------------------------------------------------------------------------
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: Sequence[int],
+                          input_split_sizes: Sequence[int], opts: Any = None) -> HcommWork:
+        """Rows ``input_split_sizes[j]`` of ``input`` go to rank j; ``output`` gets rank i's rows at
+        ``output_split_sizes[i]`` (empty split lists: equal blocks)."""
+        run = self._a2a("all_to_all_single", output, input, output_split_sizes, input_split_sizes, opts)
+        return self._submit("all_to_all_single", [output], run)
+
+    alltoall_base = all_to_all_single
+
+    def alltoall(self, output_tensors: Sequence[torch.Tensor], input_tensors: Sequence[torch.Tensor],
+                 opts: Any = None) -> HcommWork:
+        """``input_tensors[j]`` goes to rank j; ``output_tensors[i]`` comes from rank i (sizes may differ)."""
+        outs, ins = list(output_tensors), list(input_tensors)
+        size = self.size()
+        if len(outs) != size or len(ins) != size:
+            raise ValueError(f"hcomm: alltoall needs {size} input and {size} output tensors")
+        dtypes = {t.dtype for t in outs + ins}
+        if len(dtypes) != 1:
+            raise TypeError(f"hcomm: alltoall: all tensors need one dtype, got {sorted(map(str, dtypes))}")
+        self._check_cpu("alltoall", *outs, *ins)
+        flat_in = torch.cat([t.detach().reshape(-1) for t in ins])
+        flat_out = torch.empty(sum(t.numel() for t in outs), dtype=dtypes.pop())
+        run = self._a2a("alltoall", flat_out, flat_in, [t.numel() for t in outs], [t.numel() for t in ins], opts)
+
+        def run_and_copy() -> None:
+            run()
+            off = 0
+            for t in outs:
+                t.detach().copy_(flat_out[off:off + t.numel()].view_as(t))
+                off += t.numel()
+        return self._submit("alltoall", outs, run_and_copy)
+
+    def _a2a(self, what: str, output: torch.Tensor, input: torch.Tensor, output_split_sizes: Sequence[int],
+             input_split_sizes: Sequence[int], opts: Any) -> Callable[[], None]:
+        """Check an all-to-all (rows split by the split sizes) and return the function running it."""
+        opts = _opts(opts, _c10d.AllToAllOptions)
+        self._check_cpu(what, output, input)
+        if output.dtype != input.dtype:
+            raise TypeError(f"hcomm: {what}: output dtype {output.dtype} != input dtype {input.dtype}")
+        size = self.size()
+        dt = hk_dtype(input.dtype, what)
+        tmo = self._timeout(opts)
+        comm = self.comm
+        in_row = input[0].numel() if input.dim() and input.shape[0] else 0
+        out_row = output[0].numel() if output.dim() and output.shape[0] else 0
+        in_splits, out_splits = list(input_split_sizes or ()), list(output_split_sizes or ())
+        if not in_splits and not out_splits:
+            if input.numel() % size or output.numel() != input.numel():
+                raise ValueError(f"hcomm: {what}: {input.numel()} input / {output.numel()} output "
+                                 f"elements do not split into {size} equal blocks")
+            send = recv = None
+        else:
+            send = [s * in_row for s in (in_splits or [input.shape[0] // size] * size)]
+            recv = [s * out_row for s in (out_splits or [output.shape[0] // size] * size)]
+            if len(send) != size or len(recv) != size:
+                raise ValueError(f"hcomm: {what}: split sizes need {size} entries each")
+            if sum(send) != input.numel() or sum(recv) != output.numel():
+                raise ValueError(f"hcomm: {what}: splits {in_splits}/{out_splits} do not cover the "
+                                 f"input ({input.shape[0]} rows) / output ({output.shape[0]} rows)")
+
+        def run() -> None:
+            with self._ops() as o:
+                x = o.contiguous(input, write=False)
+                y = o.contiguous(output, write=True)
+                if send is None:
+                    if x.numel():
+                        comm.all_to_all(o.operand(x, dt), out=o.operand(y, dt), dtype=dt, timeout=tmo)
+                else:
+                    comm.all_to_all_v(o.operand(x, dt) if x.numel() else np.empty(0, dt.numpy), send, recv,
+                                      out=o.operand(y, dt) if y.numel() else np.empty(0, dt.numpy), dtype=dt,
+                                      timeout=tmo)
+        return run
+
+    # ---- point to point, barrier --------------------------------------------------------------
+    def send(self, tensors: Any, dst: int, tag: int = 0) -> HcommWork:
+        """Send to group rank ``dst`` (which calls :meth:`recv`); ``tag`` is not used: pairs match in order."""
+        t = self._one(tensors, "send")
+        self._check_cpu("send", t)
+        dt = hk_dtype(t.dtype, "send")
+        peer = self._root(dst, "send")
+        comm, tmo = self.comm, self._timeout_s
+
+        def run() -> None:
+            with self._ops() as o:
+                x = o.contiguous(t, write=False)
+                if x.numel():
+                    comm.send(o.operand(x, dt), peer, dtype=dt, timeout=tmo)
+        return self._submit("send", [t], run)
+
+    def recv(self, tensors: Any, src: int, tag: int = 0) -> HcommWork:
+        """Receive from group rank ``src`` into the tensor (sized like the sent one)."""
+        t = self._one(tensors, "recv")
+        self._check_cpu("recv", t)
+        dt = hk_dtype(t.dtype, "recv")
+        peer = self._root(src, "recv")
+        comm, tmo = self.comm, self._timeout_s
+
+        def run() -> None:
+            with self._ops() as o:
+                y = o.contiguous(t, write=True)
+                if y.numel():
+                    comm.recv(o.operand(y, dt), peer, dtype=dt, timeout=tmo)
+        work = self._submit("recv", [t], run)
+        work._source_rank = peer
+        return work
+
+    def recv_anysource(self, tensors: Any, tag: int = 0) -> HcommWork:
+        raise NotImplementedError("hcomm: recv_anysource (dist.recv without src) is not supported: HCCL "
+                                  "point-to-point needs the peer; pass src=")
+
+    def barrier(self, opts: Any = None) -> HcommWork:
+        """Every rank waits until every rank reached the barrier."""
+        tmo = self._timeout(opts) if opts is not None else self._timeout_s
+        comm = self.comm
+        return self._submit("barrier", [], lambda: comm.barrier(timeout=tmo))
+
+    def monitored_barrier(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("hcomm: monitored_barrier is not supported (gloo only); use dist.barrier, "
+                                  "whose timeout names the collective that did not finish")
+
+    # ---- custom operators ------------------------------------------------------------------------
+    def run_op(self, path: "str | os.PathLike[str]", input: torch.Tensor, output: torch.Tensor | None = None, *,
+               reduce_op: str | None = None, root: int | None = None, **params: Any) -> HcommWork:
+        """Run the custom operator directory ``path`` (every rank of the group calls it) on tensors.
+
+        It runs like the group's collectives (in issue order, with the group's timeout) and reads/writes the
+        tensors' memory directly. ``output`` defaults to a new tensor sized by the operator's
+        ``[io].output`` rule; the Work's future value is ``[output]``.
+
+        Raises:
+            ConfigError: dtype / reduce op / parameter not accepted by the operator's op.toml.
+        """
+        from ..build.opbuild import build_op
+
+        self._check_cpu("run_op", input, *([output] if output is not None else []))
+        spec = build_op(path).spec  # cached; compiles here (caller thread) on first use
+        dt = hk_dtype(input.dtype, f"operator {spec.name}")
+        if dt.name not in spec.dtypes:
+            raise ConfigError(f"operator {spec.name} does not support {input.dtype} ({dt.name}); op.toml "
+                              f"[op].dtypes = {list(spec.dtypes)}", key="dtype", path=spec.opdir / "op.toml")
+        n = input.numel()
+        out_n = spec.output_count(n, self.size())
+        if output is None:
+            output = torch.empty(out_n, dtype=input.dtype)
+        elif output.numel() != out_n or output.dtype != input.dtype:
+            raise ValueError(f"hcomm: operator {spec.name}: output needs {out_n} x {input.dtype} "
+                             f"([io].output = {spec.output!r}), got {output.numel()} x {output.dtype}")
+        comm, tmo, out = self.comm, self._timeout_s, output
+
+        def run() -> None:
+            op = comm.load_op(path)
+            with self._ops() as o:
+                x = o.contiguous(input, write=False)
+                y = o.contiguous(out, write=True)
+                if n:
+                    op(o.operand(x, dt), o.operand(y, dt), count=n, dtype=dt, reduce_op=reduce_op, root=root,
+                       timeout=tmo, **params)
+        return self._submit(f"operator {spec.name}", [output], run)
+
+    # ---- lifetime -------------------------------------------------------------------------------
+    def _chain(self, op: str, outputs: list, calls: list[Callable[[], HcommWork]]) -> HcommWork:
+        """Issue ``calls`` (each returns a Work); one Work completed by the last (errors of any)."""
+        works = [c() for c in calls]
+        if not works:
+            return self._submit(op, outputs, lambda: None)
+
+        def run() -> None:  # the chained calls already ran (in order): report the first error
+            for w in works:
+                if w._exc is not None:
+                    raise w._exc
+        return self._submit(op, outputs, run)
+
+    def shutdown(self) -> None:
+        """Close the communicator: collective (a closing barrier), unless the group failed or was
+        aborted: then nothing is waited for."""
+        if self._closed:
+            return
+        with self._lock:
+            self._closed = True
+            _LIVE.discard(self)
+            if self._broken is not None:
+                self.comm.abort()  # the peers are gone or out of step: no closing barrier
+            else:
+                self.comm.close()
+
+    def abort(self) -> None:
+        """Mark the group failed and destroy its communicator without waiting for the peers."""
+        self._break(ProcessGroupError("hcomm: the process group was aborted"))
+        self.shutdown()
+
+    # Python callers (dist.*) reach these; the C++ side only knows the overridden virtuals.
+    def _start_coalescing(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("hcomm: coalescing (dist._coalescing_manager, batch_isend_irecv with "
+                                  "coalescing) is not supported; issue the collectives one by one")
+
+    _end_coalescing = _start_coalescing
+
+
+def _opts(opts: Any, cls: type, field: str | None = None) -> Any:
+    """An options object of ``cls``; a bare ReduceOp / root int is accepted for ``field``."""
+    if opts is None:
+        return cls()
+    if isinstance(opts, cls):
+        return opts
+    if field is not None and isinstance(opts, (ReduceOp, _RedOp, int)):
+        o = cls()
+        setattr(o, field, opts if not isinstance(opts, _RedOp) else ReduceOp(opts))
+        return o
+    return opts
+
+
+def create_process_group(store: Any, rank: int, size: int, timeout: Any) -> ProcessGroupHcomm:
+    """The backend creation function registered as ``"hcomm"`` (c10d store, rank, size, timeout)."""
+    return ProcessGroupHcomm(store, rank, size, timeout)

@@ -1,0 +1,245 @@
+"""The ``hcomm`` backend under the launchers a training job uses: ``torchrun`` (no MPI: root info
+through the c10d store), ``hcomm-kit launch`` (mpirun: env:// variables filled from Open MPI's),
+and plain processes with env:// (failure handling).
+
+* the examples (DDP with each reduction, FSDP2) end with single-process full-batch parameters;
+* a gloo-style script that only names the "hcomm" backend (no hcomm_kit import: the
+  ``torch.backends`` entry point registers it) trains unchanged under both launchers;
+* a rank that raises makes the others fail within the group's timeout + 1 s, a rank that stops
+  issuing collectives makes them time out within timeout + 1 s; every process ends, and nothing
+  of theirs is left in /dev/shm.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+
+pytestmark = pytest.mark.slow  # the quick run has one torch smoke test (test_torch_pg.py)
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+SHM = Path("/dev/shm")
+
+
+def _run(argv: list[str], *, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a launcher in its own session; on timeout kill the whole session (no leftover ranks)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(argv)} did not finish within {timeout} s:\n{out[-4000:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+def _torchrun(np_: int, *args: str, **kw) -> subprocess.CompletedProcess:
+    return _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(np_),
+                 *args], **kw)
+
+
+def _launch(np_: int, *args: str, **kw) -> subprocess.CompletedProcess:
+    return _run([sys.executable, "-m", "hcomm_kit", "launch", "--np", str(np_), "--", sys.executable, *args], **kw)
+
+
+def _matches(out: str, np_: int) -> None:
+    assert out.count("parameters match single-process full-batch training") == np_, out[-4000:]
+
+
+# ---- the examples -------------------------------------------------------------------------------
+@pytest.mark.parametrize("np_", [2, 4])
+def test_examples_under_torchrun(np_: int) -> None:
+    p = _torchrun(np_, str(EXAMPLES / "train_ddp.py"), "--check", "--steps", "6", "--hook", "allreduce")
+    assert p.returncode == 0, p.stdout[-4000:]
+    _matches(p.stdout, np_)
+    p = _torchrun(np_, str(EXAMPLES / "train_fsdp.py"), "--check", "--steps", "6")
+    assert p.returncode == 0, p.stdout[-4000:]
+    _matches(p.stdout, np_)
+
+
+def test_examples_under_hcomm_kit_launch() -> None:
+    np_ = 2  # 4 ranks under mpirun: tests/test_torch_train.py
+    p = _launch(np_, str(EXAMPLES / "train_ddp.py"), "--check", "--steps", "6", "--hook", "op")
+    assert p.returncode == 0, p.stdout[-4000:]
+    _matches(p.stdout, np_)
+    p = _launch(np_, str(EXAMPLES / "train_fsdp.py"), "--check", "--steps", "6")
+    assert p.returncode == 0, p.stdout[-4000:]
+    _matches(p.stdout, np_)
+
+
+# ---- a gloo script with only the backend name changed ------------------------------------------
+GLOO_STYLE = textwrap.dedent('''
+    import sys, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+    def train(m, rank, world, steps=5):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(7)
+        x, y = torch.randn(24, 8, generator=g), torch.randn(24, 1, generator=g)
+        per = 24 // world
+        for _ in range(steps):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(m(x[rank * per:(rank + 1) * per]), y[rank * per:(rank + 1) * per]).backward()
+            opt.step()
+        return m
+
+    dist.init_process_group(sys.argv[1])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    ddp = train(DDP(model()), rank, world)
+    ref = train(model(), 0, 1)
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(ddp.module.parameters(), ref.parameters()))
+    print(f"rank {rank}: {dist.get_backend()} parameters match", flush=True)
+    dist.destroy_process_group()
+''')
+
+
+@pytest.fixture
+def autoload_env(tmp_path: Path) -> dict[str, str]:
+    """PYTHONPATH that makes the ``torch.backends`` entry point visible, as an install does.
+
+    The installed hcomm-kit declares it in pyproject.toml; a checkout used through PYTHONPATH
+    (or installed before the entry point existed) gets an equivalent dist-info here.
+    """
+    from importlib.metadata import entry_points
+
+    paths = [str(ROOT)]
+    if not any(ep.value == "hcomm_kit.torch:_autoload" for ep in entry_points(group="torch.backends")):
+        info = tmp_path / "site" / "hcomm_kit_torch_autoload-0.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hcomm-kit-torch-autoload\nVersion: 0.0\n")
+        (info / "entry_points.txt").write_text("[torch.backends]\nhcomm_kit = hcomm_kit.torch:_autoload\n")
+        paths.insert(0, str(info.parent))
+    old = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(paths + ([old] if old else []))}
+
+
+def test_gloo_script_with_the_backend_name_changed(tmp_path: Path, autoload_env: dict[str, str]) -> None:
+    script = tmp_path / "train_gloo_style.py"
+    script.write_text(GLOO_STYLE)
+    p = _torchrun(2, str(script), "hcomm", env=autoload_env)
+    assert p.returncode == 0, p.stdout[-4000:]
+    assert p.stdout.count("hcomm parameters match") == 2, p.stdout[-4000:]
+    p = _launch(2, str(script), "hcomm", env=autoload_env)
+    assert p.returncode == 0, p.stdout[-4000:]
+    assert p.stdout.count("hcomm parameters match") == 2, p.stdout[-4000:]
+
+
+# ---- failures ------------------------------------------------------------------------------------
+FAILING = textwrap.dedent('''
+    import datetime, os, sys, time, torch, torch.distributed as dist
+    import hcomm_kit.torch
+    mode, timeout = sys.argv[1], float(sys.argv[2])
+    print(f"pid {os.getpid()}", flush=True)
+    dist.init_process_group("hcomm", timeout=datetime.timedelta(seconds=timeout))
+    rank = dist.get_rank()
+    t = torch.ones(4096)
+    dist.all_reduce(t)
+    if rank == 1:
+        if mode == "raise":
+            raise RuntimeError("rank 1 fails on purpose")
+        time.sleep(2 * timeout)  # "hang": alive, but no collective
+        sys.exit(3)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(t)
+    except Exception as exc:
+        print(f"rank {rank} failed after {time.monotonic() - t0:.3f} s: {type(exc).__name__}: {exc}", flush=True)
+        raise
+    print(f"rank {rank}: the allreduce succeeded", flush=True)
+''')
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _shm_of(pids: set[int]) -> list[str]:
+    """/dev/shm entries of the emulator that name one of ``pids`` (device and buffer segments)."""
+    if not SHM.is_dir():
+        return []
+    return [e.name for e in SHM.iterdir() if e.name.startswith("hcomm_kit.") and
+            any(re.search(rf"\.(?:d|buf\.){pid}\.", e.name) for pid in pids)]
+
+
+def _jobs() -> set[str]:
+    """The emulator's job segments in /dev/shm (one per communicator, shared by its ranks)."""
+    return {e.name for e in SHM.iterdir() if e.name.startswith("hcomm_kit.") and ".job." in e.name} \
+        if SHM.is_dir() else set()
+
+
+def _assert_no_shm_left(pids: set[int], jobs_before: set[str]) -> None:
+    """No segment of ``pids`` and no new job segment remains (cleanup may take a moment)."""
+    deadline = time.monotonic() + 5
+    while (_shm_of(pids) or _jobs() - jobs_before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _shm_of(pids) and not _jobs() - jobs_before, (_shm_of(pids), _jobs() - jobs_before)
+
+
+@pytest.mark.parametrize("mode", ["raise", "hang"])
+def test_failing_rank_fails_the_others_within_the_timeout(tmp_path: Path, mode: str) -> None:
+    timeout, n = 4.0, 3
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING)
+    jobs_before = _jobs()
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(n)}
+    procs = [subprocess.Popen([sys.executable, str(script), mode, str(timeout)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env={**env, "RANK": str(r)},
+                              start_new_session=True) for r in range(n)]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=120)[0])  # startup + 2 x timeout, with room for a loaded CI
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    text = "\n".join(f"--- rank {r} (exit {p.returncode}) ---\n{o[-2500:]}" for r, (p, o) in
+                     enumerate(zip(procs, outs)))
+    for r in (0, 2):
+        assert procs[r].returncode != 0, text
+        m = re.search(rf"rank {r} failed after ([0-9.]+) s: (\w+)", outs[r])
+        assert m, text
+        assert float(m.group(1)) < timeout + 1.0, text
+        if mode == "hang":
+            # the first rank to time out says so; a peer failing with it names that timeout
+            assert float(m.group(1)) > timeout - 1.0, text
+            assert re.search(r"did not finish within|timed out after", outs[r]), text
+    assert any("did not finish within" in outs[r] for r in (0, 2)) or mode == "raise", text
+    assert procs[1].returncode != 0, text
+    pids = {int(x) for o in outs for x in re.findall(r"^pid (\d+)$", o, re.M)}
+    assert len(pids) == n, text
+    _assert_no_shm_left(pids, jobs_before)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "hcomm-kit launch"])
+def test_failing_rank_ends_the_job(tmp_path: Path, launcher: str) -> None:
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING)
+    jobs_before = _jobs()
+    t0 = time.monotonic()
+    p = (_torchrun(2, str(script), "raise", "4") if launcher == "torchrun"
+         else _launch(2, str(script), "raise", "4"))
+    assert p.returncode != 0, p.stdout[-4000:]
+    assert "rank 1 fails on purpose" in p.stdout, p.stdout[-4000:]
+    assert time.monotonic() - t0 < 90, p.stdout[-4000:]
+    pids = {int(x) for x in re.findall(r"pid (\d+)$", p.stdout, re.M)}
+    assert pids, p.stdout[-4000:]
+    _assert_no_shm_left(pids, jobs_before)
