@@ -47,7 +47,6 @@ _D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 _TIMEOUT_CODES = (107020, 507017)           # TASK_TIMEOUT, AICPU_TIMEOUT
 _KERNEL_CODE = 507018                        # AICPU_EXCEPTION
 _REMOTE_CODE = 507057                        # SUSPECT_REMOTE_ERROR
-_CHECK_CODE = 509001                         # HCOMM_KIT_ERROR_CHECK (emulator extension)
 _DEADLOCK_MARK = "[hcomm-kit] DEADLOCK"     # the emulator's certain-hang report
 _MISMATCH_MARK = "mismatch on communicator"  # the emulator's call check (collective or point-to-point)
 _UINT16_MAX = 0xFFFF
@@ -744,7 +743,7 @@ class CustomOp:
                     f"(timeout= argument or HCCL_EXEC_TIMEOUT)")
             return OpTimeoutError(ret, name, api, hint, op=self.name, rank=rank, timeout=float(t),
                                   account=message or codes.acl_meaning(ret))
-        if ret == _CHECK_CODE:
+        if ret == codes.HCOMM_KIT_ERROR_CHECK:
             return CheckError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")
         if ret == _KERNEL_CODE:
             return KernelError(ret, name, api, f"kernel {self.spec.kernel} of {where} failed: "

@@ -145,7 +145,8 @@ ACLNN_CODES: Mapping[int, str] = MappingProxyType(_ACLNN)
 HCCL_CODES: Mapping[int, str] = MappingProxyType(_HCCL)
 
 #: hcomm-kit emulator extension codes (hcomm_kit/emu_ext.h): never returned by CANN.
-HCOMM_KIT_CODES: Mapping[int, str] = MappingProxyType({509001: "HCOMM_KIT_ERROR_CHECK"})
+HCOMM_KIT_ERROR_CHECK = 509001   # the notify checker's finding (HCOMM_KIT_CHECK)
+HCOMM_KIT_CODES: Mapping[int, str] = MappingProxyType({HCOMM_KIT_ERROR_CHECK: "HCOMM_KIT_ERROR_CHECK"})
 
 _ACL_ALL: dict[int, str] = {**_ACL, **_ACL_RT, **HCOMM_KIT_CODES}
 _ACL_BY_NAME: dict[str, int] = {**{v: k for k, v in _ACL_ALL.items()}, **ACL_ALIASES}

@@ -152,10 +152,9 @@ DECLS: tuple[Decl, ...] = (
     _host("HcclAlltoAll", _vp, c_uint64, c_int, _vp, c_uint64, c_int, _vp, _vp),
     _host("HcclReduce", _vp, _vp, c_uint64, c_int, c_int, c_uint32, _vp, _vp),
     _host("HcclBatchSendRecv", POINTER(HcclSendRecvItem), c_uint32, _vp, _vp),
-    # ---- hcomm-kit emulator extensions (hcomm_kit/emu_ext.h; absent on CANN) -----------------
-    _host("HcommKitSetCheck", c_int32, restype=c_int32, required=False),
+    # ---- hcomm-kit emulator extension (hcomm_kit/emu_ext.h; absent on CANN) ------------------
+    # (HcommKitSetCheck / HcommKitCommReport return values, not status codes: C hosts only.)
     _host("HcommKitCallCheck", _vp, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),
-    _host("HcommKitCommReport", _vp, c_char_p, c_uint64, restype=c_uint64, required=False),
     # ---- §3.10 alternative launcher (950) ------------------------------------------------
     _host("HcclAicpuKernelLaunch", _vp, POINTER(HcclOpDesc), POINTER(HcclKernelFuncInfo), _h, _vp,
           POINTER(HcclKernelLaunchCfg), required=False),

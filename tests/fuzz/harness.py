@@ -135,8 +135,14 @@ def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[
     emu = Path(emu_root) if emu_root else _emu().emu_root()
     srcs, hdrs = _sources(emu)
     inc = [f"-I{emu / 'include'}", f"-I{emu / 'src'}", f"-I{FUZZ_DIR}"]
+    kernel_hdrs: list[Path] = []
+    if _emu()._has_builtins(emu):  # the HCCL collective API includes the built-ins' <op>/inc/<op>_param.h
+        from hcomm_kit.resources import aicpu_kernels_dir
+
+        inc.insert(0, f"-I{aicpu_kernels_dir()}")
+        kernel_hdrs = sorted(aicpu_kernels_dir().glob("*/inc/*.h"))
     cflags = [*_COMMON, "-O1", *_FUZZ_SAN, "-fsanitize=fuzzer-no-link", *(["-DFUZZ_LENIENT"] if lenient else [])]
-    key = cache.hash_key([*srcs, *hdrs, *_fuzz_files()],
+    key = cache.hash_key([*srcs, *hdrs, *kernel_hdrs, *_fuzz_files()],
                          ["fuzz-libfuzzer", *targets, *cflags, cache.compiler_identity(clang),
                           *(p.relative_to(emu).as_posix() for p in hdrs)])
 
