@@ -91,10 +91,6 @@ bool peer_dead_now(Comm* c, uint32_t r) {
     return false;
 }
 
-std::string dead_msg(Comm* c, uint32_t r) {
-    return strprintf("rank %u (pid %d, device %d) died", r, c->pid[r], c->device[r]);
-}
-
 /* Outcome of comm_wait. */
 enum WaitRc { kWaitOk = 0, kWaitTimeout = 1, kWaitAborted = 2, kWaitPeerDead = 3 };
 
@@ -117,7 +113,7 @@ int comm_wait(Comm* c, std::atomic<uint32_t>* word, uint64_t deadline, const std
             }
             if (peer_dead_now(c, r)) {
                 fail = kWaitPeerDead;
-                *why = dead_msg(c, r);
+                *why = comm_dead_msg(c, r);
                 return true;
             }
             return false;
@@ -294,13 +290,13 @@ int map_peer(Comm* c, uint32_t r, const char* api) {
     std::string err;
     if (!shm_open_map(&c->ctl_seg[r], std::string(e.ctl_name, strnlen(e.ctl_name, sizeof e.ctl_name)), sizeof(DevCtl),
                       &err)) {
-        if (peer_dead_now(c, r)) return (HcclResult)seterr(HCCL_E_REMOTE, api, "%s during initialisation", dead_msg(c, r).c_str());
+        if (peer_dead_now(c, r)) return (HcclResult)seterr(HCCL_E_REMOTE, api, "%s during initialisation", comm_dead_msg(c, r).c_str());
         return (HcclResult)seterr(HCCL_E_SYSCALL, api, "rank %u: %s", r, err.c_str());
     }
     c->ctl[r] = static_cast<DevCtl*>(c->ctl_seg[r].addr);
     uint64_t bs = e.buf_size.load();
     if (!shm_open_map(&c->pbuf_seg[r], std::string(e.buf_name, strnlen(e.buf_name, sizeof e.buf_name)), bs, &err)) {
-        if (peer_dead_now(c, r)) return (HcclResult)seterr(HCCL_E_REMOTE, api, "%s during initialisation", dead_msg(c, r).c_str());
+        if (peer_dead_now(c, r)) return (HcclResult)seterr(HCCL_E_REMOTE, api, "%s during initialisation", comm_dead_msg(c, r).c_str());
         return (HcclResult)seterr(HCCL_E_SYSCALL, api, "HCCL buffer of rank %u: %s", r, err.c_str());
     }
     c->pbuf[r] = c->pbuf_seg[r].addr;
@@ -705,6 +701,10 @@ bool comm_abort(Comm* c, const std::string& why, AbortKind kind) {
         if (c->ctl[r] && !c->dead[r].load()) doorbell_ring(c->ctl[r]);
     sched_abort_comm(c);
     return first;
+}
+
+std::string comm_dead_msg(Comm* c, uint32_t r) {
+    return strprintf("rank %u (pid %d, device %d) died", r, c->pid[r], c->device[r]);
 }
 
 bool comm_peer_dead(Comm* c, int peer) {

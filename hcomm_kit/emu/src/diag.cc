@@ -1033,7 +1033,11 @@ void analyse(Comm* c, Analysis& A) {
                 for (uint32_t q = 0; q < n && stuck; q++) {
                     if ((int)q == nd.rank) continue;
                     if ((int32_t)(c->job->bar_seq[q].load() - b) >= 0) continue; /* arrived */
-                    if (A.ranks[q].dead || A.ranks[q].gone) continue;
+                    if (A.ranks[q].dead || A.ranks[q].gone) {
+                        if (dead_end.empty())
+                            dead_end = strprintf("rank %u %s", q, A.ranks[q].dead ? "died" : "already destroyed its communicator");
+                        continue;
+                    }
                     if (!A.ranks[q].have || !host_stuck((int)q)) stuck = false;
                     else through.push_back(A.host_node[q]);
                 }
@@ -1416,6 +1420,14 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
     j->attention_ns.store(now, std::memory_order_relaxed);
     Analysis A;
     analyse(c, A);
+    /* A dead rank is the cause of every wait on it: fail as the liveness checks do (507057, naming
+     * the rank and pid), not as a deadlock whose report can only say "died". */
+    for (uint32_t r = 0; r < A.ranks.size(); r++)
+        if (A.ranks[r].dead) {
+            comm_abort(c, comm_dead_msg(c, r), AbortKind::PeerDead);
+            st.reported = true;
+            return;
+        }
     bool any = false;
     for (const Node& nd : A.nodes)
         if (nd.stuck && nd.type != Node::Host) any = true;

@@ -658,6 +658,8 @@ uint32_t comm_size(Comm* c);
 DevCtl* comm_ctl(Comm* c, uint32_t rank); /* a rank's device control block (mapped), or nullptr */
 bool comm_peer_gone(Comm* c, int peer);   /* destroyed its communicator (HcclCommDestroy) */
 bool comm_peer_dead(Comm* c, int peer);
+/* "rank R (pid P, device D) died": the message of every failure caused by a dead rank. */
+std::string comm_dead_msg(Comm* c, uint32_t r);
 int comm_rank(Comm* c);
 const char* comm_name(Comm* c);
 /* A kernel starts an instance of operation `tag` on c: returns its number (1, 2, ...). */
