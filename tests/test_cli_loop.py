@@ -250,6 +250,7 @@ BROKEN = """\
     if (param.count == 0) {"""
 
 
+@pytest.mark.slow  # several mpirun jobs, one failing: full suite only
 def test_test_command_np_override_and_first_failure(tmp_path: Path) -> None:
     from hcomm_kit.scaffold.render import new_op
 

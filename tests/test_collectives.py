@@ -28,6 +28,7 @@ SMALL_BUF = {"HCCL_BUFFSIZE": "1"}
 NP8 = pytest.param(8, marks=pytest.mark.slow)  # the 8-rank matrices: full suite only
 NP4 = pytest.param(4, marks=pytest.mark.slow)  # big matrices: 2 and 3 ranks in the quick run, 1 and 4 in the
 NP1 = pytest.param(1, marks=pytest.mark.slow)  # full one too (test_api_forms covers 1 rank in the quick run)
+NP3 = pytest.param(3, marks=pytest.mark.slow)  # the sliced (past the HCCL buffer) matrices: 2 ranks in the quick run
 
 
 def data(rank: int, count: int, dtype: str, rop: str = "sum", seed: int = 0) -> np.ndarray:
@@ -99,7 +100,7 @@ def test_data_movement_every_dtype(comm) -> None:
 
 
 # ---- larger than the HCCL buffer (1 MB): slicing and tails --------------------------------------
-@pytest.mark.mpi(np=[2, 3, NP4, NP8], env=SMALL_BUF, timeout=300)
+@pytest.mark.mpi(np=[2, NP3, NP4, NP8], env=SMALL_BUF, timeout=300)
 def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
     n, r = comm.size, comm.rank
     sizes = [(1 << 20) + 4, 5 * (1 << 19) + 12] if mpi_np <= 4 else [(1 << 20) + 4]
@@ -130,7 +131,7 @@ def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
 
 
 # ---- against mpi4py, algorithms, bit-identity, back-to-back mixing ------------------------------
-@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env={**A950, **SMALL_BUF}, timeout=600)
+@pytest.mark.mpi(np=[NP1, 2, NP3, NP4, NP8], env={**A950, **SMALL_BUF}, timeout=600)
 def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
     """1 MiB + 4 bytes per rank (rounded up to whole elements) with a 1 MB HCCL buffer: every
     collective x dtype x reduce op runs sliced, with a tail."""

@@ -194,6 +194,7 @@ c.close()
 """
 
 
+@pytest.mark.slow  # fault injection with real timeouts: full suite only
 def test_progress_lines_for_long_waits(tmp_path: Path) -> None:
     env = dict(os.environ, HCOMM_KIT_WORLD_SIZE="2", HCOMM_KIT_ROOT_INFO=str(tmp_path / "root"),
                HCOMM_KIT_PROGRESS_SECONDS="1")
@@ -245,6 +246,7 @@ c.all_reduce(np.ones(8, np.float32))
 """
 
 
+@pytest.mark.slow  # fault injection with real timeouts: full suite only
 def test_launch_timeout_prints_every_rank_state(tmp_path: Path) -> None:
     script = tmp_path / "hang.py"
     script.write_text(_HANG)

@@ -60,6 +60,7 @@ def test_skipped(comm):
 '''
 
 
+@pytest.mark.slow  # a nested pytest run with several mpirun jobs: full suite only
 def test_plugin_outer_run(tmp_path: Path) -> None:
     (tmp_path / "test_m.py").write_text(PLUGIN_TESTS)
     t0 = time.monotonic()
@@ -114,6 +115,7 @@ def test_launch_failing_rank_aborts_job() -> None:
     assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.slow  # fault injection with real timeouts: full suite only
 def test_launch_timeout_kills_job() -> None:
     proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "3", "--",
                            sys.executable, "-c", "import time; time.sleep(60)"], capture_output=True, text=True,

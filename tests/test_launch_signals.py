@@ -135,6 +135,7 @@ def test_second_signal_skips_the_grace_period(tmp_path: Path) -> None:
     _assert_nothing_left(ranks)
 
 
+@pytest.mark.slow  # fault injection with real timeouts: full suite only
 def test_killed_by_coreutils_timeout(tmp_path: Path) -> None:
     """`timeout 3 hcomm-kit launch ...`: timeout's SIGTERM to the launcher stops the whole job."""
     if subprocess.run(["sh", "-c", "command -v timeout"], capture_output=True).returncode:

@@ -99,6 +99,7 @@ def _line(out: str, key: str) -> str:
     return next((l for l in out.splitlines() if l.startswith(key + " ")), "")
 
 
+@pytest.mark.slow  # fault injection with real timeouts: full suite only
 def test_spinning_kernel_is_interrupted() -> None:
     opdir = scaffold("empty", name="spin", exec_op=SPIN.format(name="spin"))
     out = _run(opdir, 0.3)
@@ -112,6 +113,7 @@ def test_spinning_kernel_is_interrupted() -> None:
     assert float(_line(out, "CLOSE").split()[1]) < 5, out
 
 
+@pytest.mark.slow  # fault injection with real timeouts: full suite only
 def test_kernel_stuck_in_a_system_call_loses_the_device() -> None:
     opdir = scaffold("empty", name="sleeper", exec_op=SLEEP.format(name="sleeper"))
     out = _run(opdir, 2.5)

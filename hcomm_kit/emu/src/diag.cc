@@ -59,6 +59,7 @@ static std::mutex& seq_tsan_mutex() {
 namespace {
 constexpr uint64_t kTickNs = 100000000ull;          /* monitor period */
 constexpr uint64_t kAnalyseAfterNs = 250000000ull;  /* a wait this old makes the monitor analyse */
+constexpr uint64_t kDeadGraceNs = 1000000000ull;    /* a dead rank's direct waiters fail it before this */
 constexpr uint64_t kFreshNs = 600000000ull;         /* a live rank's snapshot older than this is unknown */
 
 template <size_t N>
@@ -1382,6 +1383,7 @@ struct MonState {
     uint64_t stuck_at = 0;
     uint64_t next_progress = 0;
     uint64_t last_published_progress = ~0ull;
+    uint64_t dead_seen = 0; /* when a dead rank was first seen (0: none) */
     bool reported = false;
 };
 
@@ -1420,12 +1422,16 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
     j->attention_ns.store(now, std::memory_order_relaxed);
     Analysis A;
     analyse(c, A);
-    /* A dead rank is the cause of every wait on it: fail as the liveness checks do (507057, naming
-     * the rank and pid), not as a deadlock whose report can only say "died". */
+    /* A dead rank is the cause of every wait on it, not a deadlock: the waits on it fail through
+     * their own liveness checks (507057, naming the wait and the dead rank). Should none of them do
+     * so within a second (only indirect waits left), fail the communicator here the same way. */
     for (uint32_t r = 0; r < A.ranks.size(); r++)
         if (A.ranks[r].dead) {
-            comm_abort(c, comm_dead_msg(c, r), AbortKind::PeerDead);
-            st.reported = true;
+            if (!st.dead_seen) st.dead_seen = now;
+            if (now - st.dead_seen >= kDeadGraceNs) {
+                comm_abort(c, comm_dead_msg(c, r), AbortKind::PeerDead);
+                st.reported = true;
+            }
             return;
         }
     bool any = false;
