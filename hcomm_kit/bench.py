@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import dtypes as _dtypes
+from . import envs
 from .core.device import DeviceBuffer, Event
 from .errors import ConfigError
 from .testing import reference
@@ -669,7 +670,8 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
             + (", each call waited for (--blocking)" if blocking else ", calls enqueued back to back (hccl_test)"))
     lines = [what,
              f"# backend {backend}, soc {comm.soc}"
-             + (" -- EMULATOR: CPU timings of the emulator on this host, not Ascend hardware figures"
+             + (" -- EMULATOR: CPU timings of the emulator on this host, not Ascend hardware figures; notify "
+                f"checker {'off' if envs.check_mode() == '0' else 'ON (HCOMM_KIT_CHECK): slower'}"
                 if backend == "emu" else "")]
     if target is not None:
         lines.append(f"# {target.note}; checked against "

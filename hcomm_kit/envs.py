@@ -265,6 +265,11 @@ def debug() -> bool:
     return get("HCOMM_KIT_DEBUG") == "1"
 
 
+def check_mode() -> str:
+    """HCOMM_KIT_CHECK: the emulator's notify checker, ``'1'`` (findings fail), ``'warn'`` or ``'0'`` (off)."""
+    return str(get("HCOMM_KIT_CHECK"))
+
+
 def quiet() -> bool:
     """HCOMM_KIT_QUIET: no informational notes."""
     return get("HCOMM_KIT_QUIET") == "1"

@@ -241,6 +241,18 @@ constexpr uint32_t kHostG = 0xffffffffu; /* clock index of host-side writes (acl
 std::mutex& g_race_m = *new std::mutex();
 std::vector<Comm*>& g_race_comms = *new std::vector<Comm*>();
 
+/* getpid() without a system call per access (reset in a forked child). */
+std::atomic<int32_t> g_pid{0};
+int32_t cached_pid() {
+    int32_t p = g_pid.load(std::memory_order_relaxed);
+    if (p) return p;
+    static std::once_flag once;
+    std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { g_pid.store(0, std::memory_order_relaxed); }); });
+    p = (int32_t)getpid();
+    g_pid.store(p, std::memory_order_relaxed);
+    return p;
+}
+
 void log_access(RaceArea& ra, uint64_t bb, uint64_t off, uint64_t len, uint8_t write, uint32_t g, uint32_t clock,
                 uint32_t tag16, uint32_t inst, uint16_t rank, uint16_t thread, uint32_t bidx, uint32_t bsize,
                 const char* api, uint64_t now, const void* caller = nullptr) {
@@ -269,7 +281,7 @@ void log_access(RaceArea& ra, uint64_t bb, uint64_t off, uint64_t len, uint8_t w
         e.write = write;
         e.bidx = bidx;
         e.bsize = bsize;
-        e.pid = (int32_t)getpid();
+        e.pid = cached_pid();
         e.caller = (uint64_t)(uintptr_t)caller;
         copy_str(e.api, api);
         e.seq.store(seq, std::memory_order_seq_cst);
@@ -302,7 +314,7 @@ const char* access_kind(uint8_t w) { return w == 0 ? "read" : w == 1 ? "write" :
 
 std::string access_who(const AccessEntry& e) {
     std::string at;
-    if (e.caller && e.pid == (int32_t)getpid()) at = " at " + code_line((const void*)(uintptr_t)e.caller);
+    if (e.caller && e.pid == cached_pid()) at = " at " + code_line((const void*)(uintptr_t)e.caller);
     return strprintf("rank %u %s, task %u of %u (%s%s)", e.rank, thread_name(e.thread).c_str(), e.bidx + 1, e.bsize, e.api,
                      at.c_str());
 }
@@ -329,7 +341,7 @@ std::string check_accesses(const HTask& t, HThread* self) {
     uint64_t now = now_ns();
     check_op_begin(t, self);
     vc_put(self->vc, (uint32_t)g, self->clock);
-    std::string at = t.caller ? " at " + code_line(t.caller) : std::string();
+    auto at = [&] { return t.caller ? " at " + code_line(t.caller) : std::string(); }; /* findings only */
     for (const HTask::Access& a : t.acc) {
         if (a.rank < 0 || (uint32_t)a.rank >= c->nranks || a.len == 0) continue;
         RaceArea& ra = c->job->race[a.rank];
@@ -350,6 +362,8 @@ std::string check_accesses(const HTask& t, HThread* self) {
                 AccessEntry& e = bk.e[i];
                 uint64_t q = e.seq.load(std::memory_order_acquire);
                 if (!q) continue;
+                /* most entries of a bucket miss this access: test that before copying the entry */
+                if (std::max(e.off, a.off) >= std::min(e.off + e.len, a.off + a.len)) continue;
                 AccessEntry x;
                 x.off = e.off;
                 x.len = e.len;
@@ -388,7 +402,7 @@ std::string check_accesses(const HTask& t, HThread* self) {
                         "no notify orders them: the %s did not wait for a notify recorded after the %s, so the data "
                         "depends on timing",
                         a.rank, (unsigned long long)lo, (unsigned long long)hi, access_kind(a.write), c->rank,
-                        thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at.c_str(),
+                        thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at().c_str(),
                         t.tag ? t.tag : "", t.inst, access_kind(x.write), (unsigned long long)x.off,
                         (unsigned long long)(x.off + x.len), access_who(x).c_str(), access_kind(a.write),
                         access_kind(x.write));
@@ -417,7 +431,7 @@ std::string check_accesses(const HTask& t, HThread* self) {
                 "read of unwritten bytes: rank %d %s, %s (%s%s, op '%s' #%u) reads rank %d's HCCL buffer bytes [%llu, %llu) "
                 "that nobody wrote in this operation (%s): it gets stale data (a wrong offset, or a missing write or "
                 "notify before the read)",
-                c->rank, thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at.c_str(),
+                c->rank, thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at().c_str(),
                 t.tag ? t.tag : "", t.inst, a.rank, (unsigned long long)a.off, (unsigned long long)(a.off + a.len),
                 stale.empty() ? "never written on this communicator" : "their last write came before the operation began");
             return check_finding(c, text);
