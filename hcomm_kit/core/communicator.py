@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import signal
 import threading
 import weakref
 from pathlib import Path
@@ -39,6 +40,23 @@ def _close_all() -> None:
             c.close()
         except Exception:
             pass
+    _ignore_sigterm_from_now_on()
+
+
+def _ignore_sigterm_from_now_on() -> None:
+    """At exit, once the communicators are closed, only the emulator's unlinking of its /dev/shm
+    segments is left (a C atexit handler, after Python's finalization, which resets Python's
+    signal handlers). A SIGTERM in that window (a launcher ending the other ranks of a failed job)
+    would kill the process with the segments still linked: ignore it from here on, unless the
+    program handles SIGTERM itself. An exit that hangs is still ended by the launcher's SIGKILL."""
+    try:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        handler = signal.getsignal(signal.SIGTERM)
+        if handler is signal.SIG_DFL or getattr(handler, "__module__", "").startswith("hcomm_kit"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except (ValueError, OSError, TypeError):
+        pass
 
 
 def _apply_soc(soc: str | None, backend: str | None):

@@ -530,19 +530,26 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
+    def _rooted(self, name: str, opts: Any, opts_type: Any, tensor_arg: Any,
+                lists: Sequence[Sequence[torch.Tensor]], what: str) -> tuple[torch.Tensor, int, bool,
+                                                                              list[torch.Tensor], Any, Any]:
+        """The checked arguments of gather / scatter: this rank's tensor, the root, whether this rank
+        is the root, the root's ``size()`` tensors of as many elements (empty elsewhere), dtype, timeout."""
+        opts = _opts(opts, opts_type, "rootRank")
+        t = self._one(tensor_arg, name)
+        root = self._root(opts.rootRank, name)
+        mine = self.rank() == root
+        many = list(lists[0]) if mine else []
+        self._check_cpu(name, t, *many)
+        if mine and (len(many) != self.size() or any(x.numel() != t.numel() for x in many)):
+            raise ValueError(f"hcomm: {name}: the root needs {self.size()} {what} of {t.numel()} elements")
+        return t, root, mine, many, hk_dtype(t.dtype, name), self._timeout(opts)
+
     def gather(self, output_tensors: Sequence[Sequence[torch.Tensor]], input_tensors: Any,
                opts: Any = None) -> HcommWork:
         """The root's ``output_tensors[0][r]`` gets rank r's tensor; other ranks pass no outputs."""
-        opts = _opts(opts, _c10d.GatherOptions, "rootRank")
-        inp = self._one(input_tensors, "gather")
-        root = self._root(opts.rootRank, "gather")
-        mine = self.rank() == root
-        outs = list(output_tensors[0]) if mine else []
-        self._check_cpu("gather", inp, *outs)
-        if mine and (len(outs) != self.size() or any(o_.numel() != inp.numel() for o_ in outs)):
-            raise ValueError(f"hcomm: gather: the root needs {self.size()} outputs of {inp.numel()} elements")
-        dt = hk_dtype(inp.dtype, "gather")
-        tmo = self._timeout(opts)
+        inp, root, mine, outs, dt, tmo = self._rooted("gather", opts, _c10d.GatherOptions, input_tensors,
+                                                      output_tensors, "outputs")
         comm = self.comm
         n = inp.numel()
 
@@ -565,16 +572,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def scatter(self, output_tensors: Any, input_tensors: Sequence[Sequence[torch.Tensor]],
                 opts: Any = None) -> HcommWork:
         """Rank r's output gets the root's ``input_tensors[0][r]``; other ranks pass no inputs."""
-        opts = _opts(opts, _c10d.ScatterOptions, "rootRank")
-        out = self._one(output_tensors, "scatter")
-        root = self._root(opts.rootRank, "scatter")
-        mine = self.rank() == root
-        ins = list(input_tensors[0]) if mine else []
-        self._check_cpu("scatter", out, *ins)
-        if mine and (len(ins) != self.size() or any(i.numel() != out.numel() for i in ins)):
-            raise ValueError(f"hcomm: scatter: the root needs {self.size()} inputs of {out.numel()} elements")
-        dt = hk_dtype(out.dtype, "scatter")
-        tmo = self._timeout(opts)
+        out, root, mine, ins, dt, tmo = self._rooted("scatter", opts, _c10d.ScatterOptions, output_tensors,
+                                                     input_tensors, "inputs")
         comm = self.comm
         n = out.numel()
 

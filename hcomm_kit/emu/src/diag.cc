@@ -60,6 +60,7 @@ namespace {
 constexpr uint64_t kTickNs = 100000000ull;          /* monitor period */
 constexpr uint64_t kAnalyseAfterNs = 250000000ull;  /* a wait this old makes the monitor analyse */
 constexpr uint64_t kDeadGraceNs = 1000000000ull;    /* a dead rank's direct waiters fail it before this */
+constexpr uint64_t kMismatchSettleNs = 1000000000ull; /* a mismatch waits this long for the ranks to reach it */
 constexpr uint64_t kFreshNs = 600000000ull;         /* a live rank's snapshot older than this is unknown */
 
 template <size_t N>
@@ -1725,18 +1726,38 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
         CallSig& me = j->calls[c->rank][seq % kCallDepth];
         copy_str(me.text, mine);
         me.seq.store(seq, std::memory_order_seq_cst);
-        for (uint32_t r = 0; r < c->nranks; r++) {
-            if (r == c->rank) continue;
-            CallSig& o = j->calls[r][seq % kCallDepth];
-            if (o.seq.load(std::memory_order_seq_cst) != seq) continue;
-            char text[sizeof o.text];
-            memcpy(text, o.text, sizeof text);
-            text[sizeof text - 1] = 0;
-            if (o.seq.load(std::memory_order_seq_cst) != seq) continue;
-            posted.emplace_back(r, text);
-            if (strcmp(text, expect) != 0) bad = text;
-        }
+        /* what the other ranks posted for call seq so far */
+        auto collect = [&] {
+            posted.clear();
+            for (uint32_t r = 0; r < c->nranks; r++) {
+                if (r == c->rank) continue;
+                CallSig& o = j->calls[r][seq % kCallDepth];
+                if (o.seq.load(std::memory_order_seq_cst) != seq) continue;
+                char text[sizeof o.text];
+                memcpy(text, o.text, sizeof text);
+                text[sizeof text - 1] = 0;
+                if (o.seq.load(std::memory_order_seq_cst) != seq) continue;
+                posted.emplace_back(r, text);
+                if (strcmp(text, expect) != 0) bad = text;
+            }
+        };
+        collect();
         if (bad.empty()) return "";
+        /* Before failing the communicator, let the ranks still finishing earlier calls reach this
+         * one (they find the mismatch themselves when they post it): an abort now would also fail
+         * their earlier call, which every rank made alike. Bounded: a rank stuck elsewhere does
+         * not keep the others waiting. */
+        auto reached = [&](uint32_t r) {
+            return r == c->rank || comm_peer_dead(c, (int)r) || comm_peer_gone(c, (int)r) ||
+                   j->calls[r][seq % kCallDepth].seq.load(std::memory_order_seq_cst) >= seq;
+        };
+        for (uint64_t until = now_ns() + kMismatchSettleNs; now_ns() < until && !comm_aborted(c, nullptr);) {
+            bool all = true;
+            for (uint32_t r = 0; r < c->nranks && all; r++) all = reached(r);
+            if (all) break;
+            usleep(1000);
+        }
+        collect(); /* every rank's call in the message */
         std::string lines = strprintf("rank %u: %s", c->rank, mine);
         for (auto& p : posted) lines += strprintf("; rank %u: %s", p.first, p.second.c_str());
         std::string text = strprintf("[hcomm-kit] collective mismatch on communicator %s, call #%llu: the ranks do not make "

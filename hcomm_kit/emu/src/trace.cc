@@ -51,6 +51,7 @@ std::string& g_job = *new std::string();
 std::map<Device*, int32_t>& g_dev_rank = *new std::map<Device*, int32_t>(); /* host launches: the rank of a device */
 std::atomic<uint64_t> g_flow_ids{0};
 bool g_atexit = false;
+int g_live = 0; /* communicators of this process not yet removed */
 
 std::string esc(const char* s) {
     std::string o;
@@ -140,11 +141,15 @@ void flush(bool merge, bool remove_parts) {
         std::lock_guard<std::mutex> g(g_tr_m);
         job = g_job.empty() ? strprintf("p%d", (int)getpid()) : g_job;
     }
-    std::string mine = take_events();
     std::string part = part_name(file, job, (int)getpid());
-    if (!mine.empty()) {
-        std::string prev = read_all(part);
-        write_atomic(part, prev.empty() ? mine : prev + ",\n" + mine);
+    {
+        static std::mutex& part_m = *new std::mutex(); /* ranks as threads share the process's part */
+        std::lock_guard<std::mutex> g(part_m);
+        std::string mine = take_events();
+        if (!mine.empty()) {
+            std::string prev = read_all(part);
+            write_atomic(part, prev.empty() ? mine : prev + ",\n" + mine);
+        }
     }
     if (!merge) return;
     int lock = open((file + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
@@ -181,7 +186,9 @@ void at_exit() {
     bool pending;
     {
         std::lock_guard<std::mutex> g(g_tr_m);
-        pending = !g_ev.empty();
+        /* every communicator was removed, so this process's part is in the job's merge already:
+         * events after that (track names of late tasks) must not replace the merged file */
+        pending = !g_ev.empty() && g_live > 0;
     }
     if (pending) flush(true, false);
 }
@@ -198,6 +205,7 @@ void trace_comm_added(Comm* c) {
     {
         std::lock_guard<std::mutex> g(g_tr_m);
         if (g_job.empty()) g_job = c->jobid;
+        g_live++;
         g_dev_rank[c->dev] = (int32_t)c->rank;
         if (!g_atexit) {
             g_atexit = true;
@@ -209,9 +217,14 @@ void trace_comm_added(Comm* c) {
 
 void trace_comm_removed(Comm* c) {
     if (!on() || !c->job) return;
-    /* the last rank of the job to leave merges the job's parts */
-    bool last = c->job->trace_done.fetch_add(1) + 1 == c->nranks;
-    flush(last, last);
+    {
+        std::lock_guard<std::mutex> g(g_tr_m);
+        g_live--;
+    }
+    /* write this rank's part first, then count it: the last rank of the job to leave merges the
+     * job's parts, and every part is on disk by then */
+    flush(false, false);
+    if (c->job->trace_done.fetch_add(1) + 1 == c->nranks) flush(true, true);
 }
 
 void trace_task(const HTask& t, const HThread* self, uint64_t t0, uint64_t t1) {

@@ -438,12 +438,42 @@ int sc_host(Rank& R) {
     return 0;
 }
 
+/* The notify checker off while at least one rank (thread) of this process is inside the scope:
+ * its mode is process-wide, so the last rank out restores it (not the first, whose restore would
+ * turn it on under the others' kernels). */
+struct CheckOff {
+    static std::mutex& m() {
+        static std::mutex mu;
+        return mu;
+    }
+    static int& inside() {
+        static int n = 0;
+        return n;
+    }
+    static int32_t& saved() {
+        static int32_t v = 1;
+        return v;
+    }
+    CheckOff() {
+        std::lock_guard<std::mutex> g(m());
+        if (inside()++ == 0) saved() = HcommKitSetCheck(0);
+    }
+    ~CheckOff() {
+        std::lock_guard<std::mutex> g(m());
+        if (--inside() == 0) HcommKitSetCheck(saved());
+    }
+    CheckOff(const CheckOff&) = delete;
+    CheckOff& operator=(const CheckOff&) = delete;
+};
+
 int sc_gates(Rank& R) {
     /* Return codes only: the accepted calls move meaningless bytes (reads of bytes nobody wrote),
      * which the notify checker would rightly report, so it is off here. */
-    int32_t prev = HcommKitSetCheck(0);
-    int rc = clear_results(R) || run_ok(R, "DpGates");
-    HcommKitSetCheck(prev);
+    int rc;
+    {
+        CheckOff off;
+        rc = clear_results(R) || run_ok(R, "DpGates");
+    }
     if (rc) return 1;
     if (check_gates(R, 69)) return 1;
     Results res = read_results(R);
@@ -583,9 +613,11 @@ int sc_notify(Rank& R) {
         return 1;
     /* Two records before one wait is exactly what the notify checker reports as a lost signal:
      * this scenario tests the binary-flag semantics themselves, so the checker is off for it. */
-    int32_t prev = HcommKitSetCheck(0);
-    int rc = barrier(R) || run_ok(R, "DpNotify");
-    HcommKitSetCheck(prev);
+    int rc;
+    {
+        CheckOff off;
+        rc = barrier(R) || run_ok(R, "DpNotify");
+    }
     if (rc) return 1;
     if (expect_mem(R, "thread notify: second wait must need a third record (binary flag)", R.out, v2)) return 1;
     return expect_mem(R, "channel notify: second wait must need a third record (binary flag)", P(R.out, SEG),
