@@ -51,6 +51,22 @@ def _worker(iters: int) -> None:
     comm.close()
 
 
+def _runs(work: Path, runs_n: int, iters: int) -> list[dict]:
+    """runs_n runs of 2 worker processes (root info files in work); their per-call times."""
+    runs = []
+    for i in range(runs_n):
+        envs = [dict(os.environ, HCOMM_KIT_RANK=str(r), HCOMM_KIT_WORLD_SIZE="2",
+                     HCOMM_KIT_ROOT_INFO=str(work / f"root{i}")) for r in range(2)]
+        procs = [subprocess.Popen([sys.executable, __file__, "--worker", "--iters", str(iters)], env=e,
+                                  stdout=subprocess.PIPE, text=True) for e in envs]
+        outs = [p.communicate(timeout=600)[0] for p in procs]
+        if any(p.returncode for p in procs):
+            raise SystemExit(f"run {i} failed")
+        runs.append(json.loads(outs[0].strip().splitlines()[-1]))
+        print(f"run {i}: " + "  ".join(f"{k} {v:6.1f} us" for k, v in runs[-1].items()), flush=True)
+    return runs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -60,18 +76,8 @@ def main() -> int:
     if args.worker:
         _worker(args.iters)
         return 0
-    work = Path(tempfile.mkdtemp(prefix="hcomm_kit_lat_"))
-    runs = []
-    for i in range(args.runs):
-        envs = [dict(os.environ, HCOMM_KIT_RANK=str(r), HCOMM_KIT_WORLD_SIZE="2",
-                     HCOMM_KIT_ROOT_INFO=str(work / f"root{i}")) for r in range(2)]
-        procs = [subprocess.Popen([sys.executable, __file__, "--worker", "--iters", str(args.iters)], env=e,
-                                  stdout=subprocess.PIPE, text=True) for e in envs]
-        outs = [p.communicate(timeout=600)[0] for p in procs]
-        if any(p.returncode for p in procs):
-            raise SystemExit(f"run {i} failed")
-        runs.append(json.loads(outs[0].strip().splitlines()[-1]))
-        print(f"run {i}: " + "  ".join(f"{k} {v:6.1f} us" for k, v in runs[-1].items()), flush=True)
+    with tempfile.TemporaryDirectory(prefix="hcomm_kit_lat_") as tmp:
+        runs = _runs(Path(tmp), args.runs, args.iters)
     print("median: " + "  ".join(f"{k} {statistics.median(r[k] for r in runs):6.1f} us" for k in runs[0]))
     return 0
 
