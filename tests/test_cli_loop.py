@@ -322,6 +322,26 @@ def test_combine_groups_failures_by_rank() -> None:
     assert text.count("AssertionError") == 1 and text.startswith("ranks 0-2 (call):") and "rank 3 (call):" in text
 
 
+def test_combine_shows_a_log_line_of_every_rank_once_when_their_errors_differ() -> None:
+    from hcomm_kit.testing.plugin import _combine
+
+    def rec(rank, text, err):
+        cap = f"\n--- captured stderr call ---\n[ERROR] exec_op.cc:99: count 1031 is too big (pid {4000 + rank})\n{err}"
+        return [{"nodeid": "t", "when": "call", "outcome": "failed", "text": text, "captured": cap},
+                {"nodeid": "t", "when": "teardown", "outcome": "passed"}]
+
+    per_rank = {0: rec(0, "E KernelError: returned 1", "kernel returned 1"),
+                1: rec(1, "E KernelError: peer rank 0 failed", "peer failed"),
+                2: rec(2, "E KernelError: peer rank 0 failed", "peer failed")}
+    outcome, text = _combine("t", per_rank)
+    assert outcome == "failed" and text.count("count 1031 is too big") == 1, text
+    assert text.count("--- captured stderr call ---") == 2 and "\npeer failed" in text and "kernel returned 1" in text
+    per_rank[1][0]["captured"] = per_rank[1][0]["captured"].replace("\npeer failed", "")
+    per_rank.pop(2)
+    text = _combine("t", per_rank)[1]
+    assert text.count("--- captured stderr call ---") == 1 and text.rstrip().endswith("peer rank 0 failed"), text
+
+
 # ---- the single-rank note, dtype aliases, docs ---------------------------------------------------------------
 def test_single_rank_note_once_and_quiet() -> None:
     code = "import hcomm_kit; a = hcomm_kit.init(); b = hcomm_kit.init(); b.close(); a.close()"

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import sys
 import time
@@ -254,7 +255,8 @@ def pytest_runtest_logreport(report) -> None:
     if f is not None:
         rec = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}
         if report.failed:
-            rec["text"] = report.longreprtext + _captured(report)
+            rec["text"] = report.longreprtext
+            rec["captured"] = _captured(report)
         elif report.skipped and isinstance(report.longrepr, tuple):
             rec["text"] = str(report.longrepr[2])
         f.write(json.dumps(rec) + "\n")
@@ -604,16 +606,32 @@ def _combine(nodeid: str, per_rank: dict[int, list[dict]]):
         for rank, r in failed:
             key = (r["when"], normalize(r.get("text", "").splitlines(), rank))
             groups.setdefault(key, ([], r))[0].append(rank)
-        parts = []
+        parts, shown = [], set()
         for (when, _), (ranks, r) in groups.items():
             who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {format_ranks(ranks)}"
-            parts.append(f"{who} ({when}):\n{r.get('text', '')}")
+            parts.append(f"{who} ({when}):\n{r.get('text', '')}{_new_lines(r.get('captured', ''), ranks[0], shown)}")
         return "failed", "\n".join(parts)
     if not complete:
         return None, ""
     if skipped is not None:
         return "skipped", skipped
     return "passed", ""
+
+
+def _new_lines(captured: str, rank: int, shown: set) -> str:
+    """``captured`` without the lines another rank's error already showed (the same kernel log
+    printed by every rank is shown once, even when the ranks' errors differ); ``shown`` grows."""
+    from hcomm_kit.core.joboutput import normalize
+
+    out = []
+    for ln in captured.splitlines(keepends=True):
+        key = normalize([ln.rstrip("\n")], rank)
+        if ln.startswith("--- captured ") or key.strip() == "" or key not in shown:
+            out.append(ln)
+            shown.add(key)
+    # a section whose every line was already shown: no header left alone
+    text = "".join(out)
+    return re.sub(r"\n--- captured [^\n]*---(?=\n--- captured |\s*$)", "", text)
 
 
 def _tail(path: Path, n: int = _LOG_TAIL, *, quiet: bool = False) -> str:
