@@ -45,6 +45,7 @@ _AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
 _H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
 _D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 _TIMEOUT_CODES = (107020, 507017)           # TASK_TIMEOUT, AICPU_TIMEOUT
+_EVENT_SYNC_TIMEOUT = 507047                # aclrtSynchronizeEventWithTimeout expired
 _KERNEL_CODE = 507018                        # AICPU_EXCEPTION
 _REMOTE_CODE = 507057                        # SUSPECT_REMOTE_ERROR
 _DEADLOCK_MARK = "[hcomm-kit] DEADLOCK"     # the emulator's certain-hang report
@@ -221,6 +222,13 @@ class Work:
                 else:
                     ret = op.rt.acl.aclrtSynchronizeEventWithTimeout(self._event.handle, int(timeout * 1000))
                     api = "aclrtSynchronizeEventWithTimeout"
+                if ret == _EVENT_SYNC_TIMEOUT:
+                    op.rt.recent_error_message()  # consumed: the message below says it better
+                    rank = op.comm.rank
+                    raise OpTimeoutError(ret, codes.acl_name(ret), api,
+                                         f"operator {op.name} did not finish within the {timeout:.3g} s of "
+                                         f"Work.wait(timeout=...) on rank {rank}; it may still be running",
+                                         op=op.name, rank=rank, timeout=float(timeout))
                 if ret:
                     raise op._error(ret, api, self._finish[1])
                 self._result = self._finish[0]()

@@ -374,6 +374,44 @@ def test_alltoallv_and_send_recv(comm) -> None:
         np.testing.assert_array_equal(buf, data(src, count, "int16"))
 
 
+@pytest.mark.mpi(np=[3, 4])
+def test_sub_comm_members_only(comm) -> None:
+    """HcclCreateSubCommConfig through comm.sub_comm: only the members call it (the others go on
+    with other work), ranks in the given order; bad rank lists get HCCL_E_PARA naming the value."""
+    import ctypes
+
+    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.runtime import structs
+
+    members = list(range(1, comm.size))[::-1]          # every rank but 0, in reverse order
+    if comm.rank == 0:
+        np.testing.assert_array_equal(comm.all_reduce(np.ones(3, np.int32)), np.full(3, comm.size))
+        with pytest.raises(ConfigError, match=r"ranks \[1\] do not include this rank \(0\)"):
+            comm.sub_comm([1], 5)
+        return
+    # the members' first collective on the world meets rank 0's all_reduce above
+    comm.all_reduce(np.ones(3, np.int32))
+    sub = comm.sub_comm(members, 11)
+    try:
+        assert (sub.rank, sub.size) == (members.index(comm.rank), len(members))
+        y = sub.all_gather(np.full(4, comm.rank, np.int64))
+        np.testing.assert_array_equal(y, np.repeat(np.array(members, np.int64), 4))
+    finally:
+        sub.close()
+    cfg = structs.hccl_comm_config_init(structs.HcclCommConfig())
+    parent, out = ctypes.c_void_p(comm.handle), ctypes.c_void_p()
+    fn = comm.rt.hccl.HcclCreateSubCommConfig
+    for ids, idx, needle in (([comm.rank, comm.rank], 0, "appears twice"),
+                             ([comm.rank, comm.size], 0, f"rankIds[1] = {comm.size} is not a rank"),
+                             ([0, comm.rank], 0, f"rankIds[subCommRankId = 0] = 0, but this is rank {comm.rank}"),
+                             ([comm.rank], 1, "subCommRankId 1 is not below rankNum 1")):
+        arr = (ctypes.c_uint32 * len(ids))(*ids)
+        assert fn(ctypes.byref(parent), len(ids), arr, 3, idx, ctypes.byref(cfg), ctypes.byref(out)) == 1  # HCCL_E_PARA
+        assert needle in comm.rt.recent_error_message()
+    assert fn(ctypes.byref(parent), 0, arr, 3, 0, ctypes.byref(cfg), ctypes.byref(out)) == 1
+    assert fn(ctypes.byref(parent), 1, arr, 3, 0, None, ctypes.byref(out)) == 2  # HCCL_E_PTR
+
+
 @pytest.mark.mpi(np=[2])
 def test_errors_and_product_gate(comm) -> None:
     x = np.arange(4, dtype=np.int64)

@@ -41,6 +41,15 @@ def test_mismatched_count(comm) -> None:
     _expect_mismatch(c, lambda: c.all_reduce(x), "rank 1: all_reduce(count=100, dtype=fp32, op=sum)",
                      "all_reduce(count=200, dtype=fp32, op=sum)")
     c.close()
+    # async_op=True: a rank whose kernel was enqueued before the mismatch was found fails at wait()
+    # (the stream's error reaches the event it waits on), never with its input left as the "result"
+    c = comm.split(0)
+    c.all_reduce(x[:50])  # channels set up: the next call only enqueues
+    if c.rank == 1:
+        time.sleep(0.2)  # the others' kernels are enqueued before rank 1 posts its call
+    _expect_mismatch(c, lambda: c.all_reduce(x, async_op=True).wait(), "all_reduce(count=100, dtype=fp32, op=sum)",
+                     "all_reduce(count=200, dtype=fp32, op=sum)")
+    c.close()
 
 
 @pytest.mark.mpi(np=[2, 3], timeout=120)

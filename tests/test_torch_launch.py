@@ -104,6 +104,11 @@ GLOO_STYLE = textwrap.dedent('''
     ref = train(model(), 0, 1)
     assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(ddp.module.parameters(), ref.parameters()))
     print(f"rank {rank}: {dist.get_backend()} parameters match", flush=True)
+    h = dist.new_group(backend="hcomm")  # split off the world's communicator, or (gloo world) bootstrapped
+    t = torch.full((3,), float(rank + 1))
+    dist.all_reduce(t, group=h)
+    assert t.tolist() == [world * (world + 1) / 2] * 3, t
+    print(f"rank {rank}: hcomm subgroup of a {dist.get_backend()} world works", flush=True)
     dist.destroy_process_group()
 ''')
 
@@ -137,6 +142,10 @@ def test_gloo_script_with_the_backend_name_changed(tmp_path: Path, autoload_env:
     p = _launch(2, str(script), "hcomm", env=autoload_env)
     assert p.returncode == 0, p.stdout[-4000:]
     assert p.stdout.count("hcomm parameters match") == 2, p.stdout[-4000:]
+    assert p.stdout.count("hcomm subgroup of a hcomm world works") == 2, p.stdout[-4000:]
+    p = _torchrun(2, str(script), "gloo", env=autoload_env)
+    assert p.returncode == 0, p.stdout[-4000:]
+    assert p.stdout.count("hcomm subgroup of a gloo world works") == 2, p.stdout[-4000:]
 
 
 # ---- failures ------------------------------------------------------------------------------------

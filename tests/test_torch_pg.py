@@ -343,10 +343,59 @@ def test_p2p_barrier_async_and_subgroups(groups) -> None:
     dist.all_reduce(t, group=mine)
     assert t[0].item() == sum(ranks)
     assert dist.get_backend(mine) == "hcomm" and mine.size() == len(ranks)
+    # split off the world's communicator by the members only (HcclCreateSubCommConfig), no bootstrap
+    assert mine.comm.name.startswith(hc.comm.name + "_sub"), (mine.comm.name, hc.comm.name)
     # the world group still works after subgroups were made
     t = torch.ones(3)
     dist.all_reduce(t, group=hc)
     assert t.tolist() == [float(n)] * 3
+
+
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=240)
+def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> None:
+    """A collective returns once enqueued (the caller computes while it runs, as FSDP2's prefetch
+    needs); ``wait(timeout)`` gives up after ``timeout`` with an error naming it, the group then
+    refuses further collectives, and its tensors stay held until the group is shut down."""
+    import time
+
+    from hcomm_kit.errors import OpTimeoutError, ProcessGroupError
+    from hcomm_kit.torch import registration_stats
+
+    hc, gl = groups
+    r, n = dist.get_rank(), dist.get_world_size()
+    x = data(r, 4099, torch.float32, seed=3)
+    out, want = torch.empty(n * 4099), torch.empty(n * 4099)
+    dist.all_gather_into_tensor(out, x, group=hc)  # channels set up: later calls only enqueue
+    dist.all_gather_into_tensor(want, x, group=gl)
+    out.zero_()
+    if r != 0:
+        time.sleep(0.5)  # rank 0's all-gather cannot finish before the others join
+    t0 = time.monotonic()
+    work = dist.all_gather_into_tensor(out, x, group=hc, async_op=True)
+    if r == 0:
+        assert time.monotonic() - t0 < 0.4 and not work.is_completed()
+    work.wait()
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+    g = dist.new_group(backend="hcomm")
+    t = torch.ones(1000)
+    dist.all_reduce(t, group=g)
+    if r == 0:
+        work = dist.all_reduce(t, group=g, async_op=True)
+        t0 = time.monotonic()
+        with pytest.raises(OpTimeoutError, match=r"within the 0.3 s of Work.wait\(timeout=...\) on rank 0"):
+            work.wait(timeout=datetime.timedelta(seconds=0.3))
+        assert 0.25 < time.monotonic() - t0 < 2 and work.is_completed() and not work.is_success()
+        with pytest.raises(ProcessGroupError, match="failed earlier"):
+            dist.all_reduce(torch.ones(3), group=g)
+        assert registration_stats()["live"] >= 1  # the in-flight kernel may still use t
+    else:
+        time.sleep(1.0)
+        dist.all_reduce(t, group=g)
+    dist.barrier(group=hc)
+    assert type(g).__name__ == "ProcessGroupHcomm"  # torch keeps the backend's ProcessGroup itself
+    g.abort()
+    assert registration_stats()["live"] == 0
 
 
 @pytest.mark.mpi(np=[2], timeout=240)

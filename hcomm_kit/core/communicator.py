@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import envs
-from ..errors import ConfigError, HcommKitError
+from ..errors import BackendError, ConfigError, HcommKitError
 from ..runtime import enums, structs
 from .bootstrap import Bootstrap, detect
 from .device import DeviceBuffer, Device, Stream
@@ -204,22 +204,7 @@ class Communicator(CollectiveOps):
 
     @classmethod
     def _create(cls, rt, boot: Bootstrap) -> "Communicator":
-        global _ATEXIT
-        self = object.__new__(cls)
-        self.rt = rt
-        self.device = Device.open(rt, boot.local_rank)
-        self._boot = boot
-        self.mpi_comm = boot.mpi_comm
-        self.handle = None
-        self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.op)
-        self._ops: dict = {}            # opdir -> CustomOp
-        self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.collectives)
-        self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
-        # Collective-call check (emulator extension HcommKitCallCheck; None on CANN): see CustomOp.check_call.
-        self._call_check = rt.hccl.HcommKitCallCheck if rt.backend == "emu" and rt.has("HcommKitCallCheck") else None
-        self._check_buf = ctypes.create_string_buffer(2048)
-        self._sig_cache: dict = {}
-        self._closed = False
+        self = cls._blank(rt, boot)
 
         def make_root() -> bytes:
             info = structs.HcclRootInfo()
@@ -235,7 +220,36 @@ class Communicator(CollectiveOps):
         info = structs.HcclRootInfo.from_buffer_copy(raw)
         h = ctypes.c_void_p()
         rt.checked.HcclCommInitRootInfo(boot.size, ctypes.byref(info), boot.rank, ctypes.byref(h))
-        self.handle = h.value
+        self._attach(h.value)
+        if boot.mpi_comm is not None and boot.size > 1:
+            boot.mpi_comm.Barrier()  # every rank is attached before any of them can use (or destroy) it
+        return self
+
+    @classmethod
+    def _blank(cls, rt, boot: Bootstrap) -> "Communicator":
+        """A communicator object without a handle yet (see :meth:`_attach`)."""
+        self = object.__new__(cls)
+        self.rt = rt
+        self.device = Device.open(rt, boot.local_rank)
+        self._boot = boot
+        self.mpi_comm = boot.mpi_comm
+        self.handle = None
+        self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.op)
+        self._ops: dict = {}            # opdir -> CustomOp
+        self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.collectives)
+        self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
+        # Collective-call check (emulator extension HcommKitCallCheck; None on CANN): see CustomOp.check_call.
+        self._call_check = rt.hccl.HcommKitCallCheck if rt.backend == "emu" and rt.has("HcommKitCallCheck") else None
+        self._check_buf = ctypes.create_string_buffer(2048)
+        self._sig_cache: dict = {}
+        self._closed = False
+        return self
+
+    def _attach(self, handle: int) -> None:
+        """Take ``handle`` (a new HcclComm): rank, size, name, stream; registered for close at exit."""
+        global _ATEXIT
+        rt = self.rt
+        self.handle = handle
         r, n = ctypes.c_uint32(), ctypes.c_uint32()
         rt.checked.HcclGetRankId(self.handle, ctypes.byref(r))
         rt.checked.HcclGetRankSize(self.handle, ctypes.byref(n))
@@ -245,14 +259,11 @@ class Communicator(CollectiveOps):
         self.name = name.value.decode()
         self.name_bytes = name.value
         self.stream = Stream(rt)
-        if boot.mpi_comm is not None and boot.size > 1:
-            boot.mpi_comm.Barrier()  # every rank is attached before any of them can use (or destroy) it
         with _LIVE_LOCK:
             _LIVE.add(self)
             if not _ATEXIT:
                 atexit.register(_close_all)  # runs before mpi4py's MPI_Finalize (registered earlier)
                 _ATEXIT = True
-        return self
 
     # ---- properties ------------------------------------------------------------------------
     @property
@@ -325,6 +336,41 @@ class Communicator(CollectiveOps):
             return None
         boot = Bootstrap(sub.Get_rank(), sub.Get_size(), self._boot.local_rank, mpi_comm=sub)
         return Communicator._create(self.rt, boot)
+
+    def sub_comm(self, ranks: "list[int]", sub_id: int) -> "Communicator":
+        """A communicator of this one's ``ranks`` (in that order), created by those ranks only
+        (``HcclCreateSubCommConfig``; no bootstrap, no call from the other ranks).
+
+        Args:
+            ranks: the member ranks of this communicator; this rank must be one of them.
+            sub_id: an id of the new communicator, the same on every member (unique among the
+                sub-communicators of this one that exist at the same time).
+
+        Raises:
+            ConfigError: ``ranks`` without this rank, with duplicates or out of range.
+            BackendError: the runtime has no ``HcclCreateSubCommConfig``.
+        """
+        self._check_open()
+        ids = [int(r) for r in ranks]
+        if self.rank not in ids:
+            raise ConfigError(f"sub_comm: ranks {ids} do not include this rank ({self.rank})", key="ranks")
+        if len(set(ids)) != len(ids) or any(not 0 <= r < self.size for r in ids):
+            raise ConfigError(f"sub_comm: ranks {ids} must be distinct ranks of this {self.size}-rank communicator",
+                              key="ranks")
+        if not self.rt.has("HcclCreateSubCommConfig"):
+            raise BackendError(f"the {self.rt.backend} runtime has no HcclCreateSubCommConfig")
+        if not 0 <= int(sub_id) < 1 << 64:
+            raise ConfigError(f"sub_comm: sub_id {sub_id} is not a 64-bit unsigned integer", key="sub_id")
+        arr = (ctypes.c_uint32 * len(ids))(*ids)
+        cfg = structs.HcclCommConfig()
+        structs.hccl_comm_config_init(cfg)
+        parent = ctypes.c_void_p(self.handle)
+        h = ctypes.c_void_p()
+        self.rt.checked.HcclCreateSubCommConfig(ctypes.byref(parent), len(ids), arr, int(sub_id), ids.index(self.rank),
+                                                ctypes.byref(cfg), ctypes.byref(h))
+        sub = Communicator._blank(self.rt, Bootstrap(ids.index(self.rank), len(ids), self._boot.local_rank))
+        sub._attach(h.value)
+        return sub
 
     # ---- lifetime --------------------------------------------------------------------------
     def close(self) -> None:

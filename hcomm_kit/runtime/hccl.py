@@ -90,6 +90,8 @@ DECLS: tuple[Decl, ...] = (
     _host("HcclCommInitRootInfoConfig", c_uint32, POINTER(HcclRootInfo), c_uint32,
           POINTER(HcclCommConfig), _out),
     _host("HcclCommInitAll", c_uint32, POINTER(c_int32), _out),
+    _host("HcclCreateSubCommConfig", POINTER(_vp), c_uint32, _u32p, c_uint64, c_uint32, POINTER(HcclCommConfig), _out,
+          required=False),
     _host("HcclGetCommName", _vp, c_char_p),                 # buffer >= 128 bytes
     _host("HcclGetRankSize", _vp, _u32p),
     _host("HcclGetRankId", _vp, _u32p),

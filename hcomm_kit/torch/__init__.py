@@ -43,10 +43,13 @@ _LAZY = {
 # (partially initialised) module, which must already define it.
 
 
-def _create(store: Any, rank: int, size: int, timeout: Any):
+def _create(opts: Any, backend_options: Any = None):
+    """torch's extended creation API: ``opts`` carries the store, group rank and size, timeout,
+    group name and the group's global ranks (empty for the default group)."""
     from .process_group import create_process_group
 
-    return create_process_group(store, rank, size, timeout)
+    return create_process_group(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                                group_id=str(opts.group_id), global_ranks=list(opts.global_ranks_in_group))
 
 
 def register() -> bool:
@@ -65,7 +68,7 @@ def register() -> bool:
     if not dist.is_available():
         return False
     if BACKEND_NAME not in dist.Backend.backend_list:
-        dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu"])
+        dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
     return True
 
 

@@ -129,6 +129,7 @@ class Operands:
         self.zero_copy = zero_copy
         self._held: list[int] = []
         self._writeback: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._keep: list[torch.Tensor] = []  # operands (temporaries too) alive until the kernel finished
 
     def __enter__(self) -> "Operands":
         return self
@@ -143,6 +144,7 @@ class Operands:
                 _REGISTRY.release(self.rt, base)
             self._held.clear()
             self._writeback.clear()
+            self._keep.clear()
 
     def contiguous(self, t: torch.Tensor, *, write: bool) -> torch.Tensor:
         """``t`` itself when contiguous, else a contiguous copy (copied back into ``t`` if ``write``)."""
@@ -156,6 +158,7 @@ class Operands:
     def operand(self, t: torch.Tensor, dt: "_dtypes.DType") -> Any:
         """A DeviceBuffer on ``t``'s memory, or a numpy view for the staging path (``t`` contiguous)."""
         n = t.numel()
+        self._keep.append(t)
         if self.zero_copy and n:
             storage = t.untyped_storage()
             base = storage.data_ptr()

@@ -9,27 +9,34 @@ one HCCL communicator per group through that store (rank 0 publishes the root in
 Every collective maps onto the communicator's built-in collectives (``comm.all_reduce`` & co.,
 see :mod:`hcomm_kit.collectives`); tensors are passed by pointer (:mod:`hcomm_kit.torch._tensors`).
 
-Collectives run in the calling thread, in issue order, on the group's stream, and return an
-:class:`HcommWork` whose ``get_future()`` is a completed ``torch.futures.Future`` (its value: the
-output tensors; an error is set on it and raised by ``wait()``). On the emulator the "device" is
-threads of this very process, so running the collective right away costs the caller nothing a
-background thread would save, while a hand-off to a Python thread would wait for the GIL (up to
-its 5 ms switch interval) on every call. Each collective runs with the timeout of its options, else
-the group's, as its operator timeout: a rank whose peer died or issued another collective fails
-within that timeout (at once when the emulator sees the peer exit). After a runtime failure the
-group refuses further collectives (the ranks are out of step), as NCCL's watchdog does, and it is
-torn down without a closing barrier.
+Collectives are **asynchronous**, as on a device: the calling thread checks the arguments, registers
+the tensors and enqueues the kernel on the group's stream, and returns an :class:`HcommWork` at once;
+the kernel runs on the runtime's device threads (on the emulator: threads of this process, which do
+not need the GIL) while the caller goes on computing, e.g. FSDP2's prefetching all-gathers.
+``work.wait(timeout)`` waits for the kernel, then runs the host-side rest (AVG division, copies out
+of temporaries) and releases the tensors. Works finish in issue order; a finished collective is
+also completed (its writes visible, its future set) when the next one is issued. ``get_future()``
+waits for the collective (no hand-off to a Python thread, which would wait for the GIL on every
+call) and returns a completed ``torch.futures.Future`` whose value is the output tensors, or which
+holds the error. Each collective runs with the timeout of its options, else the group's, as its
+operator timeout: a rank whose peer died or issued another collective fails within that timeout
+(at once when the emulator sees the peer exit). After a runtime failure the group refuses
+further collectives (the ranks are out of step), as NCCL's watchdog does, and it is torn down
+without a closing barrier.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import datetime
+import hashlib
 import itertools
 import os
 import signal
 import sys
 import threading
+import time
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -40,7 +47,7 @@ from torch._C import _distributed_c10d as _c10d
 from torch.distributed import ReduceOp
 
 from .. import envs
-from ..errors import AclError, ConfigError, HcclError, ProcessGroupError
+from ..errors import AclError, CollectiveMismatchError, ConfigError, HcclError, ProcessGroupError
 from ..scaffold.opspec import A2A3 as _A2A3
 from ..scaffold.opspec import A2A3_REDUCE_DTYPES as _A2A3_REDUCE_DTYPES
 from ..scaffold.opspec import A2A3_REDUCE_OPS as _A2A3_REDUCE_OPS
@@ -61,7 +68,10 @@ _REDUCE = {
     _RedOp.PREMUL_SUM: ("PREMUL_SUM", "sum"),
 }
 
+# Failures after which the ranks are out of step: the group refuses further collectives.
+_FATAL = (AclError, HcclError, CollectiveMismatchError)
 _LIVE: "weakref.WeakSet[ProcessGroupHcomm]" = weakref.WeakSet()
+_WORLD: "list[ProcessGroupHcomm | None]" = [None]  # the default group, when it is an hcomm group
 _ATEXIT = [False]
 _EXIT_ON_ERROR = [False]
 
@@ -134,22 +144,93 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-class HcommWork(dist.Work):
-    """Handle of one collective of :class:`ProcessGroupHcomm` (already finished when returned).
+class _Stage:
+    """What one collective leaves in flight: its operands (tensors registered with the runtime, kept
+    alive), the runtime Works of the kernels it enqueued, and the host steps to run after them."""
 
-    ``get_future()`` returns a ``torch.futures.Future`` whose value is the list of output tensors
-    (as gloo's), or which holds the collective's error. ``wait()`` raises that error.
+    __slots__ = ("ops", "works", "after", "orphans")
+
+    def __init__(self, ops: Operands, orphans: list[Operands]) -> None:
+        self.ops = ops
+        self.works: list = []                   # hcomm_kit.op.Work of each enqueued kernel
+        self.after: list[Callable[[], None]] = []
+        self.orphans = orphans                  # the group's: operands of kernels that may still run
+
+    def done(self) -> bool:
+        """True when every kernel finished (or failed); never blocks."""
+        return all(w.is_completed() for w in self.works)
+
+    def finish(self, deadline: float | None) -> None:
+        """Wait for the kernels (until ``deadline``, ``time.monotonic()`` seconds; None: their own
+        operator timeout), run the host steps, release the operands (written back only on success).
+        When a wait fails (timed out, peer gone), a kernel may still read or write the tensors: they
+        stay registered and referenced until the group is shut down (after its stream drained)."""
+        ok = waited = False
+        try:
+            for w in self.works:
+                w.wait(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+            waited = True
+            for step in self.after:
+                step()
+            ok = True
+        finally:
+            self.works.clear()
+            self.after.clear()
+            if waited:
+                self.ops.__exit__(None if ok else RuntimeError, None, None)
+            else:
+                self.orphans.append(self.ops)
+
+    def abandon(self) -> None:
+        """After a failure while enqueueing: wait for what was enqueued, release without writing back
+        (or keep the operands until shutdown when a wait failed, as :meth:`finish` does)."""
+        clean = True
+        for w in self.works:
+            try:
+                w.wait()
+            except Exception:  # noqa: BLE001 - the enqueue error is the one reported
+                clean = False
+        self.works.clear()
+        if clean:
+            self.ops.__exit__(RuntimeError, None, None)
+        else:
+            self.orphans.append(self.ops)
+
+
+class HcommWork(dist.Work):
+    """Handle of one collective of :class:`ProcessGroupHcomm` (in flight when returned).
+
+    ``wait(timeout)`` waits for it (and the group's earlier collectives) and raises its error;
+    ``get_future()`` returns a ``torch.futures.Future`` completed with the list of output tensors
+    (as gloo's), or holding the collective's error; ``is_completed()`` polls.
     """
 
-    def __init__(self, pg: "ProcessGroupHcomm", op: str, seq: int, outputs: list) -> None:
+    def __init__(self, pg: "ProcessGroupHcomm", op: str, seq: int, outputs: list,
+                 stage: _Stage | None = None) -> None:
         super().__init__()
         self._pg = pg
         self.op, self.seq = op, seq
         self._outputs = outputs
+        self._stage = stage
         self._future: torch.futures.Future = torch.futures.Future()
         self._completed = False
         self._exc: BaseException | None = None
         self._source_rank = -1
+
+    def _run_finish(self, deadline: float | None) -> None:
+        """Finish the collective (its kernels, host steps, operands) and complete the Work/Future."""
+        st, self._stage = self._stage, None
+        try:
+            if st is not None:
+                st.finish(deadline)
+        except BaseException as exc:  # noqa: BLE001 - handed to the Work / Future
+            if isinstance(exc, _FATAL) or not isinstance(exc, Exception):
+                self._pg._break(exc)
+            self._finish(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            self._finish(None)
 
     def _finish(self, exc: BaseException | None) -> None:
         self._exc = exc
@@ -161,23 +242,38 @@ class HcommWork(dist.Work):
 
     # ---- the Work API ------------------------------------------------------------------------
     def wait(self, timeout: Any = None) -> bool:
-        """Return True, or raise the collective's error.
+        """Wait until the collective finished (the group's earlier ones first); return True or raise
+        its error.
 
-        The collective itself ran with the group's timeout (or its options'), so it finished or
-        failed within that time; ``timeout`` is accepted for the Work API.
+        Args:
+            timeout: at most this long (timedelta or seconds; None / 0: the collective's own
+                operator timeout, the group's or its options'). A wait that expires fails the
+                collective and the group (the ranks are then out of step), as NCCL's does.
 
         Raises:
-            OpTimeoutError: the collective did not finish within its timeout (names op and rank).
+            OpTimeoutError: the collective did not finish in time (names op and rank).
             ProcessGroupError, AclError, HcclError: another failure (the group is then unusable).
         """
+        if not self._completed:
+            t = _seconds(timeout)
+            self._pg._complete(self, time.monotonic() + t if t else None)
         if self._exc is not None:
             raise self._exc
         return True
 
     def get_future(self) -> torch.futures.Future:
+        """The collective's future, completed (this waits for the collective)."""
+        if not self._completed:
+            try:
+                self.wait()
+            except Exception:  # noqa: BLE001 - the error is set on the future
+                pass
         return self._future
 
     def is_completed(self) -> bool:
+        """True when the collective finished (its results are then in place); never blocks."""
+        if not self._completed and (self._stage is None or self._stage.done()):
+            self._pg._complete(self, None)  # its kernels are done: only host steps left
         return self._completed
 
     def is_success(self) -> bool:
@@ -209,7 +305,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
     _seq_counter = itertools.count()
 
-    def __init__(self, store: Any, rank: int, size: int, timeout: Any = None, *, zero_copy: bool = True) -> None:
+    def __init__(self, store: Any, rank: int, size: int, timeout: Any = None, *, zero_copy: bool = True,
+                 comm: Any = None) -> None:
         super().__init__(rank, size)
         from ..core.bootstrap import Bootstrap
         from ..core.communicator import init
@@ -220,14 +317,18 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._closed = False
         self._seq = 0
         self._lock = threading.RLock()          # one collective at a time (a future callback may issue more)
+        self._inflight: collections.deque[HcommWork] = collections.deque()  # issued, not finished: in order
+        self._orphans: list[Operands] = []      # operands of failed waits, released at shutdown
         self._device_set = threading.local()    # the runtime's current device is per thread
         self._id = next(ProcessGroupHcomm._seq_counter)
         self._group_name = ""
         self._group_desc = ""
-        boot = Bootstrap.from_store(store, rank, size, _local_rank(rank))
-        # No CPU pinning unless HCOMM_KIT_PIN=1: a rank's torch compute would share the one CPU
-        # with the emulator's threads (2 ranks on 2 CPUs: DDP steps ~1.6x, FSDP2 ~2.6x slower pinned).
-        self.comm = init(bootstrap=boot, pin=None if envs.get("HCOMM_KIT_PIN") == "1" else False)
+        if comm is None:
+            boot = Bootstrap.from_store(store, rank, size, _local_rank(rank))
+            # No CPU pinning unless HCOMM_KIT_PIN=1: a rank's torch compute would share the one CPU
+            # with the emulator's threads (2 ranks on 2 CPUs: DDP steps ~1.6x, FSDP2 ~2.6x slower pinned).
+            comm = init(bootstrap=boot, pin=None if envs.get("HCOMM_KIT_PIN") == "1" else False)
+        self.comm = comm
         if self.comm.rank != rank or self.comm.size != size:
             raise ProcessGroupError(f"hcomm: the communicator says rank {self.comm.rank}/{self.comm.size}, "
                                     f"torch.distributed says {rank}/{size}")
@@ -274,11 +375,16 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         t = _seconds(getattr(opts, "timeout", None))
         return t if t else self._timeout_s
 
-    def _submit(self, op: str, outputs: list, fn: Callable[[], None]) -> HcommWork:
-        """Run ``fn`` (the collective) now and return its completed Work."""
+    def _submit(self, op: str, outputs: list, fn: Callable[[_Stage], None], *, drain: bool = False) -> HcommWork:
+        """Issue the collective: ``fn(stage)`` registers its operands and enqueues its kernels
+        (``async_op=True``) on ``stage``; return its Work, in flight. ``drain``: finish the group's
+        earlier collectives first (for calls that complete in ``fn``, e.g. the barrier)."""
         if self._closed:
             raise ProcessGroupError(f"hcomm: {op} on a process group that was shut down", op=op)
         with self._lock:
+            if drain:
+                self._complete(None, None)
+            self._reap()
             if self._broken is not None:
                 raise ProcessGroupError(f"hcomm: {op} refused: group {self._label()} failed earlier: "
                                         f"{self._broken}", op=op, rank=self.rank())
@@ -286,17 +392,36 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 self.comm.rt.checked.aclrtSetDevice(self.comm.device.id)  # a new thread: bind it to the device
                 self._device_set.done = True
             self._seq += 1
-            work = HcommWork(self, op, self._seq, outputs)
+            st = _Stage(Operands(self.comm.rt, self._zero_copy), self._orphans)
+            work = HcommWork(self, op, self._seq, outputs, st)
             try:
-                fn()
-            except (AclError, HcclError) as exc:  # runtime failures: the ranks are out of step
-                self._break(exc)
+                fn(st)
+            except BaseException as exc:  # noqa: BLE001 - handed to the Work / Future
+                work._stage = None
+                st.abandon()
+                if isinstance(exc, _FATAL) or not isinstance(exc, Exception):
+                    self._break(exc)
                 work._finish(exc)
-            except Exception as exc:  # noqa: BLE001 - handed to the Work / Future
-                work._finish(exc)
+                if not isinstance(exc, Exception):
+                    raise
             else:
-                work._finish(None)
+                self._inflight.append(work)
+                self._reap()
         return work
+
+    def _reap(self) -> None:
+        """Finish the in-flight collectives at the front whose kernels are done (never blocks)."""
+        q = self._inflight
+        while q and (q[0]._stage is None or q[0]._stage.done()):
+            q.popleft()._run_finish(None)
+
+    def _complete(self, upto: HcommWork | None, deadline: float | None) -> None:
+        """Finish the in-flight collectives in issue order, up to ``upto`` (None: all of them),
+        waiting until ``deadline`` (``time.monotonic()``; None: each one's operator timeout)."""
+        with self._lock:
+            q = self._inflight
+            while q and (upto is None or not upto._completed):
+                q.popleft()._run_finish(deadline)
 
     def _reduce_op(self, op: Any, dtype: torch.dtype, what: str) -> tuple[str, str, Any]:
         """(torch name, kernel op, PREMUL_SUM factor or None); checks the product's limits."""
@@ -341,6 +466,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return x * f
 
     @staticmethod
+    def _split_into(flat: torch.Tensor, outs: Sequence[torch.Tensor]) -> None:
+        """Copy consecutive blocks of ``flat`` into ``outs`` (each of its own size and shape)."""
+        off = 0
+        for t in outs:
+            t.detach().copy_(flat[off:off + t.numel()].view_as(t))
+            off += t.numel()
+
+    @staticmethod
     def _one(tensors: Any, what: str) -> torch.Tensor:
         if isinstance(tensors, torch.Tensor):
             return tensors
@@ -361,9 +494,6 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             raise ValueError(f"hcomm: {what}: root {root} is not a rank of this {self.size()}-rank group")
         return r
 
-    def _ops(self) -> Operands:
-        return Operands(self.comm.rt, self._zero_copy)
-
     # ---- allreduce ---------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> HcommWork:
         """Element-wise reduction over the ranks, in place (``opts.reduceOp``: SUM, AVG, MAX, MIN,
@@ -376,15 +506,15 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         tmo = self._timeout(opts)
         comm = self.comm
 
-        def run() -> None:
-            with self._ops() as o:
-                x = o.contiguous(t, write=True)
-                if factor is not None:
-                    x.mul_(factor.to(x.dtype) if isinstance(factor, torch.Tensor) else factor)
-                if x.numel():
-                    b = o.operand(x, dt)
-                    comm.all_reduce(b, kop, out=b, dtype=dt, timeout=tmo)
-                self._finish_reduce(name, x)
+        def run(st: _Stage) -> None:
+            o = st.ops
+            x = o.contiguous(t, write=True)
+            if factor is not None:
+                x.mul_(factor.to(x.dtype) if isinstance(factor, torch.Tensor) else factor)
+            if x.numel():
+                b = o.operand(x, dt)
+                st.works.append(comm.all_reduce(b, kop, out=b, dtype=dt, timeout=tmo, async_op=True))
+            st.after.append(lambda: self._finish_reduce(name, x))
         return self._submit("allreduce", [t], run)
 
     def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], opts: Any = None) -> HcommWork:
@@ -396,7 +526,15 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         tmo = self._timeout(opts)
         comm = self.comm
 
-        def run() -> None:
+        def unflatten(name: str, flat: torch.Tensor, group: list[torch.Tensor]) -> None:
+            self._finish_reduce(name, flat)
+            offset = 0
+            for t in group:
+                n = t.numel()
+                t.detach().copy_(flat[offset:offset + n].view_as(t))
+                offset += n
+
+        def run(st: _Stage) -> None:
             for dtype, (name, kop, factor) in checked.items():
                 group = [t for t in tensors if t.dtype == dtype]
                 flat = torch.cat([t.detach().reshape(-1) for t in group]) if group else None
@@ -405,15 +543,9 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 if factor is not None:
                     flat.mul_(factor.to(flat.dtype) if isinstance(factor, torch.Tensor) else factor)
                 dt = hk_dtype(dtype, "allreduce_coalesced")
-                with self._ops() as o:
-                    b = o.operand(flat, dt)
-                    comm.all_reduce(b, kop, out=b, dtype=dt, timeout=tmo)
-                self._finish_reduce(name, flat)
-                offset = 0
-                for t in group:
-                    n = t.numel()
-                    t.detach().copy_(flat[offset:offset + n].view_as(t))
-                    offset += n
+                b = st.ops.operand(flat, dt)
+                st.works.append(comm.all_reduce(b, kop, out=b, dtype=dt, timeout=tmo, async_op=True))
+                st.after.append(lambda name=name, flat=flat, group=group: unflatten(name, flat, group))
         return self._submit("allreduce_coalesced", tensors, run)
 
     # ---- broadcast / reduce ------------------------------------------------------------------
@@ -427,12 +559,11 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         tmo = self._timeout(opts)
         comm = self.comm
 
-        def run() -> None:
-            with self._ops() as o:
-                x = o.contiguous(t, write=True)
-                if x.numel():
-                    b = o.operand(x, dt)
-                    comm.broadcast(b, root, out=b, dtype=dt, timeout=tmo)
+        def run(st: _Stage) -> None:
+            x = st.ops.contiguous(t, write=True)
+            if x.numel():
+                b = st.ops.operand(x, dt)
+                st.works.append(comm.broadcast(b, root, out=b, dtype=dt, timeout=tmo, async_op=True))
         return self._submit("broadcast", [t], run)
 
     def reduce(self, tensors: Any, opts: Any = None) -> HcommWork:
@@ -447,19 +578,20 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         comm = self.comm
         mine = self.rank() == root
 
-        def run() -> None:
-            with self._ops() as o:
-                x = o.contiguous(t, write=mine)
-                src = self._premul(x, factor) if factor is not None else x
-                if x.numel():
-                    if mine:
-                        b = o.operand(src, dt)
-                        out = o.operand(x, dt) if src is not x else b
-                        comm.reduce(b, root, kop, out=out, dtype=dt, timeout=tmo)
-                    else:
-                        comm.reduce(o.operand(src, dt), root, kop, dtype=dt, timeout=tmo)
+        def run(st: _Stage) -> None:
+            o = st.ops
+            x = o.contiguous(t, write=mine)
+            src = self._premul(x, factor) if factor is not None else x
+            if x.numel():
                 if mine:
-                    self._finish_reduce(name, x)
+                    b = o.operand(src, dt)
+                    out = o.operand(x, dt) if src is not x else b
+                    st.works.append(comm.reduce(b, root, kop, out=out, dtype=dt, timeout=tmo, async_op=True))
+                else:
+                    st.works.append(comm.reduce(o.operand(src, dt), root, kop, dtype=dt, timeout=tmo,
+                                                async_op=True))
+            if mine:
+                st.after.append(lambda: self._finish_reduce(name, x))
         return self._submit("reduce", [t], run)
 
     # ---- gathers ------------------------------------------------------------------------------
@@ -476,12 +608,13 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         tmo = self._timeout(opts)
         comm = self.comm
 
-        def run() -> None:
-            with self._ops() as o:
-                x = o.contiguous(input, write=False)
-                y = o.contiguous(output, write=True)
-                if x.numel():
-                    comm.all_gather(o.operand(x, dt), out=o.operand(y, dt), dtype=dt, timeout=tmo)
+        def run(st: _Stage) -> None:
+            o = st.ops
+            x = o.contiguous(input, write=False)
+            y = o.contiguous(output, write=True)
+            if x.numel():
+                st.works.append(comm.all_gather(o.operand(x, dt), out=o.operand(y, dt), dtype=dt, timeout=tmo,
+                                                async_op=True))
         return self._submit("all_gather_single", [output], run)
 
     _allgather_base = all_gather_single
@@ -505,15 +638,14 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         comm = self.comm
         n = inp.numel()
 
-        def run() -> None:
+        def run(st: _Stage) -> None:
             if not n:
                 return
             flat = torch.empty(n * self.size(), dtype=inp.dtype)
-            with self._ops() as o:
-                x = o.contiguous(inp, write=False)
-                comm.all_gather(o.operand(x, dt), out=o.operand(flat, dt), dtype=dt, timeout=tmo)
-            for r, o_ in enumerate(outs):
-                o_.detach().copy_(flat[r * n:(r + 1) * n].view_as(o_))
+            x = st.ops.contiguous(inp, write=False)
+            st.works.append(comm.all_gather(st.ops.operand(x, dt), out=st.ops.operand(flat, dt), dtype=dt,
+                                            timeout=tmo, async_op=True))
+            st.after.append(lambda: self._split_into(flat, outs))
         return self._submit("allgather", [outs], run)
 
     def allgather_coalesced(self, output_lists: Sequence[Sequence[torch.Tensor]],
@@ -553,19 +685,17 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         comm = self.comm
         n = inp.numel()
 
-        def run() -> None:
+        def run(st: _Stage) -> None:
             if not n:
                 return
-            with self._ops() as o:
-                x = o.operand(o.contiguous(inp, write=False), dt)
-                if mine:
-                    flat = torch.empty(n * self.size(), dtype=inp.dtype)
-                    comm.gather(x, root, out=o.operand(flat, dt), dtype=dt, timeout=tmo)
-                else:
-                    comm.gather(x, root, dtype=dt, timeout=tmo)
+            o = st.ops
+            x = o.operand(o.contiguous(inp, write=False), dt)
             if mine:
-                for r, o_ in enumerate(outs):
-                    o_.detach().copy_(flat[r * n:(r + 1) * n].view_as(o_))
+                flat = torch.empty(n * self.size(), dtype=inp.dtype)
+                st.works.append(comm.gather(x, root, out=o.operand(flat, dt), dtype=dt, timeout=tmo, async_op=True))
+                st.after.append(lambda: self._split_into(flat, outs))
+            else:
+                st.works.append(comm.gather(x, root, dtype=dt, timeout=tmo, async_op=True))
         return self._submit("gather", [outs] if mine else [], run)
 
     # ---- scatters -----------------------------------------------------------------------------
@@ -577,16 +707,16 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         comm = self.comm
         n = out.numel()
 
-        def run() -> None:
+        def run(st: _Stage) -> None:
             if not n:
                 return
-            with self._ops() as o:
-                y = o.operand(o.contiguous(out, write=True), dt)
-                if mine:
-                    flat = torch.cat([i.detach().reshape(-1) for i in ins])
-                    comm.scatter(o.operand(flat, dt), root, out=y, dtype=dt, timeout=tmo)
-                else:
-                    comm.scatter(None, root, out=y, count=n, dtype=dt, timeout=tmo)
+            o = st.ops
+            y = o.operand(o.contiguous(out, write=True), dt)
+            if mine:
+                flat = torch.cat([i.detach().reshape(-1) for i in ins])
+                st.works.append(comm.scatter(o.operand(flat, dt), root, out=y, dtype=dt, timeout=tmo, async_op=True))
+            else:
+                st.works.append(comm.scatter(None, root, out=y, count=n, dtype=dt, timeout=tmo, async_op=True))
         return self._submit("scatter", [out], run)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
@@ -603,15 +733,16 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         tmo = self._timeout(opts)
         comm = self.comm
 
-        def run() -> None:
-            with self._ops() as o:
-                x = o.contiguous(input, write=False)
-                if factor is not None:
-                    x = self._premul(x, factor)
-                y = o.contiguous(output, write=True)
-                if y.numel():
-                    comm.reduce_scatter(o.operand(x, dt), kop, out=o.operand(y, dt), dtype=dt, timeout=tmo)
-                self._finish_reduce(name, y)
+        def run(st: _Stage) -> None:
+            o = st.ops
+            x = o.contiguous(input, write=False)
+            if factor is not None:
+                x = self._premul(x, factor)
+            y = o.contiguous(output, write=True)
+            if y.numel():
+                st.works.append(comm.reduce_scatter(o.operand(x, dt), kop, out=o.operand(y, dt), dtype=dt,
+                                                    timeout=tmo, async_op=True))
+            st.after.append(lambda: self._finish_reduce(name, y))
         return self._submit("reduce_scatter_single", [output], run)
 
     _reduce_scatter_base = reduce_scatter_single
@@ -660,12 +791,9 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         flat_out = torch.empty(sum(t.numel() for t in outs), dtype=dtypes.pop())
         run = self._a2a("alltoall", flat_out, flat_in, [t.numel() for t in outs], [t.numel() for t in ins], opts)
 
-        def run_and_copy() -> None:
-            run()
-            off = 0
-            for t in outs:
-                t.detach().copy_(flat_out[off:off + t.numel()].view_as(t))
-                off += t.numel()
+        def run_and_copy(st: _Stage) -> None:
+            run(st)
+            st.after.append(lambda: self._split_into(flat_out, outs))
         return self._submit("alltoall", outs, run_and_copy)
 
     def _a2a(self, what: str, output: torch.Tensor, input: torch.Tensor, output_split_sizes: Sequence[int],
@@ -696,17 +824,18 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 raise ValueError(f"hcomm: {what}: splits {in_splits}/{out_splits} do not cover the "
                                  f"input ({input.shape[0]} rows) / output ({output.shape[0]} rows)")
 
-        def run() -> None:
-            with self._ops() as o:
-                x = o.contiguous(input, write=False)
-                y = o.contiguous(output, write=True)
-                if send is None:
-                    if x.numel():
-                        comm.all_to_all(o.operand(x, dt), out=o.operand(y, dt), dtype=dt, timeout=tmo)
-                else:
-                    comm.all_to_all_v(o.operand(x, dt) if x.numel() else np.empty(0, dt.numpy), send, recv,
-                                      out=o.operand(y, dt) if y.numel() else np.empty(0, dt.numpy), dtype=dt,
-                                      timeout=tmo)
+        def run(st: _Stage) -> None:
+            o = st.ops
+            x = o.contiguous(input, write=False)
+            y = o.contiguous(output, write=True)
+            if send is None:
+                if x.numel():
+                    st.works.append(comm.all_to_all(o.operand(x, dt), out=o.operand(y, dt), dtype=dt, timeout=tmo,
+                                                    async_op=True))
+            else:
+                st.works.append(comm.all_to_all_v(o.operand(x, dt) if x.numel() else np.empty(0, dt.numpy), send,
+                                                  recv, out=o.operand(y, dt) if y.numel() else np.empty(0, dt.numpy),
+                                                  dtype=dt, timeout=tmo, async_op=True))
         return run
 
     # ---- point to point, barrier --------------------------------------------------------------
@@ -718,11 +847,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         peer = self._root(dst, "send")
         comm, tmo = self.comm, self._timeout_s
 
-        def run() -> None:
-            with self._ops() as o:
-                x = o.contiguous(t, write=False)
-                if x.numel():
-                    comm.send(o.operand(x, dt), peer, dtype=dt, timeout=tmo)
+        def run(st: _Stage) -> None:
+            x = st.ops.contiguous(t, write=False)
+            if x.numel():
+                st.works.append(comm.send(st.ops.operand(x, dt), peer, dtype=dt, timeout=tmo, async_op=True))
         return self._submit("send", [t], run)
 
     def recv(self, tensors: Any, src: int, tag: int = 0) -> HcommWork:
@@ -733,11 +861,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         peer = self._root(src, "recv")
         comm, tmo = self.comm, self._timeout_s
 
-        def run() -> None:
-            with self._ops() as o:
-                y = o.contiguous(t, write=True)
-                if y.numel():
-                    comm.recv(o.operand(y, dt), peer, dtype=dt, timeout=tmo)
+        def run(st: _Stage) -> None:
+            y = st.ops.contiguous(t, write=True)
+            if y.numel():
+                st.works.append(comm.recv(st.ops.operand(y, dt), peer, dtype=dt, timeout=tmo, async_op=True))
         work = self._submit("recv", [t], run)
         work._source_rank = peer
         return work
@@ -750,7 +877,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         """Every rank waits until every rank reached the barrier."""
         tmo = self._timeout(opts) if opts is not None else self._timeout_s
         comm = self.comm
-        return self._submit("barrier", [], lambda: comm.barrier(timeout=tmo))
+        return self._submit("barrier", [], lambda st: comm.barrier(timeout=tmo), drain=True)
 
     def monitored_barrier(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError("hcomm: monitored_barrier is not supported (gloo only); use dist.barrier, "
@@ -785,41 +912,46 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                              f"([io].output = {spec.output!r}), got {output.numel()} x {output.dtype}")
         comm, tmo, out = self.comm, self._timeout_s, output
 
-        def run() -> None:
+        def run(st: _Stage) -> None:
             op = comm.load_op(path)
-            with self._ops() as o:
-                x = o.contiguous(input, write=False)
-                y = o.contiguous(out, write=True)
-                if n:
-                    op(o.operand(x, dt), o.operand(y, dt), count=n, dtype=dt, reduce_op=reduce_op, root=root,
-                       timeout=tmo, **params)
+            x = st.ops.contiguous(input, write=False)
+            y = st.ops.contiguous(out, write=True)
+            if n:
+                st.works.append(op(st.ops.operand(x, dt), st.ops.operand(y, dt), count=n, dtype=dt,
+                                   reduce_op=reduce_op, root=root, timeout=tmo, async_op=True, **params))
         return self._submit(f"operator {spec.name}", [output], run)
 
     # ---- lifetime -------------------------------------------------------------------------------
     def _chain(self, op: str, outputs: list, calls: list[Callable[[], HcommWork]]) -> HcommWork:
         """Issue ``calls`` (each returns a Work); one Work completed by the last (errors of any)."""
         works = [c() for c in calls]
-        if not works:
-            return self._submit(op, outputs, lambda: None)
 
-        def run() -> None:  # the chained calls already ran (in order): report the first error
+        def check() -> None:  # the chained calls finished first (issue order): report the first error
             for w in works:
                 if w._exc is not None:
                     raise w._exc
-        return self._submit(op, outputs, run)
+        return self._submit(op, outputs, lambda st: st.after.append(check))
 
     def shutdown(self) -> None:
-        """Close the communicator: collective (a closing barrier), unless the group failed or was
-        aborted: then nothing is waited for."""
+        """Finish the collectives in flight, then close the communicator: collective (a closing
+        barrier), unless the group failed or was aborted: then no peer is waited for."""
         if self._closed:
             return
         with self._lock:
             self._closed = True
             _LIVE.discard(self)
-            if self._broken is not None:
-                self.comm.abort()  # the peers are gone or out of step: no closing barrier
-            else:
-                self.comm.close()
+            if _WORLD[0] is self:
+                _WORLD[0] = None
+            self._complete(None, None)  # their errors stay on their Works; the stream is drained anyway
+            try:
+                if self._broken is not None:
+                    self.comm.abort()  # the peers are gone or out of step: no closing barrier
+                else:
+                    self.comm.close()
+            finally:  # the stream is drained: no kernel uses the orphaned operands any more
+                for ops in self._orphans:
+                    ops.__exit__(RuntimeError, None, None)
+                self._orphans.clear()
 
     def abort(self) -> None:
         """Mark the group failed and destroy its communicator without waiting for the peers."""
@@ -847,6 +979,24 @@ def _opts(opts: Any, cls: type, field: str | None = None) -> Any:
     return opts
 
 
-def create_process_group(store: Any, rank: int, size: int, timeout: Any) -> ProcessGroupHcomm:
-    """The backend creation function registered as ``"hcomm"`` (c10d store, rank, size, timeout)."""
+def create_process_group(store: Any, rank: int, size: int, timeout: Any, *, group_id: str = "",
+                         global_ranks: Sequence[int] = ()) -> ProcessGroupHcomm:
+    """The backend creation function of ``"hcomm"`` (c10d store, group rank and size, timeout).
+
+    The default group (``global_ranks`` empty) bootstraps its communicator through ``store``. A
+    group of ``dist.new_group(ranks)`` is split off the default group's communicator when that is
+    an ``hcomm`` group (``HcclCreateSubCommConfig``: only the members take part, as torch calls
+    this on the members only); otherwise it bootstraps through ``store`` too.
+    """
+    world = _WORLD[0]
+    if not global_ranks:
+        pg = ProcessGroupHcomm(store, rank, size, timeout)
+        _WORLD[0] = pg
+        return pg
+    if world is not None and not world._closed and world._broken is None and \
+            world.comm.rt.has("HcclCreateSubCommConfig") and max(global_ranks) < world.size():
+        sub_id = int.from_bytes(hashlib.blake2b(group_id.encode(), digest_size=8).digest(), "little")
+        with world._lock:
+            comm = world.comm.sub_comm(list(global_ranks), sub_id)
+        return ProcessGroupHcomm(store, rank, size, timeout, comm=comm)
     return ProcessGroupHcomm(store, rank, size, timeout)

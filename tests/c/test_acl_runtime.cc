@@ -1314,6 +1314,23 @@ void test_launch() {
     CHECK_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_AICPU_EXCEPTION);
     CHECK_CONTAINS(recent_msg(), "FailKernel");
     CHECK_OK(aclrtSynchronizeStream(s));
+    // An event recorded after the failing kernel reports the failure (the spec's "next synchronising
+    // call on that stream (stream, event or device sync)"), once for the stream: its next sync is clean.
+    {
+        aclrtEvent fe = nullptr;
+        CHECK_OK(aclrtCreateEvent(&fe));
+        CHECK_OK(launch_blob(K.fail, s, nullptr, 0));
+        CHECK_OK(aclrtRecordEvent(fe, s));
+        CHECK_RC(aclrtSynchronizeEvent(fe), ACL_ERROR_RT_AICPU_EXCEPTION);
+        CHECK_CONTAINS(recent_msg(), "FailKernel");
+        CHECK_RC(aclrtSynchronizeEventWithTimeout(fe, 100), ACL_ERROR_RT_AICPU_EXCEPTION);  // still its outcome
+        CHECK_OK(aclrtSynchronizeStream(s));
+        CHECK_OK(launch_blob(K.empty, s, nullptr, 0));  // recorded again after a good kernel: success
+        CHECK_OK(aclrtRecordEvent(fe, s));
+        CHECK_OK(aclrtSynchronizeEvent(fe));
+        CHECK_OK(aclrtSynchronizeStream(s));
+        CHECK_OK(aclrtDestroyEvent(fe));
+    }
 
     // A crashing kernel -> 507018; the process survives and the stream works again.
     if (!g_skip_crash) {

@@ -525,6 +525,16 @@ int init_root(uint32_t nRanks, const HcclRootInfo* root, uint32_t rank, const Hc
     return comm_init(nRanks, rank, a, comm, api);
 }
 
+/* A job id every rank derives from the same key (FNV-1a, two lanes, 32 hex digits). */
+std::string job_id_of(const std::string& key) {
+    uint64_t h1 = 1469598103934665603ull, h2 = 1099511628211ull ^ 0x9e3779b97f4a7c15ull;
+    for (unsigned char ch : key) {
+        h1 = (h1 ^ ch) * 1099511628211ull;
+        h2 = (h2 ^ ch) * 0x100000001b3ull + 0x7f4a7c15ull;
+    }
+    return strprintf("%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+}
+
 /* ---- rank table ---- */
 
 std::string json_str(const json::Value* v) {
@@ -596,17 +606,11 @@ int init_cluster(const char* path, uint32_t rank, HcclCommConfig* config, HcclCo
     if (ctx && (uint32_t)ctx->dev->id != ranks[rank])
         EMU_LOG(LOG_WARN, "%s: rank %u is listed on device_id %u in %s but this thread's device is %d", api, rank,
                 ranks[rank], path, ctx->dev->id);
-    /* Job id: hash of realpath + content + uid (FNV-1a, two lanes). */
+    /* Job id: hash of realpath + content + uid. */
     char real[PATH_MAX];
     std::string rp = realpath(path, real) ? real : path;
-    std::string key = rp + '\0' + text + '\0' + std::to_string(getuid());
-    uint64_t h1 = 1469598103934665603ull, h2 = 1099511628211ull ^ 0x9e3779b97f4a7c15ull;
-    for (unsigned char ch : key) {
-        h1 = (h1 ^ ch) * 1099511628211ull;
-        h2 = (h2 ^ ch) * 0x100000001b3ull + 0x7f4a7c15ull;
-    }
     InitArgs a;
-    a.jobid = strprintf("%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+    a.jobid = job_id_of(rp + '\0' + text + '\0' + std::to_string(getuid()));
     if (config)
         if (int r = apply_config(config, &a, api)) return r;
     return comm_init(n, rank, a, comm, api);
@@ -787,6 +791,44 @@ EMU_API HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInf
                                               const HcclCommConfig* config, HcclComm* comm) {
     NEED_PTR(config);
     return (HcclResult)init_root(nRanks, rootInfo, rank, config, comm, __func__);
+}
+
+/* Only the members call it (not every rank of the parent), each with the same rankIds and
+ * subCommId: they meet in a job derived from the parent's job, subCommId and rankIds. */
+EMU_API HcclResult HcclCreateSubCommConfig(HcclComm* comm, uint32_t rankNum, uint32_t* rankIds, uint64_t subCommId,
+                                           uint32_t subCommRankId, HcclCommConfig* config, HcclComm* subComm) {
+    NEED_PTR(comm);
+    NEED_PTR(rankIds);
+    NEED_PTR(config);
+    NEED_PTR(subComm);
+    if (int r = need_acl(__func__)) return (HcclResult)r;
+    RESOLVE_COMM(parent, *comm);
+    uint32_t n = parent->nranks;
+    if (rankNum == 0 || rankNum > n)
+        return (HcclResult)seterr(HCCL_E_PARA, __func__, "rankNum %u is not in [1, %u] (the parent communicator %s has %u ranks)",
+                                  rankNum, n, parent->name.c_str(), n);
+    if (subCommRankId >= rankNum)
+        return (HcclResult)seterr(HCCL_E_PARA, __func__, "subCommRankId %u is not below rankNum %u", subCommRankId, rankNum);
+    std::vector<bool> seen(n, false);
+    std::string key = parent->jobid + strprintf("/sub/%llu:", (unsigned long long)subCommId);
+    for (uint32_t i = 0; i < rankNum; i++) {
+        if (rankIds[i] >= n)
+            return (HcclResult)seterr(HCCL_E_PARA, __func__, "rankIds[%u] = %u is not a rank of the parent communicator %s (%u ranks)",
+                                      i, rankIds[i], parent->name.c_str(), n);
+        if (seen[rankIds[i]])
+            return (HcclResult)seterr(HCCL_E_PARA, __func__, "rank %u appears twice in rankIds", rankIds[i]);
+        seen[rankIds[i]] = true;
+        key += strprintf("%u,", rankIds[i]);
+    }
+    if (rankIds[subCommRankId] != parent->rank)
+        return (HcclResult)seterr(HCCL_E_PARA, __func__,
+                                  "rankIds[subCommRankId = %u] = %u, but this is rank %u of the parent communicator %s",
+                                  subCommRankId, rankIds[subCommRankId], parent->rank, parent->name.c_str());
+    InitArgs a;
+    a.jobid = job_id_of(key);
+    if (int r = apply_config(config, &a, __func__)) return (HcclResult)r;
+    if (a.name.empty()) a.name = parent->name + strprintf("_sub%llu", (unsigned long long)subCommId);
+    return (HcclResult)comm_init(rankNum, subCommRankId, a, subComm, __func__);
 }
 
 EMU_API HcclResult HcclCommInitClusterInfo(const char* clusterInfo, uint32_t rank, HcclComm* comm) {

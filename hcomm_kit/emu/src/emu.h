@@ -398,6 +398,10 @@ struct Stream {
     std::atomic<uint32_t> worker_woken{0}; /* a wake-up was sent since the worker last went to sleep */
     int err_code = 0;                     /* under m: first async error, reported by next sync */
     std::string err_msg;
+    /* Under m, with err_code: set when an event synchronisation already reported this error (an
+     * event record dropped because of it carries the flag), so the next stream sync does not
+     * report it a second time. A fresh flag for every new error (stream_note_error). */
+    std::shared_ptr<std::atomic<bool>> err_taken;
     bool stop = false;
     uint64_t worker_gen = 0;              /* bumped when a stuck worker is abandoned */
     bool worker_running = false;
@@ -418,6 +422,8 @@ int stream_enqueue(Stream* s, std::unique_ptr<Task> t);
 /* Waits for every task submitted so far; timeout_ms < 0 = forever. Returns the stream's
  * first async error (and clears it), 507046 on timeout when timeout_code != 0. */
 int stream_sync(Stream* s, int64_t timeout_ms, const char* api);
+/* Under s->m: records the stream's first async error (later ones are ignored until it is reported). */
+void stream_note_error_locked(Stream* s, int code, const std::string& msg);
 Stream* stream_create(Context* ctx, uint32_t flags, int* err_code, const char* api);
 void stream_destroy(Stream* s);
 /* Fails the stream from inside a task (e.g. watchdog): sets err if none yet. */

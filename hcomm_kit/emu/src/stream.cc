@@ -178,10 +178,7 @@ static void worker_main(Stream* s, uint64_t gen) {
                 break;
             }
             s->cur = nullptr;
-            if (rc && !s->err_code) {
-                s->err_code = rc;
-                s->err_msg = msg;
-            }
+            if (rc) stream_note_error_locked(s, rc, msg);
         }
         complete_one(s, t.get());
     }
@@ -238,12 +235,16 @@ void stream_destroy(Stream* s) {
     else delete s;
 }
 
+void stream_note_error_locked(Stream* s, int code, const std::string& msg) {
+    if (s->err_code) return;
+    s->err_code = code;
+    s->err_msg = msg;
+    s->err_taken = std::make_shared<std::atomic<bool>>(false);
+}
+
 void stream_set_error(Stream* s, int code, const std::string& msg) {
     std::lock_guard<std::mutex> g(s->m);
-    if (!s->err_code) {
-        s->err_code = code;
-        s->err_msg = msg;
-    }
+    stream_note_error_locked(s, code, msg);
 }
 
 int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
@@ -285,8 +286,10 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
         std::lock_guard<std::mutex> g(s->m);
         rc = s->err_code;
         msg = s->err_msg;
+        if (s->err_taken && s->err_taken->load()) rc = 0; /* an event synchronisation reported it */
         s->err_code = 0;
         s->err_msg.clear();
+        s->err_taken.reset();
     }
     if (rc) return seterr_str(rc, api, msg);
     return ACL_SUCCESS;
@@ -360,10 +363,8 @@ void watchdog_fire(WdEntry& e) {
         std::string name = s->kernel_name;
         what = strprintf("AICPU kernel %s on stream %u did not finish within its launch timeout (%.3f s)", name.c_str(),
                          s->id, (double)s->kernel_timeout_ns / 1e9);
-        if (!s->err_code) {
-            s->err_code = ACL_ERROR_RT_AICPU_TIMEOUT;
-            s->err_msg = what + "; the stream's pending tasks were dropped and the kernel is being interrupted";
-        }
+        stream_note_error_locked(s, ACL_ERROR_RT_AICPU_TIMEOUT,
+                                 what + "; the stream's pending tasks were dropped and the kernel is being interrupted");
         run = s->kernel_run;
         comms = s->kernel_comms;
         s->kernel_run.reset();
@@ -628,6 +629,12 @@ struct Event {
     std::atomic<uint32_t> word{0};     /* futex: bumped at each completion */
     std::atomic<Device*> dev{nullptr};  /* device and stream of the latest record (hang analysis) */
     std::atomic<uint32_t> stream_id{0};
+    /* The latest completed record's outcome (under g_ev_m): 0, or the error of the stream that
+     * dropped it, which aclrtSynchronizeEvent reports (spec: "the next synchronising call on
+     * that stream (stream, event or device sync) returns" the error). */
+    int err_code = 0;
+    std::string err_msg;
+    std::shared_ptr<std::atomic<bool>> err_taken;
 };
 namespace {
 std::mutex g_ev_m;
@@ -648,17 +655,39 @@ void event_complete(Event* e, uint64_t seq) {
     futex_wake(&e->word, INT_MAX, false);
 }
 
+void event_set_outcome(Event* e, int code, const std::string& msg, std::shared_ptr<std::atomic<bool>> taken) {
+    std::lock_guard<std::mutex> g(g_ev_m);
+    e->err_code = code;
+    e->err_msg = msg;
+    e->err_taken = std::move(taken);
+}
+
 struct EventRecordTask : Task {
-    std::shared_ptr<Event> hold;
     Event* e;
     uint64_t seq;
-    EventRecordTask(Event* ev, uint64_t s) : e(ev), seq(s) {}
+    Stream* s;  /* the stream it was recorded on: alive while the task is queued or running */
+    EventRecordTask(Event* ev, uint64_t sq, Stream* st) : e(ev), seq(sq), s(st) {}
     int run(Stream*, std::string*) override {
+        event_set_outcome(e, 0, std::string(), nullptr);
         event_complete(e, seq);
         return 0;
     }
-    /* A dropped record still completes, so nothing waits forever on a failed stream. */
-    void drop() override { event_complete(e, seq); }
+    /* A dropped record (the stream failed before it) still completes, so nothing waits forever on
+     * a failed stream, and carries the stream's error for aclrtSynchronizeEvent to report. */
+    void drop() override {
+        int code;
+        std::string msg;
+        std::shared_ptr<std::atomic<bool>> taken;
+        {
+            std::lock_guard<std::mutex> g(s->m);
+            code = s->err_code;
+            msg = s->err_msg;
+            taken = s->err_taken;
+        }
+        if (!code) code = ACL_ERROR_RT_AICPU_EXCEPTION, msg = "a task before the event on its stream failed";
+        event_set_outcome(e, code, msg, std::move(taken));
+        event_complete(e, seq);
+    }
     const char* name() const override { return "aclrtRecordEvent"; }
 };
 
@@ -714,7 +743,7 @@ EMU_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     uint64_t seq = e->rec_seq.fetch_add(1) + 1;
     e->dev.store(s->dev);
     e->stream_id.store(s->id);
-    return stream_enqueue(s, std::make_unique<EventRecordTask>(e, seq));
+    return stream_enqueue(s, std::make_unique<EventRecordTask>(e, seq, s));
 }
 
 EMU_API aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
@@ -752,6 +781,15 @@ static aclError sync_event(aclrtEvent event, int32_t timeout, const char* api) {
     bool ok = wait_word(&e->word, false, deadline, [&] { return e->done_seq.load() >= target; }, 1000000000ull);
     if (!ok)
         return seterr(ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, api, "event %p did not complete within %d ms", event, timeout);
+    int code;
+    std::string msg;
+    {
+        std::lock_guard<std::mutex> g(g_ev_m);
+        code = e->err_code;
+        msg = e->err_msg;
+        if (code && e->err_taken) e->err_taken->store(true); /* the stream's next sync stays quiet */
+    }
+    if (code) return seterr_str(code, api, msg);
     return ACL_SUCCESS;
 }
 

@@ -34,6 +34,11 @@ extern HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *root
                                        HcclComm *comm) HCOMM_WEAK_SYMBOL;
 extern HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                              const HcclCommConfig *config, HcclComm *comm) HCOMM_WEAK_SYMBOL;
+/* A communicator of the parent's ranks rankIds[0..rankNum) (this rank is rankIds[subCommRankId]);
+ * called by those ranks only, each with the same rankIds and subCommId. */
+extern HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds, uint64_t subCommId,
+                                          uint32_t subCommRankId, HcclCommConfig *config, HcclComm *subComm)
+    HCOMM_WEAK_SYMBOL;
 /* One communicator per device of `devices`, all in this process. */
 extern HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms) HCOMM_WEAK_SYMBOL;
 /* commName must hold at least COMM_NAME_MAX_LENGTH (128) bytes. */
