@@ -135,6 +135,19 @@ def bench_training(kind: str, model_name: str, groups: dict, rounds: int, steps:
     return {"params": params, **{name: statistics.median(t) * 1e3 for name, t in per.items()}}
 
 
+def _without_np(argv: list[str]) -> list[str]:
+    """``argv`` without ``--np N`` (torchrun would take ``--np`` for its ``--nproc-per-node``)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--np":
+            skip = True
+        elif not a.startswith("--np="):
+            out.append(a)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--np", type=int, default=2, help="ranks when the script starts itself (default 2)")
@@ -147,7 +160,7 @@ def main() -> int:
     ap.add_argument("--json", default=None, metavar="FILE")
     args, rest = ap.parse_known_args()
     if "RANK" not in os.environ and "OMPI_COMM_WORLD_RANK" not in os.environ:
-        return _launch_self(sys.argv[1:], args.np)
+        return _launch_self(_without_np(sys.argv[1:]), args.np)
 
     import torch
     import torch.distributed as dist

@@ -99,6 +99,30 @@ def test_matching_calls_pass_and_close_is_checked(comm) -> None:
         c.close()
 
 
+@pytest.mark.mpi(np=[2, 3], timeout=120)
+def test_unordered_send_recv_ring_fails_fast_naming_the_cycle(comm) -> None:
+    """Every rank sends to the next before receiving from the previous: a send waits for its
+    receiver, so nothing can move. At 3 ranks the hosts block in HcclChannelAcquire (each waits for
+    the next rank, itself blocked with its own next): every rank fails within seconds naming the
+    cycle, instead of after HCCL_CONNECT_TIMEOUT. At 2 ranks both first calls between the pair are
+    sends: the call check names them."""
+    c = comm.split(0)
+    r, n = c.rank, c.size
+    x, y = np.full(64, r, np.float32), np.empty(64, np.float32)
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as info:
+        c.send(x, (r + 1) % n, async_op=True)
+        c.recv(y, (r - 1) % n, async_op=True).wait()
+    assert time.monotonic() - t0 < 10
+    text = str(info.value)
+    if n == 2:
+        assert "point-to-point mismatch" in text and f"rank {r}: send(count=64, dtype=fp32) to rank {1 - r}" in text
+    else:
+        assert "DEADLOCK" in text and "wait-for cycle" in text, text
+        assert "is blocked in HcclChannelAcquire" in text and "makes its end only after its own call returns" in text
+    c.abort()
+
+
 # ---- planted bugs in a scaffolded operator (p2p ring shift), through the Python API ---------------
 
 _STAGE = "OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage, input + offset, len));"

@@ -233,12 +233,15 @@ class HcommWork(dist.Work):
             self._finish(None)
 
     def _finish(self, exc: BaseException | None) -> None:
+        if exc is not None and not isinstance(exc, Exception):  # SystemExit / KeyboardInterrupt while waiting
+            exc = ProcessGroupError(f"hcomm: {self.op} was interrupted ({type(exc).__name__}) before it finished",
+                                    op=self.op, rank=self._pg.rank())
         self._exc = exc
         self._completed = True
         if exc is None:
             self._future.set_result(self._outputs)  # runs the future's callbacks, on this thread
         else:
-            self._future.set_exception(exc)
+            self._future.set_exception(exc)  # torch futures take Exceptions only
 
     # ---- the Work API ------------------------------------------------------------------------
     def wait(self, timeout: Any = None) -> bool:

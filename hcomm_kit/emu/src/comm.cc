@@ -1316,9 +1316,12 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
     }
     /* Sequence numbers per peer, in descriptor order (the peer numbers its requests alike). */
     for (auto& p : pend) p.seq = ++c->send_seq[p.peer];
-    /* Posts and matches progress together: a full ring waits for the peer to consume. */
+    /* Posts and matches progress together: a full ring waits for the peer to consume. The ranks
+     * still to match are published for the hang analysis (a cycle of hosts blocked here). */
+    uint64_t waiting_for = ~0ull;
     auto step = [&]() -> bool {
         bool all = true;
+        uint64_t unmatched = 0;
         for (auto& p : pend) {
             if (!p.posted) {
                 MailBox& mb = j->mail[c->rank][p.peer];
@@ -1347,6 +1350,11 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
                 }
             }
             all = all && p.posted && p.matched;
+            if (!p.matched && p.peer < 64) unmatched |= 1ull << p.peer;
+        }
+        if (unmatched != waiting_for) {
+            waiting_for = unmatched;
+            diag_host_connect(c, unmatched);
         }
         return all;
     };
@@ -1359,6 +1367,7 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
         for (uint32_t r : peers) who += (who.empty() ? "" : ", ") + std::to_string(r);
         diag_host_call(c, strprintf("%s: setting up channels with rank(s) %s", api, who.c_str()).c_str());
         wr = comm_wait(c, &j->wake, secs_deadline(cfg().connect_timeout_s), step, &peers, &why);
+        diag_host_connect(c, 0);
         diag_host_call(c, nullptr);
     }
     /* Whatever matched becomes a channel even on failure (the peer made its end). */

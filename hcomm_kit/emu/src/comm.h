@@ -118,6 +118,7 @@ struct DiagSnap {
     uint32_t nthreads, nstreams, nkernels, nchans, nops, idle_threads;
     char host_call[120];       /* a control-plane call the host is blocked in ("" none) */
     uint64_t host_call_since;
+    uint64_t host_connect;     /* HcclChannelAcquire: bit r = still waiting for rank r's end (0 none) */
     int32_t pid;
     int32_t device;
     uint32_t host_sync;        /* host threads blocked in a synchronising call */
@@ -314,6 +315,7 @@ struct Comm {
     std::vector<std::pair<uint32_t, OpTrack>> diag_ops;
     std::string cp_what;
     uint64_t cp_since = 0;
+    uint64_t cp_peers = 0; /* HcclChannelAcquire: bitmap of the ranks whose end has not matched yet */
     std::vector<uint64_t> p2p_seq; /* point-to-point calls checked, per peer */
     /* rank-graph answers (valid until the next query) */
     std::vector<CommLink> links;

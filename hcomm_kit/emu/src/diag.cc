@@ -681,6 +681,7 @@ void build_snap(Comm* c, DiagSnap* s) {
         ops = c->diag_ops;
         copy_str(s->host_call, c->cp_what.c_str());
         s->host_call_since = c->cp_since;
+        s->host_connect = c->cp_peers;
     }
     std::vector<KSeen> ks;
     auto seen = [&](const HTask& h) {
@@ -903,7 +904,8 @@ struct RankView {
 };
 
 struct Node {
-    enum Type : uint8_t { ThreadWait, StreamWait, Barrier, Host } type;
+    /* Host: blocked in a synchronize call; Connect: blocked in HcclChannelAcquire for other ranks. */
+    enum Type : uint8_t { ThreadWait, StreamWait, Barrier, Host, Connect } type;
     int rank;
     int idx;            /* thread / stream index in the snapshot (Host: -1) */
     bool stuck = true;
@@ -916,6 +918,7 @@ struct Analysis {
     std::vector<RankView> ranks;
     std::vector<Node> nodes;
     std::vector<int> host_node;   /* per rank, -1 */
+    std::vector<int> connect_node; /* per rank, -1 */
     uint64_t now = 0;
     int self = -1;
 };
@@ -975,6 +978,7 @@ void analyse(Comm* c, Analysis& A) {
         }
     }
     A.host_node.assign(n, -1);
+    A.connect_node.assign(n, -1);
     for (uint32_t r = 0; r < n; r++) {
         RankView& v = A.ranks[r];
         if (!v.have) continue;
@@ -988,6 +992,10 @@ void analyse(Comm* c, Analysis& A) {
         if (s.host_sync) {
             A.host_node[r] = (int)A.nodes.size();
             A.nodes.push_back(Node{Node::Host, (int)r, -1, true, "", {}, {}});
+        }
+        if (s.host_connect) {
+            A.connect_node[r] = (int)A.nodes.size();
+            A.nodes.push_back(Node{Node::Connect, (int)r, -1, true, "", {}, {}});
         }
     }
     /* who records what: (rank owning the slot, slot) -> sources (node index, or -1 = runnable) */
@@ -1016,10 +1024,12 @@ void analyse(Comm* c, Analysis& A) {
             for (uint8_t k = 0; k < st.nrec; k++) sources[{st.rec[k].rank, st.rec[k].slot}].push_back(nd);
         }
     }
+    /* A rank's host can no longer issue anything: every call it is blocked in is stuck. */
     auto host_stuck = [&](int r) {
-        int h = A.host_node[r];
-        return h >= 0 && A.nodes[h].stuck;
+        int h = A.host_node[r], k = A.connect_node[r];
+        return (h >= 0 || k >= 0) && (h < 0 || A.nodes[h].stuck) && (k < 0 || A.nodes[k].stuck);
     };
+    auto host_blocker = [&](int r) { return A.connect_node[r] >= 0 ? A.connect_node[r] : A.host_node[r]; };
     /* greatest fixpoint: start from "everything blocked is stuck", unmark what can progress */
     for (bool changed = true; changed;) {
         changed = false;
@@ -1044,6 +1054,28 @@ void analyse(Comm* c, Analysis& A) {
                 if (want && !found) stuck = false; /* the stream is idle: the synchronize returns */
                 if (!want && any_runnable_stream(s)) stuck = false;
                 if (!found && !want && through.empty()) stuck = false;
+            } else if (nd.type == Node::Connect) {
+                /* Rank p completes its end of the channel only from its own HcclChannelAcquire: not
+                 * while its host is blocked in another one that does not include this rank, or in a
+                 * stuck synchronize call. */
+                for (uint32_t p = 0; p < n && p < 64 && stuck; p++) {
+                    if (!(s.host_connect >> p & 1)) continue;
+                    if (A.ranks[p].dead || A.ranks[p].gone) {
+                        if (dead_end.empty())
+                            dead_end = strprintf("rank %u %s", p, A.ranks[p].dead ? "died" : "already destroyed its communicator");
+                        continue;
+                    }
+                    if (!A.ranks[p].have || (A.ranks[p].s->host_connect >> nd.rank & 1) || !host_stuck((int)p)) {
+                        stuck = false; /* unknown, both ends are in the handshake, or p may still call it */
+                    } else if (A.connect_node[p] >= 0) {
+                        deps.push_back(A.connect_node[p]);
+                    } else {
+                        through.push_back(A.host_node[p]);
+                        if (dead_end.empty())
+                            dead_end = strprintf("rank %u cannot call HcclChannelAcquire for it: its host is blocked in a "
+                                                 "synchronize call behind work that is stuck", p);
+                    }
+                }
             } else if (nd.type == Node::Barrier) {
                 uint32_t b = s.streams[nd.idx].barrier_seq;
                 for (uint32_t q = 0; q < n && stuck; q++) {
@@ -1055,7 +1087,7 @@ void analyse(Comm* c, Analysis& A) {
                         continue;
                     }
                     if (!A.ranks[q].have || !host_stuck((int)q)) stuck = false;
-                    else through.push_back(A.host_node[q]);
+                    else through.push_back(host_blocker((int)q));
                 }
             } else {
                 const DiagWait& w = *node_wait(A, nd);
@@ -1110,7 +1142,7 @@ void analyse(Comm* c, Analysis& A) {
                             dead_end = strprintf("rank %u has not started its part of %s and cannot: its host is "
                                                  "blocked in a synchronize call behind work that is stuck",
                                                  p, opname.c_str());
-                            through.push_back(A.host_node[p]);
+                            through.push_back(host_blocker((int)p));
                         }
                     }
                 } else {
@@ -1128,7 +1160,7 @@ void analyse(Comm* c, Analysis& A) {
                                                  "no queued task records it, and the host is blocked in a synchronize "
                                                  "call",
                                                  nd.rank);
-                            through.push_back(A.host_node[nd.rank]);
+                            through.push_back(host_blocker(nd.rank));
                         }
                     }
                 }
@@ -1159,9 +1191,17 @@ std::string node_who(const Analysis& A, const Node& nd) {
             if (st.thread != 0xffff) return strprintf("rank %d %s (host stream %u)", nd.rank, thread_name(st.thread).c_str(), st.id);
             return strprintf("rank %d stream %u", nd.rank, st.id);
         }
-        case Node::Host: return strprintf("rank %d host", nd.rank);
+        case Node::Host:
+        case Node::Connect: return strprintf("rank %d host", nd.rank);
     }
     return "?";
+}
+
+std::string rank_list(uint64_t bits) {
+    std::string out;
+    for (uint32_t r = 0; r < 64; r++)
+        if (bits >> r & 1) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    return out;
 }
 
 std::string wait_detail(const Analysis& A, const Node& nd) {
@@ -1171,6 +1211,10 @@ std::string wait_detail(const Analysis& A, const Node& nd) {
                                   : std::string("blocked in a synchronize call (event or device)");
     if (nd.type == Node::Barrier)
         return strprintf("waits in HcclBarrier #%u for the ranks that have not arrived", s.streams[nd.idx].barrier_seq);
+    if (nd.type == Node::Connect)
+        return strprintf("is blocked in HcclChannelAcquire (a channel is made by both of its ends) waiting for rank(s) %s, "
+                         "%.1f s so far", rank_list(s.host_connect).c_str(),
+                         secs(A.now - std::min(A.now, s.host_call_since)));
     const DiagWait& w = *node_wait(A, nd);
     const char* tag = nd.type == Node::ThreadWait ? s.threads[nd.idx].tag : nullptr;
     if (!tag || !*tag) tag = op_tag_of(s, w.tag16);
@@ -1184,6 +1228,12 @@ std::string wait_detail(const Analysis& A, const Node& nd) {
 std::string recorder_text(const Analysis& A, const Node& nd) {
     if (!nd.dead_end.empty()) return nd.dead_end;
     std::string out;
+    if (nd.type == Node::Connect) {
+        for (int d : nd.deps)
+            out += (out.empty() ? "" : "; ") + strprintf("rank %d cannot make its end before its own call returns: its "
+                                                         "host %s", A.nodes[d].rank, wait_detail(A, A.nodes[d]).c_str());
+        return out;
+    }
     for (int d : nd.deps) {
         const Node& o = A.nodes[d];
         std::string w = o.type == Node::Host ? "whose host is stuck" : "which " + wait_detail(A, o);
@@ -1289,7 +1339,7 @@ std::string report_json(const Analysis& A, Comm* c, const char* kind, const std:
                        "\"recorder\": \"%s\", \"waits_for\": [",
                        first ? "" : ", ", k, json_esc(node_who(A, nd)).c_str(), nd.rank,
                        nd.type == Node::ThreadWait ? "thread" : nd.type == Node::StreamWait ? "stream"
-                       : nd.type == Node::Barrier ? "barrier" : "host",
+                       : nd.type == Node::Barrier ? "barrier" : nd.type == Node::Connect ? "connect" : "host",
                        nd.stuck ? "true" : "false", json_esc(wait_detail(A, nd)).c_str(),
                        json_esc(recorder_text(A, nd)).c_str());
         for (size_t d = 0; d < nd.deps.size(); d++) j += strprintf("%s%d", d ? ", " : "", nd.deps[d]);
@@ -1323,8 +1373,10 @@ std::string report_text(const Analysis& A, Comm* c, const std::string& headline,
             const Node& a = A.nodes[cyc[i]];
             const Node& b = A.nodes[cyc[(i + 1) % cyc.size()]];
             in_cycle.insert(cyc[i]);
-            line += strprintf("\n    %s %s; only %s records it, after its own wait%s", node_who(A, a).c_str(),
-                              wait_detail(A, a).c_str(), node_who(A, b).c_str(),
+            const char* how = a.type == Node::Connect ? "makes its end only after its own call returns"
+                                                      : "records it, after its own wait";
+            line += strprintf("\n    %s %s; %s%s %s%s", node_who(A, a).c_str(), wait_detail(A, a).c_str(),
+                              a.type == Node::Connect ? "" : "only ", node_who(A, b).c_str(), how,
                               i + 1 == cyc.size() ? " (the first one above): none of them can move" : ";");
         }
         out += line + "\n";
@@ -1386,6 +1438,10 @@ uint64_t stuck_signature(const Analysis& A) {
             mix(w->slot);
             mix(w->since_ns);
         }
+        if (nd.type == Node::Connect) {
+            mix(A.ranks[nd.rank].s->host_connect);
+            mix(A.ranks[nd.rank].s->host_call_since);
+        }
         mix(A.ranks[nd.rank].s->progress);
     }
     return h;
@@ -1418,6 +1474,8 @@ uint64_t oldest_wait(const DiagSnap& s, uint64_t now) {
         if (s.threads[i].state == 2) take(s.threads[i].head);
     for (uint32_t i = 0; i < s.nstreams; i++)
         if (s.streams[i].state == 2) take(s.streams[i].wait);
+    if (s.host_connect && s.host_call_since && s.host_call_since < now && now - s.host_call_since > best)
+        best = now - s.host_call_since;
     return best;
 }
 
@@ -1456,10 +1514,12 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
         uint64_t sig = stuck_signature(A);
         if (sig == st.stuck_sig && now - st.stuck_at >= kTickNs) {
             uint64_t first_ns = now;
-            for (const Node& nd : A.nodes)
-                if (nd.stuck)
-                    if (const DiagWait* w = node_wait(A, nd))
-                        if (w->since_ns && w->since_ns < first_ns) first_ns = w->since_ns;
+            for (const Node& nd : A.nodes) {
+                if (!nd.stuck) continue;
+                const DiagWait* w = node_wait(A, nd);
+                uint64_t since = w ? w->since_ns : nd.type == Node::Connect ? A.ranks[nd.rank].s->host_call_since : 0;
+                if (since && since < first_ns) first_ns = since;
+            }
             std::string head = strprintf(
                 "[hcomm-kit] DEADLOCK on communicator %s (%u ranks), found by rank %u: the waits below can never be "
                 "satisfied, so they fail now instead of after HCCL_EXEC_TIMEOUT=%u s (stuck for %.1f s)",
@@ -1524,6 +1584,17 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
                     if (!rec.empty()) line += "; " + rec;
                 }
                 line += strprintf(" (timeout %s)", w.timeout_s ? strprintf("%u s", w.timeout_s).c_str() : "none");
+                EMU_LOG(LOG_WARN, "%s", line.c_str());
+                diag_log("%s", line.c_str());
+            } else if (mine.host_connect && A.connect_node[c->rank] >= 0) {
+                const Node& nd = A.nodes[A.connect_node[c->rank]];
+                std::string line = strprintf("[hcomm-kit] rank %u host %s (HCCL_CONNECT_TIMEOUT %u s)", c->rank,
+                                             wait_detail(A, nd).c_str(), cfg().connect_timeout_s);
+                for (uint32_t p = 0; p < A.ranks.size() && p < 64; p++)
+                    if (mine.host_connect >> p & 1) {
+                        std::string peer = rank_summary(A, p, "");
+                        line += "; " + peer.substr(0, peer.find('\n'));
+                    }
                 EMU_LOG(LOG_WARN, "%s", line.c_str());
                 diag_log("%s", line.c_str());
             }
@@ -1671,6 +1742,11 @@ void diag_host_call(Comm* c, const char* what) {
     std::lock_guard<std::mutex> g(c->diag_m);
     c->cp_what = what ? what : "";
     c->cp_since = what ? now_ns() : 0;
+}
+
+void diag_host_connect(Comm* c, uint64_t peers) {
+    std::lock_guard<std::mutex> g(c->diag_m);
+    c->cp_peers = peers;
 }
 
 void diag_kernel_begin(KernelCtx& k, Stream* s, const char* name) {

@@ -708,6 +708,8 @@ std::string diag_wait_report(Comm* c, const HTask& t, const HThread* self, const
 std::string diag_comm_report(Comm* c, const char* headline);
 /* The host is blocked in a control-plane call of c (what = nullptr: it returned). */
 void diag_host_call(Comm* c, const char* what);
+/* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
+void diag_host_connect(Comm* c, uint64_t peers);
 /* Communicator lifetime hooks: the monitor publishes and analyses live communicators. */
 void diag_comm_added(Comm* c);
 void diag_comm_removed(Comm* c);
