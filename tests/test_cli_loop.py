@@ -264,11 +264,14 @@ def test_test_command_np_override_and_first_failure(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"  # $TMPDIR of the run: its failed job's logs land here, not in the machine's /tmp
     tmp.mkdir()
     t0 = time.monotonic()
-    bad = _hk("test", str(res.opdir), "--", "-k", "int32 and sum", env={"TMPDIR": str(tmp)})
+    # CI=true: pytest prints whole failure messages in its short summary there (the failure must stay one line)
+    bad = _hk("test", str(res.opdir), "--", "-k", "int32 and sum", env={"TMPDIR": str(tmp), "CI": "true"})
     took = time.monotonic() - t0
     out = bad.stdout + bad.stderr
     assert bad.returncode == 1, out
     assert out.count("count 1031 is too big for this kernel") == 1     # the kernel's own log, once
+    summary = [ln for ln in out.splitlines() if ln.startswith("FAILED ")]
+    assert len(summary) == 1 and "on 2 ranks: failed on ranks" in summary[0] and "KernelError" in summary[0], out
     assert re.search(r"failed on ranks? [0-9,-]+ \(call\)", out), out
     assert "MPI_ABORT" not in out and "prterun" not in out and "Epoll" not in out
     assert re.search(r"np2: 1 failed, \d+ passed(, \d+ not run)?; np3: 8 not run; np4: 8 not run \(stopped at the "

@@ -245,7 +245,46 @@ def pytest_pyfunc_call(pyfuncitem):
         return True
     if outcome == "skipped":
         pytest.skip(text)
+    pyfuncitem._hk_failure_text = text
     pytest.fail(text, pytrace=False)
+
+
+class _FailureRepr:
+    """The report of a failed multi-rank item: its whole text in the FAILURES section, one line
+    (what failed where, and the error) in the short summary, also on CI where pytest would
+    otherwise repeat the whole text there."""
+
+    def __init__(self, text: str, nodeid: str) -> None:
+        self.text = text
+        lines = text.splitlines()
+        head = lines[0] if lines else ""
+        head = head[len(nodeid):].strip() if head.startswith(nodeid) else head
+        err = next((ln[1:].strip() for ln in lines if ln.startswith("E ")), "")
+        msg = f"{head} {err}".strip()
+        self.reprcrash = _Crash(msg if len(msg) <= 300 else msg[:297] + "...")
+
+    def toterminal(self, tw) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Crash:
+    __slots__ = ("message", "path", "lineno")
+
+    def __init__(self, message: str) -> None:
+        self.message, self.path, self.lineno = message, "", 0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    text = getattr(item, "_hk_failure_text", None)
+    if text is not None and rep.when == "call" and rep.failed:
+        rep.longrepr = _FailureRepr(text, item.nodeid)
 
 
 def pytest_runtest_logreport(report) -> None:
