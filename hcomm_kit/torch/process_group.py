@@ -531,11 +531,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
 
         def unflatten(name: str, flat: torch.Tensor, group: list[torch.Tensor]) -> None:
             self._finish_reduce(name, flat)
-            offset = 0
-            for t in group:
-                n = t.numel()
-                t.detach().copy_(flat[offset:offset + n].view_as(t))
-                offset += n
+            self._split_into(flat, group)
 
         def run(st: _Stage) -> None:
             for dtype, (name, kop, factor) in checked.items():
