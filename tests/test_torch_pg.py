@@ -385,12 +385,12 @@ def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> 
         t0 = time.monotonic()
         with pytest.raises(OpTimeoutError, match=r"within the 0.3 s of Work.wait\(timeout=...\) on rank 0"):
             work.wait(timeout=datetime.timedelta(seconds=0.3))
-        assert 0.25 < time.monotonic() - t0 < 2 and work.is_completed() and not work.is_success()
+        assert 0.25 < time.monotonic() - t0 < 5 and work.is_completed() and not work.is_success()
         with pytest.raises(ProcessGroupError, match="failed earlier"):
             dist.all_reduce(torch.ones(3), group=g)
         assert registration_stats()["live"] >= 1  # the in-flight kernel may still use t
     else:
-        time.sleep(1.0)
+        time.sleep(1.5)  # rank 0's wait(timeout=0.3) expires first
         dist.all_reduce(t, group=g)
     dist.barrier(group=hc)
     assert type(g).__name__ == "ProcessGroupHcomm"  # torch keeps the backend's ProcessGroup itself
