@@ -62,6 +62,7 @@ constexpr uint64_t kAnalyseAfterNs = 250000000ull;  /* a wait this old makes the
 constexpr uint64_t kDeadGraceNs = 1000000000ull;    /* a dead rank's direct waiters fail it before this */
 constexpr uint64_t kMismatchSettleNs = 1000000000ull; /* a mismatch waits this long for the ranks to reach it */
 constexpr uint64_t kFreshNs = 600000000ull;         /* a live rank's snapshot older than this is unknown */
+constexpr uint64_t kConnectFreshNs = 300000000ull;  /* ... and for its host's HcclChannelAcquire */
 
 template <size_t N>
 void copy_str(char (&dst)[N], const char* src) {
@@ -993,7 +994,9 @@ void analyse(Comm* c, Analysis& A) {
             A.host_node[r] = (int)A.nodes.size();
             A.nodes.push_back(Node{Node::Host, (int)r, -1, true, "", {}, {}});
         }
-        if (s.host_connect) {
+        /* A host in HcclChannelAcquire is judged from a recent snapshot only: a peer that has just
+         * moved on (into the matching call) must not look blocked elsewhere. */
+        if (s.host_connect && (r == c->rank || A.now - std::min(A.now, s.taken_ns) < kConnectFreshNs)) {
             A.connect_node[r] = (int)A.nodes.size();
             A.nodes.push_back(Node{Node::Connect, (int)r, -1, true, "", {}, {}});
         }
