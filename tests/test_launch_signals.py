@@ -135,6 +135,23 @@ def test_second_signal_skips_the_grace_period(tmp_path: Path) -> None:
     _assert_nothing_left(ranks)
 
 
+@pytest.mark.slow
+def test_the_same_signal_twice_at_once_is_one_signal(tmp_path: Path) -> None:
+    """`timeout` signals its child and then its whole process group: the launcher gets SIGTERM
+    twice within microseconds. That is one request to stop (ranks asked for their state, grace
+    period kept), not an impatient second one."""
+    proc, out = _start(tmp_path)
+    ranks = _ranks(out)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.05)  # the launcher has seen the first one: the second is not merged by the kernel
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    assert "got SIGTERM; stopping the job (2 of 2 rank(s) still running" in stderr, stderr
+    assert "waiting for notify slot 3 from rank 1" in stderr and "waiting for notify slot 4 from rank 0" in stderr
+    _assert_nothing_left(ranks)
+
+
 @pytest.mark.slow  # fault injection with real timeouts: full suite only
 def test_killed_by_coreutils_timeout(tmp_path: Path) -> None:
     """`timeout 3 hcomm-kit launch ...`: timeout's SIGTERM to the launcher stops the whole job."""

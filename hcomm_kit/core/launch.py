@@ -20,7 +20,9 @@ job, a closed terminal) and the ``timeout=`` deadline all stop the job the same 
    emulator segments of dead ranks (``/dev/shm/hcomm_kit.<uid>.*``) are removed.
 
 The exit status is 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP),
-or 124 on ``timeout=``. A second signal skips the grace period. Only SIGKILL of the launcher
+or 124 on ``timeout=``. A second signal skips the grace period (the same signal twice within
+0.25 s counts once: ``timeout`` signals its child, then its whole process group). A signal that
+arrives while mpirun is exiting still stops the launch the same way (status 128 + N, ranks listed). Only SIGKILL of the launcher
 itself cannot be handled; then mpirun gets SIGTERM (it is started with PR_SET_PDEATHSIG) and
 Python ranks die with their parent (see :func:`install_abort_hook`).
 """
@@ -42,6 +44,7 @@ ENV_JOB_DIR = "HCOMM_KIT_JOB_DIR"
 DEFAULT_GRACE = 5.0
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _DUMP_WAIT = 1.5  # seconds the ranks get to answer the state-dump request (they are asked to within 1 s)
+_SAME_SIGNAL_S = 0.25  # a repeat of the same signal within this is one signal (not "impatient")
 
 
 def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag_output: bool = True,
@@ -81,11 +84,16 @@ class _Job:
         self.argv, self.np, self.env, self.cwd, self.job_dir, self.grace = argv, np, env, cwd, job_dir, grace
         self.output = output  # JobOutput reading mpirun's stdout/stderr (None: inherited)
         self.signals: list[int] = []
+        self._last_signal = 0.0
         self.proc: subprocess.Popen | None = None
         self._other_children: set[int] = set()  # children of this process that are not the job's
 
     # ---- signal handlers (main thread only) -------------------------------------------------
     def _on_signal(self, signum, frame) -> None:
+        now = time.monotonic()
+        if self.signals and self.signals[-1] == signum and now - self._last_signal < _SAME_SIGNAL_S:
+            return  # the same signal twice at once: `timeout` signals its child, then its process group
+        self._last_signal = now
         self.signals.append(signum)
         if len(self.signals) > 1 and self.proc is not None:
             self._kill_now()  # impatient second signal: no grace period
@@ -131,6 +139,10 @@ class _Job:
                     rc = self.proc.wait(timeout=0.1)
                 except subprocess.TimeoutExpired:
                     continue
+                if self.signals:  # a signal came while mpirun was exiting: it still stops the launch
+                    status = self._stop(f"got {signal.Signals(self.signals[0]).name}", self.signals[0],
+                                        128 + self.signals[0])
+                    return status
                 self._end_leftovers()
                 status = rc
                 return rc
