@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import os
+import re
 import sys
 import time
 from pathlib import Path

@@ -224,13 +224,18 @@ class HcommWork(dist.Work):
             if st is not None:
                 st.finish(deadline)
         except BaseException as exc:  # noqa: BLE001 - handed to the Work / Future
-            if isinstance(exc, _FATAL) or not isinstance(exc, Exception):
-                self._pg._break(exc)
-            self._finish(exc)
-            if not isinstance(exc, Exception):
-                raise
+            self._fail(exc)
         else:
             self._finish(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Complete with ``exc``; a runtime failure or an interruption also fails the group (the
+        ranks are out of step). SystemExit / KeyboardInterrupt go on after that."""
+        if isinstance(exc, _FATAL) or not isinstance(exc, Exception):
+            self._pg._break(exc)
+        self._finish(exc)
+        if not isinstance(exc, Exception):
+            raise exc
 
     def _finish(self, exc: BaseException | None) -> None:
         if exc is not None and not isinstance(exc, Exception):  # SystemExit / KeyboardInterrupt while waiting
@@ -402,11 +407,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             except BaseException as exc:  # noqa: BLE001 - handed to the Work / Future
                 work._stage = None
                 st.abandon()
-                if isinstance(exc, _FATAL) or not isinstance(exc, Exception):
-                    self._break(exc)
-                work._finish(exc)
-                if not isinstance(exc, Exception):
-                    raise
+                work._fail(exc)
             else:
                 self._inflight.append(work)
                 self._reap()

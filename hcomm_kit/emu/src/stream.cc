@@ -684,7 +684,10 @@ struct EventRecordTask : Task {
             msg = s->err_msg;
             taken = s->err_taken;
         }
-        if (!code) code = ACL_ERROR_RT_AICPU_EXCEPTION, msg = "a task before the event on its stream failed";
+        if (!code) {
+            code = ACL_ERROR_RT_AICPU_EXCEPTION;
+            msg = "a task before the event on its stream failed";
+        }
         event_set_outcome(e, code, msg, std::move(taken));
         event_complete(e, seq);
     }
