@@ -75,6 +75,24 @@ def _expected(kind: str, rank: int, size: int, count: int, dtype: str, reduce_op
     return None
 
 
+def _max_error(out: np.ndarray, exp: np.ndarray | None, dtype: str) -> float:
+    """Largest absolute difference of ``out`` from ``exp``; NaN when there is no reference.
+
+    A shape mismatch, or a NaN/inf where the reference has none (an unwritten or garbage output),
+    is ``inf``: never NaN, which would compare unequal to itself and hide the mismatch.
+    """
+    if exp is None:
+        return float("nan")
+    if exp.shape != out.shape:
+        return float("inf")
+    got, want = reference.to_float(out, dtype), reference.to_float(exp, dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(got - want)
+    if diff.size and not np.isfinite(diff).all():
+        return float("inf")
+    return float(np.max(diff, initial=0.0))
+
+
 def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str, Any]]:
     """Run each job ``{op, count, dtype, reduce_op, root}`` on this rank; return rows (all ranks agree)."""
     rows = []
@@ -90,12 +108,7 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         x = make_input(comm.rank, count, dtype)
         out = op(x, dtype=dtype, reduce_op=rop, root=root)
         exp = _expected(kind, comm.rank, comm.size, count, dtype, rop or "sum")
-        if exp is None:
-            err = float("nan")
-        elif exp.shape != out.shape:
-            err = float("inf")
-        else:
-            err = float(np.max(np.abs(reference.to_float(out, dtype) - reference.to_float(exp, dtype)), initial=0.0))
+        err = _max_error(out, exp, dtype)
         dt_us: float | None = None
         if iters > 0:
             comm.barrier()
@@ -106,7 +119,10 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         if comm.mpi_comm is not None:
             from mpi4py import MPI
 
-            err = comm.mpi_comm.allreduce(err, op=MPI.MAX) if err == err else err
+            # Every rank joins (the kind, hence "no reference", is the same on all ranks; a wrong output
+            # is +inf, never NaN, so no rank skips a collective its peers are waiting in).
+            if exp is not None:
+                err = comm.mpi_comm.allreduce(err, op=MPI.MAX)
             if dt_us is not None:
                 dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
         rows.append({"op": spec.name, "pattern": spec.pattern, "handshake": spec.handshake, "ranks": comm.size,
