@@ -116,12 +116,20 @@ def _stubs(lib64: Path, cxx: str) -> None:
 
 
 def _cross_tools(bindir: Path) -> None:
+    """One ``aarch64-target-linux-gnu-<tool>`` script per :data:`CROSS_TOOLS` entry, running the host's tool.
+
+    The compilers honour ``$CC``/``$CXX`` (a user's ccache or clang), except when that is one of these
+    scripts: CMake sets ``CXX`` to the compiler it was given, i.e. the script itself, which would then
+    exec itself forever. ``HCOMM_KIT_CROSS_TOOL`` marks a second pass, which always runs the host tool.
+    """
     for tool, host in CROSS_TOOLS.items():
         env_var = {"gcc": "CC", "g++": "CXX", "c++": "CXX"}.get(tool)
-        run = f'${{{env_var}:-{host}}}' if env_var else host
+        run = (f'if [ -n "${{{env_var}}}" ] && [ -z "$HCOMM_KIT_CROSS_TOOL" ]; then\n'
+               f'    HCOMM_KIT_CROSS_TOOL=1; export HCOMM_KIT_CROSS_TOOL\n    exec ${env_var} "$@"\nfi\n'
+               if env_var else "")
         _write(bindir / f"{CROSS_PREFIX}{tool}",
                "#!/bin/sh\n# hcomm-kit: the emulator runs AICPU kernels on the host: this 'cross' tool is the "
-               f"host's {host}.\nexec {run} \"$@\"\n", 0o755)
+               f"host's {host}.\n{run}exec {host} \"$@\"\n", 0o755)
 
 
 def write_tree(dest: str | os.PathLike[str], *, sanitize: str | None = None, vendor: str = "cust") -> Path:

@@ -80,6 +80,40 @@ def test_ai_core_kernels_are_refused_clearly(tree: Path, tmp_path: Path) -> None
     assert r.returncode != 0 and "not emulated" in r.stderr
 
 
+def test_cross_compiler_named_in_cxx_never_execs_itself(tree: Path, tmp_path: Path) -> None:
+    # CMake exports CXX=<the compiler it was given>: the wrapper must not exec itself forever.
+    gxx = tree / "toolkit" / "toolchain" / "hcc" / "bin" / f"{cann_tree.CROSS_PREFIX}g++"
+    gcc = gxx.with_name(f"{cann_tree.CROSS_PREFIX}gcc")
+    for tool, var in ((gxx, "CXX"), (gcc, "CC")):
+        r = sh(tree, f"{tool} -dumpversion", tmp_path, timeout=20, **{var: str(tool)})
+        assert r.returncode == 0 and r.stdout.strip()[:1].isdigit(), r.stderr
+    # a user's CXX is still honoured (one level)
+    r = sh(tree, f"{gxx} -dumpversion", tmp_path, timeout=20, CXX="echo user-cxx")
+    assert r.stdout.strip() == "user-cxx -dumpversion"
+
+
+def test_asc_launch_rewrite_skips_strings_and_comments(tree: Path, tmp_path: Path) -> None:
+    # CANN's 04/05 examples log "... with <<<>>> syntax" next to the real launch.
+    src = tmp_path / "launch.asc"
+    src.write_text('#include <cstdio>\n#include <cstdint>\n'
+                   'extern "C" __global__ __aicpu__ uint32_t K(void *args);\n'
+                   '// K<<<1, nullptr, s>>>(x) in a comment; __aicore__ too\n'
+                   'int Launch(void *stream) {\n'
+                   '    std::puts("Launching kernel with <<<>>> syntax");\n'
+                   '    const char *raw = R"x(K<<<2>>>( and "quotes" )x"; (void)raw;\n'
+                   '    long big = 1\'000\'000; char q = \'"\'; (void)big; (void)q;\n'
+                   '    int arg = 0;\n'
+                   '    K<<<1, nullptr, stream>>>(&arg, sizeof(arg));\n'
+                   '    std::puts("done <<<>>> (");\n'
+                   '    return 0;\n}\n')
+    r = sh(tree, f"hk-asc -std=c++17 -Wall -Werror -o {tmp_path}/launch.o -c {src}", tmp_path)
+    assert r.returncode == 0, r.stderr
+    body = (tmp_path / "launch.o.hk.cc").read_text()
+    assert body.count("hcomm_kit_asc_launch_aicpu(") == 1
+    assert 'hcomm_kit_asc_launch_aicpu("K", 1, nullptr, stream, &arg, sizeof(arg));' in body
+    assert '"Launching kernel with <<<>>> syntax"' in body and 'R"x(K<<<2>>>( and "quotes" )x"' in body
+
+
 def _build_custom_op(tree: Path, work: Path) -> None:
     shutil.copytree(SRC / "custom_op", work)
     device, host = work / "build_device", work / "build"
