@@ -437,3 +437,29 @@ def test_launcher_env_from_open_mpi() -> None:
     assert "MASTER_PORT" not in kept and "LOCAL_RANK" not in kept and "MASTER_ADDR" not in kept
     assert launcher_env({**ompi, "RANK": "0", "WORLD_SIZE": "4"}) == {}  # torchrun's
     assert launcher_env({}) == {}  # not under a launcher
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(np=[2], timeout=240)
+def test_first_collective_fails_within_the_group_timeout_for_a_late_rank(groups) -> None:
+    """The first collective of a group sets up its channels: a rank that is late by more than the
+    group's timeout fails it within that timeout (as gloo does), not after HCCL_CONNECT_TIMEOUT."""
+    import time
+
+    from hcomm_kit.errors import HcommKitError
+
+    hc, _ = groups
+    r = dist.get_rank()
+    g = dist.new_group(backend="hcomm", timeout=datetime.timedelta(seconds=2))
+    t0 = time.monotonic()
+    if r == 0:
+        with pytest.raises(HcommKitError, match=r"rank\(s\) 1 .*within the communicator's connect timeout of 2 s"):
+            dist.all_reduce(torch.ones(10), group=g)
+        assert time.monotonic() - t0 < 8  # HCCL_CONNECT_TIMEOUT is 120 s
+    else:
+        time.sleep(5)
+        with pytest.raises(HcommKitError):  # rank 0 gave up: this rank fails too, never hangs
+            dist.all_reduce(torch.ones(10), group=g)
+        assert time.monotonic() - t0 < 15
+    dist.barrier(group=hc)
+    g.abort()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import math
 import os
 import signal
 import threading
@@ -315,6 +316,25 @@ class Communicator(CollectiveOps):
     def new_stream(self) -> Stream:
         """A new stream (pass it as ``op(..., stream=s)``)."""
         return Stream(self.rt)
+
+    def set_connect_timeout(self, seconds: float) -> bool:
+        """Wait at most ``seconds`` for the peers when channels are set up (a collective's first call).
+
+        The default is ``HCCL_CONNECT_TIMEOUT``; a late or missing peer then fails the call with
+        HCCL_E_TIMEOUT naming the ranks. Emulator only (CANN reads ``HCCL_CONNECT_TIMEOUT`` alone):
+        returns False where it cannot be set.
+
+        Raises:
+            ValueError: ``seconds`` is not in (0, 86400].
+        """
+        if not 0 < seconds <= 86400:
+            raise ValueError(f"connect timeout {seconds!r} s: expected more than 0 and at most 86400")
+        self._check_open()
+        rt = self.rt
+        if rt.backend != "emu" or not rt.has("HcommKitCommSetConnectTimeout"):
+            return False
+        rt.checked.HcommKitCommSetConnectTimeout(self.handle, max(1, math.ceil(seconds)))
+        return True
 
     def split(self, color: int | None, key: int = 0) -> "Communicator | None":
         """A new communicator of the ranks with the same ``color``, ordered by ``key`` (collective).

@@ -157,6 +157,7 @@ DECLS: tuple[Decl, ...] = (
     # ---- hcomm-kit emulator extension (hcomm_kit/emu_ext.h; absent on CANN) ------------------
     # (HcommKitSetCheck / HcommKitCommReport return values, not status codes: C hosts only.)
     _host("HcommKitCallCheck", _vp, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),
+    _host("HcommKitCommSetConnectTimeout", _vp, c_uint32, required=False),
     # ---- §3.10 alternative launcher (950) ------------------------------------------------
     _host("HcclAicpuKernelLaunch", _vp, POINTER(HcclOpDesc), POINTER(HcclKernelFuncInfo), _h, _vp,
           POINTER(HcclKernelLaunchCfg), required=False),

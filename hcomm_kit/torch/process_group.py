@@ -337,6 +337,9 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             # with the emulator's threads (2 ranks on 2 CPUs: DDP steps ~1.6x, FSDP2 ~2.6x slower pinned).
             comm = init(bootstrap=boot, pin=None if envs.get("HCOMM_KIT_PIN") == "1" else False)
         self.comm = comm
+        # The first collective sets up channels: a late peer fails it within the group's timeout
+        # (as gloo), never later than HCCL_CONNECT_TIMEOUT.
+        comm.set_connect_timeout(min(self._timeout_s, envs.hccl_connect_timeout_s()))
         if self.comm.rank != rank or self.comm.size != size:
             raise ProcessGroupError(f"hcomm: the communicator says rank {self.comm.rank}/{self.comm.size}, "
                                     f"torch.distributed says {rank}/{size}")

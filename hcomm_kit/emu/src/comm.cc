@@ -620,6 +620,13 @@ int init_cluster(const char* path, uint32_t rank, HcclCommConfig* config, HcclCo
 
 /* ------------------------------------------------------------------ accessors (emu.h) */
 
+/* How long channel set-up waits for the peers' ends: the communicator's own timeout when one was
+ * set (HcommKitCommSetConnectTimeout: a torch group's timeout), else HCCL_CONNECT_TIMEOUT. */
+static uint32_t connect_timeout_s(const Comm* c) {
+    uint32_t s = c->connect_timeout_s;
+    return s ? s : cfg().connect_timeout_s;
+}
+
 Comm* comm_from_handle(HcclComm h) {
     if (!h) return nullptr;
     std::lock_guard<std::mutex> g(g_comms_m);
@@ -768,6 +775,15 @@ using namespace emu;
     if (!(p)) return (HcclResult)seterr(HCCL_E_PTR, __func__, #p " is NULL")
 
 /* ================================================================ communicators */
+
+EMU_API HcclResult HcommKitCommSetConnectTimeout(HcclComm comm, uint32_t seconds) {
+    RESOLVE_COMM(c, comm);
+    if (seconds > 86400)
+        return (HcclResult)seterr(HCCL_E_PARA, __func__, "seconds=%u: expected 0 (HCCL_CONNECT_TIMEOUT) to 86400",
+                                  seconds);
+    c->connect_timeout_s = seconds;
+    return HCCL_SUCCESS;
+}
 
 EMU_API HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo) {
     NEED_PTR(rootInfo);
@@ -1366,7 +1382,7 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
         std::string who;
         for (uint32_t r : peers) who += (who.empty() ? "" : ", ") + std::to_string(r);
         diag_host_call(c, strprintf("%s: setting up channels with rank(s) %s", api, who.c_str()).c_str());
-        wr = comm_wait(c, &j->wake, secs_deadline(cfg().connect_timeout_s), step, &peers, &why);
+        wr = comm_wait(c, &j->wake, secs_deadline(connect_timeout_s(c)), step, &peers, &why);
         diag_host_connect(c, 0);
         diag_host_call(c, nullptr);
     }
@@ -1406,8 +1422,9 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
         if (wr == kWaitTimeout)
             return (HcclResult)seterr(HCCL_E_TIMEOUT, api,
                           "rank %u: rank(s) %s did not call HcclChannelAcquire for the matching channel within "
-                          "HCCL_CONNECT_TIMEOUT=%u s (channel creation is collective: both ends must call it)",
-                          c->rank, missing.c_str(), cfg().connect_timeout_s);
+                          "%s%u s (channel creation is collective: both ends must call it)", c->rank, missing.c_str(),
+                          c->connect_timeout_s ? "the communicator's connect timeout of " : "HCCL_CONNECT_TIMEOUT=",
+                          connect_timeout_s(c));
         if (wr == kWaitPeerDead) comm_abort(c, why, AbortKind::PeerDead);
         return (HcclResult)seterr(HCCL_E_REMOTE, api, "rank %u: %s while connecting to rank(s) %s", c->rank, why.c_str(),
                       missing.c_str());

@@ -296,6 +296,7 @@ struct Comm {
     std::map<std::pair<std::string, int>, EngineCtxBlock> ctxs;      /* (tag, engine side) */
     std::map<std::string, EngineCtxBlock> devmem;                    /* HcclDevMemAcquire */
     uint32_t barrier_seq = 0;
+    std::atomic<uint32_t> connect_timeout_s{0}; /* channel set-up wait (s), HcommKitCommSetConnectTimeout; 0: HCCL_CONNECT_TIMEOUT */
     /* operation instances per op tag hash, see KernelCtx::ops */
     struct OpTrack {
         std::string tag;

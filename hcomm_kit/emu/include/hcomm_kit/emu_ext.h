@@ -33,6 +33,11 @@ int32_t HcommKitSetCheck(int32_t mode);
 int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, const char* expected, char* msg,
                           uint64_t msgLen);
 
+/* How long channel set-up on this communicator (HcclChannelAcquire, a collective's first call)
+ * waits for the peers' ends, in seconds; 0 goes back to HCCL_CONNECT_TIMEOUT. HCCL_E_PARA for a
+ * communicator that is not live or more than 86400 s. */
+HcclResult HcommKitCommSetConnectTimeout(HcclComm comm, uint32_t seconds);
+
 /* What every rank of the communicator waits for, as text (the hang report without a verdict).
  * Returns the length written, truncated to bufLen - 1. */
 uint64_t HcommKitCommReport(HcclComm comm, char* buf, uint64_t bufLen);
