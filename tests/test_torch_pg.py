@@ -418,6 +418,18 @@ def test_smoke_zero_copy_allreduce_allgather_vs_gloo(groups) -> None:
     after = registration_stats()
     assert after["registered"] >= before["registered"] + 2 and after["staged"] == before["staged"], after
     assert after["live"] == 0  # every registration is released when the collective ends
+    # The list forms stage through reused tensors: two in flight at once never share one.
+    xs = [data(r, 4097, torch.float32, seed=s) for s in range(3)]
+    got = [[torch.empty(4097) for _ in range(n)] for _ in xs]
+    works = [dist.all_gather(g_, x_, group=hc, async_op=True) for g_, x_ in zip(got, xs)]
+    for w in works:
+        w.wait()
+    dist.all_gather(got[0], xs[0], group=hc)  # a staging tensor of the calls above, reused
+    for g_, x_ in zip(got, xs):
+        want_ = [torch.empty(4097) for _ in range(n)]
+        dist.all_gather(want_, x_, group=gl)
+        for a, b in zip(g_, want_):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_launcher_env_from_open_mpi() -> None:

@@ -327,6 +327,11 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         self._lock = threading.RLock()          # one collective at a time (a future callback may issue more)
         self._inflight: collections.deque[HcommWork] = collections.deque()  # issued, not finished: in order
         self._orphans: list[Operands] = []      # operands of failed waits, released at shutdown
+        # Staging tensors of the list forms, reused: a fresh 64 MiB tensor costs ~0.2 s of page
+        # faults here, ten times the collective. (numel, dtype) -> free tensors, oldest first.
+        self._scratch_free: collections.OrderedDict[tuple[int, torch.dtype], list[torch.Tensor]] = \
+            collections.OrderedDict()
+        self._scratch_bytes = 0
         self._device_set = threading.local()    # the runtime's current device is per thread
         self._id = next(ProcessGroupHcomm._seq_counter)
         self._group_name = ""
@@ -471,6 +476,36 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     def _premul(x: torch.Tensor, factor: Any) -> torch.Tensor:
         f = factor.to(dtype=x.dtype, device=x.device) if isinstance(factor, torch.Tensor) else factor
         return x * f
+
+    _SCRATCH_MAX_BYTES = 512 << 20  # kept for reuse at most; more is freed
+
+    def _scratch(self, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        """A 1-D staging tensor of ``numel`` x ``dtype``: a free one of an earlier call, else new."""
+        with self._lock:
+            free = self._scratch_free.get((numel, dtype))
+            if free:
+                t = free.pop()
+                self._scratch_bytes -= t.numel() * t.element_size()
+                return t
+        return torch.empty(numel, dtype=dtype)
+
+    def _release_scratch(self, t: torch.Tensor) -> None:
+        """Give ``t`` back for reuse (only once its collective finished: never while a kernel may
+        still use it), dropping the oldest kept tensors beyond :attr:`_SCRATCH_MAX_BYTES`."""
+        size = t.numel() * t.element_size()
+        if size > self._SCRATCH_MAX_BYTES:
+            return
+        with self._lock:
+            key = (t.numel(), t.dtype)
+            self._scratch_free.setdefault(key, []).append(t)
+            self._scratch_free.move_to_end(key)
+            self._scratch_bytes += size
+            while self._scratch_bytes > self._SCRATCH_MAX_BYTES:
+                old_key, old = next(iter(self._scratch_free.items()))
+                dropped = old.pop(0)
+                self._scratch_bytes -= dropped.numel() * dropped.element_size()
+                if not old:
+                    del self._scratch_free[old_key]
 
     @staticmethod
     def _split_into(flat: torch.Tensor, outs: Sequence[torch.Tensor]) -> None:
@@ -644,11 +679,12 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         def run(st: _Stage) -> None:
             if not n:
                 return
-            flat = torch.empty(n * self.size(), dtype=inp.dtype)
+            flat = self._scratch(n * self.size(), inp.dtype)
             x = st.ops.contiguous(inp, write=False)
             st.works.append(comm.all_gather(st.ops.operand(x, dt), out=st.ops.operand(flat, dt), dtype=dt,
                                             timeout=tmo, async_op=True))
             st.after.append(lambda: self._split_into(flat, outs))
+            st.after.append(lambda: self._release_scratch(flat))
         return self._submit("allgather", [outs], run)
 
     def allgather_coalesced(self, output_lists: Sequence[Sequence[torch.Tensor]],
@@ -722,8 +758,10 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 st.works.append(comm.scatter(None, root, out=y, count=n, dtype=dt, timeout=tmo, async_op=True))
         return self._submit("scatter", [out], run)
 
-    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HcommWork:
-        """Reduce ``input`` (``size`` blocks of ``output.numel()``) over the ranks; rank r gets block r."""
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None, *,
+                              _scratch: torch.Tensor | None = None) -> HcommWork:
+        """Reduce ``input`` (``size`` blocks of ``output.numel()``) over the ranks; rank r gets block r.
+        (``_scratch``: ``input`` is a staging tensor of :meth:`_scratch`, given back when done.)"""
         opts = _opts(opts, _c10d.ReduceScatterOptions, "reduceOp")
         self._check_cpu("reduce_scatter_single", output, input)
         if output.dtype != input.dtype:
@@ -746,6 +784,8 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                 st.works.append(comm.reduce_scatter(o.operand(x, dt), kop, out=o.operand(y, dt), dtype=dt,
                                                     timeout=tmo, async_op=True))
             st.after.append(lambda: self._finish_reduce(name, y))
+            if _scratch is not None:
+                st.after.append(lambda: self._release_scratch(_scratch))
         return self._submit("reduce_scatter_single", [output], run)
 
     _reduce_scatter_base = reduce_scatter_single
@@ -758,8 +798,9 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             else list(input_tensors)
         if len(ins) != self.size() or any(i.numel() != out.numel() or i.dtype != out.dtype for i in ins):
             raise ValueError(f"hcomm: reduce_scatter needs {self.size()} inputs of {out.numel()} x {out.dtype}")
-        flat = torch.cat([i.detach().reshape(-1) for i in ins]) if ins else out.new_empty(0)
-        return self.reduce_scatter_single(out, flat, opts)
+        flat = self._scratch(out.numel() * len(ins), out.dtype)
+        torch.cat([i.detach().reshape(-1) for i in ins], out=flat)
+        return self.reduce_scatter_single(out, flat, opts, _scratch=flat)
 
     def reduce_scatter_single_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
                                         opts: Any = None) -> HcommWork:
