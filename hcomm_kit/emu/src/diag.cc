@@ -684,7 +684,7 @@ struct KSeen {
 };
 
 /* The snapshot of communicator c on this rank. */
-void build_snap(Comm* c, DiagSnap* s) {
+void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns = kPendingAgeNs) {
     memset(s, 0, offsetof(DiagSnap, threads));
     s->npending = s->nunclaimed = 0;
     std::set<uint32_t> waited; /* slots of this rank that a queued wait of this communicator consumes */
@@ -888,7 +888,7 @@ void build_snap(Comm* c, DiagSnap* s) {
         std::lock_guard<std::mutex> g(t->rec_m);
         for (uint32_t i = 0; i < std::min<uint32_t>(t->nrecent, 8) && s->npending < kDiagPending; i++) {
             const HThread::RecentRecord& r = t->recent[i];
-            if (!r.ctl || pnow - std::min(pnow, r.when_ns) < kPendingAgeNs) continue;
+            if (!r.ctl || pnow - std::min(pnow, r.when_ns) < pending_age_ns) continue;
             if (!r.ctl->slots[r.slot].load(std::memory_order_relaxed) ||
                 r.ctl->src[r.slot].load(std::memory_order_relaxed) != r.prov)
                 continue;
@@ -1068,8 +1068,13 @@ void analyse(Comm* c, Analysis& A) {
             v.dead = c->dead[r].load() || comm_peer_dead(c, (int)r);
             v.gone = comm_peer_gone(c, (int)r);
         }
-        if (v.dead || v.gone) continue;
+        if (v.dead) continue;
         v.s.reset(new DiagSnap);
+        if (v.gone) { /* its last words: the records it left unconsumed (diag_comm_removed) */
+            uint64_t hb = 0;
+            if (!read_snap(c, r, v.s.get(), &hb)) v.s.reset();
+            continue;
+        }
         uint64_t hb = 0;
         if (r == c->rank) {
             build_snap(c, v.s.get());
@@ -1413,21 +1418,28 @@ std::string spinning_kernels(const Analysis& A, int skip_rank = -1) {
 std::string unconsumed_records(const Analysis& A, const char* indent) {
     std::string out;
     for (uint32_t r = 0; r < A.ranks.size(); r++) {
-        if (!A.ranks[r].have) continue;
+        if (!A.ranks[r].have && !(A.ranks[r].gone && A.ranks[r].s)) continue;
         const DiagSnap& s = *A.ranks[r].s;
         for (uint32_t i = 0; i < s.npending; i++) {
             const DiagPending& p = s.pending[i];
-            if (p.owner < 0 || (uint32_t)p.owner >= A.ranks.size() || !A.ranks[p.owner].have) continue;
-            const DiagSnap& o = *A.ranks[p.owner].s;
-            bool unclaimed = false;
-            for (uint32_t k = 0; k < o.nunclaimed; k++)
-                if (o.unclaimed[k].slot == p.slot) unclaimed = true;
-            if (!unclaimed) continue;
+            if (p.owner < 0 || (uint32_t)p.owner >= A.ranks.size()) continue;
+            const RankView& ov = A.ranks[p.owner];
+            std::string why = strprintf("no wait of rank %d consumes it", p.owner);
+            if (ov.gone || ov.dead) {
+                why = strprintf("rank %d %s without consuming it", p.owner,
+                                ov.gone ? "destroyed its communicator" : "died");
+            } else {
+                if (!ov.have) continue;
+                bool unclaimed = false;
+                for (uint32_t k = 0; k < ov.s->nunclaimed; k++)
+                    if (ov.s->unclaimed[k].slot == p.slot) unclaimed = true;
+                if (!unclaimed) continue;
+            }
             std::string op = p.tag[0] ? "; " + op_text(p.tag, p.inst, 0, 0) : std::string();
-            out += strprintf("%srank %u %s set %s (%s%s%s, %s%s), %.1f s ago, and no wait of rank %d consumes it\n",
-                             indent, r, thread_name(p.thread).c_str(), p.target, p.api, p.where[0] ? " at " : "",
-                             p.where, task_pos(p.bidx, p.bsize).c_str(), op.c_str(),
-                             secs(A.now - std::min(A.now, p.when_ns)), p.owner);
+            out += strprintf("%srank %u %s set %s (%s%s%s, %s%s), %.1f s ago, and %s\n", indent, r,
+                             thread_name(p.thread).c_str(), p.target, p.api, p.where[0] ? " at " : "", p.where,
+                             task_pos(p.bidx, p.bsize).c_str(), op.c_str(), secs(A.now - std::min(A.now, p.when_ns)),
+                             why.c_str());
         }
     }
     return out;
@@ -1920,6 +1932,13 @@ void diag_comm_removed(Comm* c) {
     std::lock_guard<std::mutex> g(g_mon_m);
     g_mon.erase(c);
     if (!c->job || !check_mode() || comm_aborted(c, nullptr)) return;
+    /* a last snapshot: the records this rank made that nobody consumed yet stay known to the others'
+     * hang reports (a record to the wrong peer leaves one behind while its intended waiter hangs) */
+    {
+        std::unique_ptr<DiagSnap> s(new DiagSnap);
+        build_snap(c, s.get(), 0);
+        publish(c, *s);
+    }
     /* notifies left set by this communicator's operations: nobody will consume them any more */
     std::vector<std::pair<std::string, uint64_t>> left;
     {
