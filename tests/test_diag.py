@@ -231,3 +231,22 @@ def test_stray_record_is_named_in_the_deadlock_report(diag_prog) -> None:
                      rf"{KERNEL}:{line}, task \d+ of \d+; op 'diag_test' #2\), [\d.]+ s ago, and (no wait of rank 3 "
                      rf"consumes it|rank 3 destroyed its communicator without consuming it)", msg), msg
     assert err.count("DEADLOCK on communicator") == 1, err
+
+
+@pytest.mark.slow  # waits out a real (launcher) timeout
+def test_spinning_kernel_is_named_in_the_state_dump(diag_prog, tmp_path: Path) -> None:
+    """Ranks as processes: `hcomm-kit launch --timeout` asks every rank for its state; rank 1 names
+    its own spinning kernel with the source line, rank 0 names rank 1's as what it waits on."""
+    exe, json = diag_prog
+    before = _shm_entries()
+    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "4", "--",
+                           str(exe), str(json), "mpi", str(tmp_path / "root.bin"), "Spin", "1"],
+                          env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 124, proc.stdout + proc.stderr
+    line = _line_of("BUG: spins")
+    dump = {int(m.group(1)): m.group(2) for m in re.finditer(r"^  rank (\d) \(pid \d+\): (.*)$", proc.stderr, re.M)}
+    assert re.search(rf"rank 1: kernel DgSpin \(launch #\d+.*\) is running kernel code, issued no task for [\d.]+ s, "
+                     rf"at {KERNEL}:{line} in ", dump.get(1, "")), proc.stderr
+    assert "waits for channel notify slot 0 from rank 1" in dump.get(0, ""), proc.stderr
+    assert "rank 1 kernel DgSpin" in dump.get(0, ""), proc.stderr
+    assert _leaked(before, []) == []
