@@ -113,6 +113,29 @@ def test_job_output_groups_errors_and_hides_banners() -> None:
     assert "[1,0-3]<stderr>: hcomm-kit: error:" in err_t
 
 
+def test_job_output_prints_a_hang_report_once() -> None:
+    """A deadlock report is the finder's stderr and every rank's error message (4 ranks: 5 copies,
+    which differ in their rank numbers): the job shows it once; later copies keep their headline."""
+    head = ("[hcomm-kit] DEADLOCK on communicator hcomm_kit_0d45 (4 ranks), found by rank 2: the waits below can "
+            "never be satisfied, so they fail now instead of after HCCL_EXEC_TIMEOUT=1836 s (stuck for 0.4 s)")
+    body = ["  root cause(s):",
+            "    rank 2 thread t0 waits for channel notify slot 1 from rank 1 (... at exec_op.cc:152 ...)",
+            "  likely cause(s): notifies recorded that no wait consumes (a record to the wrong peer or slot?):",
+            "    rank 1 thread t0 set channel notify slot 1 of rank 0 (... at exec_op.cc:150 ...)",
+            "  state of every rank:", *[f"    rank {r} (pid {100 + r}, device {r}): host blocked" for r in range(4)]]
+    lines = [f"[1,2]<stderr>: [hcomm-kit emu ERROR pid 102] {head}", *[f"[1,2]<stderr>: {b}" for b in body]]
+    for r in range(4):
+        lines += [f"[1,{r}]<stderr>: hcomm-kit: error: operator x can never finish on rank {r}: the emulator found a "
+                  f"deadlock (report below)",
+                  f"[1,{r}]<stderr>: aclrtSynchronizeStream: rank {r}: communicator aborted by rank 2: {head}",
+                  *[f"[1,{r}]<stderr>: {b}" for b in body]]
+    _, err, _ = _feed(lines)
+    assert err.count("state of every rank") == 1 and err.count("likely cause(s)") == 1, err
+    assert "DEADLOCK on communicator hcomm_kit_0d45 (report above)" in err, err
+    assert "[ranks 0,1,3] hcomm-kit: error: operator x can never finish" in err, err  # the rest grouped
+    assert len(err.splitlines()) == len(body) + 1 + 4, err
+
+
 def test_job_output_helpers() -> None:
     assert format_ranks([3, 0, 1, 2, 7, 9, 10]) == "0-3,7,9,10"
     assert normalize(["rank 3 at 0xdeadbeef, pid 1234567"], 3) == normalize(["rank 5 at 0xfeed, pid 7654321"], 5)

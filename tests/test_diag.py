@@ -193,3 +193,60 @@ def test_under_mpirun_four_ranks(diag_prog, tmp_path: Path) -> None:
         assert _last(res, r)["rc"] == 107020 and _last(res, r)["secs"] < 5, out + proc.stderr
     assert "rank 1's part of 'diag_test' #2" in out, out
     assert _leaked(before, []) == []
+
+
+def _line_of(marker: str) -> int:
+    """Line number of the planted bug marked `marker` in the test operator's kernel."""
+    src = (Path(__file__).parent / "c" / "diag" / KERNEL).read_text().splitlines()
+    return next(i + 1 for i, line in enumerate(src) if marker in line)
+
+
+def test_spinning_kernel_is_named_in_the_first_progress_line(diag_prog) -> None:
+    """Rank 1's kernel spins in its own code while rank 0 waits for it. That is no provable deadlock
+    (the kernel may still return): the job ends at the kernel's launch timeout (HCCL_EXEC_TIMEOUT,
+    3 s here), and meanwhile the very first progress line names the culprit: its rank, kernel and
+    source line (sampled program counter of its worker, -g build), not a host "in a synchronize call"."""
+    rc, res, out, err = _run_threads(diag_prog, 2, "Spin", 1, HCOMM_KIT_PROGRESS_SECONDS="1", HCCL_EXEC_TIMEOUT="3")
+    progress = [ln for ln in err.splitlines() if re.search(r"\[hcomm-kit\] rank \d (thread|stream|kernel)", ln)]
+    assert progress, err
+    first = progress[0]
+    assert "rank 1 kernel DgSpin (launch #" in first and "is running kernel code, issued no task for" in first, err
+    assert f"at {KERNEL}:{_line_of('BUG: spins')} in " in first, err
+    assert "its launch timeout (3 s) ends it in" in first, err
+    # it ends at the launch timeout, as the README says (not within the deadlock detector's second)
+    assert _last(res, 1)["rc"] != 0 and 2.5 < _last(res, 1)["secs"] < 20, out
+    assert "DEADLOCK" not in err, err
+
+
+def test_stray_record_is_named_in_the_deadlock_report(diag_prog) -> None:
+    """4 ranks, a ring step: rank 1 records the data notify to rank 3 instead of rank 2. Rank 2's
+    wait can never be satisfied (a deadlock, reported at once); the report also names the record
+    nobody consumes, with its rank, thread, slot, peer and source line, as the likely cause."""
+    rc, res, out, err = _run_threads(diag_prog, 4, "Good,Stray", 1)
+    assert _last(res, 2)["rc"] == 107020 and _last(res, 2)["secs"] < 5, out  # the others' part is done
+    msg = _last(res, 2)["msg"]
+    assert "likely cause(s): notifies recorded that no wait consumes" in msg, msg
+    line = _line_of("BUG (on bugRank): wrong peer")
+    assert re.search(rf"rank 1 thread t0 set channel notify slot 0 of rank 3 \(HcommChannelNotifyRecordOnThread at "
+                     rf"{KERNEL}:{line}, task \d+ of \d+; op 'diag_test' #2\), [\d.]+ s ago, and (no wait of rank 3 "
+                     rf"consumes it|rank 3 destroyed its communicator without consuming it)", msg), msg
+    assert err.count("DEADLOCK on communicator") == 1, err
+
+
+@pytest.mark.slow  # waits out a real (launcher) timeout
+def test_spinning_kernel_is_named_in_the_state_dump(diag_prog, tmp_path: Path) -> None:
+    """Ranks as processes: `hcomm-kit launch --timeout` asks every rank for its state; rank 1 names
+    its own spinning kernel with the source line, rank 0 names rank 1's as what it waits on."""
+    exe, json = diag_prog
+    before = _shm_entries()
+    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "4", "--",
+                           str(exe), str(json), "mpi", str(tmp_path / "root.bin"), "Spin", "1"],
+                          env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 124, proc.stdout + proc.stderr
+    line = _line_of("BUG: spins")
+    dump = {int(m.group(1)): m.group(2) for m in re.finditer(r"^  rank (\d) \(pid \d+\): (.*)$", proc.stderr, re.M)}
+    assert re.search(rf"rank 1: kernel DgSpin \(launch #\d+.*\) is running kernel code, issued no task for [\d.]+ s, "
+                     rf"at {KERNEL}:{line} in ", dump.get(1, "")), proc.stderr
+    assert "waits for channel notify slot 0 from rank 1" in dump.get(0, ""), proc.stderr
+    assert "rank 1 kernel DgSpin" in dump.get(0, ""), proc.stderr
+    assert _leaked(before, []) == []

@@ -7,6 +7,9 @@ mpirun runs with ``--tag-output`` so that every line of a rank says which rank i
 * groups each rank's stderr into blocks (lines with no pause between them) and prints each
   distinct block once, with the list of ranks that printed it (``[ranks 0-3] hcomm-kit: error: ...``);
   rank numbers, addresses and handles are ignored when comparing blocks;
+* prints each emulator hang report (``[hcomm-kit] DEADLOCK on communicator ...``) once per job: it
+  is every rank's error message and the finder's stderr, so later copies are cut to their headline
+  plus a note that the report is above;
 * hides Open MPI's banners about a failing job (``MPI_ABORT was invoked ...``, ``prterun has exited
   due to ...``, ``... exited with non-zero status``, ``Epoll ... Bad file descriptor``) and sums them
   up in one line (:meth:`JobOutput.finish`); other banners are shown. ``verbose`` shows everything
@@ -45,6 +48,8 @@ _KNOWN = (
     (re.compile(r"exited due to process rank (\d+) with PID \d+ on\s+node \S+ exiting improperly", re.S),
      "exited without finalizing MPI"),
 )
+# The headline of an emulator hang report; the report's other lines are indented under it.
+_REPORT = re.compile(r"\[hcomm-kit\] DEADLOCK on communicator (\S+) \(\d+ ranks\), found by rank \d+")
 _PAUSE = 0.2      # s without a new line that ends a block of stderr lines
 _MAX_AGE = 1.0    # s after which a block is printed even if lines keep coming
 _MAX_LINES = 200  # lines after which a block is printed
@@ -118,6 +123,7 @@ class JobOutput:
         self.hidden = 0                  # lines hidden
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self._reports: set[str] = set()  # hang reports printed (their headlines)
         self._dir: Path | None = None
         self._watcher = None
         if progress and _progress.enabled(err or sys.stderr):
@@ -248,8 +254,29 @@ class JobOutput:
             self._blocks.setdefault(rank, ([], time.monotonic(), time.monotonic()))[0].extend(lines)
 
     # ---- grouping --------------------------------------------------------------------------
+    def _elide_reports(self, lines: list[str]) -> list[str]:
+        """A hang report already printed by this job: keep its headline, drop its indented body."""
+        out: list[str] = []
+        skipping = False
+        for ln in lines:
+            if skipping and ln.startswith("  "):
+                continue
+            skipping = False
+            m = _REPORT.search(ln)
+            if m is None:
+                out.append(ln)
+                continue
+            head = ln[m.start():]
+            if head not in self._reports:
+                self._reports.add(head)
+                out.append(ln)
+                continue
+            out.append(ln[:m.start()] + f"[hcomm-kit] DEADLOCK on communicator {m.group(1)} (report above)")
+            skipping = True
+        return out
+
     def _close_block(self, rank: int, now: float) -> None:
-        lines = self._blocks.pop(rank)[0]
+        lines = self._elide_reports(self._blocks.pop(rank)[0])
         while lines and not lines[-1].strip():
             lines.pop()
         if not lines:

@@ -38,7 +38,7 @@ struct RootBlob {
  * written under a per-rank seqlock, read by copying. Thread codes: a device (AICPU) thread's number
  * within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread. */
 constexpr uint32_t kDiagThreads = 96, kDiagStreams = 16, kDiagKernels = 16, kDiagChans = 64, kDiagRecs = 16,
-                   kDiagOps = 16;
+                   kDiagOps = 16, kDiagPending = 8, kDiagUnclaimed = 32;
 constexpr uint32_t kStreamThread = 0x800;
 
 struct DiagWait {
@@ -97,8 +97,27 @@ struct DiagKernel {       /* a kernel launch whose work is not finished */
     uint8_t pad[3];
     uint32_t queued;      /* its tasks still queued on this communicator's threads */
     uint32_t pad2;
+    uint64_t start_ns;    /* running: when its entry started */
+    uint64_t last_task_ns; /* running: when it last issued an Hcomm task (0: never) */
+    uint64_t deadline_ns; /* running: its launch timeout ends it then (0: no timeout) */
     char name[56];
     char tag[56];
+    char where[160];      /* running without issuing tasks: where its worker was sampled */
+};
+struct DiagPending {      /* a notify this rank recorded that is still set: nobody consumed it yet */
+    int16_t owner;        /* rank owning the slot */
+    uint16_t thread;      /* code of the recording thread */
+    uint32_t slot;        /* absolute slot in the owner's DevCtl */
+    uint32_t bidx, bsize, inst, use, tag16;
+    uint64_t when_ns;     /* when it was recorded */
+    char api[48];
+    char where[56];       /* source line of the record call */
+    char target[72];      /* "channel notify slot 1 of rank 0" */
+    char tag[56];
+};
+struct DiagSetSlot {      /* a notify slot of this rank that is set and no queued wait of it consumes */
+    uint32_t slot;
+    uint32_t pad;
 };
 struct DiagChan {
     uint16_t peer;
@@ -131,6 +150,9 @@ struct DiagSnap {
     DiagKernel kernels[kDiagKernels];
     DiagChan chans[kDiagChans];
     DiagOp ops[kDiagOps];
+    uint32_t npending, nunclaimed;
+    DiagPending pending[kDiagPending];
+    DiagSetSlot unclaimed[kDiagUnclaimed];
 };
 struct DiagArea {
     std::atomic<uint32_t> seq;          /* seqlock: odd while the owner rewrites snap */

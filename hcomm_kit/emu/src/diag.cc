@@ -63,6 +63,9 @@ constexpr uint64_t kDeadGraceNs = 1000000000ull;    /* a dead rank's direct wait
 constexpr uint64_t kMismatchSettleNs = 1000000000ull; /* a mismatch waits this long for the ranks to reach it */
 constexpr uint64_t kFreshNs = 600000000ull;         /* a live rank's snapshot older than this is unknown */
 constexpr uint64_t kConnectFreshNs = 300000000ull;  /* ... and for its host's HcclChannelAcquire */
+constexpr uint64_t kSpinNoteMaxNs = 1000000000ull;  /* a running kernel that issued no task for this long is named */
+constexpr uint64_t kResampleNs = 2000000000ull;     /* ... and its position sampled again at most this often */
+constexpr uint64_t kPendingAgeNs = 200000000ull;    /* a record still set after this long is reported as pending */
 
 template <size_t N>
 void copy_str(char (&dst)[N], const char* src) {
@@ -87,6 +90,10 @@ std::string json_esc(const std::string& s) {
 }
 
 double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+/* A running kernel that issued no task for this long is named: 1 s, or half the progress interval
+ * (so that the first progress line can name it). */
+uint64_t spin_note_ns() { return std::min<uint64_t>(kSpinNoteMaxNs, (uint64_t)cfg().progress_s * 500000000ull); }
 }  // namespace
 
 /* ================================================================ naming */
@@ -124,15 +131,16 @@ std::string task_pos(uint32_t bidx, uint32_t bsize) {
     return strprintf("task %u of %u", bidx + 1, bsize);
 }
 
-/* The HTask's own description of the notify it records (Record, or Copy/Reduce with post record). */
-std::string record_target_text(const HTask& t, int slot_rank) {
-    const SlotDesc& d = t.desc;
+/* The description of the notify a record sets (Record, or Copy/Reduce with post record). */
+std::string record_target_text(const SlotDesc& d, int slot_rank) {
     switch (d.kind) {
         case 1: return strprintf("channel notify slot %u of rank %d", d.index, slot_rank);
         case 2: return strprintf("ACL notify id %u of rank %d", d.index, slot_rank);
+        case 0xff: return strprintf("notify slot %u of rank %d", d.index, slot_rank);
         default: return strprintf("thread notify slot %u of rank %d %s", d.index, slot_rank, thread_name(d.thread_no).c_str());
     }
 }
+std::string record_target_text(const HTask& t, int slot_rank) { return record_target_text(t.desc, slot_rank); }
 
 std::string prov_text(Comm* c, uint64_t p) {
     if (!(p & prov::kValid)) return "an earlier record";
@@ -473,6 +481,27 @@ std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slo
     uint64_t p = prov::make(t.tag16 == 0, chan, rank < 0 ? 0x7f : (uint32_t)rank, code, t.tag16, t.inst, t.use);
     uint64_t before = ctl->src[slot].load(std::memory_order_relaxed);
     ctl->src[slot].store(p, std::memory_order_release);
+    if (self) {
+        std::lock_guard<std::mutex> g(self->rec_m);
+        HThread::RecentRecord& r = self->recent[self->nrecent++ % 8];
+        r.ctl = ctl;
+        r.slot = slot;
+        r.slot_rank = slot_rank;
+        r.prov = p;
+        r.when_ns = now_ns();
+        r.caller = t.caller;
+        r.api = t.api;
+        r.tag = t.tag;
+        r.desc = t.desc;
+        if (!(t.desc.kind || t.op == HOp::Record)) { /* a post record: only the slot is known */
+            r.desc.kind = 0xff;
+            r.desc.index = slot;
+        }
+        r.bidx = t.bidx;
+        r.bsize = t.bsize;
+        r.inst = t.inst;
+        r.use = t.use;
+    }
     uint32_t old = ctl->slots[slot].exchange(1, std::memory_order_acq_rel);
     doorbell_ring(ctl);
     if (!old) return "";
@@ -655,8 +684,15 @@ struct KSeen {
 };
 
 /* The snapshot of communicator c on this rank. */
-void build_snap(Comm* c, DiagSnap* s) {
+void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns = kPendingAgeNs) {
     memset(s, 0, offsetof(DiagSnap, threads));
+    s->npending = s->nunclaimed = 0;
+    std::set<uint32_t> waited; /* slots of this rank that a queued wait of this communicator consumes */
+    struct Running {
+        uint64_t kseq, deadline_ns;
+        std::shared_ptr<KernelRun> run;
+    };
+    std::vector<Running> running;
     s->pid = (int32_t)getpid();
     s->device = c->dev->id;
     s->host_sync = c->dev->host_sync.load();
@@ -734,6 +770,7 @@ void build_snap(Comm* c, DiagSnap* s) {
         bool first = true;
         for (const HTask& q : t->q) {
             seen(q);
+            if (q.op == HOp::Wait && q.slot_ctl == c->dev->ctl) waited.insert(q.slot);
             if (first) { /* the head's own record counts too when it is not a blocked wait */
                 first = false;
                 if (d.state == 2) continue;
@@ -781,6 +818,7 @@ void build_snap(Comm* c, DiagSnap* s) {
                 case TaskDiag::Kernel: {
                     d.state = 1;
                     d.kseq = st->kernel_seq;
+                    if (st->kernel_run) running.push_back(Running{d.kseq, st->kernel_deadline_ns, st->kernel_run});
                     bool found = false;
                     for (auto& k : ks)
                         if (k.kseq == d.kseq) found = true;
@@ -806,10 +844,16 @@ void build_snap(Comm* c, DiagSnap* s) {
             d.state = 4;
             copy_str(d.what, "(between tasks)");
         }
+        if (st->cur) {
+            TaskDiag td;
+            st->cur->describe(&td);
+            if (td.wait && td.wait->slot_ctl == c->dev->ctl) waited.insert(td.wait->slot);
+        }
         for (auto& t : st->q) {
             TaskDiag td;
             t->describe(&td);
             for (auto& r : td.records) add_rec(d.rec, &d.nrec, &d.rec_more, rank_of_ctl(c, r.first), r.second);
+            if (td.wait && td.wait->slot_ctl == c->dev->ctl) waited.insert(td.wait->slot);
         }
     });
     /* kernels: running ones (on streams) and returned ones with queued tasks */
@@ -827,6 +871,62 @@ void build_snap(Comm* c, DiagSnap* s) {
                 d.stream = s->streams[i].id;
                 if (!k.kernel) copy_str(d.name, s->streams[i].what + (strncmp(s->streams[i].what, "kernel ", 7) ? 0 : 7));
             }
+        for (auto& r : running)
+            if (r.kseq == k.kseq && d.running) {
+                d.start_ns = r.run->start_ns.load();
+                d.last_task_ns = r.run->last_task_ns.load();
+                d.deadline_ns = r.deadline_ns;
+                /* issued no task for a while: where is it? (the stream lock is not held here) */
+                uint64_t now = now_ns(), since = std::max(d.start_ns, d.last_task_ns);
+                if (since && now - std::min(now, since) >= spin_note_ns())
+                    copy_str(d.where, kernel_sample_where(*r.run, kResampleNs).c_str());
+            }
+    }
+    /* notifies this rank recorded that are still set (nobody consumed them yet) */
+    uint64_t pnow = now_ns();
+    for (HThread* t : threads) {
+        std::lock_guard<std::mutex> g(t->rec_m);
+        for (uint32_t i = 0; i < std::min<uint32_t>(t->nrecent, 8) && s->npending < kDiagPending; i++) {
+            const HThread::RecentRecord& r = t->recent[i];
+            if (!r.ctl || pnow - std::min(pnow, r.when_ns) < pending_age_ns) continue;
+            if (!r.ctl->slots[r.slot].load(std::memory_order_relaxed) ||
+                r.ctl->src[r.slot].load(std::memory_order_relaxed) != r.prov)
+                continue;
+            bool dup = false;
+            for (uint32_t k = 0; k < s->npending; k++)
+                if (s->pending[k].owner == r.slot_rank && s->pending[k].slot == r.slot) dup = true;
+            if (dup) continue;
+            DiagPending& d = s->pending[s->npending++];
+            memset(&d, 0, sizeof d);
+            d.owner = (int16_t)r.slot_rank;
+            d.thread = (uint16_t)thread_code(t);
+            d.slot = r.slot;
+            d.bidx = r.bidx;
+            d.bsize = r.bsize;
+            d.inst = r.inst;
+            d.use = r.use;
+            d.tag16 = prov::tag16(r.prov);
+            d.when_ns = r.when_ns;
+            copy_str(d.api, r.api);
+            if (r.caller) copy_str(d.where, code_line(r.caller).c_str());
+            copy_str(d.target, record_target_text(r.desc, r.slot_rank).c_str());
+            copy_str(d.tag, r.tag);
+        }
+    }
+    /* slots of this rank that are set and that no queued wait of this communicator consumes */
+    {
+        DevCtl* ctl = c->dev->ctl;
+        auto look = [&](uint32_t base, uint32_t n) {
+            for (uint32_t i = 0; i < n && s->nunclaimed < kDiagUnclaimed; i++) {
+                uint64_t p = ctl->src[base + i].load(std::memory_order_relaxed);
+                if (ctl->slots[base + i].load(std::memory_order_relaxed) && (p & prov::kValid) && !(p & prov::kHost) &&
+                    !waited.count(base + i))
+                    s->unclaimed[s->nunclaimed++] = DiagSetSlot{base + i, 0};
+            }
+        };
+        for (HThread* t : threads)
+            if (!t->stream_bound) look(t->slot_base, t->nslots);
+        for (auto& pc : chans) look(pc.second->local_slot_base, pc.second->notify_num);
     }
     /* instances (or channel uses) up to `submitted` whose kernel has no task left queued */
     auto done_upto = [&](uint32_t submitted, const std::function<uint64_t(uint32_t)>& kseq_of) {
@@ -968,8 +1068,13 @@ void analyse(Comm* c, Analysis& A) {
             v.dead = c->dead[r].load() || comm_peer_dead(c, (int)r);
             v.gone = comm_peer_gone(c, (int)r);
         }
-        if (v.dead || v.gone) continue;
+        if (v.dead) continue;
         v.s.reset(new DiagSnap);
+        if (v.gone) { /* its last words: the records it left unconsumed (diag_comm_removed) */
+            uint64_t hb = 0;
+            if (!read_snap(c, r, v.s.get(), &hb)) v.s.reset();
+            continue;
+        }
         uint64_t hb = 0;
         if (r == c->rank) {
             build_snap(c, v.s.get());
@@ -1275,6 +1380,71 @@ std::vector<std::vector<int>> find_cycles(const Analysis& A) {
     return cycles;
 }
 
+/* A running kernel that has issued no Hcomm task for a while, in words ("" otherwise):
+ * "kernel K (launch #n, op 'tag') is running kernel code, issued no task for 9.8 s, at
+ * exec_op.cc:42 in ExecOp (...); its launch timeout (1836 s) ends it in 1826 s". */
+std::string spin_text(const DiagKernel& k, uint64_t now) {
+    uint64_t since = std::max(k.start_ns, k.last_task_ns);
+    if (!k.running || !since || now - std::min(now, since) < spin_note_ns()) return "";
+    std::string op = k.tag[0] ? strprintf(", op '%s'", k.tag) : std::string();
+    std::string out = strprintf("kernel %s (launch #%llu%s) is running kernel code, issued no task for %.1f s%s",
+                                k.name[0] ? k.name : "?", (unsigned long long)k.kseq, op.c_str(),
+                                secs(now - std::min(now, since)), k.last_task_ns ? "" : " (none since it started)");
+    if (k.where[0]) out += strprintf(", at %s", k.where);
+    if (k.deadline_ns)
+        out += strprintf("; its launch timeout (%.0f s) ends it in %.0f s", secs(k.deadline_ns - std::min(k.deadline_ns, k.start_ns)),
+                         secs(k.deadline_ns - std::min(k.deadline_ns, now)));
+    else
+        out += "; it has no launch timeout";
+    return out;
+}
+
+/* Every rank's kernels running without issuing tasks: "rank 1 kernel ...; rank 3 kernel ...". */
+std::string spinning_kernels(const Analysis& A, int skip_rank = -1) {
+    std::string out;
+    for (uint32_t r = 0; r < A.ranks.size(); r++) {
+        if (!A.ranks[r].have || (int)r == skip_rank) continue;
+        const DiagSnap& s = *A.ranks[r].s;
+        for (uint32_t i = 0; i < s.nkernels; i++) {
+            std::string t = spin_text(s.kernels[i], A.now);
+            if (!t.empty()) out += (out.empty() ? "" : "; ") + strprintf("rank %u ", r) + t;
+        }
+    }
+    return out;
+}
+
+/* Notifies recorded and still set that no wait of their owner consumes, as report lines (a record
+ * to the wrong peer or slot leaves one behind while the intended waiter hangs). */
+std::string unconsumed_records(const Analysis& A, const char* indent) {
+    std::string out;
+    for (uint32_t r = 0; r < A.ranks.size(); r++) {
+        if (!A.ranks[r].have && !(A.ranks[r].gone && A.ranks[r].s)) continue;
+        const DiagSnap& s = *A.ranks[r].s;
+        for (uint32_t i = 0; i < s.npending; i++) {
+            const DiagPending& p = s.pending[i];
+            if (p.owner < 0 || (uint32_t)p.owner >= A.ranks.size()) continue;
+            const RankView& ov = A.ranks[p.owner];
+            std::string why = strprintf("no wait of rank %d consumes it", p.owner);
+            if (ov.gone || ov.dead) {
+                why = strprintf("rank %d %s without consuming it", p.owner,
+                                ov.gone ? "destroyed its communicator" : "died");
+            } else {
+                if (!ov.have) continue;
+                bool unclaimed = false;
+                for (uint32_t k = 0; k < ov.s->nunclaimed; k++)
+                    if (ov.s->unclaimed[k].slot == p.slot) unclaimed = true;
+                if (!unclaimed) continue;
+            }
+            std::string op = p.tag[0] ? "; " + op_text(p.tag, p.inst, 0, 0) : std::string();
+            out += strprintf("%srank %u %s set %s (%s%s%s, %s%s), %.1f s ago, and %s\n", indent, r,
+                             thread_name(p.thread).c_str(), p.target, p.api, p.where[0] ? " at " : "", p.where,
+                             task_pos(p.bidx, p.bsize).c_str(), op.c_str(), secs(A.now - std::min(A.now, p.when_ns)),
+                             why.c_str());
+        }
+    }
+    return out;
+}
+
 std::string rank_summary(const Analysis& A, uint32_t r, const char* indent) {
     const RankView& v = A.ranks[r];
     if (v.dead) return strprintf("%srank %u: died\n", indent, r);
@@ -1292,6 +1462,11 @@ std::string rank_summary(const Analysis& A, uint32_t r, const char* indent) {
                                 host.c_str(), s.idle_threads);
     for (uint32_t i = 0; i < s.nkernels; i++) {
         const DiagKernel& k = s.kernels[i];
+        std::string spin = spin_text(k, A.now);
+        if (!spin.empty()) {
+            out += strprintf("%s  %s; %u task(s) queued\n", indent, spin.c_str(), k.queued);
+            continue;
+        }
         out += strprintf("%s  kernel %s (launch #%llu%s%s): %s, %u task(s) still queued\n", indent, k.name[0] ? k.name : "?",
                          (unsigned long long)k.kseq, k.tag[0] ? ", op '" : "", k.tag[0] ? (std::string(k.tag) + "'").c_str() : "",
                          k.running ? "still running (may still submit tasks)" : "returned", k.queued);
@@ -1391,6 +1566,15 @@ std::string report_text(const Analysis& A, Comm* c, const std::string& headline,
             any_root = true;
             out += strprintf("    %s %s: %s\n", node_who(A, nd).c_str(), wait_detail(A, nd).c_str(), nd.dead_end.c_str());
         }
+    std::string stray = unconsumed_records(A, "    ");
+    if (!stray.empty())
+        out += std::string(deadlock ? "  likely cause(s): notifies recorded that no wait consumes (a record to the wrong "
+                                      "peer or slot?):\n"
+                                    : "  notifies recorded that no queued wait consumes (yet):\n") + stray;
+    if (!deadlock) {
+        std::string spin = spinning_kernels(A);
+        if (!spin.empty()) out += "  running kernel code without issuing tasks (the emulator cannot tell whether it will return):\n    " + spin + "\n";
+    }
     bool any_knock = false;
     for (size_t k = 0; k < A.nodes.size(); k++) {
         const Node& nd = A.nodes[k];
@@ -1458,6 +1642,7 @@ struct MonState {
     uint64_t next_progress = 0;
     uint64_t last_published_progress = ~0ull;
     uint64_t dead_seen = 0; /* when a dead rank was first seen (0: none) */
+    uint64_t next_spin = 0; /* progress lines about this rank's own kernel running without issuing tasks */
     bool reported = false;
 };
 
@@ -1486,6 +1671,29 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
     JobSeg* j = c->job;
     uint64_t now = now_ns();
     if (comm_aborted(c, nullptr)) return;
+    /* This rank's own kernel running without issuing tasks: a progress line every interval (the
+     * ranks waiting on it name it too). It ends when it returns or at its launch timeout. */
+    {
+        const uint64_t every = (uint64_t)cfg().progress_s * 1000000000ull;
+        uint64_t longest = 0;
+        std::string text;
+        for (uint32_t i = 0; i < mine.nkernels; i++) {
+            const DiagKernel& k = mine.kernels[i];
+            std::string t = spin_text(k, now);
+            uint64_t since = std::max(k.start_ns, k.last_task_ns);
+            if (t.empty() || now - std::min(now, since) < longest) continue;
+            longest = now - std::min(now, since);
+            text = t;
+        }
+        if (longest < every) {
+            st.next_spin = 0;
+        } else if (longest / every > st.next_spin) {
+            st.next_spin = longest / every;
+            std::string line = strprintf("[hcomm-kit] rank %u %s", c->rank, text.c_str());
+            EMU_LOG(LOG_WARN, "%s", line.c_str());
+            diag_log("%s", line.c_str());
+        }
+    }
     uint64_t oldest = oldest_wait(mine, now);
     bool stream_barrier = false;
     for (uint32_t i = 0; i < mine.nstreams; i++)
@@ -1572,9 +1780,15 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
                 const DiagWait& w = *node_wait(A, *best);
                 std::string line = strprintf("[hcomm-kit] %s has waited %.0f s for %s (%s, %s)", node_who(A, *best).c_str(),
                                              secs(age), wait_text(w).c_str(), w.api, task_pos(w.bidx, w.bsize).c_str());
+                std::string spin = spinning_kernels(A, w.kind == 1 ? (int)w.peer : -1);
                 if (w.kind == 1 && w.peer < A.ranks.size()) {
                     std::string peer = rank_summary(A, w.peer, "");
-                    line += "; " + peer.substr(0, peer.find('\n'));
+                    /* the peer's own kernel running without issuing tasks is the news, not its host */
+                    std::string own;
+                    if (A.ranks[w.peer].have)
+                        for (uint32_t i = 0; i < A.ranks[w.peer].s->nkernels && own.empty(); i++)
+                            own = spin_text(A.ranks[w.peer].s->kernels[i], A.now);
+                    line += "; " + (own.empty() ? peer.substr(0, peer.find('\n')) : strprintf("rank %u ", w.peer) + own);
                     uint32_t p = w.peer;
                     if (A.ranks[p].have) {
                         const DiagChan* ch = find_chan(*A.ranks[p].s, c->rank);
@@ -1586,6 +1800,7 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
                     std::string rec = recorder_text(A, *best);
                     if (!rec.empty()) line += "; " + rec;
                 }
+                if (!spin.empty()) line += "; " + spin;
                 line += strprintf(" (timeout %s)", w.timeout_s ? strprintf("%u s", w.timeout_s).c_str() : "none");
                 EMU_LOG(LOG_WARN, "%s", line.c_str());
                 diag_log("%s", line.c_str());
@@ -1618,14 +1833,17 @@ void answer_dump_request() {
     std::string summary, report;
     for (auto& kv : g_mon) {
         Comm* c = kv.first;
-        std::string rep = diag_comm_report(c, strprintf("[hcomm-kit] state of communicator %s (%u ranks) seen by rank %u",
-                                                        c->name.c_str(), c->nranks, c->rank).c_str());
+        Analysis A;
+        analyse(c, A);
+        std::string rep = report_text(A, c, strprintf("[hcomm-kit] state of communicator %s (%u ranks) seen by rank %u",
+                                                      c->name.c_str(), c->nranks, c->rank), false);
         report += (report.empty() ? "" : "\n") + rep;
         if (summary.empty()) {
-            DiagSnap s;
-            build_snap(c, &s);
-            uint64_t now = now_ns();
+            const DiagSnap& s = *A.ranks[c->rank].s;
+            uint64_t now = A.now;
             std::string what;
+            /* its own kernel running without issuing tasks first: the others wait on it */
+            for (uint32_t i = 0; i < s.nkernels && what.empty(); i++) what = spin_text(s.kernels[i], now);
             for (uint32_t i = 0; i < s.nthreads && what.empty(); i++)
                 if (s.threads[i].state == 2)
                     what = strprintf("%s waits for %s (%s, %.1f s)", thread_name(s.threads[i].code).c_str(),
@@ -1638,6 +1856,8 @@ void answer_dump_request() {
             if (what.empty() && s.host_call[0])
                 what = strprintf("host blocked in %s for %.1f s", s.host_call, secs(now - std::min(now, s.host_call_since)));
             if (what.empty()) what = s.host_sync ? "host in a synchronize call, nothing queued" : "idle (no hcomm-kit work)";
+            std::string others = spinning_kernels(A, (int)c->rank);
+            if (!others.empty()) what += "; " + others;
             summary = strprintf("communicator %s rank %u: %s", c->name.c_str(), c->rank, what.c_str());
         }
     }
@@ -1712,6 +1932,13 @@ void diag_comm_removed(Comm* c) {
     std::lock_guard<std::mutex> g(g_mon_m);
     g_mon.erase(c);
     if (!c->job || !check_mode() || comm_aborted(c, nullptr)) return;
+    /* a last snapshot: the records this rank made that nobody consumed yet stay known to the others'
+     * hang reports (a record to the wrong peer leaves one behind while its intended waiter hangs) */
+    {
+        std::unique_ptr<DiagSnap> s(new DiagSnap);
+        build_snap(c, s.get(), 0);
+        publish(c, *s);
+    }
     /* notifies left set by this communicator's operations: nobody will consume them any more */
     std::vector<std::pair<std::string, uint64_t>> left;
     {

@@ -361,7 +361,22 @@ struct KernelRun {
     uint32_t stream_id = 0;
     Device* dev = nullptr;
     uint64_t timeout_ns = 0;
+    /* Progress of the entry, for hang reports: when it started and when it last issued an Hcomm
+     * task (0: none yet). */
+    std::atomic<uint64_t> start_ns{0};
+    std::atomic<uint64_t> last_task_ns{0};
+    /* Position sampling (kernel_sample_where): the sampler bumps sample_req and signals the
+     * worker (kCancelSig); the handler stores the interrupted PC and sets sample_ack = sample_req. */
+    std::atomic<uint32_t> sample_req{0};
+    std::atomic<uint32_t> sample_ack{0};
+    std::atomic<uintptr_t> sample_pc{0};
+    std::mutex sample_m;     /* one sampler at a time; guards the two below */
+    uint64_t sampled_ns = 0; /* when `where` was last taken */
+    std::string where;       /* "exec_op.cc:42 in ops_x::ExecOp(...)" or "in a system call (...)" */
 };
+/* Where the kernel of r is now (its worker's PC: "file:line in function (lib+off)"), sampled at
+ * most every min_interval_ns; "" when it cannot be told. Never blocks for more than ~50 ms. */
+std::string kernel_sample_where(KernelRun& r, uint64_t min_interval_ns);
 
 class Task {
 public:
@@ -459,6 +474,7 @@ struct KernelCtx {
     Stream* stream = nullptr;
     const char* kernel = nullptr;
     uint64_t kseq = 0;   /* process-wide launch number of the running kernel */
+    KernelRun* run = nullptr; /* its launch (progress stamps) */
     /* The launch's operation name: the tag of the batch of its first Hcomm task (else the kernel
      * name), kept for the whole launch so that every task of one launch is one operation. */
     const char* optag = nullptr;
@@ -571,6 +587,23 @@ struct HThread {
     uint64_t op_kseq = 0;              /* kernel launch of the task it runs now */
     uint64_t op_start_ns = 0;          /* when it began that launch's tasks */
     std::vector<uint64_t> op_start_vc; /* its clock vector then */
+    /* Its latest notify records (checker on), so that hang reports can name a record nobody
+     * consumed (a record to the wrong peer or slot); written by its runner, read by snapshots. */
+    struct RecentRecord {
+        const DevCtl* ctl = nullptr; /* the slot owner's control block */
+        uint32_t slot = 0;
+        int slot_rank = -1;
+        uint64_t prov = 0;           /* provenance written with it (still there: not consumed) */
+        uint64_t when_ns = 0;
+        const void* caller = nullptr;
+        const char* api = nullptr;
+        const char* tag = nullptr;
+        SlotDesc desc;
+        uint32_t bidx = 0, bsize = 0, inst = 0, use = 0;
+    };
+    std::mutex rec_m;
+    RecentRecord recent[8];
+    uint32_t nrecent = 0;
 };
 
 /* Public handle for a thread as seen from one engine (exported handles are other views). */

@@ -123,7 +123,10 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
     static const char* const untagged = intern(std::string());
     h.tag = b.active && b.itag ? b.itag : untagged;
     if (h.op == HOp::Wait) h.desc.thread_no = h.desc.kind == 0 ? thread_code(c.t) : h.desc.thread_no;
-    if (kc.active) stamp_op(kc, b, c, ch, h);
+    if (kc.active) {
+        stamp_op(kc, b, c, ch, h);
+        if (kc.run) kc.run->last_task_ns.store(now_ns(), std::memory_order_relaxed);
+    }
     if (b.active) {
         for (auto& p : b.pending)
             if (p.first == c.t) {

@@ -9,6 +9,7 @@
 #include "hcomm_kit/asc_launch.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <sys/syscall.h>
 #include <setjmp.h>
@@ -144,8 +145,15 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
 void on_cancel(int, siginfo_t*, void* uc) {
     Guard& g = tl_guard;
     KernelRun* r = g.run;
-    if (!g.armed || !r || !r->cancel.load(std::memory_order_relaxed)) return;
+    if (!g.armed || !r) return;
     uintptr_t pc = uc_pc(uc);
+    /* A position sample (kernel_sample_where): record where the kernel was interrupted. */
+    uint32_t req = r->sample_req.load(std::memory_order_acquire);
+    if (req != r->sample_ack.load(std::memory_order_relaxed)) {
+        r->sample_pc.store(pc, std::memory_order_relaxed);
+        r->sample_ack.store(req, std::memory_order_release);
+    }
+    if (!r->cancel.load(std::memory_order_relaxed)) return;
     for (auto& rg : r->code)
         if (pc >= rg.first && pc < rg.second) {
             g.armed = 0;
@@ -259,6 +267,80 @@ std::pair<std::string, std::string> locate_cached(const void* pc, bool call_site
 }  // namespace
 
 std::string code_location(const void* pc, bool call_site) { return locate_cached(pc, call_site).first; }
+
+namespace {
+/* The scheduling state of thread tid of this process ('R' running, 'S' sleeping, ...; 0: unknown). */
+char thread_state(int tid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char* e = strrchr(buf, ')'); /* the command may contain spaces and parentheses */
+    return e && e[1] == ' ' ? e[2] : 0;
+}
+
+/* The user-space PC of thread tid blocked in a system call, and the call's number (-1: not in one). */
+long thread_syscall(int tid, uintptr_t* pc) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char* end = nullptr;
+    long nr = strtol(buf, &end, 10);
+    if (end == buf) return -1; /* "running" */
+    const char* last = strrchr(buf, ' ');
+    *pc = last ? (uintptr_t)strtoull(last + 1, nullptr, 16) : 0;
+    return nr;
+}
+}  // namespace
+
+/* Sampling a kernel's position. A worker that is running (state R) is sent kCancelSig: its handler
+ * (on_cancel) stores the interrupted PC, which dladdr + addr2line turn into "file:line in function"
+ * (-g kernels). A worker sleeping in a system call is not signalled (that could cut a sleep short):
+ * /proc/self/task/<tid>/syscall gives its PC in the system call. */
+std::string kernel_sample_where(KernelRun& r, uint64_t min_interval_ns) {
+    std::unique_lock<std::mutex> g(r.sample_m, std::try_to_lock);
+    if (!g.owns_lock()) return "";
+    uint64_t now = now_ns();
+    if (r.sampled_ns && now - r.sampled_ns < min_interval_ns) return r.where;
+    if (r.done.load() || r.tid == (int)syscall(SYS_gettid)) return r.where;
+    r.sampled_ns = now;
+    char st = thread_state(r.tid);
+    uintptr_t pc = 0;
+    if (st == 'S' || st == 'D') {
+        long nr = thread_syscall(r.tid, &pc);
+        if (nr >= 0) {
+            r.where = strprintf("in system call %ld (%s)", nr, locate_cached((const void*)pc, false).second.c_str());
+            return r.where;
+        }
+    }
+    if (st != 'R') return r.where;
+    uint32_t req = r.sample_req.fetch_add(1) + 1;
+    if (syscall(SYS_tgkill, (int)getpid(), r.tid, kCancelSig) != 0) return r.where;
+    for (int i = 0; i < 50 && r.sample_ack.load(std::memory_order_acquire) != req; i++) usleep(1000);
+    if (r.sample_ack.load(std::memory_order_acquire) != req || r.done.load()) return r.where;
+    pc = r.sample_pc.load(std::memory_order_relaxed);
+    if (!pc) return r.where;
+    bool own = false;
+    for (auto& rg : r.code)
+        if (pc >= rg.first && pc < rg.second) own = true;
+    /* "exec_op.cc:42 in ops_x::ExecOp(...)" (-g), else "ExecOp (lib.so+0x1234)" */
+    auto loc = locate_cached((const void*)pc, false);
+    std::string where = loc.second;
+    size_t in = loc.first.find(" in "), lib = loc.first.rfind(" (");
+    if (where.find(':') != std::string::npos && in != std::string::npos && lib != std::string::npos && lib > in)
+        where += loc.first.substr(in, lib - in);
+    r.where = own ? where : "outside the kernel library, in " + where;
+    return r.where;
+}
 std::string code_line(const void* pc, bool call_site) { return pc ? locate_cached(pc, call_site).second : ""; }
 
 void kernel_note_comm(KernelCtx& k, Comm* c) {
@@ -344,6 +426,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     run->stream_id = s->id;
     run->dev = s->dev;
     run->timeout_ns = timeout_ns;
+    run->start_ns.store(now_ns());
     {
         std::lock_guard<std::mutex> g(s->m);
         s->kernel_seq = seq;
@@ -362,6 +445,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     k.kernel = kname;
     k.kseq = seq;
     k.stream = s;
+    k.run = run.get();
     diag_kernel_begin(k, s, kname);
     Context* saved_ctx = current_ctx();
     set_current_ctx(s->ctx);
@@ -386,6 +470,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     std::string left = kernel_cleanup(k);
     std::string first_err = k.first_err;
     k.active = false;
+    k.run = nullptr;
     if (timeout_ns) watchdog_disarm(s, seq);
     bool helper_follows = false, abandoned;
     {

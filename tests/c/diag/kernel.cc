@@ -14,7 +14,7 @@ namespace {
 
 char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
 
-enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING };
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY };
 
 int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
     const bool me = (int32_t)r.rank == p.bugRank;
@@ -30,6 +30,18 @@ int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
         if (!me) CK(HcommThreadNotifyRecordOnThread(r.threads[1], t, 1));  // BUG (on bugRank): never recorded
         CK(HcommThreadNotifyWaitOnThread(t, 1, WAIT_TIMEOUT));
         CK(HcommLocalCopyOnThread(t, p.outputPtr, buf + r.rank * BLOCK, BLOCK));
+        return 0;
+    }
+    if (bug == SPIN && me) {
+        volatile uint64_t spins = 0;
+        while (p.bugRank >= 0) spins = spins + 1;  // BUG: spins, never returns
+    }
+    if (bug == STRAY) {
+        /* a ring step: data notify to the next rank, then wait for the previous rank's */
+        uint32_t nx = (r.rank + 1) % r.rankSize, pv = (r.rank + r.rankSize - 1) % r.rankSize;
+        uint32_t to = me ? (nx + 1) % r.rankSize : nx;
+        CK(HcommChannelNotifyRecordOnThread(t, r.channels[to].handle, DATA));  // BUG (on bugRank): wrong peer
+        CK(HcommChannelNotifyWaitOnThread(t, r.channels[pv].handle, DATA, WAIT_TIMEOUT));
         return 0;
     }
     if (bug == CYCLE) {
@@ -97,3 +109,5 @@ extern "C" unsigned int DgRace(OpParam* p) { return Run(p, RACE); }
 extern "C" unsigned int DgStale(OpParam* p) { return Run(p, STALE); }
 extern "C" unsigned int DgCrash(OpParam* p) { return Run(p, CRASH); }
 extern "C" unsigned int DgThreadMissing(OpParam* p) { return Run(p, THREAD_MISSING); }
+extern "C" unsigned int DgSpin(OpParam* p) { return Run(p, SPIN); }
+extern "C" unsigned int DgStray(OpParam* p) { return Run(p, STRAY); }
