@@ -41,9 +41,17 @@ def run(args: argparse.Namespace) -> int:
     from .limits import check_np
     from .scaffold.render import new_op
 
-    check_np(args.np)
-    if args.count < 1:
-        raise ConfigError(f"--count {args.count}: use at least 1 element per rank", key="--count")
+    from . import dtypes
+    from .preflight import check_env, check_memory, check_names, check_seconds, usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        check_np(args.np)
+        if args.count < 1:
+            raise ConfigError(f"--count {args.count}: use at least 1 element per rank", key="--count")
+        check_seconds(args.timeout, "--timeout")
+        check_names(dtype=args.dtype)
+        check_env()
+        check_memory(args.count, dtypes.get_dtype(args.dtype).itemsize, args.np)
     work = Path(tempfile.mkdtemp(prefix="hcomm_kit_demo_"))
     try:
         opdirs = []

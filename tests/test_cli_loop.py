@@ -49,8 +49,69 @@ def test_np_is_checked_before_anything_starts(argv, n, why, capsys, monkeypatch)
     monkeypatch.setattr(subprocess, "run", no_start)
     rc = cli.main([a.format(n=n) for a in argv])
     err = capsys.readouterr().err
-    assert rc == 1 and err.count("\n") == 1, err          # one line
+    assert rc == 2 and err.count("\n") == 1, err          # one line, a usage error (as argparse's)
     assert f"--np {n}" in err and why in err and "Traceback" not in err
+
+
+def _no_start(monkeypatch) -> None:
+    def no_start(*a, **k):
+        raise AssertionError(f"a process was started before the input was checked: {a}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_start)
+    monkeypatch.setattr(subprocess, "run", no_start)
+    monkeypatch.setattr(subprocess, "call", no_start)
+
+
+@pytest.mark.parametrize("argv,env,needle", [
+    ("run allreduce --np 2 --count 1000000000000", {}, "TiB of memory"),   # was: a numpy traceback per rank
+    ("demo --count 1000000000000", {}, "TiB of memory"),
+    ("bench allgather --np 2 -e 100G", {}, "-e 100G: 2 rank(s)"),
+    ("run allreduce --np 2 --timeout -3", {}, "--timeout -3"),
+    ("demo --timeout nan", {}, "--timeout nan"),
+    ("launch --np 2 --timeout -3 -- true", {}, "--timeout -3"),
+    ("launch --np 2 --timeout 0 -- true", {}, "--timeout 0"),
+    ("run allreduce --np 2 -d nonsense", {}, "unknown dtype 'nonsense'"),
+    ("run allreduce --np 2 -o xor", {}, "unknown reduce op 'xor'"),
+    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce has no such algorithm"),
+    ("run allreduce --np 2", {"HCCL_BUFFSIZE": "abc"}, "HCCL_BUFFSIZE='abc'"),
+    ("bench allreduce --np 2", {"HCCL_BUFFSIZE": "70000"}, "HCCL_BUFFSIZE='70000'"),  # the emulator's maximum
+    ("launch --np 2 -- true", {"HCOMM_KIT_CHECK": "maybe"}, "HCOMM_KIT_CHECK='maybe'"),
+    ("demo", {"HCOMM_KIT_SPIN_US": "-1"}, "HCOMM_KIT_SPIN_US='-1'"),
+    ("test anything --np 2", {"HCCL_EXEC_TIMEOUT": "x"}, "HCCL_EXEC_TIMEOUT='x'"),
+    ("launch --np 2 -- true", {"HCCL_ALGO": "allgather=level0:foo"}, "HCCL_ALGO="),
+])
+def test_bad_input_is_refused_by_the_launcher(argv, env, needle, capsys, monkeypatch) -> None:
+    """One line, exit 2 (a usage error, as argparse's), no traceback, nothing started (no mpirun)."""
+    monkeypatch.setenv("HCOMM_KIT_BACKEND", "emu")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    _no_start(monkeypatch)
+    rc = cli.main(argv.split())
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"hcomm-kit {argv.split()[0]}: error: ") and needle in err, err
+
+
+def test_run_needs_room_in_dev_shm_for_the_hccl_buffers(capsys, monkeypatch) -> None:
+    from hcomm_kit import preflight
+
+    monkeypatch.setattr(preflight, "shm_free", lambda path="/dev/shm": 1 << 20)
+    _no_start(monkeypatch)
+    rc = cli.main(["run", "allreduce", "--np", "2", "--count", "1000000"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "would fill 15.3 MiB of /dev/shm" in err and "has 1.0 MiB free" in err, err
+
+
+def test_env_table_ranges_match_the_emulator() -> None:
+    """The launcher validates with envs.py's table: its integer ranges are the emulator's (common.cc)."""
+    from hcomm_kit import envs
+
+    text = (REPO / "hcomm_kit" / "emu" / "src" / "common.cc").read_text()
+    found = re.findall(r'env_u64\("(\w+)", (\d+), (\d+),', text)
+    assert len(found) >= 6, found
+    for name, lo, hi in found:
+        var = envs.VARIABLES[name]
+        assert (var.minimum, var.maximum) == (int(lo), int(hi)), name
 
 
 def test_mpi_marker_rank_counts_are_checked() -> None:
@@ -183,15 +244,15 @@ def test_bench_every_pattern(tmp_path: Path, pattern, kind, builtin, factor) -> 
 def test_bench_operator_argument_errors() -> None:
     ring = str(scaffold("ring-allreduce"))
     p = _hk("bench", ring, "--np", "2", "-o", "prod")
-    assert p.returncode == 1 and "does not support reduce op prod" in p.stderr and p.stderr.count("\n") == 1
+    assert p.returncode == 2 and "does not support reduce op prod" in p.stderr and p.stderr.count("\n") == 1
     p = _hk("bench", ring, "--np", "2", "--algorithm", "ring")
-    assert p.returncode == 1 and "--algorithm picks an algorithm of the built-in collectives" in p.stderr
+    assert p.returncode == 2 and "--algorithm picks an algorithm of the built-in collectives" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "--compare", "builtin")
-    assert p.returncode == 1 and "--compare builtin is for your own operators" in p.stderr
+    assert p.returncode == 2 and "--compare builtin is for your own operators" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "-n", "0")
-    assert p.returncode == 1 and "at least 1 timed iteration" in p.stderr
+    assert p.returncode == 2 and "at least 1 timed iteration" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "-r", "2")
-    assert p.returncode == 1 and "-r 2 is not a rank of a 2-rank job" in p.stderr
+    assert p.returncode == 2 and "-r 2 is not a rank of a 2-rank job" in p.stderr
 
 
 def test_plot_title_names_what_was_measured() -> None:
