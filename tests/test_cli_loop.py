@@ -159,7 +159,7 @@ def test_job_output_groups_errors_and_hides_banners() -> None:
     lines = ["[1,0]<stdout>: table row", *err_lines, *ABORT_BANNER.splitlines()]
     out, err, summary = _feed(lines)
     assert out == "table row\n"
-    assert err.count("hcomm-kit: error:") == 1 and "[ranks 0-3] hcomm-kit: error: kernel K on rank 0/4" in err
+    assert err.count("hcomm-kit: error:") == 1 and "[ranks 0-3] hcomm-kit: error: kernel K on rank N/4" in err
     assert len(err.splitlines()) == 2, err
     _, err2, _ = _feed(["[1,2]<stderr>: only rank 2 says this", "[1,0]<stderr>: rank 0 says that"])
     assert "[rank 2] only rank 2 says this" in err2 and "[rank 0] rank 0 says that" in err2
@@ -172,6 +172,34 @@ def test_job_output_groups_errors_and_hides_banners() -> None:
     # launch's tags: kept, with the rank list
     _, err_t, _ = _feed(err_lines, tag_output=True)
     assert "[1,0-3]<stderr>: hcomm-kit: error:" in err_t
+
+
+def test_job_output_merges_lines_that_differ_only_in_the_rank_number() -> None:
+    _, err, _ = _feed([f"[1,{r}]<stderr>: [hcomm-kit emu INFO pid {100 + r}] rank {r} launched kernel K"
+                       for r in range(4)])
+    # one line for the four ranks, each rank's own number as N, the pids listed: never rank 0's text for all
+    assert "[ranks 0-3] [hcomm-kit emu INFO pid {100,101,102,103}] rank N launched kernel K" in err, err
+    assert "rank 0 launched" not in err
+    # a number that is not the rank's own differs otherwise: never merged
+    _, err, _ = _feed([f"[1,{r}]<stderr>: rank {r} sends 4096 bytes to peer {(r + 1) % 4}" for r in range(4)])
+    assert all(f"[rank {r}] rank {r} sends 4096 bytes to peer {(r + 1) % 4}" in err for r in range(4)), err
+    _, err, _ = _feed(["[1,0]<stderr>: RSS 1154668 KB", "[1,1]<stderr>: RSS 1154700 KB"])
+    assert "[rank 0] RSS 1154668 KB" in err and "[rank 1] RSS 1154700 KB" in err, err
+
+
+_AFTERMATH = ["[vm:01234] PMIX ERROR: PMIX_ERR_UNREACH in file server/pmix_server.c at line 3225",
+              "[1,1]<stderr>: [vm:01236] *** Process received signal; Abort is in progress"]
+
+
+def test_job_output_drops_openmpi_aftermath_of_a_reported_failure() -> None:
+    _, err, summary = _feed(["[1,0]<stderr>: hcomm-kit: error: boom", *_AFTERMATH, *ABORT_BANNER.splitlines()])
+    assert "boom" in err and "PMIX" not in err and "Abort is in progress" not in err, err
+    assert summary == "rank 1 called MPI_Abort (-v shows mpirun's messages)"
+    # no cause shown: the lines are all there is, so they are shown
+    _, err, _ = _feed(list(_AFTERMATH))
+    assert "PMIX_ERR_UNREACH" in err and "Abort is in progress" in err, err
+    _, err_v, _ = _feed(["[1,0]<stderr>: hcomm-kit: error: boom", *_AFTERMATH], verbose=True)
+    assert "PMIX_ERR_UNREACH" in err_v
 
 
 def test_job_output_helpers() -> None:
