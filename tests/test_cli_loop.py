@@ -114,6 +114,44 @@ def test_env_table_ranges_match_the_emulator() -> None:
         assert (var.minimum, var.maximum) == (int(lo), int(hi)), name
 
 
+_HOLD_BACKING_DIR = """
+import os, signal, sys
+from hcomm_kit.mpi import shm_backing_dir
+cm = shm_backing_dir()
+print(cm.__enter__()["OMPI_MCA_btl_sm_backing_directory"], flush=True)
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)  # a launcher SIGKILLed mid-job: no cleanup of its own
+sys.stdin.read()
+"""
+
+
+def test_backing_dir_of_a_sigkilled_launcher_is_reclaimed() -> None:
+    from hcomm_kit.mpi import shm_backing_dir
+
+    def start(mode: str):
+        p = subprocess.Popen([sys.executable, "-c", _HOLD_BACKING_DIR, mode], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        return p, Path(p.stdout.readline().strip())
+
+    dead, stale = start("kill")
+    live, busy = start("hold")
+    try:
+        assert dead.wait(timeout=30) == -9 and stale.is_dir() and busy.is_dir()
+        old = time.time() - 60  # past the age under which a directory counts as being created
+        os.utime(stale, (old, old))
+        os.utime(busy, (old, old))
+        with shm_backing_dir() as env:  # the next launch
+            mine = Path(env["OMPI_MCA_btl_sm_backing_directory"])
+            assert not stale.exists() and busy.is_dir() and mine.is_dir()
+        assert not mine.exists()
+    finally:
+        live.communicate("", timeout=30)
+        import shutil
+
+        shutil.rmtree(stale, ignore_errors=True)
+    assert not busy.exists()  # its owner removed it on exit
+
+
 def test_mpi_marker_rank_counts_are_checked() -> None:
     from hcomm_kit.errors import ConfigError
     from hcomm_kit.testing.plugin import _marker_nps
