@@ -307,6 +307,21 @@ def test_bench_every_pattern(tmp_path: Path, pattern, kind, builtin, factor) -> 
             assert r["mpi_time_us"] > 0
 
 
+def test_bench_checks_calls_with_the_checker_before_timing() -> None:
+    """A doubled record (which `run` rejects) fails the bench with the checker's finding, though
+    the timed calls run with the checker off."""
+    from test_diag_py import _buggy_op
+
+    env = {k: v for k, v in os.environ.items() if k != "HCOMM_KIT_CHECK"}  # bench's default
+    p = subprocess.run([sys.executable, "-m", "hcomm_kit", "bench", str(_buggy_op("double")), "--np", "2",
+                        "-b", "16K", "-e", "16K", "-n", "3", "-w", "1"], capture_output=True, text=True,
+                       timeout=240, env=env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "[hcomm-kit check]" in p.stderr and "exec_op.cc:" in p.stderr, p.stderr
+    assert "checker on for 2 untimed calls per size, off while timing" in p.stdout
+    assert "success" not in p.stdout
+
+
 def test_bench_operator_argument_errors() -> None:
     ring = str(scaffold("ring-allreduce"))
     p = _hk("bench", ring, "--np", "2", "-o", "prod")
