@@ -322,6 +322,29 @@ def test_bench_checks_calls_with_the_checker_before_timing() -> None:
     assert "success" not in p.stdout
 
 
+def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, monkeypatch) -> None:
+    """A cold emulator build (made slow here) is the emulator's own line, not the first operator's time."""
+    from hcomm_kit import _emulator
+    from hcomm_kit.core import launch as launch_mod
+
+    real, slow = _emulator.get_library, [True]
+
+    def cold_once(*a, **k):
+        if slow:
+            slow.clear()
+            time.sleep(1.5)
+        return real(*a, **k)
+
+    monkeypatch.setattr(_emulator, "get_library", cold_once)
+    monkeypatch.setattr(launch_mod, "launch", lambda *a, **k: 3)  # no mpirun: the steps before it are timed
+    assert cli.main(["demo", "--np", "2", "--count", "64"]) == 3
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("[demo] ")]
+    assert lines[0].startswith("[demo] emulator") and float(re.search(r"\(([\d.]+) s\)", lines[0]).group(1)) >= 1.5
+    ops = [ln for ln in lines if "scaffolded + built" in ln]
+    assert len(ops) == 2 and all(float(re.search(r", ([\d.]+) s\)", ln).group(1)) < 1.5 for ln in ops), out
+
+
 def test_bench_operator_argument_errors() -> None:
     ring = str(scaffold("ring-allreduce"))
     p = _hk("bench", ring, "--np", "2", "-o", "prod")
