@@ -345,6 +345,22 @@ def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, m
     assert len(ops) == 2 and all(float(re.search(r", ([\d.]+) s\)", ln).group(1)) < 1.5 for ln in ops), out
 
 
+def test_trace_summary_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    """`hcomm-kit trace summary FILE | head`: no BrokenPipeError traceback, status 128 + SIGPIPE."""
+    events = [{"ph": "X", "pid": r, "tid": t, "name": "task", "ts": float(i), "dur": 1.0}
+              for r in range(64) for t in range(8) for i in range(4)]
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    r, w = os.pipe()
+    os.close(r)  # the reader (head) is gone before the first line is written
+    try:
+        p = subprocess.run([sys.executable, "-m", "hcomm_kit", "trace", "summary", str(trace)], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert p.stderr == "" and p.returncode == 141, p.stderr
+
+
 def test_bench_operator_argument_errors() -> None:
     ring = str(scaffold("ring-allreduce"))
     p = _hk("bench", ring, "--np", "2", "-o", "prod")
