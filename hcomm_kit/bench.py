@@ -370,6 +370,38 @@ def _elapsed_ms(rt, start: Event, end: Event) -> float:
     return float(ms.value)
 
 
+CHECKED_CALLS = 2  # a doubled record's leftover is consumed (and found) by the next call
+
+
+def _checker_switch(comm):
+    """``set(mode)`` of the emulator's notify checker (HcommKitSetCheck: 0 off, 1 on), or None
+    where there is none (CANN)."""
+    if comm.rt.backend != "emu":
+        return None
+    for lib in comm.rt.libs:
+        fn = getattr(lib, "HcommKitSetCheck", None)
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_int32]
+            return fn
+    return None
+
+
+def _checked_calls(case: _Case, set_check) -> None:
+    """:data:`CHECKED_CALLS` calls with the checker on, on every rank at once, then off again (the
+    ranks meet before and after, so no rank's checked call overlaps another's unchecked one).
+    A finding raises here (the command fails with it); nothing of this is timed."""
+    comm = case.comm
+    case.x.copy_from(case.inputs[comm.rank])
+    _barrier(comm)
+    set_check(1)
+    try:
+        for _ in range(CHECKED_CALLS):
+            case.call(async_op=False)
+        _barrier(comm)
+    finally:
+        set_check(0)
+
+
 def _time_ours(case: _Case, iters: int, warmup: int, blocking: bool = False) -> float:
     """Mean time per call (us, max over ranks) between device events around the timed loop.
 
@@ -478,7 +510,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
               iters: int = 20, warmup: int = 5, check: int = 1, fill: str = "rand", inplace: bool = False,
               algorithm: str | None = None, baseline: str | None = None, blocking: bool = False,
               compare: tuple[str, ...] | list[str] = (), busbw_factor: float | None = None,
-              out=None) -> list[dict[str, Any]]:
+              out=None, checked_first: bool = False) -> list[dict[str, Any]]:
     """Run the sweep on this rank; rank 0 prints the table. Returns the rows (every rank).
 
     Args:
@@ -487,6 +519,10 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             operator, ``"builtin"`` (the matching built-in collective): time, busbw and a ``vs_``
             ratio (their time / ours: > 1 means ours is faster) per row.
         busbw_factor: an operator's bus bandwidth factor (default: from its pattern / output rule).
+        checked_first: emulator: before each size is timed, :data:`CHECKED_CALLS` calls run with the
+            notify checker on (a finding raises its :class:`~hcomm_kit.errors.CheckError`), then
+            the checker is off for the timed and the numpy-checked calls (``hcomm-kit bench``
+            when ``HCOMM_KIT_CHECK`` is unset).
 
     Calls are enqueued back to back and timed between device events, as hccl_test does;
     ``blocking`` waits for each call instead (see :func:`_time_ours`)."""
@@ -519,10 +555,14 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             builtin = None
         else:
             builtin = _SHIFT if target.builtin == "shift" else COLLECTIVES[target.builtin]
+    set_check = _checker_switch(comm) if checked_first else None
+    if set_check is not None:
+        set_check(0)  # until the first checked calls: nothing is timed with the checker on
     lead = comm.rank == 0
     if lead:
         print(format_header(comm, coll, dt.name, rop if coll.reduction else None, root if coll.rooted else None,
-                            iters, warmup, inplace and coll.inplace, algorithm, compare, blocking, target=target),
+                            iters, warmup, inplace and coll.inplace, algorithm, compare, blocking, target=target,
+                            checked_first=set_check is not None),
               file=out, flush=True)
         if "builtin" in compare and builtin is None:
             print(f"# --compare builtin: no built-in counterpart of pattern {target.spec.pattern}", file=out)
@@ -537,6 +577,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             if case.rounded and lead:
                 print(f"# warning: {nbytes} bytes rounded to {case.data_size} "
                       f"({'a multiple of ranks x ' if coll.split else ''}{dt.itemsize}-byte elements)", file=out)
+            if set_check is not None:
+                _checked_calls(case, set_check)
             us = _time_ours(case, iters, warmup, blocking)
             wrong, first, holdable = case.check() if check else (0, None, True)
             if comm.mpi_comm is not None and comm.size > 1:
@@ -657,7 +699,7 @@ def _compares(compare: "tuple[str, ...] | list[str] | str | None") -> tuple[str,
 
 def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int | None, iters: int, warmup: int,
                   inplace: bool, algorithm: str | None, compare: "tuple[str, ...] | str | None" = (),
-                  blocking: bool = False, *, target: OpTarget | None = None) -> str:
+                  blocking: bool = False, *, target: OpTarget | None = None, checked_first: bool = False) -> str:
     """The header: what ran where, and the column names (hccl_test's first)."""
     backend = _backend(comm)
     compare = _compares(compare)
@@ -671,7 +713,8 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
     lines = [what,
              f"# backend {backend}, soc {comm.soc}"
              + (" -- EMULATOR: CPU timings of the emulator on this host, not Ascend hardware figures; notify "
-                f"checker {'off' if envs.check_mode() == '0' else 'ON (HCOMM_KIT_CHECK): slower'}"
+                + (f"checker on for {CHECKED_CALLS} untimed calls per size, off while timing" if checked_first else
+                   f"checker {'off' if envs.check_mode() == '0' else 'ON (HCOMM_KIT_CHECK): slower'}")
                 if backend == "emu" else "")]
     if target is not None:
         lines.append(f"# {target.note}; checked against "

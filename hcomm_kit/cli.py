@@ -14,18 +14,22 @@ Subcommands live in their own modules and are registered in :data:`SUBCOMMANDS`.
 
 and add ``"build": "hcomm_kit.cli_build"`` to :data:`SUBCOMMANDS`. Keep module import cheap
 (import heavy things inside ``run``). Raise :class:`~hcomm_kit.errors.HcommKitError` for
-user-facing failures: :func:`main` prints it as ``hcomm-kit: error: ...`` and exits 1.
+user-facing failures: :func:`main` prints it as ``hcomm-kit: error: ...`` and exits 1; a bad
+option or environment value found before anything starts is a :class:`~hcomm_kit.errors.UsageError`
+(``hcomm-kit COMMAND: error: ...``, exit 2, as argparse's own).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from typing import Sequence
 
 from ._version import __version__
-from .errors import HcommKitError
+from .errors import HcommKitError, UsageError
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
@@ -58,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _command=name)
     return parser
 
 
@@ -71,8 +75,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
+    except UsageError as exc:
+        print(f"hcomm-kit {args._command}: error: {exc}", file=sys.stderr)
+        return 2
     except HcommKitError as exc:
         print(f"hcomm-kit: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of our output went away (``hcomm-kit trace summary FILE | head``): stop quietly, as
+    Unix tools do (status 128 + SIGPIPE), without Python's traceback or its complaint at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush of stdout must not fail again
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 128 + signal.SIGPIPE

@@ -4,8 +4,9 @@ check them against numpy.
   hcomm-kit demo                    # ring-allreduce and mesh-allgather, 4 ranks, fp32
   hcomm-kit demo --np 2 --count 1000 --keep
 
-Steps: `hcomm-kit new demo_allreduce --pattern ring-allreduce` and `... --pattern mesh-allgather`
-into a temporary directory, `hcomm-kit build` both, then `hcomm-kit run` them on N ranks.
+Steps: build the emulator (once per machine; its own line), `hcomm-kit new demo_allreduce
+--pattern ring-allreduce` and `... --pattern mesh-allgather` into a temporary directory,
+`hcomm-kit build` both, then `hcomm-kit run` them on N ranks.
 """
 
 from __future__ import annotations
@@ -41,13 +42,23 @@ def run(args: argparse.Namespace) -> int:
     from .limits import check_np
     from .scaffold.render import new_op
 
-    check_np(args.np)
-    if args.count < 1:
-        raise ConfigError(f"--count {args.count}: use at least 1 element per rank", key="--count")
+    from . import dtypes
+    from .preflight import check_env, check_memory, check_names, check_seconds, usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        check_np(args.np)
+        if args.count < 1:
+            raise ConfigError(f"--count {args.count}: use at least 1 element per rank", key="--count")
+        check_seconds(args.timeout, "--timeout")
+        check_names(dtype=args.dtype)
+        check_env()
+        check_memory(args.count, dtypes.get_dtype(args.dtype).itemsize, args.np)
     work = Path(tempfile.mkdtemp(prefix="hcomm_kit_demo_"))
     try:
         opdirs = []
-        with progress.Progress("demo", total=len(PATTERNS) + 1) as bar:
+        with progress.Progress("demo", total=len(PATTERNS) + 2) as bar:
+            _emulator_step()  # its one-time build is its own line, not the first operator's time
+            bar.advance(detail="emulator")
             for pattern in PATTERNS:
                 name = "demo_" + pattern.replace("-", "_")
                 t0 = time.perf_counter()
@@ -74,6 +85,21 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _emulator_step() -> None:
+    """Build (or find in the cache) the emulator library and say which, with the time it took."""
+    from . import _emulator
+    from .build import cache
+
+    start, t0 = time.time(), time.perf_counter()
+    lib = _emulator.get_library()
+    try:
+        fresh = (lib.parent / cache.STAMP_NAME).stat().st_mtime >= start - 1.0
+    except OSError:
+        fresh = False
+    print(f"[demo] emulator        {'compiled' if fresh else 'cached'} {lib.name} "
+          f"({time.perf_counter() - t0:.1f} s)", flush=True)
 
 
 def _soc() -> str:

@@ -39,15 +39,17 @@ def run(args: argparse.Namespace) -> int:
     from .core.launch import launch
     from .limits import check_np
 
-    check_np(args.np)
-    cmd = list(args.command)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
-    for name in ("timeout", "grace"):
-        value = getattr(args, name)
-        if value is not None and not (0 <= value < float("inf")):
-            raise ConfigError(f"--{name} {value}: pass a finite number of seconds >= 0", key=f"--{name}")
+    from .preflight import check_env, check_seconds, usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        check_np(args.np)
+        cmd = list(args.command)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        if not cmd:
+            raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
+        check_seconds(args.timeout, "--timeout")
+        check_seconds(args.grace, "--grace", zero_ok=True)
+        check_env()
     return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace,
                   verbose=args.verbose)

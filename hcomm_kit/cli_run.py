@@ -17,6 +17,8 @@ import json
 import os
 import sys
 
+from .errors import ConfigError
+
 HELP = "run an operator on N ranks and check it against numpy"
 
 
@@ -40,19 +42,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from .core.bootstrap import under_mpi
     from .core.runner import resolve_op
-    from .errors import ConfigError
     from .limits import check_np
+    from .preflight import usage_errors
 
-    check_np(args.np)
-    if args.iters < 0:
-        raise ConfigError(f"--iters {args.iters}: use 0 (check only) or more timed calls", key="--iters")
-    if args.count < 1:
-        raise ConfigError(f"--count {args.count}: an operator call needs at least 1 element per rank", key="--count")
-    if args.root is not None and not 0 <= args.root < args.np:
-        raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        check_np(args.np)
+        if args.iters < 0:
+            raise ConfigError(f"--iters {args.iters}: use 0 (check only) or more timed calls", key="--iters")
+        if args.count < 1:
+            raise ConfigError(f"--count {args.count}: an operator call needs at least 1 element per rank",
+                              key="--count")
+        if args.root is not None and not 0 <= args.root < args.np:
+            raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
+        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
+        if not under_mpi():
+            _preflight(args, opdirs)
     if args.debug:
         os.environ["HCOMM_KIT_DEBUG"] = "1"
-    opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
     if not under_mpi() and args.np > 1:
         from .cli_bench import _prebuild
         from .core.launch import launch
@@ -69,6 +75,35 @@ def run(args: argparse.Namespace) -> int:
 
         expect_single_rank()  # one rank was asked for: no single-rank note
     return _run_rank(args, opdirs)
+
+
+def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
+    """The launcher's checks of what the ranks would refuse: environment, --timeout, dtype and
+    reduce op (also against each operator's op.toml), and the memory the run needs."""
+    from . import bench
+    from . import dtypes as _dtypes
+    from .preflight import check_env, check_memory, check_names, check_seconds
+    from .scaffold.opspec import load_opspec
+
+    check_env()
+    check_seconds(args.timeout, "--timeout")
+    check_names(dtype=args.dtype, reduce_op=args.reduce_op)
+    split = False
+    for d in opdirs:
+        name = _builtin_name(d)
+        if name is not None:
+            split = split or bench.COLLECTIVES[name].split
+            continue
+        spec = load_opspec(d)
+        if args.dtype is not None and _dtypes.get_dtype(args.dtype).name not in spec.dtypes:
+            raise ConfigError(f"-d {args.dtype}: operator {spec.name} supports {', '.join(spec.dtypes)} "
+                              f"(op.toml [op].dtypes)", key="-d", path=spec.path("op.toml"))
+        if args.reduce_op is not None and spec.is_reduction and \
+                _dtypes.get_reduce_op(args.reduce_op).name not in spec.reduce_ops:
+            raise ConfigError(f"-o {args.reduce_op}: operator {spec.name} supports {', '.join(spec.reduce_ops)} "
+                              f"(op.toml [op].reduce_ops)", key="-o", path=spec.path("op.toml"))
+    itemsize = _dtypes.get_dtype(args.dtype or "fp32").itemsize
+    check_memory(args.count * (args.np if split else 1), itemsize, args.np)
 
 
 def _builtin_name(opdir: str) -> str | None:

@@ -51,14 +51,18 @@ def run(args: argparse.Namespace) -> int:
     from .limits import check_np
     from .testing.plugin import _SLOW_PLUGINS_OFF, entry_point_installed
 
-    extra = _take_ours(args, list(args.pytest_args))
-    if args.np is not None:
-        check_np(args.np)
-    opdir = resolve_op(args.opdir).resolve()
-    tests = opdir / "tests"
-    if not tests.is_dir():
-        raise ConfigError(f"{opdir} has no tests/ directory; re-create it with `hcomm-kit new --update {opdir}`",
-                          key="OPDIR")
+    from .preflight import check_env, usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        extra = _take_ours(args, list(args.pytest_args))
+        if args.np is not None:
+            check_np(args.np)
+        check_env()
+        opdir = resolve_op(args.opdir).resolve()
+        tests = opdir / "tests"
+        if not tests.is_dir():
+            raise ConfigError(f"{opdir} has no tests/ directory; re-create it with `hcomm-kit new --update {opdir}`",
+                              key="OPDIR")
     if args.debug:
         os.environ["HCOMM_KIT_DEBUG"] = "1"
     _prebuild([str(opdir)])  # compile once, before the ranks start

@@ -54,6 +54,7 @@ class EnvVar:
         meaning: one line for docs and ``hcomm-kit doctor --env``.
         choices: accepted values for ``"choice"``.
         minimum: smallest accepted value for ``"int"``.
+        maximum: largest accepted value for ``"int"`` (the emulator's own limit; a test compares).
     """
 
     name: str
@@ -62,6 +63,7 @@ class EnvVar:
     meaning: str
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    maximum: int | None = None
 
     def parse(self, raw: str | None) -> object:
         """Convert a raw string (None/empty = unset) to the typed value, validating it."""
@@ -78,7 +80,8 @@ class EnvVar:
                 value = int(raw, 10)
             except ValueError:
                 raise self._bad(raw, "an integer" + self._min_text()) from None
-            if self.minimum is not None and value < self.minimum:
+            if (self.minimum is not None and value < self.minimum) or (self.maximum is not None
+                                                                         and value > self.maximum):
                 raise self._bad(raw, "an integer" + self._min_text())
             return value
         if self.type == "path":
@@ -88,6 +91,8 @@ class EnvVar:
         return raw
 
     def _min_text(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f" in [{self.minimum}, {self.maximum}]"
         return f" >= {self.minimum}" if self.minimum is not None else ""
 
     def _bad(self, raw: str, accepted: str) -> ConfigError:
@@ -127,13 +132,13 @@ _TABLE: tuple[EnvVar, ...] = (
            "log level of hcomm-kit and the emulator", choices=("error", "warn", "info", "debug")),
     EnvVar("HCOMM_KIT_SPIN_US", "int", 20,
            "emulator waits spin this many microseconds before sleeping on a futex "
-           "(default 20, 0 on a single-CPU machine)", minimum=0),
+           "(default 20, 0 on a single-CPU machine)", minimum=0, maximum=1000000),
     EnvVar("HCOMM_KIT_PIN", "choice", "auto",
            "emulator: bind each rank's process to one CPU (auto = when the ranks of the node nearly fill its "
            "CPUs: ranks <= CPUs < 2 x ranks; 1 = always; 0 = never; never when already bound to one CPU)",
            choices=("auto", "0", "1")),
     EnvVar("HCOMM_KIT_DEVICE_COUNT", "int", 8,
-           "number of emulated devices per node (aclrtGetDeviceCount)", minimum=1),
+           "number of emulated devices per node (aclrtGetDeviceCount)", minimum=1, maximum=64),
     EnvVar("HCOMM_KIT_SANITIZE", "choice", "",
            "build/load the emulator with a sanitizer: '' (none), address (ASan+UBSan), thread (TSan)",
            choices=("", "address", "thread")),
@@ -170,18 +175,18 @@ _TABLE: tuple[EnvVar, ...] = (
            "write one Chrome/Perfetto trace of every rank's device threads and host launches to this file"),
     EnvVar("HCOMM_KIT_PROGRESS_SECONDS", "int", 10,
            "emulator: a wait longer than this prints a progress line on stderr (and again every such interval)",
-           minimum=1),
+           minimum=1, maximum=86400),
     EnvVar("HCOMM_KIT_JOB_DIR", "path", None,
            "per-job directory set by hcomm-kit launch and the pytest plugin: ranks write state dumps there on request"),
     EnvVar("HCOMM_KIT_FUZZ_SECONDS", "int", 20,
            "tests/test_fuzz.py: seconds of coverage-guided fuzzing (libFuzzer) per fuzz target in the slow "
            "tests; 0 skips the fuzzing runs (the regression corpus still runs)", minimum=0),
     EnvVar("HCCL_BUFFSIZE", "int", 200,
-           "HCCL buffer size per communicator, in MB", minimum=1),
+           "HCCL buffer size per communicator, in MB", minimum=1, maximum=65536),
     EnvVar("HCCL_EXEC_TIMEOUT", "int", 1836,
-           "operator execution timeout in seconds (device-side waits)", minimum=0),
+           "operator execution timeout in seconds (device-side waits)", minimum=0, maximum=65535),
     EnvVar("HCCL_CONNECT_TIMEOUT", "int", 120,
-           "communicator / link establishment timeout in seconds", minimum=1),
+           "communicator / link establishment timeout in seconds", minimum=1, maximum=86400),
     EnvVar("HCCL_ALGO", "str", None,
            "algorithm of the built-in collectives: 'level0:NA;level1:ring' for all, or per collective "
            "'allreduce=level0:NA;level1:fullmesh/allgather=level0:NA;level1:ring' (ring, fullmesh, pairwise, NA)"),

@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 __all__ = [
     "HcommKitError",
     "ConfigError",
+    "UsageError",
     "BuildError",
     "BuildInterrupted",
     "CompileError",
@@ -57,6 +58,16 @@ class ConfigError(HcommKitError, ValueError):
         if self.key and self.key not in self.reason:
             prefix += f"{self.key}: "
         return prefix + self.reason
+
+
+class UsageError(ConfigError):
+    """A bad command-line option or environment value, found by the ``hcomm-kit`` command before
+    anything started: the command prints one line and exits 2 (as argparse does)."""
+
+    @classmethod
+    def of(cls, exc: ConfigError) -> "UsageError":
+        """The same error (reason, key, path) as a usage error."""
+        return exc if isinstance(exc, UsageError) else cls(exc.reason, key=exc.key, path=exc.path)
 
 
 class BuildError(HcommKitError):

@@ -9,19 +9,22 @@ Used by the launchers (``hcomm-kit run/test/bench``). Example::
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from .errors import BackendError
 
-__all__ = ["find_mpirun", "mpirun_argv", "mpi_library_version", "shm_backing_dir"]
+__all__ = ["find_mpirun", "mpirun_argv", "mpi_library_version", "shm_backing_dir", "reclaim_backing_dirs"]
 
 
 def find_mpirun() -> Path:
@@ -96,20 +99,78 @@ def mpirun_argv(
     return argv
 
 
+_BACKING_PREFIX = "hcomm_kit_mpi_"
+_BACKING_NAME = re.compile(rf"^{_BACKING_PREFIX}(\d+)_")
+
+
 @contextlib.contextmanager
 def shm_backing_dir() -> Iterator[dict[str, str]]:
     """Environment for one mpirun job whose Open MPI shared-memory files go to a private directory.
 
     Open MPI's ``sm`` transport leaves its ``sm_segment.*`` files in /dev/shm when a job is aborted
     or killed; with ``btl_sm_backing_directory`` pointing at a directory of our own, removing it
-    afterwards leaves nothing behind whatever happened to the ranks.
+    afterwards leaves nothing behind whatever happened to the ranks. The directory
+    (``hcomm_kit_mpi_<pid>_*``) is flocked by its creator for its life, so one left by a launcher
+    that was SIGKILLed is removed by the next (:func:`reclaim_backing_dirs`), as the emulator
+    reclaims its segments.
     """
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    path = tempfile.mkdtemp(prefix="hcomm_kit_mpi_", dir=base)
+    reclaim_backing_dirs(base or tempfile.gettempdir())
+    path = tempfile.mkdtemp(prefix=f"{_BACKING_PREFIX}{os.getpid()}_", dir=base)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the kernel drops it when this process dies, even by SIGKILL
         yield {"OMPI_MCA_btl_sm_backing_directory": path}
     finally:
         shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
+def reclaim_backing_dirs(base: str = "/dev/shm", min_age: float = 2.0) -> list[str]:
+    """Remove this user's ``hcomm_kit_mpi_<pid>_*`` directories whose launcher is dead.
+
+    Dead = its flock can be taken and its pid no longer exists; directories younger than
+    ``min_age`` seconds (being created) and other users' are left alone. Returns the names removed.
+    """
+    removed: list[str] = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        m = _BACKING_NAME.match(name)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        path = os.path.join(base, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid() or now - st.st_mtime < min_age or _pid_alive(pid):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its launcher lives (or a child holding the lock does)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 @functools.lru_cache(maxsize=1)

@@ -7,11 +7,24 @@ the emulator compiles once per machine; tests that must not see or touch it use
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Scratch operators of the tests (test_orchestrator.scaffold) go under this session's pytest
+    base temp (pytest keeps the last few), never a fixed /tmp path; the mpirun jobs the session
+    starts inherit the variable, so their ranks share the directory."""
+    from test_orchestrator import OPS_DIR_ENV
+
+    if not os.environ.get(OPS_DIR_ENV):
+        factory = getattr(session.config, "_tmp_path_factory", None)
+        if factory is not None:
+            os.environ[OPS_DIR_ENV] = str(factory.getbasetemp() / "ops")
 
 
 @pytest.fixture

@@ -49,8 +49,107 @@ def test_np_is_checked_before_anything_starts(argv, n, why, capsys, monkeypatch)
     monkeypatch.setattr(subprocess, "run", no_start)
     rc = cli.main([a.format(n=n) for a in argv])
     err = capsys.readouterr().err
-    assert rc == 1 and err.count("\n") == 1, err          # one line
+    assert rc == 2 and err.count("\n") == 1, err          # one line, a usage error (as argparse's)
     assert f"--np {n}" in err and why in err and "Traceback" not in err
+
+
+def _no_start(monkeypatch) -> None:
+    def no_start(*a, **k):
+        raise AssertionError(f"a process was started before the input was checked: {a}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_start)
+    monkeypatch.setattr(subprocess, "run", no_start)
+    monkeypatch.setattr(subprocess, "call", no_start)
+
+
+@pytest.mark.parametrize("argv,env,needle", [
+    ("run allreduce --np 2 --count 1000000000000", {}, "TiB of memory"),   # was: a numpy traceback per rank
+    ("demo --count 1000000000000", {}, "TiB of memory"),
+    ("bench allgather --np 2 -e 100G", {}, "-e 100G: 2 rank(s)"),
+    ("run allreduce --np 2 --timeout -3", {}, "--timeout -3"),
+    ("demo --timeout nan", {}, "--timeout nan"),
+    ("launch --np 2 --timeout -3 -- true", {}, "--timeout -3"),
+    ("launch --np 2 --timeout 0 -- true", {}, "--timeout 0"),
+    ("run allreduce --np 2 -d nonsense", {}, "unknown dtype 'nonsense'"),
+    ("run allreduce --np 2 -o xor", {}, "unknown reduce op 'xor'"),
+    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce has no such algorithm"),
+    ("run allreduce --np 2", {"HCCL_BUFFSIZE": "abc"}, "HCCL_BUFFSIZE='abc'"),
+    ("bench allreduce --np 2", {"HCCL_BUFFSIZE": "70000"}, "HCCL_BUFFSIZE='70000'"),  # the emulator's maximum
+    ("launch --np 2 -- true", {"HCOMM_KIT_CHECK": "maybe"}, "HCOMM_KIT_CHECK='maybe'"),
+    ("demo", {"HCOMM_KIT_SPIN_US": "-1"}, "HCOMM_KIT_SPIN_US='-1'"),
+    ("test anything --np 2", {"HCCL_EXEC_TIMEOUT": "x"}, "HCCL_EXEC_TIMEOUT='x'"),
+    ("launch --np 2 -- true", {"HCCL_ALGO": "allgather=level0:foo"}, "HCCL_ALGO="),
+])
+def test_bad_input_is_refused_by_the_launcher(argv, env, needle, capsys, monkeypatch) -> None:
+    """One line, exit 2 (a usage error, as argparse's), no traceback, nothing started (no mpirun)."""
+    monkeypatch.setenv("HCOMM_KIT_BACKEND", "emu")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    _no_start(monkeypatch)
+    rc = cli.main(argv.split())
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"hcomm-kit {argv.split()[0]}: error: ") and needle in err, err
+
+
+def test_run_needs_room_in_dev_shm_for_the_hccl_buffers(capsys, monkeypatch) -> None:
+    from hcomm_kit import preflight
+
+    monkeypatch.setattr(preflight, "shm_free", lambda path="/dev/shm": 1 << 20)
+    _no_start(monkeypatch)
+    rc = cli.main(["run", "allreduce", "--np", "2", "--count", "1000000"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "would fill 15.3 MiB of /dev/shm" in err and "has 1.0 MiB free" in err, err
+
+
+def test_env_table_ranges_match_the_emulator() -> None:
+    """The launcher validates with envs.py's table: its integer ranges are the emulator's (common.cc)."""
+    from hcomm_kit import envs
+
+    text = (REPO / "hcomm_kit" / "emu" / "src" / "common.cc").read_text()
+    found = re.findall(r'env_u64\("(\w+)", (\d+), (\d+),', text)
+    assert len(found) >= 6, found
+    for name, lo, hi in found:
+        var = envs.VARIABLES[name]
+        assert (var.minimum, var.maximum) == (int(lo), int(hi)), name
+
+
+_HOLD_BACKING_DIR = """
+import os, signal, sys
+from hcomm_kit.mpi import shm_backing_dir
+cm = shm_backing_dir()
+print(cm.__enter__()["OMPI_MCA_btl_sm_backing_directory"], flush=True)
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)  # a launcher SIGKILLed mid-job: no cleanup of its own
+sys.stdin.read()
+"""
+
+
+def test_backing_dir_of_a_sigkilled_launcher_is_reclaimed() -> None:
+    from hcomm_kit.mpi import shm_backing_dir
+
+    def start(mode: str):
+        p = subprocess.Popen([sys.executable, "-c", _HOLD_BACKING_DIR, mode], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        return p, Path(p.stdout.readline().strip())
+
+    dead, stale = start("kill")
+    live, busy = start("hold")
+    try:
+        assert dead.wait(timeout=30) == -9 and stale.is_dir() and busy.is_dir()
+        old = time.time() - 60  # past the age under which a directory counts as being created
+        os.utime(stale, (old, old))
+        os.utime(busy, (old, old))
+        with shm_backing_dir() as env:  # the next launch
+            mine = Path(env["OMPI_MCA_btl_sm_backing_directory"])
+            assert not stale.exists() and busy.is_dir() and mine.is_dir()
+        assert not mine.exists()
+    finally:
+        live.communicate("", timeout=30)
+        import shutil
+
+        shutil.rmtree(stale, ignore_errors=True)
+    assert not busy.exists()  # its owner removed it on exit
 
 
 def test_mpi_marker_rank_counts_are_checked() -> None:
@@ -98,7 +197,7 @@ def test_job_output_groups_errors_and_hides_banners() -> None:
     lines = ["[1,0]<stdout>: table row", *err_lines, *ABORT_BANNER.splitlines()]
     out, err, summary = _feed(lines)
     assert out == "table row\n"
-    assert err.count("hcomm-kit: error:") == 1 and "[ranks 0-3] hcomm-kit: error: kernel K on rank 0/4" in err
+    assert err.count("hcomm-kit: error:") == 1 and "[ranks 0-3] hcomm-kit: error: kernel K on rank N/4" in err
     assert len(err.splitlines()) == 2, err
     _, err2, _ = _feed(["[1,2]<stderr>: only rank 2 says this", "[1,0]<stderr>: rank 0 says that"])
     assert "[rank 2] only rank 2 says this" in err2 and "[rank 0] rank 0 says that" in err2
@@ -134,6 +233,34 @@ def test_job_output_prints_a_hang_report_once() -> None:
     assert "DEADLOCK on communicator hcomm_kit_0d45 (report above)" in err, err
     assert "[ranks 0,1,3] hcomm-kit: error: operator x can never finish" in err, err  # the rest grouped
     assert len(err.splitlines()) == len(body) + 1 + 4, err
+
+
+def test_job_output_merges_lines_that_differ_only_in_the_rank_number() -> None:
+    _, err, _ = _feed([f"[1,{r}]<stderr>: [hcomm-kit emu INFO pid {100 + r}] rank {r} launched kernel K"
+                       for r in range(4)])
+    # one line for the four ranks, each rank's own number as N, the pids listed: never rank 0's text for all
+    assert "[ranks 0-3] [hcomm-kit emu INFO pid {100,101,102,103}] rank N launched kernel K" in err, err
+    assert "rank 0 launched" not in err
+    # a number that is not the rank's own differs otherwise: never merged
+    _, err, _ = _feed([f"[1,{r}]<stderr>: rank {r} sends 4096 bytes to peer {(r + 1) % 4}" for r in range(4)])
+    assert all(f"[rank {r}] rank {r} sends 4096 bytes to peer {(r + 1) % 4}" in err for r in range(4)), err
+    _, err, _ = _feed(["[1,0]<stderr>: RSS 1154668 KB", "[1,1]<stderr>: RSS 1154700 KB"])
+    assert "[rank 0] RSS 1154668 KB" in err and "[rank 1] RSS 1154700 KB" in err, err
+
+
+_AFTERMATH = ["[vm:01234] PMIX ERROR: PMIX_ERR_UNREACH in file server/pmix_server.c at line 3225",
+              "[1,1]<stderr>: [vm:01236] *** Process received signal; Abort is in progress"]
+
+
+def test_job_output_drops_openmpi_aftermath_of_a_reported_failure() -> None:
+    _, err, summary = _feed(["[1,0]<stderr>: hcomm-kit: error: boom", *_AFTERMATH, *ABORT_BANNER.splitlines()])
+    assert "boom" in err and "PMIX" not in err and "Abort is in progress" not in err, err
+    assert summary == "rank 1 called MPI_Abort (-v shows mpirun's messages)"
+    # no cause shown: the lines are all there is, so they are shown
+    _, err, _ = _feed(list(_AFTERMATH))
+    assert "PMIX_ERR_UNREACH" in err and "Abort is in progress" in err, err
+    _, err_v, _ = _feed(["[1,0]<stderr>: hcomm-kit: error: boom", *_AFTERMATH], verbose=True)
+    assert "PMIX_ERR_UNREACH" in err_v
 
 
 def test_job_output_helpers() -> None:
@@ -203,18 +330,72 @@ def test_bench_every_pattern(tmp_path: Path, pattern, kind, builtin, factor) -> 
             assert r["mpi_time_us"] > 0
 
 
+def test_bench_checks_calls_with_the_checker_before_timing() -> None:
+    """A doubled record (which `run` rejects) fails the bench with the checker's finding, though
+    the timed calls run with the checker off."""
+    from test_diag_py import _buggy_op
+
+    env = {k: v for k, v in os.environ.items() if k != "HCOMM_KIT_CHECK"}  # bench's default
+    p = subprocess.run([sys.executable, "-m", "hcomm_kit", "bench", str(_buggy_op("double")), "--np", "2",
+                        "-b", "16K", "-e", "16K", "-n", "3", "-w", "1"], capture_output=True, text=True,
+                       timeout=240, env=env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "[hcomm-kit check]" in p.stderr and "exec_op.cc:" in p.stderr, p.stderr
+    assert "checker on for 2 untimed calls per size, off while timing" in p.stdout
+    assert "success" not in p.stdout
+
+
+def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, monkeypatch) -> None:
+    """A cold emulator build (made slow here) is the emulator's own line, not the first operator's time."""
+    from hcomm_kit import _emulator
+    from hcomm_kit.core import launch as launch_mod
+
+    real, slow = _emulator.get_library, [True]
+
+    def cold_once(*a, **k):
+        if slow:
+            slow.clear()
+            time.sleep(1.5)
+        return real(*a, **k)
+
+    monkeypatch.setattr(_emulator, "get_library", cold_once)
+    monkeypatch.setattr(launch_mod, "launch", lambda *a, **k: 3)  # no mpirun: the steps before it are timed
+    assert cli.main(["demo", "--np", "2", "--count", "64"]) == 3
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("[demo] ")]
+    assert lines[0].startswith("[demo] emulator") and float(re.search(r"\(([\d.]+) s\)", lines[0]).group(1)) >= 1.5
+    ops = [ln for ln in lines if "scaffolded + built" in ln]
+    assert len(ops) == 2 and all(float(re.search(r", ([\d.]+) s\)", ln).group(1)) < 1.5 for ln in ops), out
+
+
+def test_trace_summary_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    """`hcomm-kit trace summary FILE | head`: no BrokenPipeError traceback, status 128 + SIGPIPE."""
+    events = [{"ph": "X", "pid": r, "tid": t, "name": "task", "ts": float(i), "dur": 1.0}
+              for r in range(64) for t in range(8) for i in range(4)]
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    r, w = os.pipe()
+    os.close(r)  # the reader (head) is gone before the first line is written
+    try:
+        p = subprocess.run([sys.executable, "-m", "hcomm_kit", "trace", "summary", str(trace)], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert p.stderr == "" and p.returncode == 141, p.stderr
+
+
 def test_bench_operator_argument_errors() -> None:
     ring = str(scaffold("ring-allreduce"))
     p = _hk("bench", ring, "--np", "2", "-o", "prod")
-    assert p.returncode == 1 and "does not support reduce op prod" in p.stderr and p.stderr.count("\n") == 1
+    assert p.returncode == 2 and "does not support reduce op prod" in p.stderr and p.stderr.count("\n") == 1
     p = _hk("bench", ring, "--np", "2", "--algorithm", "ring")
-    assert p.returncode == 1 and "--algorithm picks an algorithm of the built-in collectives" in p.stderr
+    assert p.returncode == 2 and "--algorithm picks an algorithm of the built-in collectives" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "--compare", "builtin")
-    assert p.returncode == 1 and "--compare builtin is for your own operators" in p.stderr
+    assert p.returncode == 2 and "--compare builtin is for your own operators" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "-n", "0")
-    assert p.returncode == 1 and "at least 1 timed iteration" in p.stderr
+    assert p.returncode == 2 and "at least 1 timed iteration" in p.stderr
     p = _hk("bench", "allreduce", "--np", "2", "-r", "2")
-    assert p.returncode == 1 and "-r 2 is not a rank of a 2-rank job" in p.stderr
+    assert p.returncode == 2 and "-r 2 is not a rank of a 2-rank job" in p.stderr
 
 
 def test_plot_title_names_what_was_measured() -> None:

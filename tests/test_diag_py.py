@@ -248,11 +248,13 @@ def test_progress_lines_for_long_waits(tmp_path: Path) -> None:
 
 # ---- per-rank logs and the JSON report --------------------------------------------------------------
 
-@pytest.mark.mpi(np=[2], timeout=120, env={"HCOMM_KIT_LOG_DIR": "/tmp/hcomm_kit_test_logdir"})
+@pytest.mark.mpi(np=[2], timeout=120, env={"HCOMM_KIT_LOG_DIR": "${HCOMM_KIT_MPI_RESULTS}/logdir"})
 def test_log_dir_and_json_report(comm) -> None:
+    from hcomm_kit import envs
     from hcomm_kit.errors import DeadlockError
 
-    d = Path("/tmp/hcomm_kit_test_logdir")
+    d = envs.get("HCOMM_KIT_LOG_DIR")  # in the job's own directory (removed with it), not a fixed /tmp path
+    assert isinstance(d, Path) and d.parent == envs.get("HCOMM_KIT_MPI_RESULTS"), d
     c = comm.split(0)
     op = c.load_op(_buggy_op("missing"))
     with pytest.raises(DeadlockError):

@@ -60,10 +60,11 @@ def test_env_values_parsed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         ("HCOMM_KIT_SOC", "Ascend310", "'Ascend910B', 'Ascend910_93', 'Ascend950'"),
         ("HCOMM_KIT_LOG", "verbose", "'error', 'warn', 'info', 'debug'"),
         ("HCOMM_KIT_SANITIZE", "memory", "'address', 'thread'"),
-        ("HCCL_BUFFSIZE", "big", "an integer >= 1"),
-        ("HCCL_BUFFSIZE", "0", "an integer >= 1"),
-        ("HCOMM_KIT_DEVICE_COUNT", "-1", "an integer >= 1"),
-        ("HCCL_EXEC_TIMEOUT", "1.5", "an integer >= 0"),
+        ("HCCL_BUFFSIZE", "big", "an integer in [1, 65536]"),
+        ("HCCL_BUFFSIZE", "0", "an integer in [1, 65536]"),
+        ("HCOMM_KIT_DEVICE_COUNT", "-1", "an integer in [1, 64]"),
+        ("HCOMM_KIT_DEVICE_COUNT", "65", "an integer in [1, 64]"),
+        ("HCCL_EXEC_TIMEOUT", "1.5", "an integer in [0, 65535]"),
     ],
 )
 def test_env_bad_values(monkeypatch: pytest.MonkeyPatch, name: str, value: str, accepted: str) -> None:

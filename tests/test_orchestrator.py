@@ -1,8 +1,9 @@
 """The host orchestrator: communicator, device buffers, CustomOp on 1..4 ranks, errors.
 
 Multi-rank tests use the hcomm_kit.testing plugin (@pytest.mark.mpi): all of them with the same
-rank count run in one mpirun job. Operators are scaffolded from the templates and built once
-per machine into a shared directory (keyed by the template contents).
+rank count run in one mpirun job. Operators are scaffolded from the templates once per test
+session into a directory under pytest's base temp (keyed by the template contents) that the
+session's mpirun jobs share; their kernels are compiled once per machine (build cache).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PATTERNS = ("empty", "p2p", "ring-allreduce", "mesh-allgather")
 HANDSHAKES = ("thread-notify", "acl-notify")
+OPS_DIR_ENV = "HCOMM_KIT_TEST_OPS_DIR"  # set by tests/conftest.py: where scaffold() puts the operators
 
 HANG_EXEC_OP = """\
 #include "exec_op.h"
@@ -45,12 +47,15 @@ def _ops_root() -> Path:
         if p.is_file():
             h.update(p.name.encode())
             h.update(p.read_bytes())
-    return Path(tempfile.gettempdir()) / f"hcomm_kit_test_ops_{h.hexdigest()[:12]}"
+    # Under the session's pytest base temp (tests/conftest.py exports it to the mpirun jobs, whose ranks
+    # share it): pytest removes old ones; the compiled kernels stay in the build cache (path-independent).
+    base = os.environ.get(OPS_DIR_ENV)
+    return (Path(base) if base else Path(tempfile.gettempdir())) / f"hcomm_kit_test_ops_{h.hexdigest()[:12]}"
 
 
 def scaffold(pattern: str, handshake: str = "thread-notify", name: str | None = None, exec_op: str | None = None,
              notifies: int | None = None) -> Path:
-    """Scaffold + build an operator once per machine (ranks and test runs share it)."""
+    """Scaffold + build an operator once per test session (the session's ranks share it)."""
     from filelock import FileLock
 
     from hcomm_kit.build.opbuild import build_op

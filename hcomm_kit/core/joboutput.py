@@ -6,14 +6,17 @@ mpirun runs with ``--tag-output`` so that every line of a rank says which rank i
 * passes each rank's stdout through as it comes (tags removed unless the caller wants them);
 * groups each rank's stderr into blocks (lines with no pause between them) and prints each
   distinct block once, with the list of ranks that printed it (``[ranks 0-3] hcomm-kit: error: ...``);
-  rank numbers, addresses and handles are ignored when comparing blocks;
+  blocks that differ only in the printing rank's own number, pids, addresses and handles are one
+  block, shown with what differs in place (``rank N`` = each rank's own number, ``pid {101,102}``
+  = each rank's value in rank order); any other difference keeps blocks apart;
 * prints each emulator hang report (``[hcomm-kit] DEADLOCK on communicator ...``) once per job: it
   is every rank's error message and the finder's stderr, so later copies are cut to their headline
   plus a note that the report is above;
 * hides Open MPI's banners about a failing job (``MPI_ABORT was invoked ...``, ``prterun has exited
   due to ...``, ``... exited with non-zero status``, ``Epoll ... Bad file descriptor``) and sums them
-  up in one line (:meth:`JobOutput.finish`); other banners are shown. ``verbose`` shows everything
-  exactly as mpirun printed it.
+  up in one line (:meth:`JobOutput.finish`); other banners are shown. Open MPI's aftermath lines
+  (``Abort is in progress``, ``PMIX ERROR: PMIX_ERR_UNREACH``) are held back and dropped when the
+  job failed with a cause already shown. ``verbose`` shows everything exactly as mpirun printed it.
 
 It also mirrors the ranks' progress file into a progress bar (:mod:`hcomm_kit.progress`).
 """
@@ -30,11 +33,13 @@ import time
 from pathlib import Path
 from typing import IO, TextIO
 
-__all__ = ["JobOutput", "format_ranks", "normalize"]
+__all__ = ["JobOutput", "format_ranks", "normalize", "merge_lines"]
 
 _TAG = re.compile(r"^\[(\d+),(\d+)\]<(stdout|stderr|stddiag)>: ?(.*)$")
 _BANNER = "-" * 74  # Open MPI's show-help separator
 _NOISE = (re.compile(r"^\[warn\] Epoll [A-Z]+\(\d+\) on fd \d+ failed"),)
+# Open MPI's lines about tearing a failed job down: dropped when the job failed with a cause shown.
+_AFTERMATH = (re.compile(r"Abort is in progress"), re.compile(r"PMIX ERROR: PMIX_ERR_UNREACH"))
 # Banners that only say that a rank failed (its own output says why): summed up, not shown.
 _KNOWN = (
     (re.compile(r"MPI_ABORT was invoked on rank (\d+)"), "called MPI_Abort"),
@@ -72,10 +77,11 @@ def format_ranks(ranks) -> str:
 
 _VARIANT = (
     (re.compile(r"0x[0-9a-fA-F]+"), "0x#"),
-    (re.compile(r"\b\d{6,}\b"), "#"),
     (re.compile(r"\[\[\d+,\d+\],\d+\]"), "[[#]]"),
     (re.compile(r"\b(PID|pid) \d+"), r"\1 #"),
 )
+_NUMBER = re.compile(r"(0x[0-9a-fA-F]+|\d+)")
+_LISTED = 4  # values that differ between more ranks than this show as "*"
 
 
 def normalize(lines: list[str], rank: int) -> str:
@@ -88,13 +94,45 @@ def normalize(lines: list[str], rank: int) -> str:
     return text
 
 
+def merge_lines(blocks: dict[int, list[str]]) -> list[str]:
+    """One text for blocks of several ranks that :func:`normalize` found equal (``{rank: lines}``).
+
+    A number that is the same everywhere is kept; one that is each rank's own number shows as
+    ``N``; other differing numbers (pids, handles) show as ``{a,b}`` in rank order (``*`` beyond
+    a few ranks). Never one rank's text for all."""
+    ranks = sorted(blocks)
+    first = blocks[ranks[0]]
+    if len(ranks) == 1 or any(len(blocks[r]) != len(first) for r in ranks):
+        return list(first)
+    out = []
+    for i, line in enumerate(first):
+        parts = {r: _NUMBER.split(blocks[r][i]) for r in ranks}
+        if any(len(p) != len(parts[ranks[0]]) for p in parts.values()):
+            out.append(line)
+            continue
+        merged = []
+        for j, piece in enumerate(parts[ranks[0]]):
+            values = [parts[r][j] for r in ranks]
+            if j % 2 == 0 or len(set(values)) == 1:
+                merged.append(piece)
+            elif all(v == str(r) for v, r in zip(values, ranks)):
+                merged.append("N")
+            elif len(ranks) <= _LISTED:
+                merged.append("{" + ",".join(values) + "}")
+            else:
+                merged.append("*")
+        out.append("".join(merged))
+    return out
+
+
 class _Group:
     """One distinct block of stderr lines and the ranks that printed it (``shown``: ranks printed with it)."""
 
-    __slots__ = ("lines", "ranks", "ready", "shown")
+    __slots__ = ("lines", "ranks", "ready", "shown", "blocks")
 
     def __init__(self, lines: list[str], rank: int, now: float) -> None:
         self.lines, self.ranks, self.ready, self.shown = lines, [rank], now, 0
+        self.blocks = {rank: lines}  # each rank's own words (merged for display)
 
 
 class JobOutput:
@@ -120,6 +158,8 @@ class JobOutput:
         self._pending: list[_Group] = []
         self._banner: dict[object, list[str] | None] = {}
         self.notes: dict[str, list[int]] = {}  # what the hidden banners said -> ranks
+        self._aftermath: list[str] = []  # Open MPI's teardown lines, held until the end
+        self._causes = 0                 # blocks of the ranks' stderr shown
         self.hidden = 0                  # lines hidden
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -169,6 +209,11 @@ class JobOutput:
             self._flush(force=True)
             for g in self._groups.values():
                 self._note_late(g)
+            if returncode and (self._causes or self.notes):
+                self.hidden += len(self._aftermath)  # the job failed and said why: teardown noise
+            else:
+                self._print_err(self._aftermath)
+            self._aftermath = []
         if self._watcher is not None:
             self._watcher.close()
         if self._dir is not None:
@@ -223,6 +268,9 @@ class JobOutput:
                 return
             if any(p.search(text) for p in _NOISE):
                 self.hidden += 1
+                return
+            if any(p.search(text) for p in _AFTERMATH):
+                self._aftermath.append(line if rank is None or self.tag_output else text)
                 return
             if rank is None:
                 self._print_err([text])
@@ -286,9 +334,10 @@ class JobOutput:
         # Same block from another rank, not long after: one group. The same rank again (a log line
         # of every call) or much later: printed again.
         if g is not None and rank not in g.ranks and now - g.ready < _SAME_TIME:
-            if not g.shown and rank < min(g.ranks):
-                g.lines = lines  # show the lowest rank's own words
             g.ranks.append(rank)
+            if not g.shown:
+                g.blocks[rank] = lines
+                g.lines = merge_lines(g.blocks)  # what differs between the ranks, in place
             return
         if g is not None:
             self._note_late(g)
@@ -319,6 +368,7 @@ class JobOutput:
             g.shown = len(g.ranks)
 
     def _print_group(self, g: _Group) -> None:
+        self._causes += 1
         lines = list(g.lines)
         if self.tag_output:
             tag = f"[1,{format_ranks(g.ranks)}]<stderr>: "

@@ -23,8 +23,9 @@ The exit status is 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM, 129
 or 124 on ``timeout=``. A second signal skips the grace period (the same signal twice within
 0.25 s counts once: ``timeout`` signals its child, then its whole process group). A signal that
 arrives while mpirun is exiting still stops the launch the same way (status 128 + N, ranks listed). Only SIGKILL of the launcher
-itself cannot be handled; then mpirun gets SIGTERM (it is started with PR_SET_PDEATHSIG) and
-Python ranks die with their parent (see :func:`install_abort_hook`).
+itself cannot be handled; then mpirun gets SIGTERM (it is started with PR_SET_PDEATHSIG),
+Python ranks die with their parent (see :func:`install_abort_hook`) and the next launch removes
+the job's Open MPI backing directory (:func:`hcomm_kit.mpi.reclaim_backing_dirs`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Mark a test with ``@pytest.mark.mpi(np=[2, 3, 4])`` (optional ``timeout=`` seconds per test,
 default 120, and ``env={"HCCL_BUFFSIZE": "1"}``: variables set for the whole mpirun job, read by
-the runtime at start-up): it is parametrized over the rank counts (ids ``np2``, ``np3``, ...).
+the runtime at start-up; ``${HCOMM_KIT_MPI_RESULTS}`` in a value is the job's own log directory,
+removed with it when the job passed): it is parametrized over the rank counts (ids ``np2``, ``np3``, ...).
 A rank count may carry marks: ``np=[2, 3, pytest.param(8, marks=pytest.mark.slow)]``.
 
 * **Under MPI** (``mpirun -np N python -m pytest ...``): only the items with ``np == N`` are kept
@@ -433,7 +434,8 @@ def _run_group(first) -> None:
     batch = [first] + [it for it in items[start + 1:] if _group_key(it) == key and it.nodeid not in results]
     np_, timeout = key[1], _item_timeout(first)
     logdir = _new_logdir(np_)
-    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), "HCOMM_KIT_JOB_DIR": str(logdir), **dict(key[2])}
+    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), "HCOMM_KIT_JOB_DIR": str(logdir),
+           **{k: v.replace("${" + ENV_RESULTS + "}", str(logdir)) for k, v in key[2]}}
     if "HCCL_EXEC_TIMEOUT" not in os.environ:
         # device waits fail before the harness kills (the shortest item timeout of the job)
         env["HCCL_EXEC_TIMEOUT"] = str(max(1, int(min(_item_timeout(it) for it in batch)) - 5))
