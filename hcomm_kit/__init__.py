@@ -18,6 +18,7 @@ __all__ = [
     "CustomOp",
     "Work",
     "DeviceBuffer",
+    "same_call",
 ]
 
 # Imported on first use so that `import hcomm_kit` (and the CLI) stays cheap.
@@ -27,6 +28,7 @@ _LAZY = {
     "DeviceBuffer": "hcomm_kit.core.device",
     "CustomOp": "hcomm_kit.op",
     "Work": "hcomm_kit.op",
+    "same_call": "hcomm_kit.callsite",
 }
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "fuzz_seconds",
     "debug",
     "quiet",
+    "call_check",
     "progress_file",
     "hccl_buffsize_mb",
     "hccl_exec_timeout_s",
@@ -169,6 +170,11 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCOMM_KIT_CHECK", "choice", "1",
            "emulator notify checker: 1 = a finding fails the operation (code 509001), warn = report only, "
            "0 = off", choices=("1", "warn", "0")),
+    EnvVar("HCOMM_KIT_CALL_CHECK", "choice", "strict",
+           "collective-call check: strict = the ranks' k-th collective calls must also come from the same "
+           "call site (file:line; a skipped call fails on every rank), loose = arguments only (ranks may make "
+           "one call from different lines; a skipped call of the same arguments then goes unnoticed)",
+           choices=("strict", "loose")),
     EnvVar("HCOMM_KIT_LOG_DIR", "path", None,
            "directory for one log file per rank (operator launches, every failed call) and the JSON hang reports"),
     EnvVar("HCOMM_KIT_TRACE", "path", None,
@@ -273,6 +279,11 @@ def debug() -> bool:
 def check_mode() -> str:
     """HCOMM_KIT_CHECK: the emulator's notify checker, ``'1'`` (findings fail), ``'warn'`` or ``'0'`` (off)."""
     return str(get("HCOMM_KIT_CHECK"))
+
+
+def call_check() -> str:
+    """HCOMM_KIT_CALL_CHECK: ``'strict'`` (call sites compared) or ``'loose'`` (arguments only)."""
+    return str(get("HCOMM_KIT_CALL_CHECK"))
 
 
 def quiet() -> bool:

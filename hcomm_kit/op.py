@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from . import callsite as _callsite
 from . import diag as _diag
 from . import dtypes as _dtypes
 from . import envs
@@ -685,7 +686,12 @@ class CustomOp:
 
         Every rank of the communicator makes the same collective calls in the same order; a rank
         whose call differs (operator, count, dtype, reduce op, root) is found by the later of two
-        ranks, the communicator is aborted, and every rank's call fails before data moves.
+        ranks, the communicator is aborted, and every rank's call fails before data moves. The
+        call site (the first frame outside hcomm-kit, see :mod:`hcomm_kit.callsite`) is posted too:
+        collectives of every rank must also come from the same site (unless
+        ``HCOMM_KIT_CALL_CHECK=loose`` or inside :func:`hcomm_kit.same_call`), so a rank that
+        skipped a call fails instead of pairing its next call with the others' skipped one.
+        Point-to-point partners' sites are shown, not compared.
 
         Args:
             signature: this rank's call, e.g. ``"all_reduce(count=8, dtype=fp32, op=sum)"``.
@@ -699,11 +705,14 @@ class CustomOp:
         fn = comm._call_check
         if fn is None or comm.size == 1:
             return
-        sig = signature.encode()
+        where = _callsite.site() if comm._call_sites else ""
+        call = signature + _callsite.SEPARATOR + where if where else signature
+        sig = call.encode()
         if fn(comm.handle, peer, sig, expected.encode() if expected is not None else sig, comm._check_buf,
               len(comm._check_buf)):
             text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message()
-            raise CollectiveMismatchError(f"rank {comm.rank}: {text}", call=signature)
+            raise CollectiveMismatchError(f"rank {comm.rank}: {text}",
+                                          call=f"{signature} at {where}" if where else signature)
 
     def _check_custom_call(self, n: int, dt, rop: int, root: int, params: dict) -> None:
         """The call check of ``op(...)``: operator, dtype and reduce op; with ``[io] same_args`` (the

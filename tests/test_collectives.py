@@ -383,14 +383,18 @@ def test_sub_comm_members_only(comm) -> None:
     from hcomm_kit.errors import ConfigError
     from hcomm_kit.runtime import structs
 
+    import hcomm_kit
+
     members = list(range(1, comm.size))[::-1]          # every rank but 0, in reverse order
     if comm.rank == 0:
-        np.testing.assert_array_equal(comm.all_reduce(np.ones(3, np.int32)), np.full(3, comm.size))
+        with hcomm_kit.same_call("first"):  # the same call as the members' below (another line)
+            np.testing.assert_array_equal(comm.all_reduce(np.ones(3, np.int32)), np.full(3, comm.size))
         with pytest.raises(ConfigError, match=r"ranks \[1\] do not include this rank \(0\)"):
             comm.sub_comm([1], 5)
         return
     # the members' first collective on the world meets rank 0's all_reduce above
-    comm.all_reduce(np.ones(3, np.int32))
+    with hcomm_kit.same_call("first"):
+        comm.all_reduce(np.ones(3, np.int32))
     sub = comm.sub_comm(members, 11)
     try:
         assert (sub.rank, sub.size) == (members.index(comm.rank), len(members))

@@ -12,6 +12,8 @@ fp64, int64); on the default A2 personality those raise an error naming dtype an
 from __future__ import annotations
 
 import datetime
+import re
+import sys
 import zlib
 
 import pytest
@@ -358,6 +360,7 @@ def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> 
     refuses further collectives, and its tensors stay held until the group is shut down."""
     import time
 
+    import hcomm_kit
     from hcomm_kit.errors import OpTimeoutError, ProcessGroupError
     from hcomm_kit.torch import registration_stats
 
@@ -381,7 +384,8 @@ def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> 
     t = torch.ones(1000)
     dist.all_reduce(t, group=g)
     if r == 0:
-        work = dist.all_reduce(t, group=g, async_op=True)
+        with hcomm_kit.same_call("late"):  # the same call as the others' below (another line)
+            work = dist.all_reduce(t, group=g, async_op=True)
         t0 = time.monotonic()
         with pytest.raises(OpTimeoutError, match=r"within the 0.3 s of Work.wait\(timeout=...\) on rank 0"):
             work.wait(timeout=datetime.timedelta(seconds=0.3))
@@ -391,11 +395,31 @@ def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> 
         assert registration_stats()["live"] >= 1  # the in-flight kernel may still use t
     else:
         time.sleep(1.5)  # rank 0's wait(timeout=0.3) expires first
-        dist.all_reduce(t, group=g)
+        with hcomm_kit.same_call("late"):
+            dist.all_reduce(t, group=g)
     dist.barrier(group=hc)
     assert type(g).__name__ == "ProcessGroupHcomm"  # torch keeps the backend's ProcessGroup itself
     g.abort()
     assert registration_stats()["live"] == 0
+
+
+@pytest.mark.mpi(np=[2], timeout=240)
+def test_skipped_collective_fails_naming_the_users_lines(groups) -> None:
+    """A rank that skips a torch.distributed collective: both ranks fail naming this file's lines
+    (the first frames outside torch and hcomm-kit), never a silent sum of the wrong tensors."""
+    r = dist.get_rank()
+    g = dist.new_group(backend="hcomm")
+    line = sys._getframe().f_lineno + 3
+    with pytest.raises(Exception) as info:
+        if r != 1:
+            dist.all_reduce(torch.ones(100), group=g)
+        dist.all_reduce(torch.full((100,), 2.0), group=g)
+    text = str(info.value)
+    assert "differ only in their call site" in text, text
+    assert re.search(rf"rank 0: all_reduce\(count=100, dtype=fp32, op=sum\) at \S*test_torch_pg\.py:{line}\b", text)
+    assert re.search(rf"rank 1: all_reduce\(count=100, dtype=fp32, op=sum\) at \S*test_torch_pg\.py:{line + 1}\b",
+                     text)
+    g.abort()
 
 
 @pytest.mark.mpi(np=[2], timeout=240)

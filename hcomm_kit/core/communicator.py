@@ -242,6 +242,7 @@ class Communicator(CollectiveOps):
         # Collective-call check (emulator extension HcommKitCallCheck; None on CANN): see CustomOp.check_call.
         self._call_check = rt.hccl.HcommKitCallCheck if rt.backend == "emu" and rt.has("HcommKitCallCheck") else None
         self._check_buf = ctypes.create_string_buffer(2048)
+        self._call_sites = envs.call_check() == "strict"  # compare call sites (hcomm_kit.callsite)
         self._sig_cache: dict = {}
         self._closed = False
         return self

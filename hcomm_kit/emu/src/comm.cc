@@ -1598,9 +1598,9 @@ EMU_API HcclResult HcclEngineCtxGet(HcclComm comm, const char* ctxTag, CommEngin
     if (int r = check_ctx_args(ctxTag, engine, __func__)) return (HcclResult)r;
     std::lock_guard<std::mutex> g(c->m);
     auto it = c->ctxs.find(std::make_pair(std::string(ctxTag), (int)engine_side(engine)));
-    if (it == c->ctxs.end())
-        return (HcclResult)seterr(HCCL_E_NOT_FOUND, __func__, "no engine context tagged \"%s\" for this engine (create it first)",
-                      ctxTag);
+    if (it == c->ctxs.end())  /* the documented probe before HcclEngineCtxCreate (hcomm.md §3.9) */
+        return (HcclResult)setmiss(HCCL_E_NOT_FOUND, __func__,
+                                   "no engine context tagged \"%s\" for this engine (create it first)", ctxTag);
     *ctx = it->second.ptr;
     *size = it->second.size;
     return HCCL_SUCCESS;

@@ -60,6 +60,17 @@ int seterr_str(int code, const char* api, const std::string& msg) {
     return code;
 }
 
+int setmiss(int code, const char* api, const char* fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    tl_err = std::string(api) + ": " + buf;
+    EMU_LOG(LOG_DEBUG, "%s (returns %d; a lookup miss, not logged as a failure)", tl_err.c_str(), code);
+    return code;
+}
+
 int seterr(int code, const char* api, const char* fmt, ...) {
     char buf[1024];
     va_list ap;

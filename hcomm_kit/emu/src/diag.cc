@@ -2013,6 +2013,57 @@ std::string diag_comm_report(Comm* c, const char* headline) {
 
 /* ================================================================ collective-call check */
 
+namespace {
+
+/* A posted call is "description @ call site" (hcomm_kit/callsite.py SEPARATOR; the site is the
+ * caller's file:line) or just "description" (no site: matches any site). */
+constexpr const char* kSiteSep = " @ ";
+
+/* The description and the site ("" when none) of a posted call text. */
+std::pair<std::string, std::string> sig_split(const std::string& text) {
+    size_t at = text.rfind(kSiteSep);
+    if (at == std::string::npos) return {text, ""};
+    return {text.substr(0, at), text.substr(at + strlen(kSiteSep))};
+}
+
+/* Two calls match when their descriptions are equal and, if `sites` and both carry a call site,
+ * their sites are equal too. */
+bool sig_match(const std::string& a, const std::string& b, bool sites) {
+    if (a == b) return true;
+    auto x = sig_split(a), y = sig_split(b);
+    if (x.first != y.first) return false;
+    return !sites || x.second.empty() || y.second.empty() || x.second == y.second;
+}
+
+/* A posted call as shown in messages: "all_reduce(count=8, dtype=fp32, op=sum) at train.py:12". */
+std::string sig_shown(const std::string& text) {
+    auto p = sig_split(text);
+    return p.second.empty() ? p.first : p.first + " at " + p.second;
+}
+
+/* "rank 1: X at a.py:5; ranks 0, 2, 3: X at a.py:4": the ranks that posted each distinct call, in
+ * the order of their lowest rank. */
+std::string calls_by_rank(const std::vector<std::pair<uint32_t, std::string>>& posted) {
+    std::vector<std::pair<std::string, std::vector<uint32_t>>> groups;
+    for (auto& p : posted) {
+        auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == p.second; });
+        if (it == groups.end()) groups.push_back({p.second, {p.first}});
+        else it->second.push_back(p.first);
+    }
+    for (auto& g : groups) std::sort(g.second.begin(), g.second.end());
+    std::sort(groups.begin(), groups.end(), [](auto& a, auto& b) { return a.second[0] < b.second[0]; });
+    std::string out;
+    for (auto& g : groups) {
+        if (!out.empty()) out += "; ";
+        out += g.second.size() == 1 ? "rank " : "ranks ";
+        for (size_t i = 0; i < g.second.size(); i++) out += (i ? ", " : "") + std::to_string(g.second[i]);
+        out += ": " + sig_shown(g.first);
+    }
+    return out;
+}
+
+}  // namespace
+
 /* Posts this rank's description of its next collective call (peer < 0) or of its next
  * point-to-point call with `peer`, and compares it with what the other ranks posted for the same
  * call: the later of two mismatching ranks finds it (both post before reading), aborts the
@@ -2024,6 +2075,9 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
     uint64_t seq;
     std::vector<std::pair<uint32_t, std::string>> posted;
     std::string bad;
+    /* compared with the other rank's text as posted: cut to the slot's size as copy_str does */
+    std::string expected(expect);
+    expected.resize(std::min(expected.size(), (peer < 0 ? sizeof(CallSig::text) : sizeof(P2PSig::text)) - 1));
     if (peer < 0) {
         {
             std::lock_guard<std::mutex> g(c->m);
@@ -2044,7 +2098,7 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
                 text[sizeof text - 1] = 0;
                 if (o.seq.load(std::memory_order_seq_cst) != seq) continue;
                 posted.emplace_back(r, text);
-                if (strcmp(text, expect) != 0) bad = text;
+                if (!sig_match(text, expected, true)) bad = text;
             }
         };
         collect();
@@ -2064,12 +2118,17 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
             usleep(1000);
         }
         collect(); /* every rank's call in the message */
-        std::string lines = strprintf("rank %u: %s", c->rank, mine);
-        for (auto& p : posted) lines += strprintf("; rank %u: %s", p.first, p.second.c_str());
+        posted.emplace_back(c->rank, mine);
+        bool same_args = true;
+        for (auto& p : posted) same_args = same_args && sig_split(p.second).first == sig_split(mine).first;
         std::string text = strprintf("[hcomm-kit] collective mismatch on communicator %s, call #%llu: the ranks do not make "
                                      "the same call (%s; ranks not listed have not reached this call yet). Nothing was "
                                      "exchanged for this call; every rank's call fails.",
-                                     c->name.c_str(), (unsigned long long)seq, lines.c_str());
+                                     c->name.c_str(), (unsigned long long)seq, calls_by_rank(posted).c_str());
+        if (same_args)
+            text += " The calls differ only in their call site: a rank skipped a call (or made an extra one) before "
+                    "this one. If the ranks make this call from different lines on purpose, wrap those calls in "
+                    "`with hcomm_kit.same_call():` (or set HCOMM_KIT_CALL_CHECK=loose).";
         if (comm_abort(c, text, AbortKind::Mismatch)) diag_log("%s", text.c_str());
         return text;
     }
@@ -2085,11 +2144,12 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
     char text[sizeof o.text];
     memcpy(text, o.text, sizeof text);
     text[sizeof text - 1] = 0;
-    if (o.seq.load(std::memory_order_seq_cst) != seq || strcmp(text, expect) == 0) return "";
+    /* partners call from different lines by design (a send and its recv): sites shown, not compared */
+    if (o.seq.load(std::memory_order_seq_cst) != seq || sig_match(text, expected, false)) return "";
     std::string msg = strprintf("[hcomm-kit] point-to-point mismatch on communicator %s, call #%llu between ranks %u and "
                                 "%d: rank %u: %s; rank %d: %s (expected %s). Nothing was exchanged; both calls fail.",
-                                c->name.c_str(), (unsigned long long)seq, c->rank, peer, c->rank, mine, peer, text,
-                                expect);
+                                c->name.c_str(), (unsigned long long)seq, c->rank, peer, c->rank,
+                                sig_shown(mine).c_str(), peer, sig_shown(text).c_str(), sig_split(expect).first.c_str());
     if (comm_abort(c, msg, AbortKind::Mismatch)) diag_log("%s", msg.c_str());
     return msg;
 }

@@ -62,6 +62,10 @@ namespace emu {
 int seterr(int code, const char* api, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Same, from a preformatted message. */
 int seterr_str(int code, const char* api, const std::string& msg);
+/* The answer "not there" of a lookup that callers make to probe (HcclEngineCtxGet before
+ * HcclEngineCtxCreate, as CANN's examples do): recorded for aclGetRecentErrMsg like seterr, but not
+ * written to the rank log (HCOMM_KIT_LOG_DIR) as a failed call, nor counted as a runtime error. */
+int setmiss(int code, const char* api, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Last message recorded by this thread (without clearing it). */
 std::string last_err();
 void clear_err();
