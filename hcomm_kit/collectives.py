@@ -19,8 +19,9 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   caller keeps alive until the stream is synchronized (the emulator reports a freed buffer).
 * ``op``: ``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or ``"avg"`` = sum, then divided by the rank
   count on the host (floats: in the dtype's precision; integers: truncated toward zero).
-  A2/A3 (Ascend910B, Ascend910_93) reduce only int8/int16/int32/fp16/fp32/bf16 with
-  sum/max/min; Ascend950 reduces every dtype with every op.
+  Dtypes and ops per product are those of CANN's HcclAllReduce / HcclReduce /
+  HcclReduceScatter (``hcomm_kit.dtypes.HCCL_API_REDUCE``): A2/A3 int8, int16, int32, int64,
+  fp16, fp32, bf16 with sum/prod/max/min (prod not for int16/bf16); Ascend950 also uint64, fp64.
 * ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set
   (read when the communicator is created, as HCCL does), else the kernel chooses by message size
   and rank count.
@@ -69,6 +70,8 @@ _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
 # Built-in operator -> the Python method that calls it (for the collective-call check's messages).
 _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all",
               "alltoallv": "all_to_all_v"}
+#: The reducing built-ins and the HCCL API whose dtype/op rules they follow (hcomm_kit.dtypes).
+_HCCL_API = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
 _ROOTED = frozenset({"broadcast", "reduce", "scatter", "gather"})
 _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
 
@@ -167,7 +170,10 @@ class CollectiveOps:
         """The loaded built-in operator ``name`` (a directory of ``aicpu_kernels/``)."""
         op = self._builtins.get(name)
         if op is None:
-            op = self._builtins[name] = self.load_op(aicpu_kernels_dir() / name)  # type: ignore[attr-defined]
+            op = self.load_op(aicpu_kernels_dir() / name)  # type: ignore[attr-defined]
+            if name in _HCCL_API:
+                op.set_hccl_api(_HCCL_API[name])  # CANN's per-API dtype/op table, not the primitive's
+            self._builtins[name] = op
         return op
 
     @staticmethod

@@ -329,7 +329,9 @@ class CustomOp:
             self._done = a.aclrtWaitAndResetNotify
         self._thread_notify = spec.handshake == "thread-notify"
         self._peer_topology = spec.topology == "peer"
+        self._product = product
         self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
+        self._hccl_api: str | None = None  # a built-in standing for this HCCL API (set_hccl_api)
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------
@@ -406,9 +408,27 @@ class CustomOp:
             self._rop_cache[reduce_op] = v
         return v
 
+    def set_hccl_api(self, api: str) -> None:
+        """Make this operator (a built-in collective) accept what CANN's HCCL API ``api`` accepts
+        on the running product (``hcomm_kit.dtypes.HCCL_API_REDUCE``) instead of what the Hcomm
+        reduce primitive accepts: the built-ins compute int64 and prod themselves on A2/A3."""
+        if api not in _dtypes.HCCL_API_REDUCE:
+            raise ConfigError(f"{api!r} is not a reducing HCCL API; known: {', '.join(_dtypes.HCCL_API_REDUCE)}",
+                              key="api")
+        self._hccl_api = api
+        self._a2a3_gate = True  # the API table restricts on every product (950 too)
+        self._last_key = None
+
     def _check_product_reduce(self, dt_value: int, rop: int) -> None:
-        """A2/A3 reduce only int8/int16/int32/fp16/fp32/bf16 x sum/max/min (hcomm.md §3.1)."""
+        """Built-ins: CANN's per-API table; others: A2/A3 Hcomm reductions, int8/int16/int32/fp16/fp32/bf16
+        x sum/max/min (hcomm.md §3.1)."""
         dt, op = _dtypes.get_dtype(dt_value), _dtypes.get_reduce_op(rop)
+        if self._hccl_api is not None:
+            try:
+                _dtypes.check_hccl_api_reduce(self._hccl_api, self._product, dt, op)
+            except ConfigError as exc:
+                raise ConfigError(f"operator {self.name}: {exc.reason}", key=exc.key) from None
+            return
         if dt.name not in A2A3_REDUCE_DTYPES or op.name not in A2A3_REDUCE_OPS:
             raise ConfigError(f"operator {self.name}: {self.comm.device.soc} cannot reduce {dt.name} with {op.name} "
                               f"(A2/A3 Hcomm reductions: {'/'.join(A2A3_REDUCE_DTYPES)} x "
