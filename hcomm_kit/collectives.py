@@ -70,8 +70,6 @@ _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
 # Built-in operator -> the Python method that calls it (for the collective-call check's messages).
 _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all",
               "alltoallv": "all_to_all_v"}
-#: The reducing built-ins and the HCCL API whose dtype/op rules they follow (hcomm_kit.dtypes).
-_HCCL_API = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
 _ROOTED = frozenset({"broadcast", "reduce", "scatter", "gather"})
 _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
 
@@ -170,10 +168,8 @@ class CollectiveOps:
         """The loaded built-in operator ``name`` (a directory of ``aicpu_kernels/``)."""
         op = self._builtins.get(name)
         if op is None:
-            op = self.load_op(aicpu_kernels_dir() / name)  # type: ignore[attr-defined]
-            if name in _HCCL_API:
-                op.set_hccl_api(_HCCL_API[name])  # CANN's per-API dtype/op table, not the primitive's
-            self._builtins[name] = op
+            # the reducing ones follow CANN's per-API dtype/op table (CustomOp: BUILTIN_HCCL_API)
+            op = self._builtins[name] = self.load_op(aicpu_kernels_dir() / name)  # type: ignore[attr-defined]
         return op
 
     @staticmethod

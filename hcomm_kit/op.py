@@ -33,6 +33,7 @@ from . import envs
 from .errors import (AclError, CheckError, CollectiveMismatchError, ConfigError, DeadlockError, HcclError,
                      HcommKitError, KernelError, OpTimeoutError, RemoteError)
 from .runtime import codes, enums, structs
+from .resources import aicpu_kernels_dir
 from .scaffold.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from .core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
 from .validate import as_count, as_rank, check_out_array, check_timeout
@@ -40,6 +41,9 @@ from .validate import as_count, as_rank, check_out_array, check_timeout
 __all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]
 
 PRODUCT_OF_DEV_TYPE = {0: "Ascend910B", 1: "Ascend910_93", 2: "Ascend950"}
+#: The reducing built-ins (directories of aicpu_kernels/) and the HCCL API whose dtype/op rules
+#: (hcomm_kit.dtypes.HCCL_API_REDUCE) they follow, however they are loaded.
+BUILTIN_HCCL_API = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
 _CPU_TS = int(enums.CommEngine.COMM_ENGINE_CPU_TS)
 _AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
 _H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
@@ -332,6 +336,9 @@ class CustomOp:
         self._product = product
         self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
         self._hccl_api: str | None = None  # a built-in standing for this HCCL API (set_hccl_api)
+        opdir = Path(spec.opdir).resolve() if spec.opdir else None
+        if opdir is not None and opdir.parent == aicpu_kernels_dir().resolve() and opdir.name in BUILTIN_HCCL_API:
+            self.set_hccl_api(BUILTIN_HCCL_API[opdir.name])
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------

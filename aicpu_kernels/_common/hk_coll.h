@@ -265,6 +265,7 @@ __attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const Op
     __atomic_store_n(flag, 0, __ATOMIC_RELEASE);
     OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, flag, tokenSrc, sizeof token));
     OP_CHECK(param.tag, HcommBatchModeEnd(param.tag));
+    OP_CHECK(param.tag, HcommBatchModeStart(param.tag));  // nothing is recorded while we wait
     const uint64_t limitS = param.notifyTimeout != 0 ? param.notifyTimeout : 1836;
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -278,11 +279,9 @@ __attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const Op
         if (static_cast<uint64_t>(now.tv_sec - start.tv_sec) > limitS) {
             OP_LOG_ERROR("the thread's tasks did not finish within %llu s (staged reduction), tag %s",
                          static_cast<unsigned long long>(limitS), param.tag);
-            (void)HcommBatchModeStart(param.tag);
             return HCCL_E_TIMEOUT;
         }
     }
-    OP_CHECK(param.tag, HcommBatchModeStart(param.tag));
     return HCCL_SUCCESS;
 }
 
