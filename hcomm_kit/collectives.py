@@ -19,8 +19,9 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   caller keeps alive until the stream is synchronized (the emulator reports a freed buffer).
 * ``op``: ``"sum"``, ``"prod"``, ``"max"``, ``"min"``, or ``"avg"`` = sum, then divided by the rank
   count on the host (floats: in the dtype's precision; integers: truncated toward zero).
-  A2/A3 (Ascend910B, Ascend910_93) reduce only int8/int16/int32/fp16/fp32/bf16 with
-  sum/max/min; Ascend950 reduces every dtype with every op.
+  Dtypes and ops per product are those of CANN's HcclAllReduce / HcclReduce /
+  HcclReduceScatter (``hcomm_kit.dtypes.HCCL_API_REDUCE``): A2/A3 int8, int16, int32, int64,
+  fp16, fp32, bf16 with sum/prod/max/min (prod not for int16/bf16); Ascend950 also uint64, fp64.
 * ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set
   (read when the communicator is created, as HCCL does), else the kernel chooses by message size
   and rank count.
@@ -167,6 +168,7 @@ class CollectiveOps:
         """The loaded built-in operator ``name`` (a directory of ``aicpu_kernels/``)."""
         op = self._builtins.get(name)
         if op is None:
+            # the reducing ones follow CANN's per-API dtype/op table (CustomOp: BUILTIN_HCCL_API)
             op = self._builtins[name] = self.load_op(aicpu_kernels_dir() / name)  # type: ignore[attr-defined]
         return op
 

@@ -182,6 +182,9 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCOMM_KIT_PROGRESS_SECONDS", "int", 10,
            "emulator: a wait longer than this prints a progress line on stderr (and again every such interval)",
            minimum=1, maximum=86400),
+    EnvVar("HCOMM_KIT_CROSS_TOOL", "str", None,
+           "set by the CANN-shaped tree's aarch64-target-linux-gnu-* wrappers when they exec $CC/$CXX: a second "
+           "pass runs the host tool (CMake sets CXX to the wrapper itself)"),
     EnvVar("HCOMM_KIT_JOB_DIR", "path", None,
            "per-job directory set by hcomm-kit launch and the pytest plugin: ranks write state dumps there on request"),
     EnvVar("HCOMM_KIT_FUZZ_SECONDS", "int", 20,

@@ -34,6 +34,7 @@ from . import envs
 from .errors import (AclError, CheckError, CollectiveMismatchError, ConfigError, DeadlockError, HcclError,
                      HcommKitError, KernelError, OpTimeoutError, RemoteError)
 from .runtime import codes, enums, structs
+from .resources import aicpu_kernels_dir
 from .scaffold.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from .core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
 from .validate import as_count, as_rank, check_out_array, check_timeout
@@ -41,6 +42,9 @@ from .validate import as_count, as_rank, check_out_array, check_timeout
 __all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]
 
 PRODUCT_OF_DEV_TYPE = {0: "Ascend910B", 1: "Ascend910_93", 2: "Ascend950"}
+#: The reducing built-ins (directories of aicpu_kernels/) and the HCCL API whose dtype/op rules
+#: (hcomm_kit.dtypes.HCCL_API_REDUCE) they follow, however they are loaded.
+BUILTIN_HCCL_API = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
 _CPU_TS = int(enums.CommEngine.COMM_ENGINE_CPU_TS)
 _AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
 _H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
@@ -330,7 +334,12 @@ class CustomOp:
             self._done = a.aclrtWaitAndResetNotify
         self._thread_notify = spec.handshake == "thread-notify"
         self._peer_topology = spec.topology == "peer"
+        self._product = product
         self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
+        self._hccl_api: str | None = None  # a built-in standing for this HCCL API (set_hccl_api)
+        opdir = Path(spec.opdir).resolve() if spec.opdir else None
+        if opdir is not None and opdir.parent == aicpu_kernels_dir().resolve() and opdir.name in BUILTIN_HCCL_API:
+            self.set_hccl_api(BUILTIN_HCCL_API[opdir.name])
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------
@@ -407,9 +416,27 @@ class CustomOp:
             self._rop_cache[reduce_op] = v
         return v
 
+    def set_hccl_api(self, api: str) -> None:
+        """Make this operator (a built-in collective) accept what CANN's HCCL API ``api`` accepts
+        on the running product (``hcomm_kit.dtypes.HCCL_API_REDUCE``) instead of what the Hcomm
+        reduce primitive accepts: the built-ins compute int64 and prod themselves on A2/A3."""
+        if api not in _dtypes.HCCL_API_REDUCE:
+            raise ConfigError(f"{api!r} is not a reducing HCCL API; known: {', '.join(_dtypes.HCCL_API_REDUCE)}",
+                              key="api")
+        self._hccl_api = api
+        self._a2a3_gate = True  # the API table restricts on every product (950 too)
+        self._last_key = None
+
     def _check_product_reduce(self, dt_value: int, rop: int) -> None:
-        """A2/A3 reduce only int8/int16/int32/fp16/fp32/bf16 x sum/max/min (hcomm.md §3.1)."""
+        """Built-ins: CANN's per-API table; others: A2/A3 Hcomm reductions, int8/int16/int32/fp16/fp32/bf16
+        x sum/max/min (hcomm.md §3.1)."""
         dt, op = _dtypes.get_dtype(dt_value), _dtypes.get_reduce_op(rop)
+        if self._hccl_api is not None:
+            try:
+                _dtypes.check_hccl_api_reduce(self._hccl_api, self._product, dt, op)
+            except ConfigError as exc:
+                raise ConfigError(f"operator {self.name}: {exc.reason}", key=exc.key) from None
+            return
         if dt.name not in A2A3_REDUCE_DTYPES or op.name not in A2A3_REDUCE_OPS:
             raise ConfigError(f"operator {self.name}: {self.comm.device.soc} cannot reduce {dt.name} with {op.name} "
                               f"(A2/A3 Hcomm reductions: {'/'.join(A2A3_REDUCE_DTYPES)} x "

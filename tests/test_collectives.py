@@ -3,8 +3,10 @@
 Data are small integers stored in each dtype, so every reduction order gives the same bits and
 results compare exactly (one test also uses random floats, for run-to-run and cross-rank
 bit-identity). Each rank count runs in one mpirun job per environment (plugin grouping):
-  * Ascend950 personality: the full dtype x reduce-op matrix (A2/A3 cannot reduce int64, prod...),
-    at small counts and at 1 MiB + 4 bytes with a 1 MB HCCL buffer;
+  * every product: CANN's per-API dtype x reduce-op table (hcomm_kit.dtypes.HCCL_API_REDUCE), each
+    accepted combination against numpy and each refused one refused (A2 in the quick run, A3 and 950
+    too), at small counts and at 1 MiB + 4 bytes with a 1 MB HCCL buffer (A2: int64 and prod are
+    computed by the built-ins themselves, the Hcomm primitive cannot);
   * HCCL_BUFFSIZE=1 (MB): messages larger than the HCCL buffer (sliced, tails);
   * the default A2 personality: the product gate, errors, async, in-place, algorithms, HCCL_ALGO.
 """
@@ -48,35 +50,74 @@ def all_data(size: int, count: int, dtype: str, rop: str = "sum", seed: int = 0)
     return [data(r, count, dtype, rop, seed) for r in range(size)]
 
 
+#: The built-ins and the HCCL API whose row of the dtype table they follow.
+API_OF = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
+A3 = {"HCOMM_KIT_SOC": "Ascend910_93"}
+NP2_SLOW = pytest.param(2, marks=pytest.mark.slow)
+
+
+def table(comm, api: str = "HcclAllReduce") -> list[tuple[str, str]]:
+    """(dtype, op) pairs CANN's ``api`` accepts on this communicator's product, in table order."""
+    ops = D.HCCL_API_REDUCE[api][comm.device.soc]
+    return [(d, op) for d in ALL_DTYPES for op in REDUCE_OPS if d in ops.get(op, ())]
+
+
 def prod_ok(dtype: str, size: int) -> bool:
     """2**size must fit the dtype exactly (else the reference itself overflows)."""
     limit = {"int8": 6, "uint8": 7, "fp16": 10, "bf16": 7}.get(dtype, 14)
     return size <= limit
 
 
-# ---- the full matrix (Ascend950 reduces every dtype with every op) ------------------------------
-@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env=A950, timeout=600)
-def test_reductions_every_dtype_and_op(comm) -> None:
+# ---- CANN's table, per product: every accepted combination right, every other one refused ------
+def _reductions_per_table(comm) -> None:
     n, r = comm.size, comm.rank
+    for name, api in API_OF.items():
+        assert table(comm, api) == table(comm), f"{api} differs from HcclAllReduce: test every API separately"
+    accepted = table(comm)
+    assert accepted, comm.device.soc
+    for dtype, rop in accepted:
+        if rop == "prod" and not prod_ok(dtype, n):
+            continue
+        for count in SMALL_COUNTS:
+            ins = all_data(n, count, dtype, rop)
+            want = reference.reduce(ins, rop, dtype)
+            got = comm.all_reduce(ins[r], rop, dtype=dtype)
+            np.testing.assert_array_equal(got, want, err_msg=f"allreduce {dtype} {rop} count {count}")
+            root = count % n
+            got = comm.reduce(ins[r], root, rop, dtype=dtype)
+            if r == root:
+                np.testing.assert_array_equal(got, want, err_msg=f"reduce {dtype} {rop} {count} root {root}")
+            else:
+                assert got is None
+            ins = all_data(n, count * n, dtype, rop)
+            got = comm.reduce_scatter(ins[r], rop, dtype=dtype)
+            np.testing.assert_array_equal(got, reference.reduce_scatter(ins, rop, dtype)[r],
+                                          err_msg=f"reduce_scatter {dtype} {rop} count {count}")
     for dtype in ALL_DTYPES:
         for rop in REDUCE_OPS:
-            if rop == "prod" and not prod_ok(dtype, n):
+            if (dtype, rop) in accepted:
                 continue
-            for count in SMALL_COUNTS:
-                ins = all_data(n, count, dtype, rop)
-                want = reference.reduce(ins, rop, dtype)
-                got = comm.all_reduce(ins[r], rop, dtype=dtype)
-                np.testing.assert_array_equal(got, want, err_msg=f"allreduce {dtype} {rop} count {count}")
-                root = count % n
-                got = comm.reduce(ins[r], root, rop, dtype=dtype)
-                if r == root:
-                    np.testing.assert_array_equal(got, want, err_msg=f"reduce {dtype} {rop} {count} root {root}")
-                else:
-                    assert got is None
-                ins = all_data(n, count * n, dtype, rop)
-                got = comm.reduce_scatter(ins[r], rop, dtype=dtype)
-                np.testing.assert_array_equal(got, reference.reduce_scatter(ins, rop, dtype)[r],
-                                              err_msg=f"reduce_scatter {dtype} {rop} count {count}")
+            x = data(r, 4 * n, dtype)
+            for call in (lambda: comm.all_reduce(x, rop, dtype=dtype), lambda: comm.reduce(x, 0, rop, dtype=dtype),
+                         lambda: comm.reduce_scatter(x, rop, dtype=dtype)):
+                with pytest.raises(ConfigError, match=f"does not reduce {dtype} with {rop} on {comm.device.soc}"):
+                    call()
+
+
+@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env=A950, timeout=600)
+def test_reductions_every_dtype_and_op(comm) -> None:
+    _reductions_per_table(comm)
+
+
+@pytest.mark.mpi(np=[2, NP3, NP4], timeout=600)
+def test_reductions_per_table_a2(comm) -> None:
+    """A2 (default): int64 and prod, which HcommLocalReduceOnThread refuses, computed by the built-ins."""
+    _reductions_per_table(comm)
+
+
+@pytest.mark.mpi(np=[NP2_SLOW, NP3], env=A3, timeout=600)
+def test_reductions_per_table_a3(comm) -> None:
+    _reductions_per_table(comm)
 
 
 @pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env=A950, timeout=600)
@@ -125,6 +166,16 @@ def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
                                           reference.scatter(blocks, 1 % n)[r])
             small = all_data(n, per, dtype, seed=3)
             np.testing.assert_array_equal(comm.all_gather(small[r], dtype=dtype), reference.allgather(small)[r])
+            if dtype == "int8":  # A2 staged reductions (the primitive refuses int64 / prod), sliced
+                for sdt, srop in (("int64", "sum"), ("int64", "min"), ("fp32", "prod")):
+                    big = all_data(n, per * n, sdt, srop, seed=4)
+                    want = reference.reduce(big, srop, sdt)
+                    np.testing.assert_array_equal(comm.all_reduce(big[r], srop, dtype=sdt), want)
+                    got = comm.reduce(big[r], n - 1, srop, dtype=sdt)
+                    if r == n - 1:
+                        np.testing.assert_array_equal(got, want)
+                    np.testing.assert_array_equal(comm.reduce_scatter(big[r], srop, dtype=sdt),
+                                                  reference.reduce_scatter(big, srop, sdt)[r])
             got = comm.gather(small[r], n - 1, dtype=dtype)
             if r == n - 1:
                 np.testing.assert_array_equal(got, reference.gather(small, n - 1)[r])
@@ -136,11 +187,12 @@ def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
     """1 MiB + 4 bytes per rank (rounded up to whole elements) with a 1 MB HCCL buffer: every
     collective x dtype x reduce op runs sliced, with a tail."""
     n, r = comm.size, comm.rank
+    accepted = table(comm)
     for dtype in ALL_DTYPES:
         item = D.get_dtype(dtype).itemsize
         count = -(-((1 << 20) + 4) // item)
         for rop in REDUCE_OPS:
-            if rop == "prod" and not prod_ok(dtype, n):
+            if (dtype, rop) not in accepted or rop == "prod" and not prod_ok(dtype, n):
                 continue
             ins = all_data(n, count, dtype, rop)
             want = reference.reduce(ins, rop, dtype)
@@ -419,10 +471,10 @@ def test_sub_comm_members_only(comm) -> None:
 @pytest.mark.mpi(np=[2])
 def test_errors_and_product_gate(comm) -> None:
     x = np.arange(4, dtype=np.int64)
-    with pytest.raises(ConfigError, match="cannot reduce int64 with sum"):
-        comm.all_reduce(x)                                      # A2: no int64 reductions
-    with pytest.raises(ConfigError, match="cannot reduce fp32 with prod"):
-        comm.all_reduce(x.astype(np.float32), "prod")
+    with pytest.raises(ConfigError, match="HcclAllReduce does not reduce uint64 with sum on Ascend910B"):
+        comm.all_reduce(x.astype(np.uint64))                    # A2: CANN's table has no uint64
+    with pytest.raises(ConfigError, match="HcclAllReduce does not reduce int16 with prod on Ascend910B"):
+        comm.all_reduce(x.astype(np.int16), "prod")
     np.testing.assert_array_equal(comm.all_gather(x), np.concatenate([x, x]))   # data movement: any dtype
     with pytest.raises(ConfigError, match="root=5"):
         comm.broadcast(x, 5)

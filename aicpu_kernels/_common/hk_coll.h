@@ -24,6 +24,10 @@
 #define HCOMM_KIT_AICPU_KERNELS_HK_COLL_H
 
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmath>
 
 #include <hccl/hccl_types.h>
 #include <hccl/hcomm_primitives.h>
@@ -219,6 +223,211 @@ static inline HcclResult HkSideCopyStart(const OpParam &param, const AlgResource
 static inline HcclResult HkSideCopyJoin(const OpParam &param, const AlgResourceCtx &resCtx, bool joined)
 {
     return joined ? HkFanIn(param, resCtx, 1) : HCCL_SUCCESS;
+}
+
+/* ---- reductions the Hcomm primitive cannot do (added for CANN's per-API dtype/op table) ------
+ * CANN's HcclAllReduce / HcclReduce / HcclReduceScatter reduce int64 (all ops) and prod (int8,
+ * int32, fp16, fp32, int64) on A2/A3 too, but HcommLocalReduceOnThread / ReadReduce / WriteReduce
+ * refuse them there (hcomm.md §3.1: A2/A3 int8/int16/int32/fp16/fp32/bf16 x sum/max/min). For
+ * those the built-ins stage the operand in local device memory with plain copies / reads and
+ * combine it in their own code (an element loop on the AICPU), after everything enqueued so far
+ * has run: HkDrain closes the batch, waits until a token copied last on the thread lands (a
+ * memory flag, bounded by OpParam.notifyTimeout) and opens the batch again. Notify protocols stay
+ * as they are; only the reduce tasks become copy + drain + loop (slower, as CANN's pages say of
+ * int64 on A2). Results follow the emulator's reduce semantics: integers wrap modulo 2^n, fp16
+ * products are rounded once to fp16 (round to nearest even), combined in the same order. */
+#define HK_SYNC_BYTES HK_SLICE_ALIGN_BYTES  /* tail of the own HCCL buffer holding the drain words */
+
+/* True when the Hcomm reduce primitives take (dataType, reduceOp) on this product. */
+static inline bool HkPrimitiveReduces(const OpParam &param)
+{
+    if (param.devType == 2) {  // Ascend950: every dtype and op
+        return true;
+    }
+    const int32_t dt = static_cast<int32_t>(param.dataType);
+    const bool dtOk = dt == HCOMM_DATA_TYPE_INT8 || dt == HCOMM_DATA_TYPE_INT16 || dt == HCOMM_DATA_TYPE_INT32 ||
+                      dt == HCOMM_DATA_TYPE_FP16 || dt == HCOMM_DATA_TYPE_FP32 || dt == HCOMM_DATA_TYPE_BFP16;
+    return dtOk && static_cast<int32_t>(param.reduceOp) != HCOMM_REDUCE_PROD;
+}
+
+/* Everything enqueued on `thread` so far has run (see above). `sync`: HK_SYNC_BYTES of the thread's
+ * own HCCL buffer that nobody else touches in this call (its tail); the token copied into it is
+ * AlgResourceCtx.localBuffer.addr of the device copy of the context (non-zero device memory that
+ * the kernel only reads), so every byte a task reads was written before. */
+__attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const OpParam &param,
+                                                                        const AlgResourceCtx &resCtx,
+                                                                        ThreadHandle thread, uint8_t *sync)
+{
+    uint64_t *const flag = reinterpret_cast<uint64_t *>(sync);
+    const void *const tokenSrc = &resCtx.localBuffer.addr;
+    uint64_t token;
+    memcpy(&token, tokenSrc, sizeof token);
+    __atomic_store_n(flag, 0, __ATOMIC_RELEASE);
+    OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, flag, tokenSrc, sizeof token));
+    OP_CHECK(param.tag, HcommBatchModeEnd(param.tag));
+    OP_CHECK(param.tag, HcommBatchModeStart(param.tag));  // nothing is recorded while we wait
+    const uint64_t limitS = param.notifyTimeout != 0 ? param.notifyTimeout : 1836;
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (uint32_t spin = 0; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != token; ++spin) {
+        if (spin < 64) {
+            continue;
+        }
+        struct timespec nap = {0, 20000};
+        nanosleep(&nap, nullptr);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (static_cast<uint64_t>(now.tv_sec - start.tv_sec) > limitS) {
+            OP_LOG_ERROR("the thread's tasks did not finish within %llu s (staged reduction), tag %s",
+                         static_cast<unsigned long long>(limitS), param.tag);
+            return HCCL_E_TIMEOUT;
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+static inline float HkHalfToFloat(uint16_t h)
+{
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu;
+    const uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0) {  // zero or subnormal: man * 2^-24
+        const float f = static_cast<float>(man) * 0x1.0p-24f;
+        memcpy(&bits, &f, sizeof bits);
+        bits |= sign;
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline uint16_t HkFloatToHalf(float f)  // round to nearest even; NaN -> quiet NaN, sign kept
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+    const uint32_t a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return sign | 0x7e00u;
+    }
+    if (a >= 0x477ff000u) {  // at least halfway between 65504 and 65536: inf
+        return sign | 0x7c00u;
+    }
+    if (a < 0x38800000u) {  // below 2^-14: subnormal, units of 2^-24
+        float v;
+        memcpy(&v, &a, sizeof v);
+        return sign | static_cast<uint16_t>(std::nearbyint(v * 0x1.0p24f));
+    }
+    uint32_t h = (((a >> 23) - 112u) << 10) | ((a & 0x7fffffu) >> 13);
+    const uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) != 0)) {
+        ++h;  // may carry into the exponent (correct: the next binade / inf)
+    }
+    return sign | static_cast<uint16_t>(h);
+}
+
+/* Integer arithmetic in an unsigned type at least as wide as int: wraps modulo 2^n (as numpy). */
+template <class T> struct HkUnsigned;
+template <> struct HkUnsigned<int8_t> { typedef uint32_t Type; };
+template <> struct HkUnsigned<int32_t> { typedef uint32_t Type; };
+template <> struct HkUnsigned<int64_t> { typedef uint64_t Type; };
+
+template <class T>
+__attribute__((no_sanitize("thread"))) static inline void HkLoopInt(void *dst, const void *src, uint64_t count,
+                                                                     int32_t op)
+{
+    typedef typename HkUnsigned<T>::Type U;
+    T *d = static_cast<T *>(dst);
+    const T *s = static_cast<const T *>(src);
+    for (uint64_t i = 0; i < count; ++i) {
+        const T a = d[i];
+        const T b = s[i];
+        switch (op) {
+            case HCOMM_REDUCE_SUM: d[i] = static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b))); break;
+            case HCOMM_REDUCE_PROD: d[i] = static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b))); break;
+            case HCOMM_REDUCE_MAX: d[i] = a < b ? b : a; break;
+            default: d[i] = b < a ? b : a; break;
+        }
+    }
+}
+
+/* Max / min of floats as the emulator's reduce (reduce.h): NaN wins (either operand NaN -> NaN). */
+__attribute__((no_sanitize("thread"))) static inline float HkFloatOp(float a, float b, int32_t op)
+{
+    switch (op) {
+        case HCOMM_REDUCE_SUM: return a + b;
+        case HCOMM_REDUCE_PROD: return a * b;
+        case HCOMM_REDUCE_MAX: return (a != a || b != b) ? (a != a ? a : b) : (a < b ? b : a);
+        default: return (a != a || b != b) ? (a != a ? a : b) : (b < a ? b : a);
+    }
+}
+
+/* dst[i] = dst[i] op src[i] in the kernel's own code (local memory; call HkDrain first). */
+__attribute__((no_sanitize("thread"))) static inline HcclResult HkLoopReduce(const OpParam &param, void *dst,
+                                                                            const void *src, uint64_t count)
+{
+    const int32_t op = static_cast<int32_t>(param.reduceOp);
+    switch (static_cast<int32_t>(param.dataType)) {
+        case HCOMM_DATA_TYPE_INT8: HkLoopInt<int8_t>(dst, src, count, op); return HCCL_SUCCESS;
+        case HCOMM_DATA_TYPE_INT32: HkLoopInt<int32_t>(dst, src, count, op); return HCCL_SUCCESS;
+        case HCOMM_DATA_TYPE_INT64: HkLoopInt<int64_t>(dst, src, count, op); return HCCL_SUCCESS;
+        case HCOMM_DATA_TYPE_FP32: {
+            float *d = static_cast<float *>(dst);
+            const float *s = static_cast<const float *>(src);
+            for (uint64_t i = 0; i < count; ++i) {
+                d[i] = HkFloatOp(d[i], s[i], op);
+            }
+            return HCCL_SUCCESS;
+        }
+        case HCOMM_DATA_TYPE_FP16: {
+            uint16_t *d = static_cast<uint16_t *>(dst);
+            const uint16_t *s = static_cast<const uint16_t *>(src);
+            for (uint64_t i = 0; i < count; ++i) {
+                d[i] = HkFloatToHalf(HkFloatOp(HkHalfToFloat(d[i]), HkHalfToFloat(s[i]), op));
+            }
+            return HCCL_SUCCESS;
+        }
+        default:
+            OP_LOG_ERROR("dataType %d with reduce op %d is neither a Hcomm reduction on this product nor one "
+                         "the kernel computes, tag %s", static_cast<int>(param.dataType), static_cast<int>(op),
+                         param.tag);
+            return HCCL_E_NOT_SUPPORT;
+    }
+}
+
+/* HcommLocalReduceOnThread, or (primitive cannot) drain + loop. */
+static inline HcclResult HkLocalReduce(const OpParam &param, const AlgResourceCtx &resCtx, ThreadHandle thread,
+                                       uint8_t *sync, void *dst, const void *src, uint64_t count)
+{
+    if (HkPrimitiveReduces(param)) {
+        OP_CHECK(param.tag, HcommLocalReduceOnThread(thread, dst, src, count,
+                                                     static_cast<HcommDataType>(param.dataType),
+                                                     static_cast<HcommReduceOp>(param.reduceOp)));
+        return HCCL_SUCCESS;
+    }
+    const HcclResult rc = HkDrain(param, resCtx, thread, sync);
+    return rc != HCCL_SUCCESS ? rc : HkLoopReduce(param, dst, src, count);
+}
+
+/* HcommReadReduceOnThread, or (primitive cannot) Read into `scratch` (own local memory of
+ * count elements), drain, loop. */
+static inline HcclResult HkReadReduce(const OpParam &param, const AlgResourceCtx &resCtx, ThreadHandle thread,
+                                      ChannelHandle ch, void *dst, const void *src, uint64_t count, uint32_t unit,
+                                      uint8_t *scratch, uint8_t *sync)
+{
+    if (HkPrimitiveReduces(param)) {
+        OP_CHECK(param.tag, HcommReadReduceOnThread(thread, ch, dst, src, count,
+                                                    static_cast<HcommDataType>(param.dataType),
+                                                    static_cast<HcommReduceOp>(param.reduceOp)));
+        return HCCL_SUCCESS;
+    }
+    OP_CHECK(param.tag, HcommReadOnThread(thread, ch, scratch, src, count * unit));
+    const HcclResult rc = HkDrain(param, resCtx, thread, sync);
+    return rc != HCCL_SUCCESS ? rc : HkLoopReduce(param, dst, scratch, count);
 }
 
 /* ---- automatic algorithm choice (OpParam.algo == HK_ALGO_AUTO) ---------------------------------

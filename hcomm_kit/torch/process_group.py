@@ -47,10 +47,8 @@ from torch._C import _distributed_c10d as _c10d
 from torch.distributed import ReduceOp
 
 from .. import envs
+from ..dtypes import hccl_api_reduce_summary, hccl_api_reduces
 from ..errors import AclError, CollectiveMismatchError, ConfigError, HcclError, ProcessGroupError
-from ..scaffold.opspec import A2A3 as _A2A3
-from ..scaffold.opspec import A2A3_REDUCE_DTYPES as _A2A3_REDUCE_DTYPES
-from ..scaffold.opspec import A2A3_REDUCE_OPS as _A2A3_REDUCE_OPS
 from ._tensors import Operands, hk_dtype
 
 __all__ = ["ProcessGroupHcomm", "HcommWork", "create_process_group", "BACKEND_NAME"]
@@ -453,11 +451,13 @@ class ProcessGroupHcomm(dist.ProcessGroup):
             raise TypeError(f"hcomm: {what} with ReduceOp.{name} cannot reduce torch.bool tensors; "
                             f"cast to torch.uint8 / torch.int32")
         dt = hk_dtype(dtype, what)
-        if self._product in _A2A3 and (dt.name not in _A2A3_REDUCE_DTYPES or kernel_op not in _A2A3_REDUCE_OPS):
+        api = ("HcclAllReduce" if what.startswith("allreduce") else
+               "HcclReduceScatter" if what.startswith("reduce_scatter") else "HcclReduce")
+        if not hccl_api_reduces(api, self._product, dt, kernel_op):
             raise ConfigError(
-                f"hcomm: {what} with ReduceOp.{name} on {dtype} ({dt.name}): {self._product} cannot reduce it "
-                f"(A2/A3 reduce {'/'.join(_A2A3_REDUCE_DTYPES)} with sum/max/min; Ascend950 reduces every dtype "
-                f"with every op: set HCOMM_KIT_SOC=Ascend950, or cast the tensor)", key="dtype")
+                f"hcomm: {what} with ReduceOp.{name} on {dtype} ({dt.name}): CANN's {api} does not reduce {dt.name} "
+                f"with {kernel_op} on {self._product} (it accepts {hccl_api_reduce_summary(api, self._product)}); "
+                f"cast the tensor", key="dtype")
         if kind == _RedOp.PREMUL_SUM and not dt.is_float:
             raise TypeError(f"hcomm: {what} with ReduceOp.PREMUL_SUM needs a floating-point tensor, got {dtype}")
         return name, kernel_op, factor

@@ -36,6 +36,8 @@ struct Ctx {
     uint8_t *output;
     uint8_t *myBuf;
     uint64_t bufferBytes;
+    uint8_t *scratch;  // staged reduce (HkReadReduce when the primitive cannot reduce): own, private
+    uint8_t *sync;     // HK_SYNC_BYTES for HkDrain
 
     ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
     uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
@@ -84,8 +86,7 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t off, uint64_t count)
             if (r == 0) {  // rank 0's own input is still intact here (in place: nothing to copy)
                 HK_TRY(HkCopy(c.param, c.thread, out, c.input + offBytes, bytes));
             } else {
-                OP_CHECK(c.param.tag,
-                         HcommLocalReduceOnThread(c.thread, out, c.myBuf, count, c.dataType, c.reduceOp));
+                HK_TRY(HkLocalReduce(c.param, c.res, c.thread, c.sync, out, c.myBuf, count));
             }
             continue;
         }
@@ -93,8 +94,8 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t off, uint64_t count)
         if (r == 0) {
             OP_CHECK(c.param.tag, HcommReadOnThread(c.thread, c.Ch(r), out, c.PeerBuf(r), bytes));
         } else {
-            OP_CHECK(c.param.tag,
-                     HcommReadReduceOnThread(c.thread, c.Ch(r), out, c.PeerBuf(r), count, c.dataType, c.reduceOp));
+            HK_TRY(HkReadReduce(c.param, c.res, c.thread, c.Ch(r), out, c.PeerBuf(r), count, c.unit, c.scratch,
+                                c.sync));
         }
     }
     for (uint32_t p = 0; p < c.rankSize; ++p) {
@@ -255,12 +256,28 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     if (n == 1 || param.count == 0) {
         return HkCopy(param, thread, param.outputPtr, param.inputPtr, param.count * unit);
     }
-    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
     if (bufferBytes == 0) {
         return HCCL_E_PARA;
     }
-    const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo
-                                                      : HkChooseAlgo(HK_COLL_ALLREDUCE, param.count * unit, n);
+    uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_ALLREDUCE, param.count * unit, n);
+    // A dtype/op the Hcomm primitive cannot reduce here (A2/A3 int64, prod): one-shot with staged
+    // reads, every slice in the first half of the buffer, the second half private scratch, the
+    // drain words at the end (hk_coll.h). Every rank takes this branch alike (same dtype/op/product).
+    uint8_t *const myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+    uint8_t *scratch = nullptr;
+    uint8_t *sync = nullptr;
+    if (!HkPrimitiveReduces(param)) {
+        if (bufferBytes <= HK_SYNC_BYTES) {
+            OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                         param.tag);
+            return HCCL_E_MEMORY;
+        }
+        algo = HK_ALGO_MESH;
+        sync = myBuf + bufferBytes - HK_SYNC_BYTES;
+        bufferBytes = HkSliceBytes((bufferBytes - HK_SYNC_BYTES) / 2);
+        scratch = myBuf + bufferBytes;
+    }
     const Ctx c{param,
                 resCtx,
                 unit,
@@ -272,8 +289,10 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                 thread,
                 static_cast<const uint8_t *>(param.inputPtr),
                 static_cast<uint8_t *>(param.outputPtr),
-                static_cast<uint8_t *>(resCtx.localBuffer.addr),
-                bufferBytes};
+                myBuf,
+                bufferBytes,
+                scratch,
+                sync};
 
     if (algo == HK_ALGO_RING && n == 2) {
         if (HkSliceBytes(bufferBytes / 2) < unit) {

@@ -30,8 +30,6 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     if (unitSize == 0) {
         return HCCL_E_PARA;
     }
-    const HcommDataType dataType = static_cast<HcommDataType>(param.dataType);
-    const HcommReduceOp reduceOp = static_cast<HcommReduceOp>(param.reduceOp);
     const uint64_t totalBytes = param.count * unitSize;
     const uint32_t rank = resCtx.rank;
     const uint32_t rankSize = resCtx.rankSize;
@@ -45,7 +43,23 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     if (rankSize == 1 || totalBytes == 0) {
         return rank == root ? HkCopy(param, thread, output, input, totalBytes) : HCCL_SUCCESS;
     }
-    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+    // A dtype/op the Hcomm primitive cannot reduce here (A2/A3 int64, prod): every rank stages in
+    // the first half of its buffer; the root reads into the second half (private) and combines in
+    // its own code, the drain words at the end (hk_coll.h).
+    uint8_t *scratch = nullptr;
+    uint8_t *sync = nullptr;
+    if (!HkPrimitiveReduces(param)) {
+        if (bufferBytes <= HK_SYNC_BYTES) {
+            OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                         param.tag);
+            return HCCL_E_MEMORY;
+        }
+        sync = myBuf + bufferBytes - HK_SYNC_BYTES;
+        bufferBytes = HkSliceBytes((bufferBytes - HK_SYNC_BYTES) / 2);
+        scratch = myBuf + bufferBytes;
+    }
     uint64_t sliceBytes = 0;
     uint64_t halfBytes = 0;
     HkStagePlan(totalBytes, bufferBytes, 1, &sliceBytes, &halfBytes);
@@ -54,7 +68,6 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                      param.tag);
         return HCCL_E_MEMORY;
     }
-    uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
 
     if (rank != root) {
         const ChannelHandle ch = resCtx.channels[root].handle;
@@ -87,7 +100,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                 if (r == 0) {
                     OP_CHECK(param.tag, HkCopy(param, thread, dst, own, len));
                 } else {
-                    OP_CHECK(param.tag, HcommLocalReduceOnThread(thread, dst, own, count, dataType, reduceOp));
+                    OP_CHECK(param.tag, HkLocalReduce(param, resCtx, thread, sync, dst, own, count));
                 }
                 continue;
             }
@@ -97,7 +110,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             if (r == 0) {
                 OP_CHECK(param.tag, HcommReadOnThread(thread, ch.handle, dst, src, len));
             } else {
-                OP_CHECK(param.tag, HcommReadReduceOnThread(thread, ch.handle, dst, src, count, dataType, reduceOp));
+                OP_CHECK(param.tag, HkReadReduce(param, resCtx, thread, ch.handle, dst, src, count, unitSize, scratch,
+                                                 sync));
             }
             OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
         }

@@ -39,6 +39,7 @@ struct Ctx {
     uint8_t *output;
     uint64_t blockBytes;  // count * unit
     uint8_t *myBuf;
+    uint8_t *sync;  // HK_SYNC_BYTES for HkDrain (staged reduce: the primitive cannot reduce the dtype/op)
 
     ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
     uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
@@ -90,6 +91,13 @@ HcclResult MeshSlice(const Ctx &c, uint64_t off, uint64_t len, uint64_t region)
     if (workers == 0) {
         HK_TRY(MeshPush(c, main, 1 - c.rank, off, len, region));
     }
+    // The workers' pushes are enqueued before the main thread's reductions: a staged reduce
+    // (HkLocalReduce draining the batch) must not hold back the pushes the peers wait for.
+    for (uint32_t i = 1; i <= workers; ++i) {
+        HK_TRY(HkWorkerStart(c.param, c.res, i));
+        HK_TRY(MeshPush(c, c.res.threads[i], (c.rank + i) % n, off, len, region));
+        HK_TRY(HkWorkerFinish(c.param, c.res, i, workers));
+    }
     for (uint32_t q = 0; q < n; ++q) {
         const uint8_t *src = c.input + c.rank * c.blockBytes + off;
         if (q != c.rank) {
@@ -99,13 +107,8 @@ HcclResult MeshSlice(const Ctx &c, uint64_t off, uint64_t len, uint64_t region)
         if (q == 0) {
             OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, out, src, len));
         } else {
-            OP_CHECK(c.param.tag, HcommLocalReduceOnThread(main, out, src, count, c.dataType, c.reduceOp));
+            HK_TRY(HkLocalReduce(c.param, c.res, main, c.sync, out, src, count));
         }
-    }
-    for (uint32_t i = 1; i <= workers; ++i) {
-        HK_TRY(HkWorkerStart(c.param, c.res, i));
-        HK_TRY(MeshPush(c, c.res.threads[i], (c.rank + i) % n, off, len, region));
-        HK_TRY(HkWorkerFinish(c.param, c.res, i, workers));
     }
     return HkFanIn(c.param, c.res, workers);
 }
@@ -161,12 +164,25 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     if (n == 1 || blockBytes == 0) {
         return HkCopy(param, resCtx.threads[0], param.outputPtr, param.inputPtr, blockBytes);
     }
-    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
+    uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
     if (bufferBytes == 0) {
         return HCCL_E_PARA;
     }
-    const uint32_t algo =
-        param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_REDUCE_SCATTER, blockBytes, n);
+    uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_REDUCE_SCATTER, blockBytes, n);
+    // A dtype/op the Hcomm primitive cannot reduce here (A2/A3 int64, prod): mesh (its reductions
+    // are local), combined in the kernel's code, the drain words at the end of the buffer (hk_coll.h).
+    uint8_t *const myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+    uint8_t *sync = nullptr;
+    if (!HkPrimitiveReduces(param)) {
+        if (bufferBytes <= HK_SYNC_BYTES) {
+            OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                         param.tag);
+            return HCCL_E_MEMORY;
+        }
+        algo = HK_ALGO_MESH;
+        sync = myBuf + bufferBytes - HK_SYNC_BYTES;
+        bufferBytes -= HK_SYNC_BYTES;
+    }
     if (algo != HK_ALGO_MESH && algo != HK_ALGO_RING) {
         OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
         return HCCL_E_PARA;
@@ -186,7 +202,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                 static_cast<const uint8_t *>(param.inputPtr),
                 static_cast<uint8_t *>(param.outputPtr),
                 blockBytes,
-                static_cast<uint8_t *>(resCtx.localBuffer.addr)};
+                myBuf,
+                sync};
     // Mesh: n-1 regions (one per sender); ring: n regions (one per block); cache-sized pieces.
     const uint64_t region = HkSliceBytes(HkMin(bufferBytes / (algo == HK_ALGO_MESH ? n - 1 : n), HK_CACHE_SLICE_BYTES));
     const uint64_t slice = region / unit * unit;

@@ -634,6 +634,8 @@ constexpr uint64_t kExecPollNs = 20000000ull;
  * submitted unless helper_follows (the stream's next task is a notify wait on the same device,
  * whose worker runs them). */
 void kernel_end_submit(Stream* s, bool helper_follows);
+/* A kernel opened a batch again after submitting one: wake the executor now (it keeps running). */
+void kernel_batch_reopened();
 void sched_stop(Device* dev);
 /* Fails all queued tasks of the communicator's device threads on this process. */
 void sched_abort_comm(Comm* c);

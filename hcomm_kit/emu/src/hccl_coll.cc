@@ -22,6 +22,7 @@
  */
 #include "comm.h"
 #include "emu.h"
+#include "hccl_api_support.h"
 #include "reduce.h"
 
 #pragma GCC visibility push(default)
@@ -375,45 +376,43 @@ int launch(Call& k, BuiltinId b, P& param, int op_type) {
 /* ------------------------------------------------------------------ argument checks (CANN's) */
 
 /* CheckDataType(dataType, needReduce = false): CANN refuses INT128 and unknown values with
- * HCCL_E_NOT_SUPPORT; the emulator moves the 12 types of reduce.h (not HIF8 / FP8). */
+ * HCCL_E_NOT_SUPPORT; the emulator moves the 12 types of reduce.h (not HIF8 / FP8), which every
+ * non-reducing API page lists on A2, A3 and 950 (hccl_api_support.h, kHcclApiMove). */
 int check_dtype(int dt, const char* what, const char* api) {
-    if (dtype_size(dt) == 0)
+    uint32_t mask = 0;
+    for (const HcclApiMoveRow& r : kHcclApiMove)
+        if (strcmp(r.api, api) == 0 && cfg().soc_name == r.product) mask = r.dtypes;
+    if (dtype_size(dt) == 0 || dt < 0 || dt >= 32 || !(mask >> dt & 1u))
         return seterr(HCCL_E_NOT_SUPPORT, api,
-                      "%s %d (%s) is not supported: use one of int8, int16, int32, int64, uint8, uint16, uint32, "
+                      "%s %d (%s) is not supported on %s: use one of int8, int16, int32, int64, uint8, uint16, uint32, "
                       "uint64, fp16, bfp16, fp32, fp64 (int128, hif8 and the fp8 types are not emulated)",
-                      what, dt, dtype_name(dt));
+                      what, dt, dtype_name(dt), cfg().soc_name.c_str());
     return HCCL_SUCCESS;
 }
 
-/* CheckDataType(dataType, needReduce = true) and CheckReduceOp, within the product's limits:
- * A2/A3 reduce int8/int16/int32/fp16/fp32/bfp16 with sum/max/min (the Hcomm reduces of
- * hcomm.md §3.1); 950 also int64/uint64/fp64, and prod for int8/int32/int64/uint64/fp16/fp32/fp64. */
+/* CheckDataType(dataType, needReduce = true) and CheckReduceOp, per API and product as CANN's API
+ * pages say (the one table: hcomm_kit/dtypes.py HCCL_API_REDUCE, generated into
+ * hccl_api_support.h). Wider than HcommLocalReduceOnThread on A2/A3: the built-ins reduce int64
+ * and prod in their own code there. */
 int check_reduce(int dt, int op, const char* api) {
     if (op < HCCL_REDUCE_SUM || op > HCCL_REDUCE_MIN)
         return seterr(HCCL_E_PARA, api, "op %d is not a reduce op (sum 0, prod 1, max 2, min 3)", op);
-    bool a2a3 = !is_950();
-    auto in = [dt](std::initializer_list<int> l) { return std::find(l.begin(), l.end(), dt) != l.end(); };
-    bool dt_ok = a2a3 ? in({HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_FP16,
-                             HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_BFP16})
-                      : in({HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_FP16,
-                            HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_BFP16, HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_UINT64,
-                            HCCL_DATA_TYPE_FP64});
-    if (!dt_ok)
-        return seterr(HCCL_E_NOT_SUPPORT, api, "dataType %d (%s) cannot be reduced on %s (supported: %s)", dt,
-                      dtype_name(dt), cfg().soc_name.c_str(),
-                      a2a3 ? "int8, int16, int32, fp16, fp32, bfp16" : "int8, int16, int32, int64, uint64, fp16, fp32, "
-                                                                       "fp64, bfp16");
-    if (op == HCCL_REDUCE_PROD) {
-        bool prod_ok = !a2a3 && in({HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_INT64,
-                                    HCCL_DATA_TYPE_UINT64, HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32,
-                                    HCCL_DATA_TYPE_FP64});
-        if (!prod_ok)
-            return seterr(HCCL_E_NOT_SUPPORT, api, "reduce op prod with dataType %s is not supported on %s%s",
-                          dtype_name(dt), cfg().soc_name.c_str(),
-                          a2a3 ? " (A2/A3 reduce with sum, max and min only)"
-                               : " (prod: int8, int32, int64, uint64, fp16, fp32, fp64)");
+    const char* product = cfg().soc_name.c_str();
+    const HcclApiReduceRow* row = nullptr;
+    for (const HcclApiReduceRow& r : kHcclApiReduce)
+        if (strcmp(r.api, api) == 0 && strcmp(r.product, product) == 0) row = &r;
+    if (!row) return seterr(HCCL_E_INTERNAL, api, "no dtype/op table row for %s on %s", api, product);
+    const bool known = dt >= 0 && dt < 32;
+    if (known && (row->ops[op] >> dt & 1u)) return HCCL_SUCCESS;
+    std::string accepted;
+    for (int o = HCCL_REDUCE_SUM; o <= HCCL_REDUCE_MIN; o++) {
+        std::string names;
+        for (int d = 0; d < 32; d++)
+            if (row->ops[o] >> d & 1u) names += std::string(names.empty() ? "" : ", ") + dtype_name(d);
+        accepted += strprintf("%s%s: %s", accepted.empty() ? "" : "; ", redop_name(o), names.empty() ? "-" : names.c_str());
     }
-    return HCCL_SUCCESS;
+    return seterr(HCCL_E_NOT_SUPPORT, api, "dataType %d (%s) with op %s is not supported on %s (%s accepts %s)", dt,
+                  dtype_name(dt), redop_name(op), product, api, accepted.c_str());
 }
 
 int check_root(Call& k, uint32_t root, const char* what = "root") {

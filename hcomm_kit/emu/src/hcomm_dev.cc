@@ -686,6 +686,7 @@ EMU_API int32_t HcommBatchModeStart(const char* batchTag) {
     b.tag = batchTag ? batchTag : "";
     b.itag = intern(b.tag);
     b.pending.clear();
+    kernel_batch_reopened();
     return HCCL_SUCCESS;
 }
 

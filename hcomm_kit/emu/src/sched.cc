@@ -387,6 +387,16 @@ void kernel_end_submit(Stream* s, bool helper_follows) {
         exec_wake(c);
 }
 
+void kernel_batch_reopened() {
+    KernelCtx& k = kctx();
+    if (!k.active || !k.deferred_exec_wake || !k.dev) return;
+    /* The kernel goes on after submitting a batch (e.g. it waits for those tasks to combine data in
+     * its own code): deferring the executor's wake-up to its return would stall them a poll interval. */
+    k.deferred_exec_wake = false;
+    DevCtl* c = k.dev->ctl;
+    if (c->helpers.load(std::memory_order_seq_cst) == 0 && c->queued.load(std::memory_order_seq_cst) != 0) exec_wake(c);
+}
+
 void sched_abort_comm(Comm* c) {
     Device* d = comm_device(c);
     if (!d) return;

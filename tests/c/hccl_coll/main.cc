@@ -395,9 +395,25 @@ int Args(Rank& R)
     EXPECT_RC(HcclAllReduce(d, d, 4, (HcclDataType)99, HCCL_REDUCE_SUM, cm, st), HCCL_E_NOT_SUPPORT);
     EXPECT_RC(HcclAllReduce(d, d, 4, HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, cm, st), HCCL_E_NOT_SUPPORT);
     EXPECT_RC(HcclReduceScatter(d, d, 4, HCCL_DATA_TYPE_INT16, HCCL_REDUCE_PROD, cm, st), HCCL_E_NOT_SUPPORT);
-    if (!R.is950) { /* A2/A3 reduce only int8/int16/int32/fp16/fp32/bf16, with sum/max/min */
-        EXPECT_RC(HcclReduce(d, d, 4, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM, 0, cm, st), HCCL_E_NOT_SUPPORT);
-        EXPECT_RC(HcclAllReduce(d, d, 4, f32, HCCL_REDUCE_PROD, cm, st), HCCL_E_NOT_SUPPORT);
+    /* CANN's per-API pages (hcomm_kit/dtypes.py HCCL_API_REDUCE): A2/A3 no uint64 / fp64; prod never
+     * int16 / bf16; HcclReduceScatterV: A2 no int64, A2/A3 no prod, 950 no uint64. */
+    const bool isA2 = strcmp(aclrtGetSocName(), "Ascend910B") == 0;
+    EXPECT_RC(HcclAllReduce(d, d, 4, HCCL_DATA_TYPE_BFP16, HCCL_REDUCE_PROD, cm, st), HCCL_E_NOT_SUPPORT);
+    if (!R.is950) {
+        EXPECT_RC(HcclReduce(d, d, 4, HCCL_DATA_TYPE_UINT64, HCCL_REDUCE_SUM, 0, cm, st), HCCL_E_NOT_SUPPORT);
+        EXPECT_RC(HcclAllReduce(d, d, 4, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_MAX, cm, st), HCCL_E_NOT_SUPPORT);
+    }
+    {
+        uint64_t cnt[64], dsp[64];
+        for (uint32_t j = 0; j < R.n; j++) cnt[j] = 1, dsp[j] = j;
+        void* out = (char*)d + 1024;
+        if (!R.is950) /* A2/A3: sum, max, min only */
+            EXPECT_RC(HcclReduceScatterV(d, cnt, dsp, out, 1, f32, HCCL_REDUCE_PROD, cm, st), HCCL_E_NOT_SUPPORT);
+        if (isA2) /* A2: no int64 */
+            EXPECT_RC(HcclReduceScatterV(d, cnt, dsp, out, 1, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM, cm, st),
+                      HCCL_E_NOT_SUPPORT);
+        EXPECT_RC(HcclReduceScatterV(d, cnt, dsp, out, 1, HCCL_DATA_TYPE_UINT64, HCCL_REDUCE_SUM, cm, st),
+                  HCCL_E_NOT_SUPPORT);
     }
     EXPECT_RC(HcclReduce(d, d, 4, f32, HCCL_REDUCE_SUM, R.n, cm, st), HCCL_E_PARA);
     EXPECT_RC(HcclBroadcast(d, 4, f32, R.n, cm, st), HCCL_E_PARA);
@@ -446,14 +462,20 @@ std::vector<Case> Cases(bool is950, uint32_t n, const std::string& only)
     };
     std::vector<HcclDataType> red = {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_INT32,
                                      HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_BFP16};
-    if (is950) red.insert(red.end(), {HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_UINT64, HCCL_DATA_TYPE_FP64});
+    /* CANN's tables (hcomm_kit/dtypes.py): int64 and prod on every product (A2/A3: the built-ins
+     * compute them, the Hcomm primitive cannot), uint64 / fp64 on 950. */
+    red.push_back(HCCL_DATA_TYPE_INT64);
+    if (is950) red.insert(red.end(), {HCCL_DATA_TYPE_UINT64, HCCL_DATA_TYPE_FP64});
     std::vector<int> ops = {HCCL_REDUCE_SUM, HCCL_REDUCE_MAX, HCCL_REDUCE_MIN};
     for (HcclDataType dt : red)
         for (int op : ops) add("allreduce", dt, 1000, op, 0);
+    for (HcclDataType dt : {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_FP16,
+                            HCCL_DATA_TYPE_FP32})
+        add("allreduce", dt, 257, HCCL_REDUCE_PROD, 0);
     if (is950)
-        for (HcclDataType dt : {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_UINT64,
-                                HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP64})
-            add("allreduce", dt, 257, HCCL_REDUCE_PROD, 0);
+        for (HcclDataType dt : {HCCL_DATA_TYPE_UINT64, HCCL_DATA_TYPE_FP64}) add("allreduce", dt, 257, HCCL_REDUCE_PROD, 0);
+    add("reduce", HCCL_DATA_TYPE_INT64, 300001, HCCL_REDUCE_SUM, n - 1);   /* > the 1 MB HCCL buffer */
+    add("reducescatter", HCCL_DATA_TYPE_INT32, 70001, HCCL_REDUCE_PROD, 0);
     add("allreduce", HCCL_DATA_TYPE_FP32, 1, HCCL_REDUCE_SUM, 0);
     add("allreduce", HCCL_DATA_TYPE_FP32, 300001, HCCL_REDUCE_SUM, 0); /* > the 1 MB HCCL buffer: sliced */
     add("allreduce_inplace", HCCL_DATA_TYPE_INT32, 4099, HCCL_REDUCE_MAX, 0);
