@@ -2,8 +2,8 @@
  *   python -m hcomm_kit.dtypes --c-header > hcomm_kit/emu/src/hccl_api_support.h
  * Do not edit: change the Python table (its comment cites CANN's pages); tests/test_dtypes.py
  * fails while this file differs from the rendering. Masks: bit (1u << HcclDataType value). */
-#ifndef HCOMM_KIT_EMU_HCCL_API_SUPPORT_H
-#define HCOMM_KIT_EMU_HCCL_API_SUPPORT_H
+#ifndef EMU_HCCL_API_SUPPORT_H
+#define EMU_HCCL_API_SUPPORT_H
 
 #include <stdint.h>
 
