@@ -1,6 +1,6 @@
 """Build hook: copy the top-level data trees into the wheel as ``hcomm_kit/_data/<name>``.
 
-All metadata lives in pyproject.toml. ``hcomm_kit.resources`` finds these trees at the repo root
+All metadata lives in pyproject.toml. ``hcomm_kit.base.resources`` finds these trees at the repo root
 in a checkout and under ``hcomm_kit/_data/`` in an installed wheel.
 """
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 import hcomm_kit
-from hcomm_kit.testing import reference
+from hcomm_kit.ops import reference
 
 
 def main(opdir: str) -> None:

@@ -6,7 +6,7 @@ Public names are listed in ``__all__``; to add one, import it below and append i
 
 from __future__ import annotations
 
-from ._emulator import get_include, get_library
+from .build.emulator import get_include, get_library
 from ._version import __version__
 
 __all__ = [
@@ -23,12 +23,12 @@ __all__ = [
 
 # Imported on first use so that `import hcomm_kit` (and the CLI) stays cheap.
 _LAZY = {
-    "init": "hcomm_kit.core.communicator",
-    "Communicator": "hcomm_kit.core.communicator",
+    "init": "hcomm_kit.ops.communicator",
+    "Communicator": "hcomm_kit.ops.communicator",
     "DeviceBuffer": "hcomm_kit.core.device",
-    "CustomOp": "hcomm_kit.op",
-    "Work": "hcomm_kit.op",
-    "same_call": "hcomm_kit.callsite",
+    "CustomOp": "hcomm_kit.ops.op",
+    "Work": "hcomm_kit.ops.op",
+    "same_call": "hcomm_kit.ops.callsite",
 }
 
 

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hcomm_kit import _emulator
+from hcomm_kit.build import emulator as _emulator
 
 HERE = Path(__file__).parent
 

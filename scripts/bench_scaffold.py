@@ -4,7 +4,7 @@
 Measures, per pattern, on this machine:
   * cold: `new` (render) + `build` (compile + checks) of a fresh operator, emulator library already built;
   * hit:  `build` again (cache hit, in-process; no compiler runs), median of repeats;
-  * cli:  `python -m hcomm_kit.cli_build`-equivalent process doing a cache-hit build (startup included).
+  * cli:  `python -m hcomm_kit.cli.build`-equivalent process doing a cache-hit build (startup included).
 Targets: cold <= 3 s, hit <= 100 ms. Correctness first: every build is checked by build_op itself.
 
 Usage: python scripts/bench_scaffold.py [--repeat N]
@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hcomm_kit import _emulator  # noqa: E402
+from hcomm_kit.build import emulator as _emulator  # noqa: E402
 from hcomm_kit.build.opbuild import build_op  # noqa: E402
-from hcomm_kit.scaffold.opspec import PATTERNS  # noqa: E402
+from hcomm_kit.build.opspec import PATTERNS  # noqa: E402
 from hcomm_kit.scaffold.render import new_op  # noqa: E402
 
 COLD_TARGET_S, HIT_TARGET_MS = 3.0, 100.0

@@ -37,8 +37,8 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def clean_hcomm_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unset every variable declared in hcomm_kit.envs (except the cache dir) for this test."""
-    from hcomm_kit import envs
+    """Unset every variable declared in hcomm_kit.base.envs (except the cache dir) for this test."""
+    from hcomm_kit.base import envs
 
     for name in envs.VARIABLES:
         if name != "HCOMM_KIT_CACHE_DIR":

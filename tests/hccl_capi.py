@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hcomm_kit import _emulator
+from hcomm_kit.build import emulator as _emulator
 
 C_DIR = Path(__file__).parent / "c"
 SENTINEL = 0xA5

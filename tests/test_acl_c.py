@@ -69,7 +69,7 @@ def build_kernels(root: Path, sanitize: str = "") -> tuple[Path, Path]:
 
 def build_program(root: Path, sanitize: str = "", *, opt: str = "-O2") -> Path:
     """Compile tests/c/test_acl_runtime.cc against the emulator (library variant ``sanitize``)."""
-    from hcomm_kit import _emulator
+    from hcomm_kit.build import emulator as _emulator
 
     lib = _emulator.get_library(sanitize=sanitize)
     exe = root / ("test_acl_runtime" + (f"_{sanitize}" if sanitize else ""))

@@ -16,7 +16,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from hcomm_kit import _emulator
+from hcomm_kit.build import emulator as _emulator
 
 C_DIR = Path(__file__).parent / "c"
 FLAGS = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import errors
+from hcomm_kit.base import errors
 from hcomm_kit.runtime import aclrtCallback, aclrtHostFunc, load, structs
 
 _spec = importlib.util.spec_from_file_location("_acl_c_helpers", Path(__file__).with_name("test_acl_c.py"))
@@ -104,7 +104,7 @@ def expect(exc_info: pytest.ExceptionInfo, code: int, api: str, *needles: str) -
 
 INIT_SCRIPT = textwrap.dedent("""
     from hcomm_kit.runtime import load
-    from hcomm_kit import errors
+    from hcomm_kit.base import errors
     rt = load("emu"); a = rt.acl
     codes = [a.aclrtSetDevice(0), a.aclInit(None), a.aclInit(None)]
     ref = __import__("ctypes").c_uint64(99)

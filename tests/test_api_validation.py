@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import hcomm_kit
-from hcomm_kit.errors import ConfigError
-from hcomm_kit.validate import as_color, as_count, as_rank, check_timeout
+from hcomm_kit.base.errors import ConfigError
+from hcomm_kit.base.validate import as_color, as_count, as_rank, check_timeout
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from hcomm_kit import bench
-from hcomm_kit.errors import ConfigError
+from hcomm_kit.bench import sweep as bench
+from hcomm_kit.base.errors import ConfigError
 
 
 def test_sizes_and_factors() -> None:

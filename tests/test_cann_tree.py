@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import cann_tree
+from hcomm_kit.build import cann_tree
 
 SRC = Path(__file__).parent / "cann_tree"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hcomm_kit import cli
-from hcomm_kit.core.joboutput import JobOutput, format_ranks, normalize
+from hcomm_kit.jobs.output import JobOutput, format_ranks, normalize
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,7 +28,7 @@ def _hk(*args: str, timeout: float = 300, env: dict | None = None, cwd: str | No
 
 # ---- one --np check -------------------------------------------------------------------------------
 def test_max_ranks_matches_the_emulator() -> None:
-    from hcomm_kit.limits import MAX_RANKS
+    from hcomm_kit.base.limits import MAX_RANKS
 
     text = (REPO / "hcomm_kit" / "emu" / "src" / "comm.h").read_text()
     assert int(re.search(r"kMaxRanks\s*=\s*(\d+)", text).group(1)) == MAX_RANKS
@@ -93,7 +93,7 @@ def test_bad_input_is_refused_by_the_launcher(argv, env, needle, capsys, monkeyp
 
 
 def test_run_needs_room_in_dev_shm_for_the_hccl_buffers(capsys, monkeypatch) -> None:
-    from hcomm_kit import preflight
+    from hcomm_kit.jobs import preflight
 
     monkeypatch.setattr(preflight, "shm_free", lambda path="/dev/shm": 1 << 20)
     _no_start(monkeypatch)
@@ -104,7 +104,7 @@ def test_run_needs_room_in_dev_shm_for_the_hccl_buffers(capsys, monkeypatch) -> 
 
 def test_env_table_ranges_match_the_emulator() -> None:
     """The launcher validates with envs.py's table: its integer ranges are the emulator's (common.cc)."""
-    from hcomm_kit import envs
+    from hcomm_kit.base import envs
 
     text = (REPO / "hcomm_kit" / "emu" / "src" / "common.cc").read_text()
     found = re.findall(r'env_u64\("(\w+)", (\d+), (\d+),', text)
@@ -116,7 +116,7 @@ def test_env_table_ranges_match_the_emulator() -> None:
 
 _HOLD_BACKING_DIR = """
 import os, signal, sys
-from hcomm_kit.mpi import shm_backing_dir
+from hcomm_kit.jobs.mpirun import shm_backing_dir
 cm = shm_backing_dir()
 print(cm.__enter__()["OMPI_MCA_btl_sm_backing_directory"], flush=True)
 if sys.argv[1] == "kill":
@@ -126,7 +126,7 @@ sys.stdin.read()
 
 
 def test_backing_dir_of_a_sigkilled_launcher_is_reclaimed() -> None:
-    from hcomm_kit.mpi import shm_backing_dir
+    from hcomm_kit.jobs.mpirun import shm_backing_dir
 
     def start(mode: str):
         p = subprocess.Popen([sys.executable, "-c", _HOLD_BACKING_DIR, mode], stdin=subprocess.PIPE,
@@ -153,7 +153,7 @@ def test_backing_dir_of_a_sigkilled_launcher_is_reclaimed() -> None:
 
 
 def test_mpi_marker_rank_counts_are_checked() -> None:
-    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.base.errors import ConfigError
     from hcomm_kit.testing.plugin import _marker_nps
 
     class M:
@@ -347,8 +347,8 @@ def test_bench_checks_calls_with_the_checker_before_timing() -> None:
 
 def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, monkeypatch) -> None:
     """A cold emulator build (made slow here) is the emulator's own line, not the first operator's time."""
-    from hcomm_kit import _emulator
-    from hcomm_kit.core import launch as launch_mod
+    from hcomm_kit.build import emulator as _emulator
+    from hcomm_kit.jobs import launch as launch_mod
 
     real, slow = _emulator.get_library, [True]
 
@@ -399,7 +399,7 @@ def test_bench_operator_argument_errors() -> None:
 
 
 def test_plot_title_names_what_was_measured() -> None:
-    from hcomm_kit.bench import plot_title
+    from hcomm_kit.bench.sweep import plot_title
 
     title = plot_title([{"collective": "allgather", "ranks": 4, "dtype": "bf16", "op": None, "root": None,
                          "backend": "emu", "soc": "Ascend910B"}])
@@ -562,7 +562,7 @@ def test_single_rank_note_once_and_quiet() -> None:
 
 
 def test_dtype_aliases_listed_once(tmp_path: Path) -> None:
-    from hcomm_kit.scaffold.opspec import parse_opspec
+    from hcomm_kit.build.opspec import parse_opspec
     from hcomm_kit.scaffold.render import new_op, update_op
 
     spec = parse_opspec('[op]\nname = "x"\ndtypes = ["float32", "fp32", "int8"]\nreduce_ops = ["sum", "add"]\n')
@@ -575,7 +575,7 @@ def test_dtype_aliases_listed_once(tmp_path: Path) -> None:
 
 
 def test_generated_files_cite_the_shipped_guide(tmp_path: Path) -> None:
-    from hcomm_kit.resources import docs_dir
+    from hcomm_kit.base.resources import docs_dir
     from hcomm_kit.scaffold.render import new_op
 
     guide = (docs_dir() / "hcomm.md").read_text()

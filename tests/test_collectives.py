@@ -1,9 +1,9 @@
-"""The built-in collectives (aicpu_kernels/ + hcomm_kit.collectives) against numpy and mpi4py.
+"""The built-in collectives (aicpu_kernels/ + hcomm_kit.ops.collectives) against numpy and mpi4py.
 
 Data are small integers stored in each dtype, so every reduction order gives the same bits and
 results compare exactly (one test also uses random floats, for run-to-run and cross-rank
 bit-identity). Each rank count runs in one mpirun job per environment (plugin grouping):
-  * every product: CANN's per-API dtype x reduce-op table (hcomm_kit.dtypes.HCCL_API_REDUCE), each
+  * every product: CANN's per-API dtype x reduce-op table (hcomm_kit.base.dtypes.HCCL_API_REDUCE), each
     accepted combination against numpy and each refused one refused (A2 in the quick run, A3 and 950
     too), at small counts and at 1 MiB + 4 bytes with a 1 MB HCCL buffer (A2: int64 and prod are
     computed by the built-ins themselves, the Hcomm primitive cannot);
@@ -18,9 +18,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from hcomm_kit import dtypes as D
-from hcomm_kit.errors import ConfigError
-from hcomm_kit.testing import reference
+from hcomm_kit.base import dtypes as D
+from hcomm_kit.base.errors import ConfigError
+from hcomm_kit.ops import reference
 
 ALL_DTYPES = [d.name for d in D.DTYPES]
 REDUCE_OPS = ["sum", "prod", "max", "min"]
@@ -432,7 +432,7 @@ def test_sub_comm_members_only(comm) -> None:
     with other work), ranks in the given order; bad rank lists get HCCL_E_PARA naming the value."""
     import ctypes
 
-    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.base.errors import ConfigError
     from hcomm_kit.runtime import structs
 
     import hcomm_kit
@@ -492,7 +492,7 @@ def test_errors_and_product_gate(comm) -> None:
 
 @pytest.mark.mpi(np=[2, 3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"})
 def test_hccl_algo_override(comm) -> None:
-    from hcomm_kit.collectives import _algo_id
+    from hcomm_kit.ops.collectives import _algo_id
 
     env = comm._hccl_algo  # read when the communicator was created
     assert env == "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"
@@ -503,7 +503,7 @@ def test_hccl_algo_override(comm) -> None:
 
 
 def test_parse_hccl_algo() -> None:
-    from hcomm_kit.collectives import parse_hccl_algo
+    from hcomm_kit.ops.collectives import parse_hccl_algo
 
     assert parse_hccl_algo(None, "allreduce") is None
     assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
@@ -517,11 +517,11 @@ def test_parse_hccl_algo() -> None:
 
 
 def test_algorithm_ids_match_kernel_header() -> None:
-    """hcomm_kit.collectives.ALGORITHMS mirrors HK_ALGO_* of aicpu_kernels/_common/hk_coll.h."""
+    """hcomm_kit.ops.collectives.ALGORITHMS mirrors HK_ALGO_* of aicpu_kernels/_common/hk_coll.h."""
     import re
 
-    from hcomm_kit.collectives import ALGORITHMS
-    from hcomm_kit.resources import aicpu_kernels_dir
+    from hcomm_kit.ops.collectives import ALGORITHMS
+    from hcomm_kit.base.resources import aicpu_kernels_dir
 
     text = (aicpu_kernels_dir() / "_common" / "hk_coll.h").read_text()
     ids = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(r"#define HK_ALGO_(\w+) (\d+)u", text)}

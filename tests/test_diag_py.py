@@ -23,7 +23,7 @@ from test_orchestrator import scaffold
 
 
 def _expect_mismatch(c, fn, *needles: str) -> None:
-    from hcomm_kit.errors import CollectiveMismatchError
+    from hcomm_kit.base.errors import CollectiveMismatchError
 
     t0 = time.monotonic()
     with pytest.raises(CollectiveMismatchError) as info:
@@ -110,7 +110,7 @@ def _skipping_program(c, skip: int):
 
 @pytest.mark.mpi(np=[2, 3, 4], timeout=120)
 def test_skipped_call_fails_on_every_rank_naming_both_call_sites(comm) -> None:
-    from hcomm_kit.errors import CollectiveMismatchError
+    from hcomm_kit.base.errors import CollectiveMismatchError
 
     c = comm.split(0)
     skip = (c.size - 2 + comm.size // 4) % c.size  # rank 0 at 2 ranks, 1 at 3, 3 at 4 (the last)
@@ -145,7 +145,7 @@ def test_same_call_from_different_lines_on_purpose_stays_quiet(comm) -> None:
     label) or turn sites off (HCOMM_KIT_CALL_CHECK=loose, read when a communicator is made); the
     results are the reductions numpy computes. Arguments are still compared inside same_call."""
     import hcomm_kit
-    from hcomm_kit.errors import CollectiveMismatchError
+    from hcomm_kit.base.errors import CollectiveMismatchError
 
     c = comm.split(0)
     xs = [np.arange(16, dtype=np.float32) * (r + 1) for r in range(c.size)]
@@ -176,8 +176,8 @@ def test_same_call_from_different_lines_on_purpose_stays_quiet(comm) -> None:
 def test_call_site_is_the_first_frame_outside_hcomm_kit() -> None:
     """callsite.site(): the user's file:line through hcomm-kit's own frames; a label or nothing
     under same_call; a bad label is refused naming it."""
-    from hcomm_kit import callsite
-    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.ops import callsite
+    from hcomm_kit.base.errors import ConfigError
 
     def api():  # stands for a public method: site() names the caller of its caller
         return callsite.site()
@@ -250,7 +250,7 @@ def _buggy_op(kind: str) -> Path:
 
 @pytest.mark.mpi(np=[2, 3], timeout=120)
 def test_planted_bugs_through_python(comm) -> None:
-    from hcomm_kit.errors import CheckError, DeadlockError, RemoteError
+    from hcomm_kit.base.errors import CheckError, DeadlockError, RemoteError
 
     # A checker finding fails the operation with CheckError (509001) where the rank's part was running,
     # or RemoteError (507057, "communicator aborted by rank R: <the finding>") where it began after the
@@ -283,7 +283,7 @@ _KILL = """
 import os, signal, sys, time
 import numpy as np
 import hcomm_kit
-from hcomm_kit.errors import HcommKitError
+from hcomm_kit.base.errors import HcommKitError
 c = hcomm_kit.init()
 x = np.ones(1 << 16, np.float32)
 c.all_reduce(x)
@@ -352,8 +352,8 @@ def test_progress_lines_for_long_waits(tmp_path: Path) -> None:
 
 @pytest.mark.mpi(np=[2], timeout=120, env={"HCOMM_KIT_LOG_DIR": "${HCOMM_KIT_MPI_RESULTS}/logdir"})
 def test_log_dir_and_json_report(comm) -> None:
-    from hcomm_kit import envs
-    from hcomm_kit.errors import DeadlockError
+    from hcomm_kit.base import envs
+    from hcomm_kit.base.errors import DeadlockError
 
     d = envs.get("HCOMM_KIT_LOG_DIR")  # in the job's own directory (removed with it), not a fixed /tmp path
     assert isinstance(d, Path) and d.parent == envs.get("HCOMM_KIT_MPI_RESULTS"), d

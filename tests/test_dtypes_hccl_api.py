@@ -1,4 +1,4 @@
-"""CANN's per-API, per-product dtype x reduce-op table (hcomm_kit.dtypes.HCCL_API_REDUCE): its facts,
+"""CANN's per-API, per-product dtype x reduce-op table (hcomm_kit.base.dtypes.HCCL_API_REDUCE): its facts,
 the C header generated from it (the emulator's HCCL C API gate), and the gate of the built-ins.
 
 The expected facts below are written out from CANN's pages independently of the table's helper
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import dtypes as D
-from hcomm_kit.errors import ConfigError
+from hcomm_kit.base import dtypes as D
+from hcomm_kit.base.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ROOT / "hcomm_kit" / "emu" / "src" / "hccl_api_support.h"
@@ -25,8 +25,8 @@ A2A3 = {"int8", "int16", "int32", "int64", "fp16", "fp32", "bf16"}
 def test_generated_c_header_is_current() -> None:
     """The emulator's C gate is the Python table: the checked-in header equals its rendering."""
     assert HEADER.read_text() == D.render_c_header(), (
-        f"{HEADER} is stale: run python -m hcomm_kit.dtypes --c-header > {HEADER.relative_to(ROOT)}")
-    out = subprocess.run([sys.executable, "-m", "hcomm_kit.dtypes", "--c-header"], capture_output=True, text=True,
+        f"{HEADER} is stale: run python -m hcomm_kit.base.dtypes --c-header > {HEADER.relative_to(ROOT)}")
+    out = subprocess.run([sys.executable, "-m", "hcomm_kit.base.dtypes", "--c-header"], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out == HEADER.read_text()
 

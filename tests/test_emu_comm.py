@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import _emulator
+from hcomm_kit.build import emulator as _emulator
 
 TESTS_C = Path(__file__).resolve().parent / "c"
 SHM = Path("/dev/shm")

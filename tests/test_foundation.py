@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hcomm_kit import _emulator, dtypes, envs, mpi
+from hcomm_kit.build import emulator as _emulator
+from hcomm_kit.base import dtypes, envs
+from hcomm_kit.jobs import mpirun as mpi
 from hcomm_kit.build import cache
 from hcomm_kit.runtime import codes
 from hcomm_kit.cli import main as cli_main
-from hcomm_kit.errors import AclError, BuildError, CompileError, ConfigError, HcclError, HcommKitError, OpTimeoutError
+from hcomm_kit.base.errors import AclError, BuildError, CompileError, ConfigError, HcclError, HcommKitError, OpTimeoutError
 
 REPO = Path(__file__).resolve().parent.parent
 HAVE_CXX = shutil.which(os.environ.get("CXX", "g++").split()[0] if os.environ.get("CXX") else "g++") is not None

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import envs, errors
+from hcomm_kit.base import envs, errors
 from hcomm_kit.runtime import load, structs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hcomm_kit.dtypes import bf16_bits_to_float32, float32_to_bf16_bits
-from hcomm_kit.testing import reference
+from hcomm_kit.base.dtypes import bf16_bits_to_float32, float32_to_bf16_bits
+from hcomm_kit.ops import reference
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_orchestrator import scaffold  # noqa: E402  (shared operator cache)
@@ -92,7 +92,7 @@ def test_plugin_outer_run(tmp_path: Path) -> None:
 
 def test_plugin_under_mpirun_selects_world_size(tmp_path: Path) -> None:
     """`mpirun -np 2 python -m pytest`: only the np2 items run, on every rank."""
-    from hcomm_kit.mpi import mpirun_argv
+    from hcomm_kit.jobs.mpirun import mpirun_argv
 
     (tmp_path / "test_m.py").write_text(PLUGIN_TESTS)
     from hcomm_kit.testing.plugin import _SLOW_PLUGINS_OFF

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit.core import job as jobmod
+from hcomm_kit.jobs import job as jobmod
 
 RANK = textwrap.dedent('''
     import json, os, signal, subprocess, sys, time

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import cli_build
+from hcomm_kit.cli import build as cli_build
 from hcomm_kit.build import opbuild
-from hcomm_kit.errors import BuildError, CompileError, ConfigError
-from hcomm_kit.scaffold.opspec import HANDSHAKES, PATTERNS, OpSpec
+from hcomm_kit.base.errors import BuildError, CompileError, ConfigError
+from hcomm_kit.build.opspec import HANDSHAKES, PATTERNS, OpSpec
 from hcomm_kit.scaffold.render import new_op
 
 
@@ -23,7 +23,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory):
     same content-keyed entry: not rebuilt); operator builds start from nothing."""
     import shutil
 
-    from hcomm_kit import _emulator
+    from hcomm_kit.build import emulator as _emulator
 
     path = tmp_path_factory.mktemp("hk-cache")
     try:
@@ -42,7 +42,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def emu_lib(cache_dir: Path) -> Path:
-    from hcomm_kit import _emulator
+    from hcomm_kit.build import emulator as _emulator
 
     try:
         return _emulator.get_library()
@@ -125,7 +125,7 @@ def test_unused_variable_is_a_warning_unless_werror(tmp_path: Path, emu_lib: Pat
         opbuild.build_op(opdir, werror=True)
     assert "-Werror" not in " ".join(opbuild.plan_build(opdir).commands[0])
     assert "-Werror" in " ".join(opbuild.plan_build(opdir, werror=True).commands[0])
-    from hcomm_kit.resources import aicpu_kernels_dir
+    from hcomm_kit.base.resources import aicpu_kernels_dir
 
     assert "-Werror" in " ".join(opbuild.plan_build(aicpu_kernels_dir() / "allgather").commands[0])
 

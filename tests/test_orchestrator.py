@@ -80,13 +80,13 @@ def scaffold(pattern: str, handshake: str = "thread-notify", name: str | None = 
 
 
 def make_input(rank: int, count: int, dtype: str) -> np.ndarray:
-    from hcomm_kit.core.runner import make_input as mk
+    from hcomm_kit.jobs.runner import make_input as mk
 
     return mk(rank, count, dtype)
 
 
 def expected(pattern: str, rank: int, size: int, count: int, dtype: str, reduce_op: str = "sum") -> np.ndarray:
-    from hcomm_kit.testing import reference
+    from hcomm_kit.ops import reference
 
     ins = [make_input(r, count, dtype) for r in range(size)]
     if pattern == "ring-allreduce":
@@ -116,7 +116,7 @@ def test_init_single_process(comm1) -> None:
 
 def test_close_and_context_manager() -> None:
     import hcomm_kit
-    from hcomm_kit.errors import HcommKitError
+    from hcomm_kit.base.errors import HcommKitError
 
     with hcomm_kit.init() as c:
         assert not c.closed
@@ -137,7 +137,7 @@ def test_device_buffer_roundtrip(comm1) -> None:
 
 
 def test_op_single_rank_and_argument_errors(comm1) -> None:
-    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.base.errors import ConfigError
 
     op = comm1.load_op(scaffold("ring-allreduce"))
     assert comm1.load_op(scaffold("ring-allreduce")) is op
@@ -160,7 +160,7 @@ def test_op_single_rank_and_argument_errors(comm1) -> None:
 
 def test_soc_cannot_change_after_load(comm1) -> None:
     import hcomm_kit
-    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.base.errors import ConfigError
 
     other = "Ascend910_93" if comm1.soc.startswith("Ascend950") else "Ascend950"
     with pytest.raises(ConfigError, match="already loaded with SoC"):
@@ -170,7 +170,7 @@ def test_soc_cannot_change_after_load(comm1) -> None:
 def test_timeout_names_op_rank_and_waits() -> None:
     """A kernel waiting on a slot nobody records -> OpTimeoutError with the emulator's account."""
     import hcomm_kit
-    from hcomm_kit.errors import OpTimeoutError
+    from hcomm_kit.base.errors import OpTimeoutError
 
     opdir = scaffold("empty", name="hang", exec_op=HANG_EXEC_OP, notifies=1)
     with hcomm_kit.init() as c:

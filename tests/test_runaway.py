@@ -61,7 +61,7 @@ SCRIPT = """\
 import sys, time, resource
 import numpy as np
 import hcomm_kit
-from hcomm_kit.errors import OpTimeoutError, HcommKitError
+from hcomm_kit.base.errors import OpTimeoutError, HcommKitError
 
 comm = hcomm_kit.init()
 op = comm.load_op(sys.argv[1])

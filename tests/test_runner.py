@@ -1,4 +1,4 @@
-"""``hcomm-kit run``'s per-rank check (hcomm_kit.core.runner): every rank joins every collective.
+"""``hcomm-kit run``'s per-rank check (hcomm_kit.jobs.runner): every rank joins every collective.
 
 Single process: the communicator and the operator are stand-ins, so what is asserted is the
 sequence of MPI calls each rank makes, which must be the same on every rank whatever its output.
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from hcomm_kit.core import runner
+from hcomm_kit.jobs import runner
 
 
 class _FakeMpi:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import errors
+from hcomm_kit.base import errors
 from hcomm_kit.runtime import DECLS, codes, library, resolve_backend
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +86,7 @@ def test_cann_missing_symbol_raises_backend_error_naming_it(tmp_path):
                    check=True)
     script = textwrap.dedent("""
         import ctypes, sys
-        from hcomm_kit import errors
+        from hcomm_kit.base import errors
         from hcomm_kit.runtime import load
         rt = load()
         assert rt.backend == "cann", rt.backend
@@ -192,7 +192,7 @@ def test_last_error_and_binary_calls_through_ffi(rt):
 @pytest.fixture(scope="module")
 def emu_library_path() -> Path:
     try:
-        from hcomm_kit import _emulator
+        from hcomm_kit.build import emulator as _emulator
 
         path = Path(_emulator.get_library())
         ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)

@@ -20,7 +20,7 @@ import pytest
 from hcomm_kit.runtime import codes, enums, structs
 
 try:
-    from hcomm_kit._emulator import get_include
+    from hcomm_kit.build.emulator import get_include
 
     INCLUDE = Path(get_include())
 except Exception:  # noqa: BLE001 - the emulator package may be incomplete while it is being written

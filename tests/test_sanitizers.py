@@ -62,7 +62,7 @@ def _env(mode: str, tmp: Path) -> dict[str, str]:
 
 def test_reports_and_build_flags_are_recognized(tmp_path: Path) -> None:
     """Quick: what the slow tests rely on to fail (report patterns, sanitizer flags of both builds)."""
-    from hcomm_kit import _emulator
+    from hcomm_kit.build import emulator as _emulator
 
     for line in ("==1==ERROR: AddressSanitizer: heap-use-after-free on address 0x602",
                  "==1==ERROR: LeakSanitizer: detected memory leaks",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hcomm_kit import cli_new
-from hcomm_kit.errors import BuildError, ConfigError
-from hcomm_kit.scaffold.opspec import HANDSHAKES, PATTERNS, load_opspec, parse_opspec
+from hcomm_kit.cli import new as cli_new
+from hcomm_kit.base.errors import BuildError, ConfigError
+from hcomm_kit.build.opspec import HANDSHAKES, PATTERNS, load_opspec, parse_opspec
 from hcomm_kit.scaffold.render import ANSWERS_FILE, make_environment, new_op, render_template, update_op
 
 MINIMAL = '[op]\nname = "my_op"\n'

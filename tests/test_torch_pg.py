@@ -5,7 +5,7 @@ Each rank count runs in one mpirun job (plugin grouping): ``dist.init_process_gr
 over the same ranks; every op runs on both and the results must be equal. Data are small integers
 stored in each dtype, so every reduction order gives the same bits and results compare exactly;
 dtypes gloo cannot carry (int16, uint16/32/64) are checked against a local torch reference.
-Reductions follow CANN's per-API table (hcomm_kit.dtypes.HCCL_API_REDUCE): A2 reduces int64 and
+Reductions follow CANN's per-API table (hcomm_kit.base.dtypes.HCCL_API_REDUCE): A2 reduces int64 and
 uses PRODUCT too (the built-ins compute what the Hcomm primitive cannot); a second job uses the
 Ascend950 personality (fp64, uint64); the rest raise an error naming dtype, op and product.
 """
@@ -85,7 +85,7 @@ def both(groups, fn) -> tuple:
 def _check_reductions(groups, dtypes, ops) -> None:
     hc, gl = groups
     r, n = dist.get_rank(), dist.get_world_size()
-    from hcomm_kit.dtypes import hccl_api_reduces
+    from hcomm_kit.base.dtypes import hccl_api_reduces
 
     soc = os.environ.get("HCOMM_KIT_SOC", "Ascend910B")  # the job's product (default A2)
     for dtype in dtypes:
@@ -140,7 +140,7 @@ def test_reductions_ascend950_every_op(groups) -> None:
 @pytest.mark.slow
 @pytest.mark.mpi(np=[2, 4], timeout=240)
 def test_product_limits_name_dtype_and_product(groups) -> None:
-    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.base.errors import ConfigError
 
     hc, _ = groups
     for dtype, op in [(torch.float64, "SUM"), (torch.uint64, "MAX"), (torch.uint8, "SUM"), (torch.int16, "PRODUCT")]:
@@ -369,7 +369,7 @@ def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> 
     import time
 
     import hcomm_kit
-    from hcomm_kit.errors import OpTimeoutError, ProcessGroupError
+    from hcomm_kit.base.errors import OpTimeoutError, ProcessGroupError
     from hcomm_kit.torch import registration_stats
 
     hc, gl = groups
@@ -498,7 +498,7 @@ def test_first_collective_fails_within_the_group_timeout_for_a_late_rank(groups)
     group's timeout fails it within that timeout (as gloo does), not after HCCL_CONNECT_TIMEOUT."""
     import time
 
-    from hcomm_kit.errors import HcommKitError
+    from hcomm_kit.base.errors import HcommKitError
 
     hc, _ = groups
     r = dist.get_rank()

@@ -102,7 +102,7 @@ def test_fsdp2_matches_single_process(world) -> None:
 @pytest.mark.mpi(np=[2], timeout=240)
 def test_op_hook_refuses_a_non_allreduce_operator(world, tmp_path) -> None:
     import hcomm_kit.torch
-    from hcomm_kit.errors import ConfigError
+    from hcomm_kit.base.errors import ConfigError
     from hcomm_kit.scaffold.render import new_op
 
     opdir = new_op("not_an_allreduce", pattern="mesh-allgather", directory=tmp_path).opdir

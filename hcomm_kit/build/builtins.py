@@ -18,8 +18,8 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..errors import BuildError
-from ..resources import aicpu_kernels_dir
+from ..base.errors import BuildError
+from ..base.resources import aicpu_kernels_dir
 from . import cache
 
 __all__ = ["BUILTIN_FLAGS", "LINK_FLAGS", "builtin_dirs", "builtin_inputs", "build_builtins"]
@@ -62,8 +62,7 @@ def build_builtins(out: Path, *, lib_dir: Path, include: Path, cxx: str, verbose
         CompileError: a kernel does not compile (command, output, source excerpt).
         BuildError: an operator directory is inconsistent (op.toml against its op-info JSON).
     """
-    from ..build.opbuild import check_op_info
-    from ..scaffold.opspec import load_opspec
+    from .opspec import check_op_info, load_opspec
 
     out.mkdir(parents=True, exist_ok=True)
     specs = [load_opspec(d) for d in builtin_dirs()]

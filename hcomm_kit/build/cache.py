@@ -38,9 +38,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from filelock import FileLock, Timeout
 
-from .. import envs
+from ..base import envs
 from .._version import __version__
-from ..errors import BuildError, BuildInterrupted, CompileError
+from ..base.errors import BuildError, BuildInterrupted, CompileError
 
 __all__ = [
     "cache_root",

@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import envs
-from ..errors import BuildError, CompileError, ConfigError
-from ..scaffold.opspec import OpSpec, load_opspec
+from ..base import envs
+from ..base.errors import BuildError, CompileError, ConfigError
+from .opspec import OpSpec, check_op_info, load_opspec
 from . import cache
 
 __all__ = [
@@ -154,7 +154,7 @@ def _emu_headers(include: Path) -> tuple[Path, ...]:
 
 def _check_fresh(spec: OpSpec) -> None:
     """op.toml edited after rendering means a stale header: say how to fix it."""
-    from ..scaffold.render import read_answers
+    from .opspec import read_answers
 
     answers = read_answers(spec.opdir) or {}
     stored = answers.get("op_toml_sha256")
@@ -165,34 +165,6 @@ def _check_fresh(spec: OpSpec) -> None:
 
 
 # ---- checks ----------------------------------------------------------------------------------
-
-
-def check_op_info(path: Path, spec: OpSpec, so_name: str) -> dict:
-    """Validate an op-info JSON: top key == functionName == op.kernel, AICPUKernel, kernelSo.
-
-    Raises:
-        BuildError: naming the file, the key at fault and the expected value.
-    """
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise BuildError(f"{path}: not valid JSON ({exc}); re-create it with `hcomm-kit new --update`") from None
-
-    def bad(reason: str) -> BuildError:
-        return BuildError(f"{path}: {reason}; the op-info JSON is generated from op.toml, re-create it with "
-                          f"`hcomm-kit new --update {spec.opdir}`")
-
-    if not isinstance(doc, dict) or list(doc) != [spec.kernel]:
-        raise bad(f"expected exactly one top-level key {spec.kernel!r} (op.kernel), found {list(doc)!r}"
-                  if isinstance(doc, dict) else "expected a JSON object")
-    info = doc[spec.kernel].get("opInfo") if isinstance(doc[spec.kernel], dict) else None
-    if not isinstance(info, dict):
-        raise bad(f"{spec.kernel}.opInfo is missing or not an object")
-    expected = {"opKernelLib": "AICPUKernel", "functionName": spec.kernel, "kernelSo": so_name}
-    for key, want in expected.items():
-        if info.get(key) != want:
-            raise bad(f"{spec.kernel}.opInfo.{key} is {info.get(key)!r}, expected {want!r}")
-    return doc
 
 
 def check_exports(so_path: Path, symbol: str, *, nm: str = "nm") -> None:
@@ -231,8 +203,8 @@ def _probe_structs(spec: OpSpec) -> list[dict]:
 
 def _probe_layout(spec: OpSpec, cxx: str, verbose: bool) -> dict:
     """Compile and run the layout probe for ``spec``'s header; cached by content."""
-    from ..scaffold import render
-    from .. import _emulator
+    from . import templating as render
+    from . import emulator as _emulator
 
     template = render.templates_dir() / "probe" / "layout_probe.cc.jinja"
     structs = _probe_structs(spec)
@@ -325,7 +297,7 @@ def _elf_ok(path: Path) -> bool:
 
 def _is_builtin(spec: OpSpec) -> bool:
     """An operator of the package's ``aicpu_kernels/`` (built with -Werror)."""
-    from ..resources import aicpu_kernels_dir
+    from ..base.resources import aicpu_kernels_dir
 
     try:
         return Path(spec.opdir).resolve().parent == aicpu_kernels_dir().resolve()
@@ -334,7 +306,7 @@ def _is_builtin(spec: OpSpec) -> bool:
 
 
 def _emu_inputs(spec: OpSpec, debug: bool, werror: bool | None = None):
-    from .. import _emulator
+    from . import emulator as _emulator
 
     cxx = cache.default_cxx()
     ident = cache.compiler_identity(cxx)

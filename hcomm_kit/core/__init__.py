@@ -1,6 +1,6 @@
 """Host objects: devices, streams, events, device buffers and the communicator.
 
-Names are imported on first use (``hcomm_kit.collectives`` and the communicator import each
+Names are imported on first use (``hcomm_kit.ops.collectives`` and the communicator import each
 other's modules; a lazy package keeps either import order working).
 """
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import envs
-from ..errors import ConfigError, HcommKitError
+from ..base import envs
+from ..base.errors import ConfigError, HcommKitError
 
 __all__ = ["Bootstrap", "detect", "under_mpi", "mpi_world", "ENV_RANK", "ENV_WORLD_SIZE", "ENV_ROOT_INFO",
            "ENV_LOCAL_RANK"]

@@ -1,11 +1,6 @@
-"""The communicator: :func:`init` bootstraps one HCCL communicator per process (rank).
-
-Example::
-
-    import hcomm_kit
-    with hcomm_kit.init() as comm:            # under mpirun: one rank per process
-        op = comm.load_op("ops/my_allgather")
-        out = op(np.arange(8, dtype=np.float32))
+"""The communicator host object: :func:`init` bootstraps one HCCL communicator per process (rank),
+split / sub-communicators, closing and aborting. Users get it through :func:`hcomm_kit.init`, with
+the collectives and custom operators attached by :mod:`hcomm_kit.ops.communicator`.
 """
 
 from __future__ import annotations
@@ -17,16 +12,14 @@ import os
 import signal
 import threading
 import weakref
-from pathlib import Path
 from typing import Any
 
-from .. import envs
-from ..errors import BackendError, ConfigError, HcommKitError
+from ..base import envs
+from ..base.errors import BackendError, ConfigError, HcommKitError
 from ..runtime import enums, structs
 from .bootstrap import Bootstrap, detect
 from .device import DeviceBuffer, Device, Stream
-from ..collectives import CollectiveOps
-from ..validate import as_color
+from ..base.validate import as_color
 
 __all__ = ["Communicator", "init"]
 
@@ -126,8 +119,11 @@ def _pin_rank(rt, boot) -> None:
 
 
 def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,
-         bootstrap: Bootstrap | None = None, pin: bool | None = None) -> "Communicator":
-    """Create the communicator of this process.
+         bootstrap: Bootstrap | None = None, pin: bool | None = None,
+         cls: "type[Communicator] | None" = None) -> "Communicator":
+    """Create the communicator of this process (``cls``: the class to create; the public
+    :func:`hcomm_kit.init` is :func:`hcomm_kit.ops.communicator.init`, which passes the
+    communicator with the collectives and custom operators attached).
 
     Args:
         comm: an mpi4py communicator to bootstrap from (default: ``MPI.COMM_WORLD`` under an MPI
@@ -159,10 +155,10 @@ def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None
     if pin is not False:
         _pin_rank(rt, boot)
     if boot.mpi_comm is not None and boot.size > 1:
-        from .launch import install_abort_hook
+        from .rank import install_abort_hook
 
         install_abort_hook()  # an exception on one rank aborts the job instead of hanging the others
-    return Communicator._create(rt, boot)
+    return (cls or Communicator)._create(rt, boot)
 
 
 _NOTED = False
@@ -188,7 +184,7 @@ def _note_single_rank() -> None:
     sys.stderr.flush()
 
 
-class Communicator(CollectiveOps):
+class Communicator:
     """One HCCL communicator of this rank.
 
     Attributes:
@@ -198,6 +194,10 @@ class Communicator(CollectiveOps):
         stream: the default :class:`~hcomm_kit.core.device.Stream` of its operators.
         device: the :class:`~hcomm_kit.core.device.Device`.
         mpi_comm: the mpi4py communicator it was bootstrapped from (or None).
+
+    This is the host object alone; the operators layer (:mod:`hcomm_kit.ops.communicator`)
+    subclasses it with the built-in collectives and ``load_op``, and releases its operators
+    through :meth:`_release_operators` when the communicator closes.
     """
 
     def __init__(self) -> None:  # use init() / split()
@@ -235,15 +235,10 @@ class Communicator(CollectiveOps):
         self._boot = boot
         self.mpi_comm = boot.mpi_comm
         self.handle = None
-        self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.op)
-        self._ops: dict = {}            # opdir -> CustomOp
-        self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.collectives)
-        self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
         # Collective-call check (emulator extension HcommKitCallCheck; None on CANN): see CustomOp.check_call.
         self._call_check = rt.hccl.HcommKitCallCheck if rt.backend == "emu" and rt.has("HcommKitCallCheck") else None
         self._check_buf = ctypes.create_string_buffer(2048)
-        self._call_sites = envs.call_check() == "strict"  # compare call sites (hcomm_kit.callsite)
-        self._sig_cache: dict = {}
+        self._call_sites = envs.call_check() == "strict"  # compare call sites (hcomm_kit.ops.callsite)
         self._closed = False
         return self
 
@@ -281,29 +276,6 @@ class Communicator(CollectiveOps):
             raise HcommKitError("this communicator is closed")
 
     # ---- operators and buffers -------------------------------------------------------------
-    def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
-        """Load (building if needed) the custom operator in ``path`` (its directory or op.toml).
-
-        Args:
-            path: the operator directory or its op.toml.
-            build_options: ``debug=True`` loads the debug build (``-O0 -g``, kernel ``OP_LOG_INFO``
-                logs on stderr; default: ``HCOMM_KIT_DEBUG``), ``verbose=True`` echoes the build.
-
-        Returns:
-            A :class:`~hcomm_kit.op.CustomOp`, cached per directory.
-        """
-        self._check_open()
-        if build_options.get("debug") is None:
-            build_options["debug"] = envs.debug()
-        key = (str(Path(path).resolve()), tuple(sorted(build_options.items())))
-        op = self._ops.get(key)
-        if op is None:
-            from ..op import CustomOp
-
-            op = CustomOp(self, path, **build_options)
-            self._ops[key] = op
-        return op
-
     def empty(self, shape: "int | tuple[int, ...]", dtype: Any = "fp32") -> DeviceBuffer:
         """Uninitialised device memory of ``shape`` elements of ``dtype``."""
         self._check_open()
@@ -348,7 +320,7 @@ class Communicator(CollectiveOps):
         color, key = as_color(color, key)
         if self.mpi_comm is None:
             if self.size == 1:
-                return self if color is None else Communicator._create(self.rt, Bootstrap(0, 1, self._boot.local_rank))
+                return self if color is None else type(self)._create(self.rt, Bootstrap(0, 1, self._boot.local_rank))
             raise HcommKitError("split() needs a communicator bootstrapped from MPI (mpi4py)")
         from mpi4py import MPI
 
@@ -356,7 +328,7 @@ class Communicator(CollectiveOps):
         if sub == MPI.COMM_NULL:
             return None
         boot = Bootstrap(sub.Get_rank(), sub.Get_size(), self._boot.local_rank, mpi_comm=sub)
-        return Communicator._create(self.rt, boot)
+        return type(self)._create(self.rt, boot)
 
     def sub_comm(self, ranks: "list[int]", sub_id: int) -> "Communicator":
         """A communicator of this one's ``ranks`` (in that order), created by those ranks only
@@ -389,7 +361,7 @@ class Communicator(CollectiveOps):
         h = ctypes.c_void_p()
         self.rt.checked.HcclCreateSubCommConfig(ctypes.byref(parent), len(ids), arr, int(sub_id), ids.index(self.rank),
                                                 ctypes.byref(cfg), ctypes.byref(h))
-        sub = Communicator._blank(self.rt, Bootstrap(ids.index(self.rank), len(ids), self._boot.local_rank))
+        sub = type(self)._blank(self.rt, Bootstrap(ids.index(self.rank), len(ids), self._boot.local_rank))
         sub._attach(h.value)
         return sub
 
@@ -422,16 +394,7 @@ class Communicator(CollectiveOps):
             if barrier:
                 self._closing_barrier()
         finally:
-            for res in list(self._resources.values()):
-                try:
-                    res.close()
-                except Exception:
-                    pass
-            self._resources.clear()
-            for op in list(self._ops.values()):
-                op._release()
-            self._ops.clear()
-            self._builtins.clear()
+            self._release_operators()
             if self.handle:
                 self.rt.acl  # noqa: B018 - keep rt alive
                 self.rt.hccl.HcclCommDestroy(self.handle)
@@ -439,6 +402,10 @@ class Communicator(CollectiveOps):
             self.stream.close()
             with _LIVE_LOCK:
                 _LIVE.discard(self)
+
+    def _release_operators(self) -> None:
+        """Release what operators hold on this communicator (before it is destroyed); the
+        operators layer overrides it. Must not raise."""
 
     def _closing_barrier(self) -> None:
         """close() is collective: no rank destroys its end while a peer may still use it."""

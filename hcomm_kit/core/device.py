@@ -1,7 +1,7 @@
 """Host-side device objects: the current device, streams, events and device buffers.
 
 Everything here is a thin owner of one runtime handle (freed on ``close()`` or garbage
-collection) so the hot paths of :mod:`hcomm_kit.op` can keep raw pointers and call the
+collection) so the hot paths of :mod:`hcomm_kit.ops.op` can keep raw pointers and call the
 pre-bound ctypes functions directly.
 
 Example::
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes as _dtypes
-from ..errors import ConfigError, HcommKitError
+from ..base import dtypes as _dtypes
+from ..base.errors import ConfigError, HcommKitError
 from ..runtime import enums
 
 __all__ = ["Device", "Stream", "Event", "DeviceBuffer", "BufferPool", "as_host_array", "host_ptr", "soc_dev_type"]
@@ -162,7 +162,7 @@ class DeviceBuffer:
     Attributes:
         ptr: the device address (int).
         nbytes: bytes in use (``size * itemsize``); ``capacity`` >= nbytes is what was allocated.
-        dtype: the :class:`~hcomm_kit.dtypes.DType` row.
+        dtype: the :class:`~hcomm_kit.base.dtypes.DType` row.
         shape: numpy-style shape.
 
     Create with :meth:`empty` / :meth:`from_numpy` or ``comm.empty(shape, dtype)``.

@@ -1,7 +1,7 @@
 """IntEnums / IntFlags mirroring the C enums and flag macros of ``acl_runtime.md`` §2.2–§2.6 and
 ``hcomm.md`` §2.2–§2.5. Values are exact; the layout test compares each member with the header.
 
-Data types live in :mod:`hcomm_kit.dtypes` (one dtype table); error codes in
+Data types live in :mod:`hcomm_kit.base.dtypes` (one dtype table); error codes in
 :mod:`hcomm_kit.runtime.codes`.
 """
 

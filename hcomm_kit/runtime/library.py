@@ -3,7 +3,7 @@
 Backends (``HCOMM_KIT_BACKEND``):
 
 * ``emu``: the bundled CPU emulator, one library exporting every symbol
-  (:func:`hcomm_kit._emulator.get_library`, built on first use).
+  (:func:`hcomm_kit.build.emulator.get_library`, built on first use).
 * ``cann``: ``$ASCEND_HOME_PATH/lib64/libascendcl.so`` plus ``libhcomm.so`` / ``libhccl.so``
   when present.
 * ``auto``: ``cann`` when ``$ASCEND_HOME_PATH/lib64/libascendcl.so`` exists, else ``emu``.
@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .. import envs, errors
+from ..base import envs, errors
 from . import codes
 from .acl import DECLS as ACL_DECLS, Decl
 from .hccl import DECLS as HCCL_DECLS
@@ -91,8 +91,8 @@ class Runtime:
         library_paths: the libraries that were opened, in search order.
         acl: raw ACL functions (return the ``aclError`` int).
         hccl: raw HCCL/Hcomm functions (return the ``HcclResult`` int).
-        checked: checked wrappers of every function (raise :class:`~hcomm_kit.errors.AclError`
-            / :class:`~hcomm_kit.errors.HcclError`; ``const char*`` results come back as ``str``).
+        checked: checked wrappers of every function (raise :class:`~hcomm_kit.base.errors.AclError`
+            / :class:`~hcomm_kit.base.errors.HcclError`; ``const char*`` results come back as ``str``).
         missing: names of declared functions the libraries do not export.
     """
 
@@ -190,18 +190,18 @@ class Runtime:
         return raw.decode("utf-8", "replace") if raw else ""
 
     def check_acl(self, ret: int, api: str) -> None:
-        """Raise the :class:`~hcomm_kit.errors.AclError` for ``ret`` (no-op when 0).
+        """Raise the :class:`~hcomm_kit.base.errors.AclError` for ``ret`` (no-op when 0).
 
         The message is ``aclGetRecentErrMsg()`` or, when empty, the code's documented meaning.
-        507018 raises :class:`~hcomm_kit.errors.KernelError`, 507017
-        :class:`~hcomm_kit.errors.OpTimeoutError`.
+        507018 raises :class:`~hcomm_kit.base.errors.KernelError`, 507017
+        :class:`~hcomm_kit.base.errors.OpTimeoutError`.
         """
         if not ret:
             return
         raise _acl_error(ret, api, self.recent_error_message())
 
     def check_hccl(self, ret: int, api: str) -> None:
-        """Raise the :class:`~hcomm_kit.errors.HcclError` for ``ret`` (no-op when 0).
+        """Raise the :class:`~hcomm_kit.base.errors.HcclError` for ``ret`` (no-op when 0).
 
         The name comes from the codes table (or ``HcclGetErrorString`` for unknown codes); the
         message is the emulator's / runtime's ``aclGetRecentErrMsg()`` text, else
@@ -275,7 +275,7 @@ def _open(path: Path) -> ctypes.CDLL:
 
 
 def _load_emu() -> tuple[list[ctypes.CDLL], list[Path]]:
-    from .. import _emulator  # imported lazily: it may build the library
+    from ..build import emulator as _emulator  # imported lazily: it may build the library
 
     path = Path(_emulator.get_library())
     try:
@@ -365,7 +365,7 @@ def loaded() -> Runtime | None:
 
 
 def check_acl(ret: int, api: str) -> None:
-    """Raise :class:`~hcomm_kit.errors.AclError` for a non-zero ``aclError`` (message from the loaded runtime)."""
+    """Raise :class:`~hcomm_kit.base.errors.AclError` for a non-zero ``aclError`` (message from the loaded runtime)."""
     if not ret:
         return
     rt = loaded()
@@ -375,7 +375,7 @@ def check_acl(ret: int, api: str) -> None:
 
 
 def check_hccl(ret: int, api: str) -> None:
-    """Raise :class:`~hcomm_kit.errors.HcclError` for a non-zero ``HcclResult`` (message from the loaded runtime)."""
+    """Raise :class:`~hcomm_kit.base.errors.HcclError` for a non-zero ``HcclResult`` (message from the loaded runtime)."""
     if not ret:
         return
     rt = loaded()

@@ -1,9 +1,8 @@
-"""Operator scaffolding: ``op.toml`` (:mod:`.opspec`), name checks (:mod:`.names`) and the
-``hcomm-kit new`` renderer (:mod:`.render`)."""
+"""``hcomm-kit new``: render ``templates/op`` into an operator directory, and re-render it
+(:mod:`.render`). The ``op.toml`` model it validates against is :mod:`hcomm_kit.build.opspec`."""
 
 from __future__ import annotations
 
-from .opspec import HANDSHAKES, PATTERNS, OpSpec, load_opspec, parse_opspec
 from .render import new_op, update_op
 
-__all__ = ["HANDSHAKES", "PATTERNS", "OpSpec", "load_opspec", "parse_opspec", "new_op", "update_op"]
+__all__ = ["new_op", "update_op"]

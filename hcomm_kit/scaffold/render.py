@@ -16,9 +16,12 @@ from typing import Any, Mapping
 
 from .._version import __version__
 from ..build.cache import atomic_write_bytes
-from ..errors import BuildError, ConfigError
-from . import names
-from .opspec import (
+from ..base.errors import BuildError, ConfigError
+from ..build.opspec import read_answers
+from ..build.templating import make_environment, render_template, templates_dir
+from ..build import names
+from ..build.opspec import (
+    ANSWERS_FILE,
     A2A3,
     A2A3_REDUCE_DTYPES,
     HANDSHAKES,
@@ -44,7 +47,6 @@ __all__ = [
     "read_answers",
 ]
 
-ANSWERS_FILE = ".hcomm-kit-answers.json"
 USER_FILES = ("op_kernel_aicpu/exec_op.cc",)
 
 # Element size per HcclDataType value 0..17 (hcomm.md §2.2; 13 is unused and holds 2).
@@ -83,69 +85,9 @@ class RenderResult:
     kept: list[str] = field(default_factory=list)
 
 
-def templates_dir() -> Path:
-    """The packaged templates (the checkout's ``templates/`` or ``hcomm_kit/_data/templates``)."""
-    from ..resources import templates_dir as packaged
-
-    path = Path(packaged())
-    if not (path / "op").is_dir():
-        raise BuildError(f"hcomm-kit templates not found in {path}; the installation is incomplete, "
-                         "reinstall hcomm-kit")
-    return path
-
-
-def _toml_value(value: Any) -> str:
-    """Format a scalar or list as TOML (strings as basic strings; JSON escapes are valid TOML)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def make_environment(template_dir: Path | None = None):
-    """A Jinja2 environment over ``template_dir`` with ``StrictUndefined`` and the ``toml`` filter."""
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir or templates_dir())),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    env.filters["toml"] = _toml_value
-    env.filters["pad"] = lambda text, width: str(text).ljust(width - 1) + " "  # align trailing comments
-    return env
-
-
-def render_template(env, name: str, context: Mapping[str, Any]) -> str:
-    """Render one template; any template error becomes a :class:`BuildError` naming the template.
-
-    Raises:
-        BuildError: undefined variable (StrictUndefined), syntax error, missing template.
-    """
-    import jinja2
-
-    try:
-        return env.get_template(name).render(**context)
-    except jinja2.UndefinedError as exc:
-        raise BuildError(f"template {name}: {exc.message} (every variable must be defined; "
-                         "templates are rendered with StrictUndefined)") from None
-    except jinja2.TemplateSyntaxError as exc:
-        raise BuildError(f"template {exc.filename or name}:{exc.lineno}: syntax error: {exc.message}") from None
-    except jinja2.TemplateNotFound as exc:
-        raise BuildError(f"template {exc.name} not found in {env.loader.searchpath}") from None
-
-
 def default_answers(name: str, pattern: str, handshake: str) -> dict[str, Any]:
     """The op.toml values ``new NAME --pattern P --handshake H`` writes."""
-    from .. import dtypes as dtype_table
+    from ..base import dtypes as dtype_table
 
     if pattern not in PATTERNS:
         raise ConfigError(f"unknown pattern {pattern!r}; accepted: {', '.join(PATTERNS)}", key="--pattern")
@@ -239,21 +181,6 @@ def _write_answers(opdir: Path, spec: OpSpec, files: dict[str, tuple[bytes, str]
     atomic_write_bytes(opdir / ANSWERS_FILE, (json.dumps(answers, indent=2) + "\n").encode())
 
 
-def read_answers(opdir: str | Path) -> dict[str, Any] | None:
-    """The stored answers of an operator directory, or None if it has none."""
-    path = Path(opdir) / ANSWERS_FILE
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the answers file: {exc}; re-create it with `hcomm-kit new --force`",
-                          path=path) from None
-    if not isinstance(data, dict):
-        raise ConfigError("the answers file is not a JSON object", path=path)
-    return data
-
-
 def new_op(
     name: str,
     *,
@@ -267,7 +194,7 @@ def new_op(
 
     Args:
         name: operator name (a C identifier; also the directory name).
-        pattern: one of :data:`~hcomm_kit.scaffold.opspec.PATTERNS`.
+        pattern: one of :data:`~hcomm_kit.build.opspec.PATTERNS`.
         handshake: ``"thread-notify"`` or ``"acl-notify"``.
         directory: parent directory.
         force: re-render into an existing directory (op.toml and generated files are

@@ -4,7 +4,7 @@
   starts each rank count under ``mpirun`` (with a timeout) and reports the failing rank's
   traceback; under ``mpirun ... python -m pytest`` the body simply runs on every rank.
 * fixtures ``comm`` (``hcomm_kit.init()``, one per MPI run) and ``mpi_comm`` (mpi4py ``COMM_WORLD``).
-* :mod:`hcomm_kit.testing.reference`: allreduce / allgather / reduce_scatter / broadcast / alltoall.
+* :mod:`hcomm_kit.ops.reference`: allreduce / allgather / reduce_scatter / broadcast / alltoall.
 
 The plugin is registered through the ``pytest11`` entry point; without the installed entry point
 use ``pytest -p hcomm_kit.testing.plugin``.
@@ -16,7 +16,7 @@ __all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"]
 def __getattr__(name: str):
     # Lazy: the pytest plugin in this package is loaded by every pytest run; numpy is not needed there.
     if name in __all__:
-        from . import reference
+        from ..ops import reference
 
         return getattr(reference, name)
     raise AttributeError(f"module 'hcomm_kit.testing' has no attribute {name!r}")

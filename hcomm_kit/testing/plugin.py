@@ -85,7 +85,7 @@ def _marker_params(marker) -> list:
         out.append(pytest.param(int(value), marks=marks, id=f"np{int(value)}"))
     if not out:
         raise ValueError(f"@pytest.mark.mpi(np={nps!r}): give at least one rank count")
-    from hcomm_kit.limits import check_np
+    from hcomm_kit.base.limits import check_np
 
     for prm in out:
         check_np(prm.values[0], what=f"@pytest.mark.mpi(np={nps!r}):")
@@ -173,8 +173,8 @@ def _override_nps(config) -> list[int] | None:
     raw = config.getoption("mpi_np", default=None)
     if not raw:
         return None
-    from hcomm_kit.errors import ConfigError
-    from hcomm_kit.limits import check_np
+    from hcomm_kit.base.errors import ConfigError
+    from hcomm_kit.base.limits import check_np
 
     out = []
     for part in str(raw).split(","):
@@ -424,7 +424,7 @@ def _run_group(first) -> None:
     """Run ``first`` and the pending items of its group in one mpirun job; store their results."""
     import subprocess
 
-    from hcomm_kit.mpi import mpirun_argv, shm_backing_dir
+    from hcomm_kit.jobs.mpirun import mpirun_argv, shm_backing_dir
 
     config = first.config
     results = config._hk_results_by_id
@@ -476,7 +476,7 @@ def _run_group(first) -> None:
                 elif time.monotonic() - last > timeout:
                     timed_out = True
                     # what every rank waits for, before the job is killed (the emulator answers)
-                    from hcomm_kit.core.job import describe_ranks, job_processes, request_rank_states
+                    from hcomm_kit.jobs.job import describe_ranks, job_processes, request_rank_states
 
                     states = request_rank_states(logdir, np_, wait=1.5)
                     lines = describe_ranks(np_, states, job_processes([proc.pid]))
@@ -536,7 +536,7 @@ def _settle_logdir(config, logdir: Path, batch, results, returncode) -> None:
 @contextlib.contextmanager
 def _job_progress(config, label: str, total: int):
     """A progress bar of one job's finished items, on a terminal only; yields ``show(done)``."""
-    from hcomm_kit import progress
+    from hcomm_kit.base import progress
 
     capman = config.pluginmanager.getplugin("capturemanager")
     quiet = contextlib.nullcontext()
@@ -630,7 +630,7 @@ def _combine(nodeid: str, per_rank: dict[int, list[dict]]):
 
     A failure's text shows each distinct error once, with the ranks that reported it
     (``ranks 0-3 (call):``); what differs between ranks (their number, handles) is ignored."""
-    from hcomm_kit.core.joboutput import format_ranks, normalize
+    from hcomm_kit.jobs.output import format_ranks, normalize
 
     failed, skipped, complete = [], None, True
     for rank, recs in per_rank.items():
@@ -662,7 +662,7 @@ def _combine(nodeid: str, per_rank: dict[int, list[dict]]):
 def _new_lines(captured: str, rank: int, shown: set) -> str:
     """``captured`` without the lines another rank's error already showed (the same kernel log
     printed by every rank is shown once, even when the ranks' errors differ); ``shown`` grows."""
-    from hcomm_kit.core.joboutput import normalize
+    from hcomm_kit.jobs.output import normalize
 
     out = []
     for ln in captured.splitlines(keepends=True):
@@ -705,7 +705,7 @@ def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_
                   reported: str = "") -> str:
     import re
 
-    from hcomm_kit.core.joboutput import format_ranks
+    from hcomm_kit.jobs.output import format_ranks
 
     verbose = item.config.getoption("verbose", default=0) > 0
     head = f"{item.nodeid} on {np_} ranks: "

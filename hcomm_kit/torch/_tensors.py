@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import dtypes as _dtypes
+from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer
 
 __all__ = ["hk_dtype", "Operands", "registration_stats"]

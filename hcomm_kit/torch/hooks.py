@@ -71,8 +71,8 @@ def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: 
         ``hook(state, bucket) -> Future[Tensor]`` for ``DistributedDataParallel.register_comm_hook``.
     """
     from ..build.opbuild import build_op
-    from ..errors import ConfigError
-    from ..scaffold.opspec import load_opspec
+    from ..base.errors import ConfigError
+    from ..build.opspec import load_opspec
 
     spec = load_opspec(path)
     if spec.output != "count":

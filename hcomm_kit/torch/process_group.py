@@ -7,7 +7,7 @@ one HCCL communicator per group through that store (rank 0 publishes the root in
 ``hcomm-kit launch`` / ``mpirun`` alike.
 
 Every collective maps onto the communicator's built-in collectives (``comm.all_reduce`` & co.,
-see :mod:`hcomm_kit.collectives`); tensors are passed by pointer (:mod:`hcomm_kit.torch._tensors`).
+see :mod:`hcomm_kit.ops.collectives`); tensors are passed by pointer (:mod:`hcomm_kit.torch._tensors`).
 
 Collectives are **asynchronous**, as on a device: the calling thread checks the arguments, registers
 the tensors and enqueues the kernel on the group's stream, and returns an :class:`HcommWork` at once;
@@ -46,9 +46,9 @@ import torch.distributed as dist
 from torch._C import _distributed_c10d as _c10d
 from torch.distributed import ReduceOp
 
-from .. import envs
-from ..dtypes import hccl_api_reduce_summary, hccl_api_reduces
-from ..errors import AclError, CollectiveMismatchError, ConfigError, HcclError, ProcessGroupError
+from ..base import envs
+from ..base.dtypes import hccl_api_reduce_summary, hccl_api_reduces
+from ..base.errors import AclError, CollectiveMismatchError, ConfigError, HcclError, ProcessGroupError
 from ._tensors import Operands, hk_dtype
 
 __all__ = ["ProcessGroupHcomm", "HcommWork", "create_process_group", "BACKEND_NAME"]
@@ -150,7 +150,7 @@ class _Stage:
 
     def __init__(self, ops: Operands, orphans: list[Operands]) -> None:
         self.ops = ops
-        self.works: list = []                   # hcomm_kit.op.Work of each enqueued kernel
+        self.works: list = []                   # hcomm_kit.ops.op.Work of each enqueued kernel
         self.after: list[Callable[[], None]] = []
         self.orphans = orphans                  # the group's: operands of kernels that may still run
 
@@ -303,7 +303,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
     """The ``hcomm`` backend: torch.distributed collectives on an hcomm-kit communicator.
 
     Attributes:
-        comm: the :class:`~hcomm_kit.core.communicator.Communicator` of this group.
+        comm: the :class:`~hcomm_kit.ops.communicator.Communicator` of this group.
 
     Create it through ``dist.init_process_group("hcomm")`` / ``dist.new_group(..., backend="hcomm")``
     (see :func:`create_process_group`).
@@ -315,7 +315,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
                  comm: Any = None) -> None:
         super().__init__(rank, size)
         from ..core.bootstrap import Bootstrap
-        from ..core.communicator import init
+        from ..ops.communicator import init
 
         self._timeout_s = _seconds(timeout) or 1800.0
         self._zero_copy = zero_copy
@@ -372,7 +372,7 @@ class ProcessGroupHcomm(dist.ProcessGroup):
         return f"{self._group_name or 'pg'}#{self._id}"
 
     def _product_name(self) -> str:
-        from ..op import PRODUCT_OF_DEV_TYPE
+        from ..ops.op import PRODUCT_OF_DEV_TYPE
 
         return PRODUCT_OF_DEV_TYPE.get(self.comm.device.dev_type, self.comm.device.soc)
 

@@ -54,7 +54,7 @@ SAN_ENV = {
 
 
 def _emu():
-    from hcomm_kit import _emulator
+    from hcomm_kit.build import emulator as _emulator
 
     return _emulator
 
@@ -137,7 +137,7 @@ def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[
     inc = [f"-I{emu / 'include'}", f"-I{emu / 'src'}", f"-I{FUZZ_DIR}"]
     kernel_hdrs: list[Path] = []
     if _emu()._has_builtins(emu):  # the HCCL collective API includes the built-ins' <op>/inc/<op>_param.h
-        from hcomm_kit.resources import aicpu_kernels_dir
+        from hcomm_kit.base.resources import aicpu_kernels_dir
 
         inc.insert(0, f"-I{aicpu_kernels_dir()}")
         kernel_hdrs = sorted(aicpu_kernels_dir().glob("*/inc/*.h"))

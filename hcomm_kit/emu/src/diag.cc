@@ -2015,7 +2015,7 @@ std::string diag_comm_report(Comm* c, const char* headline) {
 
 namespace {
 
-/* A posted call is "description @ call site" (hcomm_kit/callsite.py SEPARATOR; the site is the
+/* A posted call is "description @ call site" (hcomm_kit/ops/callsite.py SEPARATOR; the site is the
  * caller's file:line) or just "description" (no site: matches any site). */
 constexpr const char* kSiteSep = " @ ";
 

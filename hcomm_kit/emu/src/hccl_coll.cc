@@ -10,7 +10,7 @@
  *     wait "done" (AICPU main thread -> host stream thread, slot 0)
  * and returns; errors of the operator surface at the next synchronisation of the stream.
  *
- * The built-in kernels are compiled with the library (hcomm_kit/_emulator.py) into the
+ * The built-in kernels are compiled with the library (hcomm_kit/build/emulator.py) into the
  * directory builtin_kernels/ beside it, found through dladdr: C programs need no Python at run
  * time. Their OpParam / AlgResourceCtx layouts come from each operator's generated header
  * (aicpu_kernels/<op>/inc/<op>_param.h, from op.toml), included here in a namespace per
@@ -391,7 +391,7 @@ int check_dtype(int dt, const char* what, const char* api) {
 }
 
 /* CheckDataType(dataType, needReduce = true) and CheckReduceOp, per API and product as CANN's API
- * pages say (the one table: hcomm_kit/dtypes.py HCCL_API_REDUCE, generated into
+ * pages say (the one table: hcomm_kit/base/dtypes.py HCCL_API_REDUCE, generated into
  * hccl_api_support.h). Wider than HcommLocalReduceOnThread on A2/A3: the built-ins reduce int64
  * and prod in their own code there. */
 int check_reduce(int dt, int op, const char* api) {

@@ -395,7 +395,7 @@ int Args(Rank& R)
     EXPECT_RC(HcclAllReduce(d, d, 4, (HcclDataType)99, HCCL_REDUCE_SUM, cm, st), HCCL_E_NOT_SUPPORT);
     EXPECT_RC(HcclAllReduce(d, d, 4, HCCL_DATA_TYPE_UINT8, HCCL_REDUCE_SUM, cm, st), HCCL_E_NOT_SUPPORT);
     EXPECT_RC(HcclReduceScatter(d, d, 4, HCCL_DATA_TYPE_INT16, HCCL_REDUCE_PROD, cm, st), HCCL_E_NOT_SUPPORT);
-    /* CANN's per-API pages (hcomm_kit/dtypes.py HCCL_API_REDUCE): A2/A3 no uint64 / fp64; prod never
+    /* CANN's per-API pages (hcomm_kit/base/dtypes.py HCCL_API_REDUCE): A2/A3 no uint64 / fp64; prod never
      * int16 / bf16; HcclReduceScatterV: A2 no int64, A2/A3 no prod, 950 no uint64. */
     const bool isA2 = strcmp(aclrtGetSocName(), "Ascend910B") == 0;
     EXPECT_RC(HcclAllReduce(d, d, 4, HCCL_DATA_TYPE_BFP16, HCCL_REDUCE_PROD, cm, st), HCCL_E_NOT_SUPPORT);
@@ -462,7 +462,7 @@ std::vector<Case> Cases(bool is950, uint32_t n, const std::string& only)
     };
     std::vector<HcclDataType> red = {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_INT32,
                                      HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_BFP16};
-    /* CANN's tables (hcomm_kit/dtypes.py): int64 and prod on every product (A2/A3: the built-ins
+    /* CANN's tables (hcomm_kit/base/dtypes.py): int64 and prod on every product (A2/A3: the built-ins
      * compute them, the Hcomm primitive cannot), uint64 / fp64 on 950. */
     red.push_back(HCCL_DATA_TYPE_INT64);
     if (is950) red.insert(red.end(), {HCCL_DATA_TYPE_UINT64, HCCL_DATA_TYPE_FP64});

@@ -1,0 +1,1 @@
+"""The benchmark (`hcomm-kit bench`): sweeps, timing, reports and baselines."""

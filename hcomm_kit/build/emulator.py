@@ -1,0 +1,202 @@
+"""Locate and build the bundled CPU emulator library (``libhcomm_emu.so``).
+
+The library is compiled on first use from every ``hcomm_kit/emu/src/*.cc`` into the build
+cache (``<cache>/emu-<key>/``, key over sources, headers, flags, sanitizer and compiler
+identity). Beside it are symlinks with the CANN library names (``libascendcl.so`` ...), so
+CANN-style Makefiles (``-lascendcl -lhcomm -lc_sec``) link unchanged.
+
+Example:
+    >>> import hcomm_kit
+    >>> lib = hcomm_kit.get_library()          # builds once per machine, then cached
+    >>> flags = f"{cflags()} {libs()}"         # like pkg-config --cflags --libs
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..base import envs
+from . import cache
+from ..base.errors import BuildError, ConfigError
+from ..base.resources import aicpu_kernels_dir, emu_dir
+
+__all__ = [
+    "LIB_NAME",
+    "BUILTIN_DIR",
+    "COMPAT_NAMES",
+    "emu_root",
+    "get_include",
+    "get_library",
+    "library_dir",
+    "validate",
+    "cflags",
+    "libs",
+    "compile_flags",
+]
+
+LIB_NAME = "libhcomm_emu.so"
+#: Directory beside the library holding the built-in operators (``<stem>.so`` + ``<stem>.json``),
+#: found by the library itself (dladdr) when a program calls HcclAllReduce and friends.
+BUILTIN_DIR = "builtin_kernels"
+COMPAT_NAMES = ("libascendcl.so", "libacl_rt.so", "libhccl.so", "libhcomm.so", "libc_sec.so")
+BASE_FLAGS = (
+    "-std=c++17", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-DFUNC_VISIBILITY",
+    "-Wall", "-Wextra", "-Werror", "-pthread",
+)
+LINK_LIBS = ("-ldl", "-lrt")
+SANITIZE_FLAGS: dict[str, tuple[str, ...]] = {
+    "": (),
+    "address": ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1"),
+    "thread": ("-fsanitize=thread", "-O1"),
+}
+
+_EMU_ROOT = emu_dir()
+_built: dict[tuple[Path, Path, str, str], Path] = {}  # (cache root, emu root, sanitize, key) -> lib, per process
+
+
+def emu_root() -> Path:
+    """The emulator tree (``include/`` and ``src/``) shipped inside the package."""
+    return _EMU_ROOT
+
+
+def get_include() -> Path:
+    """Directory of the emulator's public C headers (real CANN include paths: ``acl/acl.h`` ...)."""
+    return _EMU_ROOT / "include"
+
+
+def _sanitize_mode(sanitize: str | None) -> str:
+    mode = envs.sanitize() if sanitize is None else sanitize
+    if mode not in SANITIZE_FLAGS:
+        raise ConfigError(
+            f"unknown sanitizer {mode!r}; accepted: '' (none), 'address', 'thread'", key="sanitize"
+        )
+    return mode
+
+
+def _has_builtins(root: Path) -> bool:
+    """The tree implements HCCL's collective API, so the library ships the built-in operators."""
+    return (root / "src" / "hccl_coll.cc").is_file()
+
+
+def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> list[str]:
+    """Flags used for every emulator translation unit (sanitizer flags, then the emulator's own
+    include directories last). ``aicpu_kernels/`` is on the include path for the built-ins'
+    generated ``<op>/inc/<op>_param.h`` (the HCCL collective API launches them)."""
+    root = root or _EMU_ROOT
+    kernels = [f"-I{aicpu_kernels_dir()}"] if _has_builtins(root) else []
+    return [*BASE_FLAGS, *kernels, *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
+            f"-I{root / 'include'}", f"-I{root / 'src'}"]
+
+
+def _inputs(root: Path) -> tuple[list[Path], list[Path]]:
+    sources = sorted((root / "src").glob("*.cc"))
+    headers = sorted(p for p in (root / "include").rglob("*") if p.is_file())
+    headers += sorted(p for p in (root / "src").iterdir() if p.is_file() and p.suffix != ".cc")
+    return sources, headers
+
+
+def validate(directory: Path) -> bool:
+    """True when ``directory`` holds a ``libhcomm_emu.so`` that starts with the ELF magic."""
+    lib = Path(directory) / LIB_NAME
+    try:
+        with open(lib, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str], verbose: bool,
+           builtins: bool) -> None:
+    from ..base import progress
+
+    objdir = out / "obj"
+    objdir.mkdir()
+    cxx_argv = shlex.split(cxx)
+    bar = progress.Progress("building the emulator (once per machine)", total=len(sources) + 1)
+
+    def compile_one(src: Path) -> Path:
+        obj = objdir / (src.stem + ".o")
+        cache.run_compiler([*cxx_argv, *flags, "-c", str(src), "-o", str(obj)], sources=[src], verbose=verbose)
+        bar.advance(detail=src.name)
+        return obj
+
+    jobs = max(1, min(len(sources), os.cpu_count() or 1))
+    with bar, ThreadPoolExecutor(max_workers=jobs) as pool:
+        objects = list(pool.map(compile_one, sources))  # re-raises the first CompileError in source order
+        lib = out / LIB_NAME
+        link = [*cxx_argv, *flags, "-shared", *map(str, objects), "-o", str(lib),
+                f"-Wl,-soname,{LIB_NAME}", *LINK_LIBS]
+        cache.run_compiler(link, sources=sources, verbose=verbose)
+        bar.advance(detail="link")
+    shutil.rmtree(objdir)
+    for name in COMPAT_NAMES:
+        os.symlink(LIB_NAME, out / name)
+    if builtins:
+        from .builtins import build_builtins
+
+        build_builtins(out / BUILTIN_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
+
+
+def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Path | None = None) -> Path:
+    """Return the path of ``libhcomm_emu.so``, compiling it into the cache on first use.
+
+    Args:
+        sanitize: ``''``, ``'address'`` or ``'thread'``; None = ``$HCOMM_KIT_SANITIZE``.
+        verbose: echo compiler commands and output.
+        root: emulator tree to build (default: the packaged one; tests pass a copy).
+
+    Raises:
+        BuildError: no sources, or no compiler. CompileError: the sources do not compile.
+        ConfigError: unknown sanitizer.
+    """
+    root = Path(root) if root is not None else _EMU_ROOT
+    mode = _sanitize_mode(sanitize)
+    sources, headers = _inputs(root)
+    if not sources:
+        raise BuildError(f"no emulator sources (*.cc) in {root / 'src'}; the package install is incomplete")
+    cxx = cache.default_cxx()
+    flags = compile_flags(mode, root=root)
+    builtins = _has_builtins(root)
+    kernels: list[Path] = []
+    kflags: tuple[str, ...] = ()
+    if builtins:
+        from .builtins import BUILTIN_FLAGS, LINK_FLAGS as BUILTIN_LINK_FLAGS, builtin_inputs
+
+        kernels = builtin_inputs()
+        kflags = ("builtins", *BUILTIN_FLAGS, *BUILTIN_LINK_FLAGS)
+        kdir = aicpu_kernels_dir()
+    # Flags are hashed without the absolute -I paths: headers are hashed by content instead.
+    key = cache.hash_key(
+        [*sources, *headers, *kernels],
+        ["emu", mode, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags, cache.compiler_identity(cxx),
+         *(f"{p.relative_to(root).as_posix()}" for p in headers),
+         *(f"aicpu_kernels/{p.relative_to(kdir).as_posix()}" for p in kernels)],
+    )
+    memo = (cache.cache_root(), root, mode, key)
+    if memo in _built and _built[memo].is_file():
+        return _built[memo]
+    name = "emu" if not mode else f"emu-{mode}"
+    directory = cache.cached_dir(name, key, lambda out: _build(out, root, sources, cxx, flags, verbose, builtins),
+                                 validate=validate)
+    _built[memo] = directory / LIB_NAME
+    return _built[memo]
+
+
+def library_dir(sanitize: str | None = None) -> Path:
+    """Directory holding ``libhcomm_emu.so`` and its CANN-named symlinks (built if needed)."""
+    return get_library(sanitize).parent
+
+
+def cflags() -> str:
+    """Compile flags for code using the emulator headers, like ``pkg-config --cflags``."""
+    return f"-I{get_include()}"
+
+
+def libs(sanitize: str | None = None) -> str:
+    """Link flags for the emulator library, like ``pkg-config --libs`` (builds it if needed)."""
+    d = library_dir(sanitize)
+    return f"-L{d} -lhcomm_emu -Wl,-rpath,{d}"

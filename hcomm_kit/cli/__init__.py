@@ -1,0 +1,99 @@
+"""The ``hcomm-kit`` command line (also ``python -m hcomm_kit``).
+
+Subcommands live in their own modules and are registered in :data:`SUBCOMMANDS`. To add one
+(e.g. ``build``), write ``hcomm_kit/cli/build.py`` with::
+
+    \"\"\"One-paragraph description shown by `hcomm-kit build --help`.\"\"\"
+    HELP = "one line shown in `hcomm-kit --help`"
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(...)
+
+    def run(args: argparse.Namespace) -> int:   # exit status
+        ...
+
+and add ``"build": "hcomm_kit.cli.build"`` to :data:`SUBCOMMANDS`. Keep module import cheap
+(import heavy things inside ``run``). Raise :class:`~hcomm_kit.base.errors.HcommKitError` for
+user-facing failures: :func:`main` prints it as ``hcomm-kit: error: ...`` and exits 1; a bad
+option or environment value found before anything starts is a :class:`~hcomm_kit.base.errors.UsageError`
+(``hcomm-kit COMMAND: error: ...``, exit 2, as argparse's own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+from typing import Sequence
+
+from .._version import __version__
+from ..base.errors import HcommKitError, UsageError
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+# name -> module; the order here is the order in `hcomm-kit --help`.
+SUBCOMMANDS: dict[str, str] = {
+    "new": "hcomm_kit.cli.new",
+    "build": "hcomm_kit.cli.build",
+    "doctor": "hcomm_kit.cli.doctor",
+    "config": "hcomm_kit.cli.config",
+    "launch": "hcomm_kit.cli.launch",
+    "run": "hcomm_kit.cli.run",
+    "bench": "hcomm_kit.cli.bench",
+    "test": "hcomm_kit.cli.test",
+    "demo": "hcomm_kit.cli.demo",
+    "trace": "hcomm_kit.cli.trace",
+    "docs": "hcomm_kit.cli.docs",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the top-level parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="hcomm-kit",
+        description="Toolkit for custom HCCL collective operators on Ascend, with a CPU emulator.",
+    )
+    parser.add_argument("--version", action="version", version=f"hcomm-kit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run, _command=name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 = success)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as exc:
+        print(f"hcomm-kit {args._command}: error: {exc}", file=sys.stderr)
+        return 2
+    except HcommKitError as exc:
+        print(f"hcomm-kit: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of our output went away (``hcomm-kit trace summary FILE | head``): stop quietly, as
+    Unix tools do (status 128 + SIGPIPE), without Python's traceback or its complaint at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush of stdout must not fail again
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 128 + signal.SIGPIPE

@@ -1,0 +1,188 @@
+"""Benchmark a built-in collective or your own operator, with hccl_test's flags and output columns.
+
+  hcomm-kit bench allreduce --np 2 -b 8 -e 64M -f 2
+  hcomm-kit bench allgather --np 4 -b 1K -e 16M -f 4 -d bf16 --compare mpi --json ag.jsonl
+  hcomm-kit bench broadcast --np 3 -b 64M -e 64M -r 2 -c 2
+  hcomm-kit bench ops/my_allreduce --np 4 -b 1K -e 16M -f 4 --compare builtin --compare mpi
+
+COLLECTIVE: allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter,
+sendrecv; or OPDIR, an operator directory (with op.toml). An operator is sized, checked and given
+bandwidth factors by what op.toml says it is: ring-allreduce (or a reduction with output
+"count") as allreduce, output "count*ranks" as allgather, "count/ranks" as reduce_scatter, p2p as
+a ring shift (factor 1), empty as a local copy (time only); --busbw-factor F sets the factor.
+--compare builtin adds the matching built-in collective in the same job, --compare mpi the same
+through mpi4py (Open MPI), each with its time, busbw and a vs_ ratio (its time / ours).
+
+data_size is the bytes taking part per rank (hccl_test); algbw/busbw follow nccl-tests. On the
+emulator the figures are CPU timings of this host, not Ascend hardware figures. The exit
+status is 1 when a result check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+HELP = "benchmark a built-in collective or your operator (hccl_test flags, nccl-tests bandwidths)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("collective", metavar="COLLECTIVE|OPDIR",
+                        help="allreduce, allgather, reduce_scatter, ... or an operator directory")
+    parser.add_argument("--np", type=int, default=2, metavar="N", help="number of ranks (default 2)")
+    parser.add_argument("-b", "--minbytes", default="64M", help="smallest message (K/M/G suffixes; default 64M)")
+    parser.add_argument("-e", "--maxbytes", default="64M", help="largest message (default 64M)")
+    parser.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply the size by F each step")
+    parser.add_argument("-i", "--stepbytes", default=None, help="add this many bytes each step (default (e-b)/10)")
+    parser.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
+    parser.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations (default 5)")
+    parser.add_argument("-c", "--check", type=int, default=1, choices=(0, 1, 2),
+                        help="check results: 0 off, 1 on, 2 also print the first bad element (default 1)")
+    parser.add_argument("-d", "--datatype", default="fp32", help="dtype (default fp32)")
+    parser.add_argument("-o", "--op", default="sum", help="reduce op: sum prod max min (default sum)")
+    parser.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
+    parser.add_argument("--algorithm", default=None, help="algorithm name (see hcomm_kit.ops.collectives.ALGORITHMS)")
+    parser.add_argument("--inplace", action="store_true", help="output = input where the collective allows it")
+    parser.add_argument("--blocking", action="store_true",
+                        help="wait for each call before the next (default: enqueue back to back, as hccl_test)")
+    parser.add_argument("--fill", choices=("rand", "const"), default="rand",
+                        help="rand: seeded small integers per rank (default); const: every rank holds 2")
+    parser.add_argument("--compare", action="append", default=[], metavar="builtin|mpi",
+                        help="also measure the matching built-in collective (operators only) and/or Open MPI "
+                             "through mpi4py in the same job; repeat or comma-separate for both")
+    parser.add_argument("--baseline", choices=("mpi",), default=None, help="same as --compare mpi")
+    parser.add_argument("--busbw-factor", type=float, default=None, metavar="F",
+                        help="operators: busbw = algbw x F (default: from op.toml's pattern / [io].output)")
+    parser.add_argument("--json", dest="json_out", default=None, metavar="FILE", help="one JSON object per row")
+    parser.add_argument("--plot", default=None, metavar="FILE.png", help="draw busbw and time against size")
+    parser.add_argument("--timeout", type=float, default=1800, help="kill the job after S seconds (default 1800)")
+    parser.add_argument("--debug", action="store_true",
+                        help="load the operators' debug builds and show their kernel logs (HCOMM_KIT_DEBUG=1)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
+
+
+def _compare_list(args: argparse.Namespace) -> list[str]:
+    from ..bench import sweep as bench
+    from ..base.errors import ConfigError
+
+    out = [c.strip() for item in args.compare for c in item.split(",") if c.strip()]
+    if args.baseline:
+        out.append(args.baseline)
+    for c in out:
+        if c not in bench.COMPARES:
+            raise ConfigError(f"--compare {c!r}: choose from {', '.join(bench.COMPARES)}", key="--compare")
+    return list(dict.fromkeys(out))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bench import sweep as bench
+    from ..core.bootstrap import under_mpi
+    from ..base.errors import ConfigError
+    from ..base.limits import check_np
+    from ..jobs.preflight import usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        check_np(args.np)
+        if args.iters < 1:
+            raise ConfigError(f"-n {args.iters}: a benchmark needs at least 1 timed iteration", key="-n")
+        if args.warmup_iters < 0:
+            raise ConfigError(f"-w {args.warmup_iters}: warm-up iterations cannot be negative", key="-w")
+        if not 0 <= args.root < args.np:
+            raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
+        compare = _compare_list(args)
+        target = bench._target(args.collective, args.busbw_factor)  # raises for an unknown name
+        if target is None and "builtin" in compare:
+            raise ConfigError(f"--compare builtin is for your own operators; {args.collective} is a built-in "
+                              f"collective (--compare mpi compares it with Open MPI)", key="--compare")
+        if target is not None:
+            bench.check_target(target, args.datatype, args.op)
+            if args.algorithm:
+                raise ConfigError("--algorithm picks an algorithm of the built-in collectives; your operator's "
+                                  "algorithm is its exec_op.cc", key="--algorithm")
+        size_list = bench.sizes(bench.parse_size(args.minbytes), bench.parse_size(args.maxbytes), args.stepfactor,
+                                bench.parse_size(args.stepbytes) if args.stepbytes else None)
+        if not under_mpi():
+            _preflight(args, target, size_list)
+    if args.debug:
+        os.environ["HCOMM_KIT_DEBUG"] = "1"
+    subject = target.opdir if target is not None else args.collective
+    if not under_mpi() and args.np > 1:
+        from ..jobs.launch import launch
+
+        if target is not None:
+            _prebuild([target.opdir])
+        argv = [sys.executable, "-m", "hcomm_kit", "bench", *_forward(args, subject, compare)]
+        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
+    import hcomm_kit
+
+    if args.np == 1 and not under_mpi():
+        from ..core.communicator import expect_single_rank
+
+        expect_single_rank()  # one rank was asked for: no single-rank note
+    comm = hcomm_kit.init()
+    try:
+        rows = bench.run_bench(comm, subject, size_list, dtype=args.datatype, op=args.op, root=args.root,
+                               iters=args.iters, warmup=args.warmup_iters, check=args.check, fill=args.fill,
+                               inplace=args.inplace, algorithm=args.algorithm, compare=compare,
+                               blocking=args.blocking, busbw_factor=args.busbw_factor,
+                               # Figures of the data path: the emulator's notify checker (records every
+                               # buffer access and notify) checks untimed calls of each size, then is off
+                               # (HCOMM_KIT_CHECK set: as it says, throughout).
+                               checked_first=not os.environ.get("HCOMM_KIT_CHECK", "").strip())
+        if comm.rank == 0:
+            if args.json_out:
+                bench.write_json(rows, args.json_out)
+            if args.plot:
+                bench.plot(rows, args.plot)
+        failed = any(r["check"] == "failed" for r in rows)
+    finally:
+        comm.close()
+    sys.stdout.flush()
+    return 1 if failed else 0
+
+
+def _preflight(args: argparse.Namespace, target, size_list: list[int]) -> None:
+    """The launcher's checks of what the ranks would refuse: environment, --timeout, dtype, reduce
+    op and algorithm names, and the memory the largest size needs."""
+    from ..bench import sweep as bench
+    from ..base import dtypes as _dtypes
+    from ..jobs.preflight import check_env, check_memory, check_names, check_seconds
+
+    check_env()
+    check_seconds(args.timeout, "--timeout")
+    coll = target.coll.name if target is not None else bench.ALIASES.get(args.collective, args.collective)
+    algo_table = {"sendrecv": "send_recv"}.get(coll, coll)
+    check_names(dtype=args.datatype, reduce_op=args.op, algorithm=args.algorithm, collective=algo_table)
+    if size_list:
+        item = _dtypes.get_dtype(args.datatype).itemsize
+        check_memory(max(size_list) // item, item, args.np, what="-e", given=args.maxbytes)
+
+
+def _prebuild(opdirs: list[str]) -> None:
+    """Build the operators once, here, before the ranks start (errors and warnings show once)."""
+    from ..base import envs, progress
+    from ..build.opbuild import build_op
+
+    for d in opdirs:
+        with progress.status(f"building {Path(d).name}"):
+            build_op(d, debug=envs.debug())
+
+
+def _forward(args: argparse.Namespace, subject: str, compare: list[str]) -> list[str]:
+    """The argv that reproduces ``args`` in each rank."""
+    out = [subject, "--np", str(args.np), "-b", str(args.minbytes), "-e", str(args.maxbytes),
+           "-n", str(args.iters), "-w", str(args.warmup_iters), "-c", str(args.check), "-d", args.datatype,
+           "-o", args.op, "-r", str(args.root), "--fill", args.fill, "--timeout", str(args.timeout)]
+    for flag, val in (("-f", args.stepfactor), ("-i", args.stepbytes), ("--algorithm", args.algorithm),
+                      ("--busbw-factor", args.busbw_factor), ("--json", args.json_out), ("--plot", args.plot)):
+        if val is not None:
+            out += [flag, str(val)]
+    for c in compare:
+        out += ["--compare", c]
+    if args.inplace:
+        out.append("--inplace")
+    if args.blocking:
+        out.append("--blocking")
+    return out

@@ -1,0 +1,55 @@
+"""Start any program on N ranks (re-executed under mpirun unless already under MPI).
+
+  hcomm-kit launch --np 4 -- python train.py --epochs 1
+  hcomm-kit launch --np 2 --timeout 60 -- ./my_host_program
+
+Adds --oversubscribe, --allow-run-as-root (when root) and per-rank output tags. When one rank
+exits non-zero, mpirun terminates the others; Python programs that call hcomm_kit.init() under
+mpirun also abort the whole job on an uncaught exception (see hcomm_kit.core.rank.install_abort_hook).
+--timeout kills the whole job after S seconds (exit status 124).
+
+SIGTERM, SIGINT (Ctrl-C) and SIGHUP, e.g. from `timeout 15 hcomm-kit launch ...` or a CI runner
+cancelling the job, stop the whole job: the ranks still running are listed with what they were
+doing, the signal is forwarded, and after --grace seconds (default 5) everything left is killed;
+nothing stays behind (processes, /dev/shm segments, temporary directories). Exit status 128+N.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "run a command on N ranks under mpirun"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--np", "-n", type=int, required=True, metavar="N", help="number of ranks")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="kill the whole job after S seconds (exit 124)")
+    parser.add_argument("--grace", type=float, default=5.0, metavar="S",
+                        help="on SIGTERM/SIGINT/SIGHUP or --timeout: seconds the ranks get to exit before SIGKILL "
+                             "(default 5)")
+    parser.add_argument("--no-tag-output", action="store_true", help="do not prefix output lines with the rank")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show mpirun's own messages (by default each distinct error is shown once, with its ranks)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..base.errors import ConfigError
+    from ..jobs.launch import launch
+    from ..base.limits import check_np
+
+    from ..jobs.preflight import check_env, check_seconds, usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        check_np(args.np)
+        cmd = list(args.command)
+        if cmd and cmd[0] == "--":
+            cmd = cmd[1:]
+        if not cmd:
+            raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
+        check_seconds(args.timeout, "--timeout")
+        check_seconds(args.grace, "--grace", zero_ok=True)
+        check_env()
+    return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace,
+                  verbose=args.verbose)

@@ -1,0 +1,163 @@
+"""Run an operator on N ranks and check it against numpy.
+
+  hcomm-kit run ops/my_allreduce --np 4 --count 65536 -d fp32 -o sum
+  hcomm-kit run ops/my_allgather --np 3 -d bf16 --json rows.jsonl
+  hcomm-kit run ops/my_allgather --np 2 --debug          (debug build, kernel logs shown)
+
+OP is an operator directory (with op.toml) or the name of a built-in operator. The input of
+each rank is deterministic; the reference is chosen from op.toml (pattern / [io].output /
+reduce_ops). Prints a table on rank 0; exit status 1 when a result does not match.
+--iters 0 only checks (no timing). --json FILE writes the rows, one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..base.errors import ConfigError
+
+HELP = "run an operator on N ranks and check it against numpy"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ops", nargs="+", metavar="OP", help="operator directory or built-in name")
+    parser.add_argument("--np", "-n", type=int, default=2, metavar="N", help="number of ranks (default 2)")
+    parser.add_argument("--count", "-c", type=int, default=4096, metavar="C", help="elements per rank (default 4096)")
+    parser.add_argument("-d", "--dtype", default=None, help="element type (default fp32 if supported)")
+    parser.add_argument("-o", "--op", dest="reduce_op", default=None, help="reduce op for reductions (default sum)")
+    parser.add_argument("-r", "--root", type=int, default=None, help="root rank (rooted operators)")
+    parser.add_argument("--iters", type=int, default=20,
+                        help="timed calls after the checked one (default 20; 0 = check only)")
+    parser.add_argument("--timeout", type=float, default=300, help="kill the job after S seconds (default 300)")
+    parser.add_argument("--json", dest="json_out", default=None, metavar="FILE",
+                        help="write the rows to FILE, one JSON object per line")
+    parser.add_argument("--debug", action="store_true",
+                        help="load the operators' debug builds and show their kernel logs (HCOMM_KIT_DEBUG=1)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..core.bootstrap import under_mpi
+    from ..jobs.runner import resolve_op
+    from ..base.limits import check_np
+    from ..jobs.preflight import usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        check_np(args.np)
+        if args.iters < 0:
+            raise ConfigError(f"--iters {args.iters}: use 0 (check only) or more timed calls", key="--iters")
+        if args.count < 1:
+            raise ConfigError(f"--count {args.count}: an operator call needs at least 1 element per rank",
+                              key="--count")
+        if args.root is not None and not 0 <= args.root < args.np:
+            raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
+        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
+        if not under_mpi():
+            _preflight(args, opdirs)
+    if args.debug:
+        os.environ["HCOMM_KIT_DEBUG"] = "1"
+    if not under_mpi() and args.np > 1:
+        from .bench import _prebuild
+        from ..jobs.launch import launch
+
+        _prebuild([d for d in opdirs if _builtin_name(d) is None])  # compile once, here: errors show once
+        argv = [sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", str(args.np), "--count", str(args.count),
+                "--iters", str(args.iters)]
+        for flag, val in (("-d", args.dtype), ("-o", args.reduce_op), ("-r", args.root), ("--json", args.json_out)):
+            if val is not None:
+                argv += [flag, str(val)]
+        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
+    if args.np == 1 and not under_mpi():
+        from ..core.communicator import expect_single_rank
+
+        expect_single_rank()  # one rank was asked for: no single-rank note
+    return _run_rank(args, opdirs)
+
+
+def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
+    """The launcher's checks of what the ranks would refuse: environment, --timeout, dtype and
+    reduce op (also against each operator's op.toml), and the memory the run needs."""
+    from ..bench import sweep as bench
+    from ..base import dtypes as _dtypes
+    from ..jobs.preflight import check_env, check_memory, check_names, check_seconds
+    from ..build.opspec import load_opspec
+
+    check_env()
+    check_seconds(args.timeout, "--timeout")
+    check_names(dtype=args.dtype, reduce_op=args.reduce_op)
+    split = False
+    for d in opdirs:
+        name = _builtin_name(d)
+        if name is not None:
+            split = split or bench.COLLECTIVES[name].split
+            continue
+        spec = load_opspec(d)
+        if args.dtype is not None and _dtypes.get_dtype(args.dtype).name not in spec.dtypes:
+            raise ConfigError(f"-d {args.dtype}: operator {spec.name} supports {', '.join(spec.dtypes)} "
+                              f"(op.toml [op].dtypes)", key="-d", path=spec.path("op.toml"))
+        if args.reduce_op is not None and spec.is_reduction and \
+                _dtypes.get_reduce_op(args.reduce_op).name not in spec.reduce_ops:
+            raise ConfigError(f"-o {args.reduce_op}: operator {spec.name} supports {', '.join(spec.reduce_ops)} "
+                              f"(op.toml [op].reduce_ops)", key="-o", path=spec.path("op.toml"))
+    itemsize = _dtypes.get_dtype(args.dtype or "fp32").itemsize
+    check_memory(args.count * (args.np if split else 1), itemsize, args.np)
+
+
+def _builtin_name(opdir: str) -> str | None:
+    """The bench name of a built-in collective directory (None for users' operators)."""
+    from pathlib import Path
+
+    from ..bench import sweep as bench
+    from ..base.resources import aicpu_kernels_dir
+
+    p = Path(opdir)
+    if p.parent.resolve() != aicpu_kernels_dir().resolve():
+        return None
+    name = bench.ALIASES.get(p.name, p.name)
+    return name if name in bench.COLLECTIVES else None
+
+
+def _run_rank(args, opdirs) -> int:
+    import hcomm_kit
+    from ..bench import sweep as bench
+    from ..base import dtypes as _dtypes
+    from ..jobs.runner import format_table, run_ops
+
+    comm = hcomm_kit.init()
+    ok = True
+    all_rows: list[dict] = []
+    try:
+        users = [d for d in opdirs if _builtin_name(d) is None]
+        if users:
+            jobs = [{"op": d, "count": args.count, "dtype": args.dtype, "reduce_op": args.reduce_op,
+                     "root": args.root} for d in users]
+            rows = run_ops(comm, jobs, iters=args.iters)
+            if comm.rank == 0:
+                print(format_table(rows), flush=True)
+            ok = all(r["ok"] is not False for r in rows)
+            all_rows += rows
+        for d in opdirs:
+            name = _builtin_name(d)
+            if name is None:
+                continue
+            # Built-in collectives: the bench's exact-by-construction check at count elements per rank.
+            dtype = args.dtype or "fp32"
+            nbytes = args.count * _dtypes.get_dtype(dtype).itemsize
+            if bench.COLLECTIVES[name].split:
+                nbytes *= comm.size
+            rows = bench.run_bench(comm, name, [nbytes], dtype=dtype, op=args.reduce_op or "sum",
+                                   root=args.root or 0, iters=max(1, args.iters), warmup=1 if args.iters else 0,
+                                   check=2)
+            ok = ok and all(r["check"] != "failed" for r in rows)
+            all_rows += [{**r, "builtin": True} for r in rows]
+        if comm.rank == 0 and args.json_out:
+            with open(args.json_out, "w") as f:
+                for r in all_rows:
+                    f.write(json.dumps(r) + "\n")
+    finally:
+        comm.close()
+    sys.stdout.flush()
+    return 0 if ok else 1

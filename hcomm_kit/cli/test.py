@@ -1,0 +1,110 @@
+"""Run an operator's generated multi-rank tests (pytest on OPDIR/tests with the hcomm_kit plugin).
+
+  hcomm-kit test ops/my_allgather                  every rank count of the tests' markers (2, 3, 4)
+  hcomm-kit test ops/my_allgather --np 5           all tests at 5 ranks
+  hcomm-kit test ops/my_allgather --np 2 -- -k fp32      (arguments after -- go to pytest)
+  hcomm-kit test ops/my_allgather --debug          debug build; failures show the kernel's logs
+
+Each rank count runs under mpirun with a timeout. The run stops at the first failure (the other
+rank counts are not started) unless --keep-going; a failure shows each distinct error once with
+the ranks that reported it, and what the kernel printed. A line at the end sums up each rank
+count. Log directories of passed jobs are removed; failed jobs' stay (the last 10), and
+--keep-logs keeps all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+HELP = "run an operator's multi-rank tests"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("opdir", metavar="OPDIR", help="operator directory (with op.toml and tests/)")
+    parser.add_argument("--np", "-n", type=int, default=None, metavar="N",
+                        help="run every test at N ranks (default: the counts of each test's mpi marker)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="run everything even after a failure (default: stop at the first failure)")
+    parser.add_argument("--keep-logs", action="store_true",
+                        help="keep every job's log directory (default: only failed jobs', the last 10)")
+    parser.add_argument("--debug", action="store_true",
+                        help="test the debug build (-O0 -g); failures show the kernel's OP_LOG_INFO logs")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="one line per test, and Open MPI's messages in failures")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS",
+                        help="extra pytest arguments (after --)")
+
+
+# our options that may follow OPDIR (they then land in the remainder) -> attribute
+_OURS = {"--np": "np", "-n": "np", "--keep-going": "keep_going", "--keep-logs": "keep_logs", "--debug": "debug",
+         "-v": "verbose", "--verbose": "verbose"}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..base import envs
+    from .bench import _prebuild
+    from ..jobs.runner import resolve_op
+    from ..base.errors import ConfigError
+    from ..base.limits import check_np
+    from ..testing.plugin import _SLOW_PLUGINS_OFF, entry_point_installed
+
+    from ..jobs.preflight import check_env, usage_errors
+
+    with usage_errors():  # bad input: one line, exit 2, nothing started
+        extra = _take_ours(args, list(args.pytest_args))
+        if args.np is not None:
+            check_np(args.np)
+        check_env()
+        opdir = resolve_op(args.opdir).resolve()
+        tests = opdir / "tests"
+        if not tests.is_dir():
+            raise ConfigError(f"{opdir} has no tests/ directory; re-create it with `hcomm-kit new --update {opdir}`",
+                              key="OPDIR")
+    if args.debug:
+        os.environ["HCOMM_KIT_DEBUG"] = "1"
+    _prebuild([str(opdir)])  # compile once, before the ranks start
+    argv = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", *_SLOW_PLUGINS_OFF,
+            "--rootdir", str(opdir), "--tb=short", "-v" if args.verbose else "-q"]
+    if not entry_point_installed():
+        argv += ["-p", "hcomm_kit.testing.plugin"]
+    if args.np is not None:
+        argv += ["--mpi-np", str(args.np)]
+    if not args.keep_going:
+        argv.append("-x")
+    if args.keep_logs:
+        argv.append("--keep-logs")
+    argv += extra
+    rc = subprocess.call(argv, cwd=str(opdir))
+    if rc == 5:  # pytest: no test collected
+        where = f" at --np {args.np}" if args.np is not None else ""
+        print(f"hcomm-kit test: no test of {tests} was selected{where}; check the -k/-m arguments after --"
+              if extra else f"hcomm-kit test: {tests} holds no test", file=sys.stderr)
+    elif rc == 0 and envs.debug():
+        print("hcomm-kit test: passed with the debug build (kernel logs are shown for failing tests)",
+              file=sys.stderr)
+    return rc
+
+
+def _take_ours(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """Options written after OPDIR land in the remainder: take ours, return the rest for pytest."""
+    while extra and extra[0] != "--" and extra[0] in _OURS:
+        flag = extra.pop(0)
+        if _OURS[flag] == "np":
+            if not extra:
+                from ..base.errors import ConfigError
+
+                raise ConfigError(f"{flag} needs a rank count", key="--np")
+            try:
+                args.np = int(extra.pop(0))
+            except ValueError:
+                from ..base.errors import ConfigError
+
+                raise ConfigError(f"{flag}: expected a whole number of ranks", key="--np") from None
+        else:
+            setattr(args, _OURS[flag], True)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    return extra

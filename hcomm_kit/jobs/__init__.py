@@ -1,0 +1,1 @@
+"""Jobs: mpirun lookup and launch, job output, the per-rank runner of `run`/`demo`."""

@@ -1,0 +1,162 @@
+"""What the ``hcomm-kit`` command checks in its own process before it starts anything.
+
+``run``, ``bench``, ``test``, ``launch`` and ``demo`` refuse bad input here, once, in one line
+(exit status 2, as argparse's own errors), instead of inside every rank after mpirun started:
+
+* :func:`check_env`: every ``HCOMM_KIT_*`` / ``HCCL_*`` variable of :mod:`hcomm_kit.base.envs` (the one
+  table of names, types and ranges), ``HCCL_ALGO``'s syntax included;
+* :func:`check_seconds`: ``--timeout`` / ``--grace``;
+* :func:`check_names`: dtype, reduce op and algorithm names;
+* :func:`check_memory`: what a run of ``count`` elements per rank needs (host memory of every
+  rank, the part of each rank's HCCL buffer it fills in ``/dev/shm``) against what the machine has.
+
+:func:`usage_errors` turns the :class:`~hcomm_kit.base.errors.ConfigError` of these checks into a
+:class:`~hcomm_kit.base.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from typing import Iterator
+
+from ..base.errors import ConfigError, UsageError
+
+__all__ = ["usage_errors", "check_env", "check_seconds", "check_names", "host_bytes_per_rank", "check_memory",
+           "available_memory", "shm_free"]
+
+_PREFIXES = ("HCOMM_KIT_", "HCCL_")
+
+
+@contextlib.contextmanager
+def usage_errors() -> Iterator[None]:
+    """Inside: a :class:`ConfigError` leaves as a :class:`UsageError` (exit 2, nothing started)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise UsageError.of(exc) from None
+
+
+def check_env() -> None:
+    """Validate every set ``HCOMM_KIT_*`` / ``HCCL_*`` variable of :data:`hcomm_kit.base.envs.VARIABLES`.
+
+    Raises:
+        ConfigError: the first bad value, naming the variable, the value and what is accepted.
+    """
+    from ..base import envs
+
+    for name in envs.VARIABLES:
+        if name.startswith(_PREFIXES):
+            envs.get(name)
+    algo = envs.hccl_algo()
+    if algo:
+        from ..ops.collectives import ALGORITHMS, parse_hccl_algo
+
+        for coll in ALGORITHMS:  # a per-collective part is parsed only for its own collective
+            parse_hccl_algo(algo, coll)
+
+
+def check_seconds(value: float | None, flag: str, *, zero_ok: bool = False) -> None:
+    """``--timeout`` / ``--grace``: None (no limit), else finite seconds > 0 (>= 0 with ``zero_ok``)."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise ConfigError(f"{flag} {value:g}: pass a finite number of seconds {'>=' if zero_ok else '>'} 0", key=flag)
+
+
+def check_names(*, dtype: str | None = None, reduce_op: str | None = None, algorithm: str | None = None,
+                collective: str | None = None) -> None:
+    """Known dtype / reduce op names (:mod:`hcomm_kit.base.dtypes`), and an algorithm of ``collective``."""
+    from ..base import dtypes
+
+    if dtype is not None:
+        try:
+            dtypes.get_dtype(dtype)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), key="-d") from None
+    if reduce_op is not None:
+        try:
+            dtypes.get_reduce_op(reduce_op)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), key="-o") from None
+    if algorithm is not None and collective is not None:
+        from ..ops.collectives import ALGORITHMS
+
+        table = ALGORITHMS.get(collective)
+        if table is not None and algorithm.lower() not in table and algorithm.lower() != "fullmesh":
+            raise ConfigError(f"--algorithm {algorithm}: {collective} has no such algorithm; choose from "
+                              f"{', '.join(sorted(table))}", key="--algorithm")
+
+
+def host_bytes_per_rank(count: int, itemsize: int, np: int) -> int:
+    """Host memory one rank of ``run`` / ``bench`` / ``demo`` uses for ``count`` elements per rank.
+
+    Each rank makes the inputs of every rank (its numpy reference), its device input and output,
+    the expected result and the generator's 8-byte integers; the reference of a reduction is
+    computed in 8-byte elements. Measured (fp32, 2e7 elements): 41, 58 and ~100 bytes per element
+    and rank at 1, 2 and 4 ranks; this model gives 44, 64 and 104.
+    """
+    wide = max(8, itemsize)
+    return count * (wide * (5 * np + 6) // 2)
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes (None where unknown)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def shm_free(path: str = "/dev/shm") -> int | None:
+    """Free bytes of the shared-memory file system (None where there is none)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def check_memory(count: int, itemsize: int, np: int, what: str = "--count", given: str | None = None) -> None:
+    """Refuse a run whose ``count`` elements per rank (``itemsize`` bytes each) cannot fit.
+
+    Needs: :func:`host_bytes_per_rank` x ``np`` plus what the HCCL buffers hold in ``/dev/shm``
+    (each rank's buffer is ``HCCL_BUFFSIZE`` MB, filled up to the bytes a rank's output can hold,
+    count x itemsize x ranks) against ``MemAvailable``; the HCCL buffers alone against the free
+    space of ``/dev/shm``.
+
+    ``what`` / ``given``: the option and its value as written (default: the count).
+
+    Raises:
+        ConfigError: with both figures and the limit.
+    """
+    from ..base import envs
+
+    given = f"{what} {count if given is None else given}"
+
+    buff = envs.hccl_buffsize_mb() << 20
+    shm_need = np * min(buff, count * itemsize * np)
+    host = np * host_bytes_per_rank(count, itemsize, np)
+    avail = available_memory()
+    if avail is not None and host + shm_need > avail:
+        raise ConfigError(f"{given}: {np} rank(s) of {count} x {itemsize}-byte elements need about "
+                          f"{_size(host + shm_need)} of memory (inputs, outputs and numpy references of every "
+                          f"rank, HCCL buffers), but {_size(avail)} is available; use a smaller {what}",
+                          key=what)
+    free = shm_free()
+    if free is not None and shm_need > free:
+        raise ConfigError(f"{given}: the {np} ranks' HCCL buffers would fill {_size(shm_need)} of /dev/shm "
+                          f"(HCCL_BUFFSIZE={buff >> 20} MB each), but /dev/shm has {_size(free)} free; "
+                          f"use a smaller {what} or HCCL_BUFFSIZE", key=what)

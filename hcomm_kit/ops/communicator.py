@@ -1,0 +1,108 @@
+"""The communicator users get (:func:`hcomm_kit.init`): the core host object
+(:class:`hcomm_kit.core.communicator.Communicator`) with the operators layer attached, the
+built-in collectives (:class:`~hcomm_kit.ops.collectives.CollectiveOps`) and ``load_op``.
+
+Example::
+
+    import hcomm_kit
+    with hcomm_kit.init() as comm:            # under mpirun: one rank per process
+        y = comm.all_reduce(np.ones(8, np.float32))
+        op = comm.load_op("ops/my_allgather")
+        out = op(np.arange(8, dtype=np.float32))
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..base import envs
+from ..core import communicator as _core
+from ..core.bootstrap import Bootstrap
+from .collectives import CollectiveOps
+
+__all__ = ["Communicator", "init"]
+
+
+class Communicator(_core.Communicator, CollectiveOps):
+    """One HCCL communicator of this rank, with the built-in collectives and custom operators.
+
+    See :class:`hcomm_kit.core.communicator.Communicator` for its attributes, and
+    :class:`~hcomm_kit.ops.collectives.CollectiveOps` for the collectives.
+    """
+
+    @classmethod
+    def _blank(cls, rt, boot: Bootstrap) -> "Communicator":
+        self = super()._blank(rt, boot)
+        self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.ops.op)
+        self._ops: dict = {}            # opdir -> CustomOp
+        self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.ops.collectives)
+        self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
+        self._sig_cache: dict = {}      # call-check descriptions of the collectives
+        return self
+
+    def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
+        """Load (building if needed) the custom operator in ``path`` (its directory or op.toml).
+
+        Args:
+            path: the operator directory or its op.toml.
+            build_options: ``debug=True`` loads the debug build (``-O0 -g``, kernel ``OP_LOG_INFO``
+                logs on stderr; default: ``HCOMM_KIT_DEBUG``), ``verbose=True`` echoes the build.
+
+        Returns:
+            A :class:`~hcomm_kit.ops.op.CustomOp`, cached per directory.
+        """
+        self._check_open()
+        if build_options.get("debug") is None:
+            build_options["debug"] = envs.debug()
+        key = (str(Path(path).resolve()), tuple(sorted(build_options.items())))
+        op = self._ops.get(key)
+        if op is None:
+            from .op import CustomOp
+
+            op = CustomOp(self, path, **build_options)
+            self._ops[key] = op
+        return op
+
+    def _release_operators(self) -> None:
+        for res in list(self._resources.values()):
+            try:
+                res.close()
+            except Exception:  # noqa: BLE001 - closing: release the rest
+                pass
+        self._resources.clear()
+        for op in list(self._ops.values()):
+            op._release()
+        self._ops.clear()
+        self._builtins.clear()
+
+
+def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,
+         bootstrap: Bootstrap | None = None, pin: bool | None = None) -> Communicator:
+    """Create the communicator of this process.
+
+    Args:
+        comm: an mpi4py communicator to bootstrap from (default: ``MPI.COMM_WORLD`` under an MPI
+            launcher, else ``HCOMM_KIT_RANK``/``HCOMM_KIT_WORLD_SIZE``/``HCOMM_KIT_ROOT_INFO``, else a
+            1-rank communicator).
+        backend: ``"emu"`` / ``"cann"`` / ``"auto"`` (default ``HCOMM_KIT_BACKEND``).
+        soc: emulator personality (``Ascend910B``, ``Ascend910_93``, ``Ascend950``); sets
+            ``HCOMM_KIT_SOC`` before the runtime loads.
+        bootstrap: an explicit :class:`~hcomm_kit.core.bootstrap.Bootstrap` instead of ``comm`` /
+            the environment (e.g. ``Bootstrap.from_store(store, rank, size)``).
+        pin: False: never bind this process to one CPU (e.g. a training job whose compute
+            threads would share that CPU); None: as ``HCOMM_KIT_PIN`` says.
+
+    Returns:
+        A :class:`Communicator` (also a context manager).
+
+    Raises:
+        ConfigError: bad soc / env bootstrap; AclError / HcclError from the runtime.
+
+    Example:
+        >>> comm = hcomm_kit.init()          # doctest: +SKIP
+        >>> comm.rank, comm.size             # doctest: +SKIP
+        (0, 1)
+    """
+    return _core.init(comm, backend=backend, soc=soc, bootstrap=bootstrap, pin=pin, cls=Communicator)

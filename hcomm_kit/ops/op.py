@@ -1,0 +1,815 @@
+"""Custom operators: load an operator directory and call it like a function.
+
+``comm.load_op(path)`` reads ``op.toml``, builds the kernel (build cache), loads the op-info JSON
+with ``aclrtBinaryLoadFromFile`` (CPU_KERNEL_MODE 1) and looks the kernel up. The first call on a
+stream acquires the operator's resources following ``hcomm.md`` §3.7–§3.9 for its handshake
+scheme and caches them per (communicator, op tag, stream); every call then runs §3.11:
+
+    fill OpParam -> ParaUpdate/Finalize the cached args handle (only when the bytes changed)
+    record "go" -> aclrtLaunchKernelWithConfig(timeout attr) -> wait "done" -> synchronize
+
+Example::
+
+    op = comm.load_op("ops/my_allreduce")
+    y = op(x, reduce_op="sum")                     # numpy in, numpy out
+    w = op(x, async_op=True); ...; y = w.wait()    # Work handle
+    buf = comm.to_device(x); op(buf, out_buf)      # device buffers, no host copies
+"""
+
+from __future__ import annotations
+
+import ctypes
+import difflib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import callsite as _callsite
+from ..diag import ranklog as _diag
+from ..base import dtypes as _dtypes
+from ..base import envs
+from ..base.errors import (AclError, CheckError, CollectiveMismatchError, ConfigError, DeadlockError, HcclError,
+                     HcommKitError, KernelError, OpTimeoutError, RemoteError)
+from ..runtime import codes, enums, structs
+from ..base.resources import aicpu_kernels_dir
+from ..build.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
+from ..core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
+from ..base.validate import as_count, as_rank, check_out_array, check_timeout
+
+__all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]
+
+PRODUCT_OF_DEV_TYPE = {0: "Ascend910B", 1: "Ascend910_93", 2: "Ascend950"}
+#: The reducing built-ins (directories of aicpu_kernels/) and the HCCL API whose dtype/op rules
+#: (hcomm_kit.base.dtypes.HCCL_API_REDUCE) they follow, however they are loaded.
+BUILTIN_HCCL_API = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
+_CPU_TS = int(enums.CommEngine.COMM_ENGINE_CPU_TS)
+_AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
+_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+_D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
+_TIMEOUT_CODES = (107020, 507017)           # TASK_TIMEOUT, AICPU_TIMEOUT
+_EVENT_SYNC_TIMEOUT = 507047                # aclrtSynchronizeEventWithTimeout expired
+_KERNEL_CODE = 507018                        # AICPU_EXCEPTION
+_REMOTE_CODE = 507057                        # SUSPECT_REMOTE_ERROR
+_DEADLOCK_MARK = "[hcomm-kit] DEADLOCK"     # the emulator's certain-hang report
+_MISMATCH_MARK = "mismatch on communicator"  # the emulator's call check (collective or point-to-point)
+_UINT16_MAX = 0xFFFF
+_MAX_TIMEOUT_S = 0xFFFFFFFE                 # uint32 seconds in OpParam / Hcomm waits (~136 years)
+_OP_TYPES = {"ring-allreduce": enums.HcclCMDType.HCCL_CMD_ALLREDUCE,
+             "mesh-allgather": enums.HcclCMDType.HCCL_CMD_ALLGATHER,
+             "p2p": enums.HcclCMDType.HCCL_CMD_SEND}
+
+# Loaded binaries are per process (the device of this process): json path -> (binHandle, {kernel: func}).
+_BINARIES: dict[str, tuple[int, dict[str, int]]] = {}
+_BIN_LOCK = threading.Lock()
+
+
+def _load_function(rt, json_path: Path, kernel: str) -> int:
+    key = str(json_path)
+    with _BIN_LOCK:
+        entry = _BINARIES.get(key)
+        if entry is None:
+            opts = structs.cpu_kernel_load_options(1)
+            h = ctypes.c_void_p()
+            rt.checked.aclrtBinaryLoadFromFile(key.encode(), ctypes.byref(opts), ctypes.byref(h))
+            entry = (h.value, {})
+            _BINARIES[key] = entry
+        fn = entry[1].get(kernel)
+        if fn is None:
+            f = ctypes.c_void_p()
+            rt.checked.aclrtBinaryGetFunction(entry[0], kernel.encode(), ctypes.byref(f))
+            fn = entry[1][kernel] = f.value
+        return fn
+
+
+class _Resources:
+    """Threads, notifies, channels, buffers and the engine context of one (comm, op tag, stream)."""
+
+    def __init__(self, comm, spec, tag: str, stream: int) -> None:
+        rt = comm.rt
+        hc = rt.checked
+        self.rt, self.comm, self.tag = rt, comm, tag
+        self.notifies: list[int] = []
+        self.ctx_ptr = 0
+        comm_h = comm.handle
+        rank, size = comm.rank, comm.size
+        ctx = spec.resctx_struct()()
+        nthreads = spec.thread_count(size)
+        slots = spec.thread_notify_slots
+        threads = (ctypes.c_uint64 * nthreads)()
+        self.cpu_thread = 0
+        self.aicpu_on_cpu = 0
+        if spec.handshake == "thread-notify":
+            cpu, cpu_on_ai, ai_on_cpu = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+            hc.HcclThreadAcquireWithStream(comm_h, _CPU_TS, stream, 1, ctypes.byref(cpu))
+            hc.HcclThreadExportToCommEngine(comm_h, 1, ctypes.byref(cpu), _AICPU_TS, ctypes.byref(cpu_on_ai))
+            hc.HcclThreadAcquire(comm_h, _AICPU_TS, nthreads, slots, threads)
+            hc.HcclThreadExportToCommEngine(comm_h, 1, threads, _CPU_TS, ctypes.byref(ai_on_cpu))
+            self.cpu_thread, self.aicpu_on_cpu = cpu.value, ai_on_cpu.value
+            ctx.cpuThreadOnAicpu = cpu_on_ai.value
+        else:
+            for i in range(2):
+                n, nid = ctypes.c_void_p(), ctypes.c_uint32()
+                hc.aclrtCreateNotify(ctypes.byref(n), int(enums.NotifyFlag.ACL_NOTIFY_DEFAULT))
+                self.notifies.append(n.value)
+                hc.aclrtGetNotifyId(n.value, ctypes.byref(nid))
+                ctx.notifyIds[i] = nid.value
+            hc.HcclThreadAcquire(comm_h, _AICPU_TS, nthreads, slots, threads)
+        ctx.aicpuThread = threads[0]
+        ctypes.memmove(ctx.threads, threads, ctypes.sizeof(threads))
+        ctx.rank, ctx.rankSize = rank, size
+        ctx.threadNum = nthreads
+        ctx.channelNum = spec.channel_num(size)
+        ctx.notifyNumPerThread = slots
+        buf, bsize = ctypes.c_void_p(), ctypes.c_uint64()
+        hc.HcclGetHcclBuffer(comm_h, ctypes.byref(buf), ctypes.byref(bsize))
+        ctx.localBuffer.addr, ctx.localBuffer.size = buf.value, bsize.value
+        self.hccl_buffer_size = bsize.value
+        self.ctx = ctx  # host copy of the engine context (op.resources(...).ctx)
+        self.acquire_channels(spec.channel_peers(rank, size), spec.channel_notifies)
+        # Engine context: device memory the kernel reads through OpParam.resCtx.
+        p, psize = ctypes.c_void_p(), ctypes.c_uint64()
+        tag_b = tag.encode()
+        if rt.hccl.HcclEngineCtxGet(comm_h, tag_b, _AICPU_TS, ctypes.byref(p), ctypes.byref(psize)) != 0 \
+                or psize.value < ctypes.sizeof(ctx):
+            rt.recent_error_message()  # clear the expected "not found" text
+            if p.value:
+                rt.hccl.HcclEngineCtxDestroy(comm_h, tag_b, _AICPU_TS)
+            hc.HcclEngineCtxCreate(comm_h, tag_b, _AICPU_TS, ctypes.sizeof(ctx), ctypes.byref(p))
+        self.ctx_ptr = p.value
+        self.push_ctx()
+
+    def push_ctx(self) -> None:
+        """Copy the host copy of AlgResourceCtx to the engine context (device memory)."""
+        ctx = self.ctx
+        self.rt.checked.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
+
+    def acquire_channels(self, peers: list[tuple[int, int]], notifies: int) -> None:
+        """Acquire channels ``[(index in channels[], peer rank), ...]`` and fill their ChannelInfo.
+
+        Collective between this rank and each listed peer (HcclChannelAcquire).
+        """
+        if not peers:
+            return
+        comm, hc = self.comm, self.rt.checked
+        ctx = self.ctx
+        proto = (enums.CommProtocol.COMM_PROTOCOL_UB_CTP if comm.device.is_950
+                 else enums.CommProtocol.COMM_PROTOCOL_HCCS)
+        descs = (structs.HcclChannelDesc * len(peers))()
+        structs.channel_desc_init(descs)
+        for d, (_, peer) in zip(descs, peers):
+            d.remoteRank = peer
+            d.channelProtocol = int(proto)
+            d.notifyNum = notifies
+        handles = (ctypes.c_uint64 * len(peers))()
+        hc.HcclChannelAcquire(comm.handle, _AICPU_TS, descs, len(peers), handles)
+        for (idx, peer), h in zip(peers, handles):
+            ch = ctx.channels[idx]
+            ch.remoteRank, ch.notifyNum, ch.handle = peer, notifies, h
+            rb, rs = ctypes.c_void_p(), ctypes.c_uint64()
+            hc.HcclChannelGetHcclBuffer(comm.handle, h, ctypes.byref(rb), ctypes.byref(rs))
+            ch.remoteBuffer.addr, ch.remoteBuffer.size = rb.value, rs.value
+
+    def ensure_peer(self, peer: int, notifies: int) -> None:
+        """``peer`` topology: acquire the channel to ``peer`` on first use and publish it."""
+        if peer != self.comm.rank and not self.ctx.channels[peer].handle:
+            self.acquire_channels([(peer, peer)], notifies)
+            self.push_ctx()
+
+    def close(self) -> None:
+        rt = self.rt
+        for n in self.notifies:
+            rt.acl.aclrtDestroyNotify(n)
+        self.notifies = []
+        if self.ctx_ptr and self.comm.handle:
+            rt.hccl.HcclEngineCtxDestroy(self.comm.handle, self.tag.encode(), _AICPU_TS)
+        self.ctx_ptr = 0
+
+
+class Work:
+    """Handle of an ``async_op=True`` call: :meth:`wait` returns the output, :meth:`is_completed` polls."""
+
+    __slots__ = ("_op", "_event", "_finish", "_result", "_done", "_error")
+
+    def __init__(self, op: "CustomOp", event: Event, finish) -> None:
+        self._op, self._event, self._finish = op, event, finish
+        self._result: Any = None
+        self._done = False
+        self._error: BaseException | None = None
+
+    def is_completed(self) -> bool:
+        """True when the operator has finished (successfully or not); never blocks."""
+        if self._done:
+            return True
+        ret = self._op._q_event(self._event.handle, ctypes.byref(self._op._status))
+        if ret:
+            return True  # an error: wait() raises it
+        return self._op._status.value == 1
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the operator finished; return its output (numpy array or DeviceBuffer).
+
+        Raises:
+            OpTimeoutError, KernelError, AclError, HcclError: as the synchronous call would.
+        """
+        check_timeout(timeout)
+        if not self._done:
+            self._done = True
+            op = self._op
+            if op._pending is self:
+                op._pending = None
+            try:
+                if timeout is None:
+                    ret = op._sync_event(self._event.handle)
+                    api = "aclrtSynchronizeEvent"
+                else:
+                    ret = op.rt.acl.aclrtSynchronizeEventWithTimeout(self._event.handle, int(timeout * 1000))
+                    api = "aclrtSynchronizeEventWithTimeout"
+                if ret == _EVENT_SYNC_TIMEOUT:
+                    op.rt.recent_error_message()  # consumed: the message below says it better
+                    rank = op.comm.rank
+                    raise OpTimeoutError(ret, codes.acl_name(ret), api,
+                                         f"operator {op.name} did not finish within the {timeout:.3g} s of "
+                                         f"Work.wait(timeout=...) on rank {rank}; it may still be running",
+                                         op=op.name, rank=rank, timeout=float(timeout))
+                if ret:
+                    raise op._error(ret, api, self._finish[1])
+                self._result = self._finish[0]()
+            except BaseException as exc:
+                self._error = exc
+            finally:
+                if self._error is None:
+                    op._free_events.append(self._event)  # reused: no event is created per call
+                else:
+                    self._event.close()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+class CustomOp:
+    """A loaded custom operator bound to a communicator. Call it: ``op(input, output=None, ...)``.
+
+    Attributes:
+        spec: the :class:`~hcomm_kit.build.opspec.OpSpec` from op.toml.
+        build: the :class:`~hcomm_kit.build.opbuild.BuildResult`.
+        name: operator name; ``tag``: the op tag (engine-context key and batch-mode tag).
+    """
+
+    def __init__(self, comm, path: "str | os.PathLike[str]", *, debug: bool = False, verbose: bool = False) -> None:
+        from ..build.opbuild import build_op
+
+        self.comm = comm
+        rt = self.rt = comm.rt
+        build = build_op(path, debug=debug, verbose=verbose)
+        spec = self.spec = build.spec
+        self.build = build
+        self.name = spec.name
+        product = PRODUCT_OF_DEV_TYPE[comm.device.dev_type]
+        if spec.handshake == "acl-notify" and comm.device.is_950:
+            raise HcommKitError(
+                f"operator {spec.name}: the acl-notify handshake is unsupported on {comm.device.soc} "
+                f"(HcommAclrtNotify* does not exist on Ascend950); set handshake = \"thread-notify\" in "
+                f"{spec.opdir}/op.toml and run `hcomm-kit new --update {spec.opdir}`")
+        if product not in spec.products:
+            raise HcommKitError(f"operator {spec.name} does not list {product} in op.toml [op].products "
+                                f"{list(spec.products)} (this process runs as {comm.device.soc}, HCOMM_KIT_SOC)")
+        try:
+            self._fn = _load_function(rt, build.json_path, spec.kernel)
+        except AclError:
+            build = self.build = build_op(path, debug=debug, verbose=verbose, force=True)  # stale cache entry
+            self._fn = _load_function(rt, build.json_path, spec.kernel)
+        self.tag = f"hk_{spec.name}_{build.key[:12]}"[:159]
+        self._param_names = {p.name: p for p in spec.params}
+        self._dtype_ok = frozenset(spec.dtypes)
+        self._reduce_ok = frozenset(spec.reduce_ops)
+        self._op_type = int(_OP_TYPES.get(spec.pattern, 0))
+        self._pool = BufferPool(rt)
+        self._pending: Work | None = None
+        self._free_events: list[Event] = []
+        self._res_by_stream: dict[int, _Resources] = {}
+        self._cfg_by_timeout: dict[int, Any] = {}
+        self._dt_cache: dict = {}
+        self._rop_cache: dict = {}
+        self._sig_cache: dict = {}
+        self._status = ctypes.c_int(0)
+        # OpParam and its cached args handle (aclrtKernelArgsInitByUserMem: memory we own).
+        P = spec.param_struct()
+        self._param = p = P()
+        self._param_size = ctypes.sizeof(P)
+        p.tag = self.tag.encode()
+        p.commName = comm.name_bytes
+        p.devType = comm.device.dev_type
+        p.opType = self._op_type
+        hs, ms = ctypes.c_size_t(), ctypes.c_size_t()
+        rt.checked.aclrtKernelArgsGetHandleMemSize(self._fn, ctypes.byref(hs))
+        rt.checked.aclrtKernelArgsGetMemSize(self._fn, (self._param_size + 7) // 8 * 8, ctypes.byref(ms))
+        self._handle_mem = ctypes.create_string_buffer(max(1, hs.value))
+        self._args_mem = ctypes.create_string_buffer(max(1, ms.value))
+        self._args = ctypes.addressof(self._handle_mem)
+        rt.checked.aclrtKernelArgsInitByUserMem(self._fn, self._args, ctypes.addressof(self._args_mem), ms.value)
+        ph = ctypes.c_void_p()
+        rt.checked.aclrtKernelArgsAppend(self._args, ctypes.byref(p), self._param_size, ctypes.byref(ph))
+        rt.checked.aclrtKernelArgsFinalize(self._args)
+        self._param_handle = ph.value
+        self._param_ref = ctypes.byref(p)
+        self._last_key: tuple | None = None
+        # Pre-bound raw functions (no attribute lookups on the hot path).
+        a, h = rt.acl, rt.hccl
+        self._memcpy = a.aclrtMemcpy
+        self._launch = a.aclrtLaunchKernelWithConfig
+        self._sync = a.aclrtSynchronizeStream
+        self._para_update = a.aclrtKernelArgsParaUpdate
+        self._finalize = a.aclrtKernelArgsFinalize
+        self._record_event = a.aclrtRecordEvent
+        self._q_event = a.aclrtQueryEventStatus
+        self._sync_event = a.aclrtSynchronizeEvent
+        if spec.handshake == "thread-notify":
+            self._go = h.HcommThreadNotifyRecordOnThread
+            self._done = h.HcommThreadNotifyWaitOnThread
+        else:
+            self._go = a.aclrtRecordNotify
+            self._done = a.aclrtWaitAndResetNotify
+        self._thread_notify = spec.handshake == "thread-notify"
+        self._peer_topology = spec.topology == "peer"
+        self._product = product
+        self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
+        self._hccl_api: str | None = None  # a built-in standing for this HCCL API (set_hccl_api)
+        opdir = Path(spec.opdir).resolve() if spec.opdir else None
+        if opdir is not None and opdir.parent == aicpu_kernels_dir().resolve() and opdir.name in BUILTIN_HCCL_API:
+            self.set_hccl_api(BUILTIN_HCCL_API[opdir.name])
+        self._default_timeout = envs.hccl_exec_timeout_s()
+
+    # ---- resources ---------------------------------------------------------------------------
+    def resources(self, stream: "Stream | int | None" = None) -> _Resources:
+        """The resources of ``stream`` (default: the communicator's), acquiring them on first use.
+
+        Acquisition is collective when the operator has channels: every rank must make the same
+        first call.
+        """
+        s = self._stream_handle(stream)
+        res = self._res_by_stream.get(s)
+        if res is None:
+            comm = self.comm
+            tag = self.tag if s == comm.stream.handle else f"{self.tag}_s{len(self._res_by_stream)}"
+            try:
+                res = _Resources(comm, self.spec, tag, s)
+            except (AclError, HcclError) as exc:
+                # acquisition is collective: a peer's failed call check aborts it here
+                if _MISMATCH_MARK in exc.message:
+                    raise CollectiveMismatchError(f"operator {self.name} on rank {comm.rank}: {exc.message}") from exc
+                raise
+            comm._resources[(tag, s)] = res
+            self._res_by_stream[s] = res
+        return res
+
+    def _stream_handle(self, stream) -> int:
+        if stream is None:
+            return self.comm.stream.handle
+        if isinstance(stream, Stream):
+            return stream.handle
+        return int(stream)
+
+    def _take_event(self) -> Event:
+        """An event for an ``async_op`` call (recycled by :meth:`Work.wait`)."""
+        return self._free_events.pop() if self._free_events else Event(self.rt)
+
+    def _cfg(self, timeout: int):
+        cfg = self._cfg_by_timeout.get(timeout)
+        if cfg is None:
+            c = structs.launch_cfg(timeout_s=min(timeout, _UINT16_MAX))
+            cfg = self._cfg_by_timeout[timeout] = (c, ctypes.byref(c))
+        return cfg[1]
+
+    # ---- argument checking ------------------------------------------------------------------
+    def _dtype(self, dtype, fallback) -> "_dtypes.DType":
+        key = (dtype, fallback)
+        dt = self._dt_cache.get(key)
+        if dt is None:
+            dt = _dtypes.get_dtype(dtype if dtype is not None else fallback)
+            if dt.name not in self._dtype_ok:
+                raise ConfigError(f"operator {self.name} does not support dtype {dt.name}; op.toml [op].dtypes = "
+                                  f"{list(self.spec.dtypes)}" + (" (pass dtype='bf16' for uint16 bf16 bit patterns)"
+                                                                  if dt.name == "uint16" and "bf16" in self._dtype_ok
+                                                                  else ""), key="dtype", path=self._toml())
+            self._dt_cache[key] = dt
+        return dt
+
+    def _reduce(self, reduce_op) -> int:
+        v = self._rop_cache.get(reduce_op)
+        if v is None:
+            if not self._reduce_ok:
+                if reduce_op is not None:
+                    raise ConfigError(f"operator {self.name} is not a reduction (op.toml [op].reduce_ops = []); "
+                                      f"drop reduce_op={reduce_op!r}", key="reduce_op", path=self._toml())
+                v = 0
+            else:
+                rop = _dtypes.get_reduce_op("sum" if reduce_op is None and "sum" in self._reduce_ok
+                                            else reduce_op if reduce_op is not None else self.spec.reduce_ops[0])
+                if rop.name not in self._reduce_ok:
+                    raise ConfigError(f"operator {self.name} does not support reduce op {rop.name}; op.toml "
+                                      f"[op].reduce_ops = {list(self.spec.reduce_ops)}", key="reduce_op",
+                                      path=self._toml())
+                v = rop.value
+            self._rop_cache[reduce_op] = v
+        return v
+
+    def set_hccl_api(self, api: str) -> None:
+        """Make this operator (a built-in collective) accept what CANN's HCCL API ``api`` accepts
+        on the running product (``hcomm_kit.base.dtypes.HCCL_API_REDUCE``) instead of what the Hcomm
+        reduce primitive accepts: the built-ins compute int64 and prod themselves on A2/A3."""
+        if api not in _dtypes.HCCL_API_REDUCE:
+            raise ConfigError(f"{api!r} is not a reducing HCCL API; known: {', '.join(_dtypes.HCCL_API_REDUCE)}",
+                              key="api")
+        self._hccl_api = api
+        self._a2a3_gate = True  # the API table restricts on every product (950 too)
+        self._last_key = None
+
+    def _check_product_reduce(self, dt_value: int, rop: int) -> None:
+        """Built-ins: CANN's per-API table; others: A2/A3 Hcomm reductions, int8/int16/int32/fp16/fp32/bf16
+        x sum/max/min (hcomm.md §3.1)."""
+        dt, op = _dtypes.get_dtype(dt_value), _dtypes.get_reduce_op(rop)
+        if self._hccl_api is not None:
+            try:
+                _dtypes.check_hccl_api_reduce(self._hccl_api, self._product, dt, op)
+            except ConfigError as exc:
+                raise ConfigError(f"operator {self.name}: {exc.reason}", key=exc.key) from None
+            return
+        if dt.name not in A2A3_REDUCE_DTYPES or op.name not in A2A3_REDUCE_OPS:
+            raise ConfigError(f"operator {self.name}: {self.comm.device.soc} cannot reduce {dt.name} with {op.name} "
+                              f"(A2/A3 Hcomm reductions: {'/'.join(A2A3_REDUCE_DTYPES)} x "
+                              f"{'/'.join(A2A3_REDUCE_OPS)}; Ascend950 supports every dtype and op)",
+                              key="reduce_op" if op.name not in A2A3_REDUCE_OPS else "dtype")
+
+    def _toml(self):
+        return self.spec.opdir / "op.toml" if self.spec.opdir else None
+
+    def _set_params(self, params: dict) -> None:
+        p = self._param
+        for name, field in self._param_names.items():
+            value = params.get(name, 0)
+            if field.array:
+                arr = getattr(p, name)
+                vals = np.asarray(value).ravel() if name in params else np.zeros(0)
+                if vals.size > field.array:
+                    raise ConfigError(f"parameter {name} holds {field.array} values, got {vals.size}", key=name)
+                ctypes.memset(arr, 0, ctypes.sizeof(arr))
+                for i, x in enumerate(vals.tolist()):
+                    arr[i] = x
+            else:
+                setattr(p, name, value)
+
+    def _check_params(self, params: dict) -> None:
+        for name in params:
+            if name not in self._param_names:
+                close = difflib.get_close_matches(name, list(self._param_names), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                known = ", ".join(self._param_names) or "none"
+                raise ConfigError(f"operator {self.name} has no parameter {name!r} (op.toml [[param]]: {known}){hint}",
+                                  key=name, path=self._toml())
+
+    # ---- the call --------------------------------------------------------------------------
+    def __call__(self, input: Any, output: Any = None, *, count: int | None = None, dtype: Any = None,
+                 reduce_op: Any = None, root: int | None = None, stream: "Stream | int | None" = None,
+                 async_op: bool = False, timeout: float | None = None, **params: Any) -> Any:
+        """Run the operator on this rank (every rank of the communicator must call it).
+
+        Args:
+            input: numpy array (copied through a pooled device buffer), :class:`DeviceBuffer`
+                (used directly), or an object with DLPack / the buffer protocol.
+            output: None (a new numpy array, or a new DeviceBuffer for device input), a numpy array
+                to fill, or a DeviceBuffer the kernel writes directly.
+            count: elements of ``input`` to use (default: all).
+            dtype: element type (default: from ``input``; uint16 data is bf16 only with ``dtype="bf16"``).
+            reduce_op: ``"sum"``/``"prod"``/``"max"``/``"min"`` for reductions (default ``"sum"``).
+            root: root rank for rooted operators (default 0).
+            stream: a :class:`Stream` (default: the communicator's).
+            async_op: return a :class:`Work` instead of waiting.
+            timeout: seconds (kernel waits, launch timeout, host wait); default ``HCCL_EXEC_TIMEOUT``;
+                0 = no limit.
+            **params: the operator's ``[[param]]`` fields.
+
+        Returns:
+            The output (numpy array or DeviceBuffer), or a :class:`Work` when ``async_op``.
+
+        Raises:
+            ConfigError: dtype / reduce op / parameter not accepted by op.toml, bad sizes.
+            OpTimeoutError: the operator did not finish within ``timeout`` (names op, rank and what
+                each device thread waited for).
+            KernelError: the kernel returned non-zero or crashed.
+            AclError / HcclError: any other runtime failure (code, name, API, message).
+        """
+        comm = self.comm
+        if comm._closed:
+            raise HcommKitError(f"operator {self.name}: the communicator is closed")
+        if self._pending is not None:
+            self._pending.wait()  # pooled buffers and the args handle are reused
+        # ---- input --------------------------------------------------------------------------
+        host_out = None
+        if type(input) is np.ndarray:
+            arr = input if input.flags.c_contiguous else np.ascontiguousarray(input)
+            dt = self._dtype(dtype, arr.dtype)
+            if arr.itemsize != dt.itemsize:
+                raise ConfigError(f"operator {self.name}: input dtype {arr.dtype} does not hold {dt.name} "
+                                  f"elements ({arr.itemsize} != {dt.itemsize} bytes)", key="dtype")
+            n = arr.size if count is None else as_count(count)
+            if n > arr.size:
+                raise ConfigError(f"count={count} exceeds the input's {arr.size} elements", key="count")
+            nbytes = n * dt.itemsize
+            in_ptr = self._pool.get("in", nbytes)[0]
+            if nbytes:
+                ret = self._memcpy(in_ptr, nbytes, host_ptr(arr), nbytes, _H2D)
+                if ret:
+                    raise self._error(ret, "aclrtMemcpy", timeout)
+            device_in = False
+        elif isinstance(input, DeviceBuffer):
+            dt = self._dtype(dtype, input.dtype)
+            n = input.size if count is None else as_count(count)
+            if n * dt.itemsize > input.capacity:
+                raise ConfigError(f"count={count} ({n * dt.itemsize} bytes) exceeds the input buffer's "
+                                  f"{input.capacity} bytes", key="count")
+            in_ptr = input.ptr
+            device_in = True
+        else:
+            return self(as_host_array(input), output, count=count, dtype=dtype, reduce_op=reduce_op, root=root,
+                        stream=stream, async_op=async_op, timeout=timeout, **params)
+        # ---- output -------------------------------------------------------------------------
+        rule = self.spec.output
+        size = comm.size
+        if rule == "count":
+            out_n = n
+        elif rule == "count*ranks":
+            out_n = n * size
+        else:
+            out_n = self.spec.output_count(n, size)
+        out_nbytes = out_n * dt.itemsize
+        if output is None:
+            if device_in:
+                output = DeviceBuffer.empty(out_n, dt, rt=self.rt)
+                out_ptr = output.ptr
+            else:
+                out_ptr = self._pool.get("out", out_nbytes)[0]
+        elif isinstance(output, DeviceBuffer):
+            if output.dtype is not dt and output.dtype.name != dt.name:
+                raise ConfigError(f"operator {self.name}: output is a DeviceBuffer of {output.dtype.name}, the result "
+                                  f"is {dt.name} (the bytes would be reinterpreted)", key="output")
+            if output.capacity < out_nbytes:
+                raise ConfigError(f"operator {self.name}: output buffer has {output.capacity} bytes, needs "
+                                  f"{out_nbytes} ({out_n} x {dt.name}, [io].output = {rule!r})", key="output")
+            out_ptr = output.ptr
+        else:
+            host_out = output if isinstance(output, np.ndarray) else as_host_array(output)
+            check_out_array(host_out, dt.numpy, out_n, dt.name, f"operator {self.name} ([io].output = {rule!r})",
+                            "output")
+            out_ptr = self._pool.get("out", out_nbytes)[0]
+        # ---- OpParam, go, launch, done -------------------------------------------------------
+        rop = self._reduce(reduce_op)
+        r = 0 if root is None else as_rank(root, size)
+        if timeout is not None:
+            check_timeout(timeout)
+        tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
+        s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
+        if comm._call_check is not None:
+            self._check_custom_call(n, dt, rop, r, params)
+        self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
+        return self.complete(self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
+                             stream=s, timeout=timeout, async_op=async_op)
+
+    def launch(self, input_ptr: int, output_ptr: int, count: int, dtype: Any, *, reduce_op: Any = None,
+               root: int | None = None, stream: "Stream | int | None" = None, timeout: float | None = None,
+               **params: Any) -> None:
+        """Low-level call on device pointers: fill OpParam, record "go", launch, enqueue "done".
+
+        Returns as soon as everything is enqueued on ``stream``; completion is the caller's
+        (``aclrtSynchronizeStream``, :meth:`synchronize`, or an event). The caller sizes the
+        buffers (no ``[io].output`` rule is applied). With ``topology = "peer"``, ``root`` names the
+        peer, whose channel is acquired on first use (both ends must make such a call).
+
+        Raises:
+            ConfigError: dtype / reduce op / root / parameter not accepted.
+            AclError / HcclError: the runtime refused a call.
+        """
+        if self._pending is not None:
+            self._pending.wait()
+        self._enqueue(int(input_ptr), int(output_ptr), as_count(count), dtype, reduce_op, root, stream, timeout, params)
+
+    def _enqueue(self, in_ptr: int, out_ptr: int, count: int, dtype: Any, reduce_op: Any, root: int | None,
+                 stream: "Stream | int | None", timeout: float | None, params: dict) -> int:
+        """:meth:`launch` after the pending call finished: check, submit; returns the stream handle."""
+        comm = self.comm
+        if comm._closed:
+            raise HcommKitError(f"operator {self.name}: the communicator is closed")
+        dt = self._dtype(dtype, None)
+        rop = self._reduce(reduce_op)
+        r = 0 if root is None else as_rank(root, comm.size)
+        if timeout is not None:
+            check_timeout(timeout)
+        tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
+        s = comm.stream.handle if stream is None else self._stream_handle(stream)
+        self._submit(in_ptr, out_ptr, count, dt.value, rop, r, tmo, s, params, timeout)
+        return s
+
+    def complete(self, finish, *, stream: "Stream | int | None" = None, timeout: float | None = None,
+                 async_op: bool = False) -> Any:
+        """After :meth:`launch`: wait and return ``finish()``, or return a :class:`Work` whose
+        ``wait()`` does (``async_op``). ``finish`` copies results back (e.g. device -> host)."""
+        if not async_op:
+            self.synchronize(stream, timeout)
+            return finish()
+        ev = self._take_event()
+        ret = self._record_event(ev.handle, self.comm.stream.handle if stream is None else self._stream_handle(stream))
+        if ret:
+            self._free_events.append(ev)
+            raise self._error(ret, "aclrtRecordEvent", timeout)
+        work = Work(self, ev, (finish, self._default_timeout if timeout is None else timeout))
+        self._pending = work
+        return work
+
+    def synchronize(self, stream: "Stream | int | None" = None, timeout: float | None = None) -> None:
+        """Wait for everything enqueued on ``stream`` (default: the communicator's); raise its error."""
+        s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
+        ret = self._sync(s)
+        if ret:
+            raise self._error(ret, "aclrtSynchronizeStream", timeout)
+
+    def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
+                params: dict, timeout) -> None:
+        """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done"."""
+        res = self._res_by_stream.get(s) or self.resources(s)
+        if self._peer_topology:
+            try:
+                res.ensure_peer(r, self.spec.channel_notifies)
+            except (AclError, HcclError) as exc:  # collective with the peer: its failed call check lands here
+                if _MISMATCH_MARK in exc.message:
+                    raise CollectiveMismatchError(f"operator {self.name} on rank {self.comm.rank}: {exc.message}") from exc
+                raise
+        if params:
+            # Hot path (e.g. algo=0 on every call): plain int values key by value, in call order
+            # (another order only costs a redundant update); anything else (arrays) by repr.
+            if not self._param_names.keys() >= params.keys():
+                self._check_params(params)  # raises
+            pkey = tuple(params.items())
+            for _, v in pkey:
+                if type(v) is not int:
+                    pkey = tuple(sorted((k, repr(v)) for k, v in params.items()))
+                    break
+        else:
+            pkey = ()
+        key = (in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, pkey)
+        if key != self._last_key:
+            if self._a2a3_gate:
+                self._check_product_reduce(dt_value, rop)
+            p = self._param
+            p.inputPtr, p.outputPtr, p.count = in_ptr, out_ptr, n
+            p.dataType, p.reduceOp, p.root, p.notifyTimeout = dt_value, rop, r, tmo
+            p.cpuThread, p.aicpuThreadOnCpu, p.resCtx = res.cpu_thread, res.aicpu_on_cpu, res.ctx_ptr
+            if self._param_names:
+                self._set_params(params)
+            ret = self._para_update(self._args, self._param_handle, self._param_ref, self._param_size)
+            if ret:
+                raise self._error(ret, "aclrtKernelArgsParaUpdate", timeout)
+            ret = self._finalize(self._args)
+            if ret:
+                raise self._error(ret, "aclrtKernelArgsFinalize", timeout)
+            self._last_key = key
+        # ---- go, launch, done ---------------------------------------------------------------
+        if self._thread_notify:
+            ret = self._go(res.cpu_thread, res.aicpu_on_cpu, 0)
+            if ret:
+                raise self._error(ret, "HcommThreadNotifyRecordOnThread", timeout, hccl=True)
+        else:
+            ret = self._go(res.notifies[0], s)
+            if ret:
+                raise self._error(ret, "aclrtRecordNotify", timeout)
+        ret = self._launch(self._fn, 1, s, self._cfg(tmo), self._args, None)
+        if ret:
+            raise self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
+        if self._thread_notify:
+            ret = self._done(res.cpu_thread, 0, tmo)
+            if ret:
+                raise self._error(ret, "HcommThreadNotifyWaitOnThread", timeout, hccl=True)
+        else:
+            ret = self._done(res.notifies[1], s, tmo)
+            if ret:
+                raise self._error(ret, "aclrtWaitAndResetNotify", timeout)
+
+    def _finisher(self, device_in, output, host_out, out_ptr, out_n, out_nbytes, dt):
+        def finish():
+            if device_in or isinstance(output, DeviceBuffer):
+                return output
+            out = host_out if host_out is not None else np.empty(out_n, dtype=dt.numpy)
+            if out_nbytes:
+                ret = self._memcpy(host_ptr(out), out_nbytes, out_ptr, out_nbytes, _D2H)
+                if ret:
+                    raise self._error(ret, "aclrtMemcpy", None)
+            return out
+        return finish
+
+    # ---- collective-call check -------------------------------------------------------------
+    def check_call(self, signature: str, expected: str | None = None, peer: int = -1) -> None:
+        """Post this rank's call and compare it with the other ranks' (emulator only; a no-op on CANN).
+
+        Every rank of the communicator makes the same collective calls in the same order; a rank
+        whose call differs (operator, count, dtype, reduce op, root) is found by the later of two
+        ranks, the communicator is aborted, and every rank's call fails before data moves. The
+        call site (the first frame outside hcomm-kit, see :mod:`hcomm_kit.ops.callsite`) is posted too:
+        collectives of every rank must also come from the same site (unless
+        ``HCOMM_KIT_CALL_CHECK=loose`` or inside :func:`hcomm_kit.same_call`), so a rank that
+        skipped a call fails instead of pairing its next call with the others' skipped one.
+        Point-to-point partners' sites are shown, not compared.
+
+        Args:
+            signature: this rank's call, e.g. ``"all_reduce(count=8, dtype=fp32, op=sum)"``.
+            expected: what the other rank(s) must have posted (default: ``signature``).
+            peer: -1 for a collective of every rank, else the partner of a point-to-point call.
+
+        Raises:
+            CollectiveMismatchError: the calls differ (the message shows each rank's call).
+        """
+        comm = self.comm
+        fn = comm._call_check
+        if fn is None or comm.size == 1:
+            return
+        where = _callsite.site() if comm._call_sites else ""
+        call = signature + _callsite.SEPARATOR + where if where else signature
+        sig = call.encode()
+        if fn(comm.handle, peer, sig, expected.encode() if expected is not None else sig, comm._check_buf,
+              len(comm._check_buf)):
+            text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message()
+            raise CollectiveMismatchError(f"rank {comm.rank}: {text}",
+                                          call=f"{signature} at {where}" if where else signature)
+
+    def _check_custom_call(self, n: int, dt, rop: int, root: int, params: dict) -> None:
+        """The call check of ``op(...)``: operator, dtype and reduce op; with ``[io] same_args`` (the
+        default) also count, root and parameters."""
+        key = (n, dt.value, rop, root, repr(sorted(params.items())) if params else "")
+        sig = self._sig_cache.get(key)
+        if sig is None:
+            rname = _dtypes.get_reduce_op(rop).name if self._reduce_ok else "-"
+            if self.spec.same_args and self._peer_topology:
+                extra = f", count={n}"  # root names the partner, parameters may say the direction
+            elif self.spec.same_args:
+                extra = f", count={n}, root={root}" + (f", params={key[4]}" if params else "")
+            else:
+                extra = ""
+            sig = f"{self.name}[{self.tag}](dtype={dt.name}, reduce_op={rname}{extra})"
+            if len(self._sig_cache) < 64:
+                self._sig_cache[key] = sig
+        if self._peer_topology:  # a point-to-point operator: only the pair calls it
+            self.check_call(sig, peer=root)
+        else:
+            self.check_call(sig)
+
+    # ---- errors ------------------------------------------------------------------------------
+    def _error(self, ret: int, api: str, timeout, *, hccl: bool = False) -> Exception:
+        """The exception for a failed call, with the operator, rank and the runtime's message."""
+        rt = self.rt
+        ret = int(ret)
+        message = rt.recent_error_message() or ""
+        rank = self.comm.rank
+        where = f"operator {self.name} (kernel {self.spec.kernel}) on rank {rank}/{self.comm.size}"
+        _diag.log(f"{where}: {api} failed with {ret}: {message}")
+        if hccl:
+            name = codes.hccl_name(ret)
+            return HcclError(ret, name, api, f"{where}: {message or codes.hccl_meaning(ret)}")
+        name = codes.acl_name(ret)
+        t = self._default_timeout if timeout is None else timeout
+        if _MISMATCH_MARK in message:
+            return CollectiveMismatchError(f"{where}: {message}")
+        if ret in _TIMEOUT_CODES:
+            if _DEADLOCK_MARK in message:
+                return DeadlockError(ret, name, api, f"operator {self.name} can never finish on rank {rank}: the "
+                                                     f"emulator found a deadlock (report below)",
+                                     op=self.name, rank=rank, timeout=float(t), account=message)
+            hint = (f"operator {self.name} did not finish within {t} s on rank {rank} "
+                    f"(timeout= argument or HCCL_EXEC_TIMEOUT)")
+            return OpTimeoutError(ret, name, api, hint, op=self.name, rank=rank, timeout=float(t),
+                                  account=message or codes.acl_meaning(ret))
+        if ret == codes.HCOMM_KIT_ERROR_CHECK:
+            return CheckError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")
+        if ret == _KERNEL_CODE:
+            return KernelError(ret, name, api, f"kernel {self.spec.kernel} of {where} failed: "
+                                               f"{message or codes.acl_meaning(ret)}")
+        if ret == _REMOTE_CODE:
+            return RemoteError(ret, name, api, f"{where}: a peer rank failed or exited "
+                                               f"(remote error): {message or codes.acl_meaning(ret)}")
+        return AclError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")
+
+    def _release(self) -> None:
+        if self._pending is not None:
+            try:
+                self._pending.wait()
+            except Exception:
+                pass
+        for ev in self._free_events:
+            ev.close()
+        self._free_events.clear()
+        self._pool.close()
+        self._res_by_stream.clear()
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (f"<CustomOp {s.name} kernel={s.kernel} pattern={s.pattern} handshake={s.handshake} "
+                f"rank {self.comm.rank}/{self.comm.size}>")
