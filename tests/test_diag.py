@@ -74,10 +74,10 @@ def _every_rank_fails_with_the_finding(res: dict[int, list[dict]], n: int, out: 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_correct_operator_no_finding(diag_prog, n: int) -> None:
-    rc, res, out, err = _run_threads(diag_prog, n, "Good,Good,Good", -1)
+    rc, res, out, err = _run_threads(diag_prog, n, "Good,Good,Ring,P2p,Good,Ring,P2p", -1)
     assert rc == 0, out + err
     for r in range(n):
-        assert [x["rc"] for x in res[r]] == [0, 0, 0], out + err
+        assert [x["rc"] for x in res[r]] == [0] * 7, out + err
     assert "hcomm-kit check" not in err and "DEADLOCK" not in err, err
 
 
@@ -154,6 +154,41 @@ def test_read_of_unwritten_bytes(diag_prog, n: int) -> None:
     msg = _last(res, 1)["msg"]
     assert "read of unwritten bytes: rank 1 thread t0" in msg, msg
     assert "bytes [0, 256)" in msg and "their last write came before the operation began" in msg, msg
+
+
+def _finder_fails_others_right_or_aborted(res: dict[int, list[dict]], n: int, finder: int, out: str) -> str:
+    """The rank that reads the stale bytes fails with 509001; a rank whose part had already ended
+    (its own data right) may succeed, any other fails naming the finding. Returns the finder's message."""
+    assert _last(res, finder)["rc"] == 509001, out
+    for r in range(n):
+        last = _last(res, r)
+        assert last["rc"] in (0, 509001, 507057) and last["secs"] < 5, out
+        assert last["rc"] == 0 or "[hcomm-kit check]" in last["msg"], out
+    return _last(res, finder)["msg"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_partly_stale_reads_are_found(diag_prog, n: int) -> None:
+    """The scaffold's ring-allreduce and p2p (same code in kernel.cc), correct, then with one element's
+    offset planted on rank 1: the final copy reads myBuf + 4 (its last 4 bytes never written), the
+    stage is written at stage + 4 (the reader's first 4 bytes last written by the call before). Most
+    of each read is fresh; the few stale bytes must still fail the call on every rank, naming them."""
+    rc, res, out, err = _run_threads(diag_prog, n, "Ring,Ring,RingShift", 1)
+    assert [x["rc"] for x in res[1]][:2] == [0, 0] and "WRONG" not in out, out  # correct ring: right sums, quiet
+    msg = _finder_fails_others_right_or_aborted(res, n, 1, out)
+    assert "read of unwritten bytes: rank 1 thread t0" in msg and "HcommLocalCopyOnThread" in msg, msg
+    assert "reads rank 1's HCCL buffer bytes [4, 260) of which 4 byte(s) nobody wrote in this operation: " \
+           "[256, 260) (offset 256, 4 byte(s); never written on this communicator)" in msg, msg
+    assert f"at {KERNEL}:" in msg, msg
+
+    rc, res, out, err = _run_threads(diag_prog, n, "P2p,P2pShift", 1)
+    assert [x["rc"] for x in res[0]][0] == 0 and "WRONG" not in out, out  # correct shift: right bytes, quiet
+    reader = 2 % n
+    msg = _finder_fails_others_right_or_aborted(res, n, reader, out)
+    assert f"read of unwritten bytes: rank {reader} thread t0" in msg and "HcommReadOnThread" in msg, msg
+    assert "reads rank 1's HCCL buffer bytes [0, 256) of which 4 byte(s) nobody wrote in this operation: " \
+           "[0, 4) (offset 0, 4 byte(s); their last write came before the operation began)" in msg, msg
+    assert f"at {KERNEL}:" in msg, msg
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -277,6 +277,47 @@ def test_planted_bugs_through_python(comm) -> None:
         c.close()
 
 
+_SHIFTS = {
+    # every rank's final copy reads one element too far: the slice's last element was never written
+    "ring-allreduce": ("HcommLocalCopyOnThread(thread, output + done * unitSize, myBuf, sliceBytes)",
+                       "HcommLocalCopyOnThread(thread, output + done * unitSize, myBuf + unitSize, sliceBytes)"),
+    # every rank stages one element too far: next reads one element that nobody staged
+    "p2p": ("HcommLocalCopyOnThread(thread, stage, input + offset, len)",
+            "HcommLocalCopyOnThread(thread, stage + unitSize, input + offset, len)"),
+}
+
+
+def _shifted_op(pattern: str) -> Path:
+    base = scaffold(pattern)  # the correct operator, built (and tested) by test_orchestrator too
+    name = "dg_shift_" + pattern.split("-")[0]
+    text = (base / "op_kernel_aicpu" / "exec_op.cc").read_text()
+    old, new = _SHIFTS[pattern]
+    assert old in text
+    body = text.replace(old, new, 1).replace(base.name, name).replace(base.name.upper(), name.upper())
+    return scaffold(pattern, name=name, exec_op=body)
+
+
+@pytest.mark.mpi(np=[2, 3, 4], timeout=120)
+def test_partly_stale_read_through_python(comm) -> None:
+    """Issue 18: a scaffolded operator reading one element off (most of the read fresh, 4 bytes
+    not written in this call) fails its first call with the finding, never returns the shifted data."""
+    from hcomm_kit.base.errors import CheckError, RemoteError
+
+    for pattern, api in (("ring-allreduce", "HcommLocalCopyOnThread"), ("p2p", "HcommReadOnThread")):
+        c = comm.split(0)
+        op = c.load_op(_shifted_op(pattern))
+        x = np.arange(4096, dtype=np.float32) + c.rank
+        with pytest.raises((CheckError, RemoteError)) as info:
+            y = op(x)
+            raise AssertionError(f"{pattern}: no error, output {y[:4]}")
+        text = str(info.value)
+        assert "read of unwritten bytes" in text and "of which 4 byte(s) nobody wrote in this operation" in text, text
+        assert api in text and "exec_op.cc:" in text, text
+        kinds = comm.mpi_comm.allgather(type(info.value).__name__)
+        assert "CheckError" in kinds, kinds
+        c.close()
+
+
 # ---- a rank killed mid-operation (ranks as processes, no MPI) ---------------------------------------
 
 _KILL = """

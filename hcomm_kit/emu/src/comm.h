@@ -167,8 +167,8 @@ struct DiagArea {
  * DevCtl::flow of the slot), the wait that consumes it joins it. Accesses to HCCL-buffer bytes are
  * logged per owner rank in buckets of the buffer (AccessEntry, the latest kBucketDepth per bucket)
  * with the accessor's epoch; an access that overlaps a logged one of the same operation, one of
- * them a write, and is not ordered after it, is a race. A read whose bytes were last written
- * before its operation began (by happens-before) reads stale data. */
+ * them a write, and is not ordered after it, is a race. A read of which any byte was last written
+ * before its operation began (by happens-before), or never, reads stale data. */
 constexpr uint32_t kVcMax = 120;       /* entries of a published clock vector */
 constexpr uint32_t kVcRing = 512;      /* published vectors kept per rank */
 constexpr uint32_t kBuckets = 256;     /* access-log buckets per HCCL buffer */
@@ -199,7 +199,9 @@ struct AccessEntry {
 };
 struct AccessBucket {
     std::atomic<uint64_t> appends;   /* entries ever appended */
-    std::atomic<uint64_t> evicted_ns; /* latest when_ns of an entry pushed out of the ring */
+    /* hull [~evicted_nlo, evicted_hi) of the writes pushed out of the ring (zero: none yet): bytes
+     * outside it that no logged write covers were never written (stale-read check) */
+    std::atomic<uint64_t> evicted_nlo, evicted_hi;
     AccessEntry e[kBucketDepth];
 };
 struct RaceArea {                    /* per rank: its outbox and the log of its HCCL buffer */

@@ -272,12 +272,16 @@ void log_access(RaceArea& ra, uint64_t bb, uint64_t off, uint64_t len, uint8_t w
         AccessBucket& bk = ra.buckets[b];
         uint64_t seq = bk.appends.fetch_add(1, std::memory_order_acq_rel) + 1;
         AccessEntry& e = bk.e[(seq - 1) % kBucketDepth];
-        if (e.seq.load(std::memory_order_acquire)) {
-            uint64_t ev = e.when_ns, cur = bk.evicted_ns.load(std::memory_order_relaxed);
-            while (cur < ev && !bk.evicted_ns.compare_exchange_weak(cur, ev)) {
+        if (e.seq.load(std::memory_order_acquire) && e.write) { /* a write leaves the ring: widen the hull */
+            uint64_t nlo = ~e.off, hi = e.off + e.len, cur = bk.evicted_nlo.load(std::memory_order_relaxed);
+            while (cur < nlo && !bk.evicted_nlo.compare_exchange_weak(cur, nlo)) {
+            }
+            cur = bk.evicted_hi.load(std::memory_order_relaxed);
+            while (cur < hi && !bk.evicted_hi.compare_exchange_weak(cur, hi)) {
             }
         }
-        e.seq.store(0, std::memory_order_relaxed);
+        /* release: a reader that no longer finds the old entry finds the hull that covers it */
+        e.seq.store(0, std::memory_order_release);
         SEQ_FENCE(std::memory_order_release);
         e.off = off;
         e.len = len;
@@ -322,6 +326,40 @@ void diag_host_write(const void* dst, uint64_t n) {
 namespace {
 const char* access_kind(uint8_t w) { return w == 0 ? "read" : w == 1 ? "write" : "read-modify-write"; }
 
+/* Byte ranges [first, second) of an HCCL buffer (stale-read check). */
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+
+/* v sorted and merged: disjoint, ascending, no two touching. */
+Ranges merged(Ranges v) {
+    std::sort(v.begin(), v.end());
+    Ranges out;
+    for (auto& iv : v) {
+        if (iv.first >= iv.second) continue;
+        if (!out.empty() && iv.first <= out.back().second) out.back().second = std::max(out.back().second, iv.second);
+        else out.push_back(iv);
+    }
+    return out;
+}
+
+/* The parts of `pieces` (disjoint, ascending) inside (keep = true) or outside (false) the merged
+ * ranges `cover`. */
+Ranges split_by(const Ranges& pieces, const Ranges& cover, bool keep) {
+    Ranges out;
+    size_t j = 0;
+    for (auto [lo, hi] : pieces) {
+        while (j < cover.size() && cover[j].second <= lo) j++;
+        uint64_t pos = lo;
+        for (size_t k = j; k < cover.size() && cover[k].first < hi; k++) {
+            uint64_t clo = std::max(cover[k].first, lo), chi = std::min(cover[k].second, hi);
+            if (!keep && pos < clo) out.emplace_back(pos, clo);
+            if (keep) out.emplace_back(clo, chi);
+            pos = chi;
+        }
+        if (!keep && pos < hi) out.emplace_back(pos, hi);
+    }
+    return out;
+}
+
 std::string access_who(const AccessEntry& e) {
     std::string at;
     if (e.caller && e.pid == cached_pid()) at = " at " + code_line((const void*)(uintptr_t)e.caller);
@@ -362,12 +400,13 @@ std::string check_accesses(const HTask& t, HThread* self) {
                    (uint16_t)thread_code(self), t.bidx, t.bsize, t.api, now, t.caller);
         SEQ_FENCE(std::memory_order_seq_cst);
         /* Compare with what the buckets hold. */
-        std::vector<std::pair<uint64_t, uint64_t>> this_op, stale; /* overlapping writes: this op / before it */
-        bool evicted = false;
+        /* overlapping writes of this operation (or staged by the host) / ordered before it (clipped to
+         * the bucket they were found in), and the evicted writes' hulls (bytes they may have covered) */
+        Ranges this_op, stale, unsure;
         for (uint64_t b = b0; b <= b1; b++) {
             SEQ_GUARD();
             AccessBucket& bk = ra.buckets[b];
-            if (bk.appends.load(std::memory_order_acquire) > kBucketDepth) evicted = true;
+            uint64_t blo = b * bb, bhi = b == kBuckets - 1 ? UINT64_MAX : (b + 1) * bb;
             for (uint32_t i = 0; i < kBucketDepth; i++) {
                 AccessEntry& e = bk.e[i];
                 uint64_t q = e.seq.load(std::memory_order_acquire);
@@ -402,7 +441,7 @@ std::string check_accesses(const HTask& t, HThread* self) {
                 bool ordered = hb(x.g, x.clock, self->vc);
                 if (x.write) {
                     if (!ordered || !hb(x.g, x.clock, self->op_start_vc)) this_op.emplace_back(lo, hi);
-                    else stale.emplace_back(lo, hi);
+                    else stale.emplace_back(std::max(lo, blo), std::min(hi, bhi));
                 }
                 if ((x.write || a.write) && !ordered && x.g != (uint32_t)g && x.tag16 == t.tag16 && x.inst == t.inst &&
                     !self->vc_lost) {
@@ -419,33 +458,65 @@ std::string check_accesses(const HTask& t, HThread* self) {
                     return check_finding(c, text);
                 }
             }
+            /* Loaded after the scan: an entry that left the ring meanwhile is in the hull (log_access
+             * widens it before releasing the slot). */
+            SEQ_FENCE(std::memory_order_acquire);
+            uint64_t elo = ~bk.evicted_nlo.load(std::memory_order_acquire), ehi = bk.evicted_hi.load(std::memory_order_acquire);
+            elo = std::max({elo, blo, a.off});
+            ehi = std::min({ehi, bhi, a.off + a.len});
+            if (elo < ehi) unsure.emplace_back(elo, ehi);
         }
         if (a.write == 1 || self->vc_lost || !t.tag16) continue;
-        /* A read of bytes written only before this operation began (or never written): stale data.
-         * Judged only when the buckets still hold every later write (entries leave in FIFO order,
-         * so a covering write still present means every newer one is too). */
-        auto covered = [&](std::vector<std::pair<uint64_t, uint64_t>> v) {
-            std::sort(v.begin(), v.end());
-            uint64_t pos = a.off;
-            for (auto& iv : v) {
-                if (iv.first > pos) break;
-                pos = std::max(pos, iv.second);
-            }
-            return pos >= a.off + a.len;
+        /* A read of bytes written only before this operation began (or never written): stale data,
+         * byte by byte. Bytes no write of this operation covers are stale when a write ordered before
+         * the operation covers them in the same bucket (entries leave a bucket in FIFO order, so every
+         * later write to them is still there too), and never written when no write still logged covers
+         * them and no write that left the ring did (outside that bucket's hull). Other bytes (a write
+         * that left the ring may have been this operation's) are not judged. */
+        bool whole = false; /* the common case: one write of this operation covers the whole read */
+        for (auto& iv : this_op)
+            if (iv.first <= a.off && iv.second >= a.off + a.len) whole = true;
+        if (whole) continue;
+        Ranges gaps = split_by(Ranges(1, {a.off, a.off + a.len}), merged(std::move(this_op)), false);
+        if (gaps.empty()) continue;
+        Ranges st = merged(std::move(stale));
+        Ranges old_ = split_by(gaps, st, true);
+        Ranges never = split_by(split_by(gaps, st, false), merged(std::move(unsure)), false);
+        if (old_.empty() && never.empty()) continue;
+        struct Piece {
+            uint64_t lo, hi;
+            bool never;
+            bool operator<(const Piece& o) const { return lo < o.lo; }
         };
-        bool stale_read = false;
-        if (this_op.empty() && !stale.empty() && covered(stale)) stale_read = true;
-        if (this_op.empty() && stale.empty() && !evicted) stale_read = true;
-        if (stale_read) {
-            std::string text = strprintf(
-                "read of unwritten bytes: rank %d %s, %s (%s%s, op '%s' #%u) reads rank %d's HCCL buffer bytes [%llu, %llu) "
-                "that nobody wrote in this operation (%s): it gets stale data (a wrong offset, or a missing write or "
-                "notify before the read)",
-                c->rank, thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at().c_str(),
-                t.tag ? t.tag : "", t.inst, a.rank, (unsigned long long)a.off, (unsigned long long)(a.off + a.len),
-                stale.empty() ? "never written on this communicator" : "their last write came before the operation began");
-            return check_finding(c, text);
+        std::vector<Piece> pieces;
+        uint64_t nbytes = 0;
+        for (auto& iv : old_) pieces.push_back({iv.first, iv.second, false});
+        for (auto& iv : never) pieces.push_back({iv.first, iv.second, true});
+        std::sort(pieces.begin(), pieces.end());
+        for (auto& p : pieces) nbytes += p.hi - p.lo;
+        auto why = [](bool nv) {
+            return nv ? "never written on this communicator" : "their last write came before the operation began";
+        };
+        std::string which;
+        if (pieces.size() == 1 && pieces[0].lo == a.off && pieces[0].hi == a.off + a.len) {
+            which = strprintf("that nobody wrote in this operation (%s)", why(pieces[0].never));
+        } else {
+            which = strprintf("of which %llu byte(s) nobody wrote in this operation:", (unsigned long long)nbytes);
+            constexpr size_t kShown = 4;
+            for (size_t i = 0; i < pieces.size() && i < kShown; i++)
+                which += strprintf("%s [%llu, %llu) (offset %llu, %llu byte(s); %s)", i ? "," : "",
+                                   (unsigned long long)pieces[i].lo, (unsigned long long)pieces[i].hi,
+                                   (unsigned long long)pieces[i].lo, (unsigned long long)(pieces[i].hi - pieces[i].lo),
+                                   why(pieces[i].never));
+            if (pieces.size() > kShown) which += strprintf(" and %zu more range(s)", pieces.size() - kShown);
         }
+        std::string text = strprintf(
+            "read of unwritten bytes: rank %d %s, %s (%s%s, op '%s' #%u) reads rank %d's HCCL buffer bytes [%llu, %llu) "
+            "%s: it gets stale data (a wrong offset, or a missing write or notify before the read)",
+            c->rank, thread_name(thread_code(self)).c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at().c_str(),
+            t.tag ? t.tag : "", t.inst, a.rank, (unsigned long long)a.off, (unsigned long long)(a.off + a.len),
+            which.c_str());
+        return check_finding(c, text);
     }
     return "";
 }

@@ -14,7 +14,59 @@ namespace {
 
 char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
 
-enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY };
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT };
+
+/* The scaffold's ring-allreduce (templates/.../ring-allreduce.cc.jinja) on BLOCK bytes of int32, one
+ * slice: copy in, n-1 write-reduce steps, n-1 write steps, copy out. RING_SHIFT: bugRank's final copy
+ * reads one element too far (myBuf + unitSize): its last 4 bytes were not written in this call. */
+int Ring(OpParam& p, AlgResourceCtx& r, bool shift) {
+    const ThreadHandle t = r.threads[0];
+    const uint32_t n = r.rankSize, unit = 4, count = BLOCK / unit, steps = 2 * (n - 1);
+    const ChannelInfo& prev = r.channels[(r.rank + n - 1) % n];
+    const ChannelInfo& next = r.channels[(r.rank + 1) % n];
+    char* buf = static_cast<char*>(r.localBuffer.addr);
+    char* nextBuf = static_cast<char*>(next.remoteBuffer.addr);
+    CK(HcommLocalCopyOnThread(t, buf, p.inputPtr, BLOCK));
+    CK(HcommChannelNotifyRecordOnThread(t, prev.handle, ACK));
+    for (uint32_t step = 0; step < steps; step++) {
+        const bool rs = step < n - 1;
+        const uint32_t back = rs ? step : step - (n - 1);
+        const uint32_t chunk = rs ? (r.rank + n - back % n) % n : (r.rank + 1 + n - back % n) % n;
+        const uint32_t base = count / n, extra = count % n;
+        const uint32_t cnt = base + (chunk < extra ? 1 : 0), first = chunk * base + (chunk < extra ? chunk : extra);
+        CK(HcommChannelNotifyWaitOnThread(t, next.handle, ACK, WAIT_TIMEOUT));
+        if (cnt) {
+            if (rs)
+                CK(HcommWriteReduceOnThread(t, next.handle, nextBuf + first * unit, buf + first * unit, cnt,
+                                            HCOMM_DATA_TYPE_INT32, HCOMM_REDUCE_SUM));
+            else
+                CK(HcommWriteOnThread(t, next.handle, nextBuf + first * unit, buf + first * unit, cnt * unit));
+        }
+        CK(HcommChannelNotifyRecordOnThread(t, next.handle, DATA));
+        CK(HcommChannelNotifyWaitOnThread(t, prev.handle, DATA, WAIT_TIMEOUT));
+        if (step + 1 < steps) CK(HcommChannelNotifyRecordOnThread(t, prev.handle, ACK));
+    }
+    CK(HcommLocalCopyOnThread(t, p.outputPtr, shift ? buf + unit : buf, BLOCK));  // BUG (shift): one element on
+    return 0;
+}
+
+/* The scaffold's p2p ring shift (templates/.../p2p.cc.jinja): stage in my buffer, ACK to next; wait
+ * ACK from prev, read its stage into my output, DATA back; wait DATA from next. P2P_SHIFT: bugRank
+ * stages at stage + unitSize, so next reads 4 bytes it did not stage in this call. */
+int P2p(OpParam& p, AlgResourceCtx& r, bool shift) {
+    const ThreadHandle t = r.threads[0];
+    const uint32_t n = r.rankSize;
+    const ChannelInfo& fromPrev = r.channels[(r.rank + n - 1) % n];
+    const ChannelInfo& toNext = r.channels[(r.rank + 1) % n];
+    char* stage = static_cast<char*>(r.localBuffer.addr);
+    CK(HcommLocalCopyOnThread(t, shift ? stage + 4 : stage, p.inputPtr, BLOCK));  // BUG (shift): staged 4 bytes on
+    CK(HcommChannelNotifyRecordOnThread(t, toNext.handle, ACK));
+    CK(HcommChannelNotifyWaitOnThread(t, fromPrev.handle, ACK, WAIT_TIMEOUT));
+    CK(HcommReadOnThread(t, fromPrev.handle, p.outputPtr, fromPrev.remoteBuffer.addr, BLOCK));
+    CK(HcommChannelNotifyRecordOnThread(t, fromPrev.handle, DATA));
+    CK(HcommChannelNotifyWaitOnThread(t, toNext.handle, DATA, WAIT_TIMEOUT));
+    return 0;
+}
 
 int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
     const bool me = (int32_t)r.rank == p.bugRank;
@@ -44,6 +96,8 @@ int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
         CK(HcommChannelNotifyWaitOnThread(t, r.channels[pv].handle, DATA, WAIT_TIMEOUT));
         return 0;
     }
+    if (bug == RING || bug == RING_SHIFT) return Ring(p, r, bug == RING_SHIFT && me);
+    if (bug == P2P || bug == P2P_SHIFT) return P2p(p, r, bug == P2P_SHIFT && me);
     if (bug == CYCLE) {
         /* every rank waits for its next before acknowledging its previous: nobody starts */
         uint32_t nx = (r.rank + 1) % r.rankSize, pv = (r.rank + r.rankSize - 1) % r.rankSize;
@@ -111,3 +165,7 @@ extern "C" unsigned int DgCrash(OpParam* p) { return Run(p, CRASH); }
 extern "C" unsigned int DgThreadMissing(OpParam* p) { return Run(p, THREAD_MISSING); }
 extern "C" unsigned int DgSpin(OpParam* p) { return Run(p, SPIN); }
 extern "C" unsigned int DgStray(OpParam* p) { return Run(p, STRAY); }
+extern "C" unsigned int DgRing(OpParam* p) { return Run(p, RING); }
+extern "C" unsigned int DgRingShift(OpParam* p) { return Run(p, RING_SHIFT); }
+extern "C" unsigned int DgP2p(OpParam* p) { return Run(p, P2P); }
+extern "C" unsigned int DgP2pShift(OpParam* p) { return Run(p, P2P_SHIFT); }

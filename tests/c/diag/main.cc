@@ -9,7 +9,7 @@
  * default), like a C host that only checks return codes. Per launch every rank prints
  *   RESULT rank=<r> scenario=<s> rc=<code> secs=<t>
  * and, on failure, the runtime's message between MSG-BEGIN / MSG-END lines; a failed launch ends
- * that rank's list. "Good" also checks its output bytes. */
+ * that rank's list. "Good", "Ring" and "P2p" also check their output bytes. */
 #include <acl/acl.h>
 #include <hccl/hccl_comm.h>
 #include <hccl/hccl_res.h>
@@ -156,6 +156,29 @@ int check_good(Rank& R) {
     return 0;
 }
 
+/* "Ring": every rank gets the int32 sum (wrapping) of all inputs; "P2p": the input of rank - 1. */
+int check_ring_p2p(Rank& R, bool ring) {
+    std::vector<uint8_t> got(BLOCK), want(BLOCK);
+    CHECK(aclrtMemcpy(got.data(), got.size(), R.out, got.size(), ACL_MEMCPY_DEVICE_TO_HOST));
+    for (uint64_t i = 0; i < BLOCK; i += 4) {
+        uint32_t sum = 0;
+        for (uint32_t q = 0; q < R.n; q++) {
+            uint32_t v = 0;
+            for (int k = 0; k < 4; k++) v |= (uint32_t)pattern(q, i + k) << (8 * k);
+            sum += v;
+        }
+        for (int k = 0; k < 4; k++)
+            want[i + k] = ring ? (uint8_t)(sum >> (8 * k)) : pattern((R.rank + R.n - 1) % R.n, i + k);
+    }
+    for (uint64_t i = 0; i < BLOCK; i++)
+        if (got[i] != want[i]) {
+            std::lock_guard<std::mutex> g(g_out);
+            printf("WRONG rank=%u byte=%llu got=%u want=%u\n", R.rank, (unsigned long long)i, got[i], want[i]);
+            return 1;
+        }
+    return 0;
+}
+
 int run_rank(Rank& R, const HcclRootInfo* root, const std::vector<std::string>& scenarios) {
     if (setup(R, root)) return 1;
     for (const std::string& s : scenarios) {
@@ -166,7 +189,7 @@ int run_rank(Rank& R, const HcclRootInfo* root, const std::vector<std::string>& 
         int rc = aclrtSynchronizeStream(R.stream);
         double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const char* m = aclGetRecentErrMsg();
-        int bad = rc == 0 && s == "Good" ? check_good(R) : 0;
+        int bad = rc != 0 ? 0 : s == "Good" ? check_good(R) : s == "Ring" || s == "P2p" ? check_ring_p2p(R, s == "Ring") : 0;
         {
             std::lock_guard<std::mutex> g(g_out);
             printf("RESULT rank=%u scenario=%s rc=%d secs=%.3f\n", R.rank, s.c_str(), rc, dt);
