@@ -227,3 +227,20 @@ def test_cli_new_and_update(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         _run_new(["p3", "--update", str(tmp_path / "p2")])
     with pytest.raises(ConfigError, match="missing NAME"):
         _run_new([])
+
+
+def test_reduce_ops_beyond_a2a3_are_noted_and_their_refusal_tested(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """reduce_ops = ["sum", "prod"] on A2/A3 + 950: `new --update` says where prod runs, and the generated
+    tests pass on A2 by checking that the operator refuses prod there (they failed before)."""
+    new_op("red", pattern="ring-allreduce", handshake="thread-notify", directory=tmp_path)
+    toml = tmp_path / "red" / "op.toml"
+    toml.write_text(toml.read_text().replace('reduce_ops = ["sum", "max", "min"]', 'reduce_ops = ["sum", "prod"]'))
+    assert _run_new(["--update", str(tmp_path / "red")]) == 0
+    out = capsys.readouterr().out
+    assert "note: reduce op(s) prod run on Ascend950 only: on Ascend910B, Ascend910_93" in out, out
+    assert load_opspec(tmp_path / "red").product_limits()
+    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "test", str(tmp_path / "red"), "--np", "2", "--",
+                           "-k", "fp32 and (61- or 1031-)"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "4 passed" in proc.stdout, proc.stdout[-2000:]

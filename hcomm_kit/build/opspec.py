@@ -223,6 +223,27 @@ class OpSpec:
         """True when the operator takes a reduce op (``reduce_ops`` is not empty)."""
         return bool(self.reduce_ops)
 
+    def product_limits(self) -> list[str]:
+        """What some of ``products`` cannot run of ``reduce_ops`` x ``dtypes``, one sentence each.
+
+        A scaffolded kernel reduces with HcommLocalReduceOnThread, which on A2/A3 takes only
+        :data:`A2A3_REDUCE_DTYPES` x :data:`A2A3_REDUCE_OPS` (hcomm.md §3.1); a list mixing A2/A3
+        with Ascend950 is valid (the call refuses the rest on A2/A3; the generated tests check that).
+        """
+        a2a3 = [p for p in self.products if p in A2A3]
+        if not self.reduce_ops or not a2a3:
+            return []
+        ops = [r for r in self.reduce_ops if r not in A2A3_REDUCE_OPS]
+        dts = [d for d in self.dtypes if d not in A2A3_REDUCE_DTYPES]
+        if not ops and not dts:
+            return []
+        what = " and ".join(x for x in (f"reduce op(s) {', '.join(ops)}" if ops else "",
+                                        f"dtype(s) {', '.join(dts)}" if dts else "") if x)
+        return [f"{what} run on {', '.join(p for p in self.products if p not in A2A3)} only: on "
+                f"{', '.join(a2a3)} HcommLocalReduceOnThread reduces {'/'.join(A2A3_REDUCE_DTYPES)} x "
+                f"{'/'.join(A2A3_REDUCE_OPS)}, so the operator refuses the rest there (the generated tests "
+                "check the refusal); reduce them in your kernel's own code to support them on A2/A3"]
+
     @property
     def max_threads(self) -> int:
         """Length of ``AlgResourceCtx.threads``: the resolved maximum, at least 8."""

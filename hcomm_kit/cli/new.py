@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  unchanged  {rel}")
     for rel in result.kept:
         print(f"  kept       {rel} (yours; delete it to get the {spec.pattern} pattern back)")
+    for note in spec.product_limits():
+        print(f"note: {note}")
     if action == "created":
         print(f"next: edit {result.opdir}/op_kernel_aicpu/exec_op.cc, then `hcomm-kit build {result.opdir}`")
     return 0
