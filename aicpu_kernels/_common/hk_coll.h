@@ -509,4 +509,191 @@ static inline HcclResult HkAlgoCheck(const OpParam &param, uint32_t allowed)
     return HCCL_SUCCESS;
 }
 
+/* ---- pieces of protocol several built-ins share (issue 19: folded out of the kernels) -------- */
+
+/* Propagate the result of a helper that logged its own failure (OP_CHECK would log it again). */
+#define HK_TRY(call)                      \
+    do {                                  \
+        const HcclResult hkRet_ = (call); \
+        if (hkRet_ != HCCL_SUCCESS) {     \
+            return hkRet_;                \
+        }                                 \
+    } while (0)
+
+/* The channel helpers of a mesh kernel that names its peers by rank. A kernel derives its context
+ * from it (struct Ctx : HkPeers { ... }, built as Ctx c{{param, resCtx}, ...}); Record / Wait
+ * enqueue a notify on thread `t` on the channel to `peer` (waits bounded by OpParam.notifyTimeout). */
+struct HkPeers {
+    const OpParam &param;
+    const AlgResourceCtx &res;
+
+    ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
+    uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
+    HcclResult Record(ThreadHandle t, uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(t, Ch(peer), slot));
+        return HCCL_SUCCESS;
+    }
+    HcclResult Wait(ThreadHandle t, uint32_t peer, uint32_t slot) const
+    {
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(t, Ch(peer), slot, param.notifyTimeout));
+        return HCCL_SUCCESS;
+    }
+};
+
+/* On `thread`: record notify `slot` to every other rank, in rank order. */
+static inline HcclResult HkRecordAll(const OpParam &param, const AlgResourceCtx &resCtx, ThreadHandle thread,
+                                     uint32_t slot)
+{
+    for (uint32_t p = 0; p < resCtx.rankSize; ++p) {
+        if (p != resCtx.rank) {
+            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, resCtx.channels[p].handle, slot));
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+/* On `thread`: wait notify `slot` from every other rank, in rank order. */
+static inline HcclResult HkWaitAll(const OpParam &param, const AlgResourceCtx &resCtx, ThreadHandle thread,
+                                   uint32_t slot)
+{
+    for (uint32_t p = 0; p < resCtx.rankSize; ++p) {
+        if (p != resCtx.rank) {
+            OP_CHECK(param.tag,
+                     HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, slot, param.notifyTimeout));
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+/* The checks a rooted mesh collective (broadcast, reduce, scatter, gather) starts with, in this
+ * order: OpParam.algo is auto or mesh, the dtype has a size (*unit), the root is a rank. */
+static inline HcclResult HkRootedCheck(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t *unit)
+{
+    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
+    *unit = HkUnitSize(param);
+    if (*unit == 0) {
+        return HCCL_E_PARA;
+    }
+    OP_CHECK(param.tag, HkRootCheck(param, resCtx));
+    return HCCL_SUCCESS;
+}
+
+/* HkStagePlan, HCCL_E_MEMORY with an error logged when the buffer cannot hold a slice. */
+static inline HcclResult HkStagePlanFor(const OpParam &param, uint64_t totalBytes, uint64_t bufferBytes,
+                                        uint32_t parts, uint64_t *sliceBytes, uint64_t *halfBytes)
+{
+    HkStagePlan(totalBytes, bufferBytes, parts, sliceBytes, halfBytes);
+    if (*sliceBytes != 0) {
+        return HCCL_SUCCESS;
+    }
+    if (parts > 1) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u peers), tag %s",
+                     static_cast<unsigned long long>(bufferBytes), parts, param.tag);
+    } else {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                     param.tag);
+    }
+    return HCCL_E_MEMORY;
+}
+
+/* One staged stream from a writer to a reader over channel `ch`, the read-based pattern of the
+ * rooted collectives (and of send_recv's receiver). `bytes` move in slices of `slice` bytes (the
+ * last shorter); slice k sits at stage + (k % 2) * half in the writer's HCCL buffer (half = 0:
+ * single-buffered; HkStagePlan / HkPipePlan):
+ *   writer (HkStagedWrite): stage slice k; [k > 0: wait DATA (slice k-1 read)]; record ACK
+ *          ("staged"); finally wait the last DATA, so the reader never touches my buffer after I
+ *          am done ("clean exit"). Every ACK is consumed before the writer exits;
+ *   reader (HkStagedRead): wait ACK; Read slice k straight into dst; record DATA ("read, the half
+ *          is free"); its last DATA may still be pending when it exits (the response slot). */
+static inline HcclResult HkStagedWrite(const OpParam &param, ThreadHandle thread, ChannelHandle ch, uint8_t *stage,
+                                       const uint8_t *src, uint64_t bytes, uint64_t slice, uint64_t half)
+{
+    uint64_t k = 0;
+    for (uint64_t offset = 0; offset < bytes; offset += slice, ++k) {
+        const uint64_t len = HkMin(slice, bytes - offset);
+        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage + (k % 2) * half, src + offset, len));
+        if (k != 0) {
+            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, param.notifyTimeout));
+        }
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch, HK_ACK));
+    }
+    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, param.notifyTimeout));
+    return HCCL_SUCCESS;
+}
+
+static inline HcclResult HkStagedRead(const OpParam &param, ThreadHandle thread, ChannelHandle ch,
+                                      const uint8_t *stage, uint8_t *dst, uint64_t bytes, uint64_t slice,
+                                      uint64_t half)
+{
+    uint64_t k = 0;
+    for (uint64_t offset = 0; offset < bytes; offset += slice, ++k) {
+        const uint64_t len = HkMin(slice, bytes - offset);
+        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_ACK, param.notifyTimeout));
+        OP_CHECK(param.tag, HcommReadOnThread(thread, ch, dst + offset, stage + (k % 2) * half, len));
+        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch, HK_DATA));
+    }
+    return HCCL_SUCCESS;
+}
+
+/* Staged reductions (HkLocalReduce / HkReadReduce when the primitive cannot reduce the dtype/op):
+ * carve the drain words (*sync, the last HK_SYNC_BYTES of the own HCCL buffer) and, with
+ * `scratch` non-null, a private scratch area (*scratch, the second half of what is left) out of
+ * *bufferBytes, which shrinks to the part the kernel may still stage in (the same on every rank).
+ * Leaves everything as it is when the primitive reduces (*sync stays null); HCCL_E_MEMORY with an
+ * error logged when the buffer is too small. */
+static inline HcclResult HkStagedReduceCarve(const OpParam &param, const AlgResourceCtx &resCtx,
+                                             uint64_t *bufferBytes, uint8_t **sync, uint8_t **scratch)
+{
+    if (HkPrimitiveReduces(param)) {
+        return HCCL_SUCCESS;
+    }
+    if (*bufferBytes <= HK_SYNC_BYTES) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(*bufferBytes),
+                     param.tag);
+        return HCCL_E_MEMORY;
+    }
+    uint8_t *const myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+    *sync = myBuf + *bufferBytes - HK_SYNC_BYTES;
+    if (scratch == nullptr) {
+        *bufferBytes -= HK_SYNC_BYTES;
+    } else {
+        *bufferBytes = HkSliceBytes((*bufferBytes - HK_SYNC_BYTES) / 2);
+        *scratch = myBuf + *bufferBytes;
+    }
+    return HCCL_SUCCESS;
+}
+
+/* allgather / reduce_scatter: OpParam.algo resolved to ring or mesh, and mesh has a thread per
+ * rank; HCCL_E_PARA with an error logged otherwise (`what` names the operator). */
+static inline HcclResult HkRingMeshCheck(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t algo,
+                                         const char *what)
+{
+    if (algo != HK_ALGO_MESH && algo != HK_ALGO_RING) {
+        OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
+        return HCCL_E_PARA;
+    }
+    if (algo == HK_ALGO_MESH && resCtx.threadNum < resCtx.rankSize) {
+        OP_LOG_ERROR("mesh %s needs %u threads, got %u, tag %s", what, resCtx.rankSize, resCtx.threadNum, param.tag);
+        return HCCL_E_PARA;
+    }
+    return HCCL_SUCCESS;
+}
+
+/* allgather / reduce_scatter: the HCCL buffer of `bufferBytes` holds `regions` regions of *region
+ * bytes (cache-sized: HK_CACHE_SLICE_BYTES at most, aligned); a block moves in slices of *slice
+ * bytes (whole elements). HCCL_E_MEMORY with an error logged when not one element fits. */
+static inline HcclResult HkBlockSlices(const OpParam &param, const AlgResourceCtx &resCtx, uint64_t bufferBytes,
+                                       uint32_t regions, uint32_t unit, uint64_t *region, uint64_t *slice)
+{
+    *region = HkSliceBytes(HkMin(bufferBytes / regions, HK_CACHE_SLICE_BYTES));
+    *slice = *region / unit * unit;
+    if (*slice == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u ranks), tag %s",
+                     static_cast<unsigned long long>(bufferBytes), resCtx.rankSize, param.tag);
+        return HCCL_E_MEMORY;
+    }
+    return HCCL_SUCCESS;
+}
+
 #endif /* HCOMM_KIT_AICPU_KERNELS_HK_COLL_H */

@@ -17,37 +17,13 @@
 namespace ops_allgather {
 namespace {
 
-#define HK_TRY(call)                      \
-    do {                                  \
-        const HcclResult hkRet_ = (call); \
-        if (hkRet_ != HCCL_SUCCESS) {     \
-            return hkRet_;                \
-        }                                 \
-    } while (0)
-
-struct Ctx {
-    const OpParam &param;
-    const AlgResourceCtx &res;
+struct Ctx : HkPeers {  // param, res, Ch(peer), PeerBuf(peer), Record/Wait(thread, peer, slot)
     uint32_t rank;
     uint32_t rankSize;
-    uint32_t timeout;
     const uint8_t *input;
     uint8_t *output;
     uint64_t blockBytes;  // one rank's contribution
     uint8_t *myBuf;
-
-    ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
-    uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
-    HcclResult Record(ThreadHandle t, uint32_t peer, uint32_t slot) const
-    {
-        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(t, Ch(peer), slot));
-        return HCCL_SUCCESS;
-    }
-    HcclResult Wait(ThreadHandle t, uint32_t peer, uint32_t slot) const
-    {
-        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(t, Ch(peer), slot, timeout));
-        return HCCL_SUCCESS;
-    }
 };
 
 /* Mesh, the exchange with one peer for the slice [off, off + len) of every block: record ACK
@@ -134,32 +110,18 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         return HCCL_E_PARA;
     }
     const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_ALLGATHER, blockBytes, n);
-    if (algo != HK_ALGO_MESH && algo != HK_ALGO_RING) {
-        OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
-        return HCCL_E_PARA;
-    }
-    if (algo == HK_ALGO_MESH && resCtx.threadNum < n) {
-        OP_LOG_ERROR("mesh allgather needs %u threads, got %u, tag %s", n, resCtx.threadNum, param.tag);
-        return HCCL_E_PARA;
-    }
-    const Ctx c{param,
-                resCtx,
+    HK_TRY(HkRingMeshCheck(param, resCtx, algo, "allgather"));
+    const Ctx c{{param, resCtx},
                 resCtx.rank,
                 n,
-                param.notifyTimeout,
                 static_cast<const uint8_t *>(param.inputPtr),
                 static_cast<uint8_t *>(param.outputPtr),
                 blockBytes,
                 static_cast<uint8_t *>(resCtx.localBuffer.addr)};
     // Mesh keeps my slice in the buffer, the ring one region per block; cache-sized pieces.
-    const uint64_t region =
-        HkSliceBytes(HkMin(algo == HK_ALGO_MESH ? bufferBytes : bufferBytes / n, HK_CACHE_SLICE_BYTES));
-    const uint64_t slice = region / unit * unit;
-    if (slice == 0) {
-        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u ranks), tag %s",
-                     static_cast<unsigned long long>(bufferBytes), n, param.tag);
-        return HCCL_E_MEMORY;
-    }
+    uint64_t region = 0;
+    uint64_t slice = 0;
+    HK_TRY(HkBlockSlices(param, resCtx, bufferBytes, algo == HK_ALGO_MESH ? 1 : n, unit, &region, &slice));
     for (uint64_t off = 0; off < blockBytes; off += slice) {
         const uint64_t len = HkMin(slice, blockBytes - off);
         HK_TRY(algo == HK_ALGO_MESH ? MeshSlice(c, off, len) : RingSlice(c, off, len, region));

@@ -22,15 +22,12 @@
 namespace ops_allreduce {
 namespace {
 
-struct Ctx {
-    const OpParam &param;
-    const AlgResourceCtx &res;
+struct Ctx : HkPeers {  // param, res, Ch(peer), PeerBuf(peer)
     uint32_t unit;
     HcommDataType dataType;
     HcommReduceOp reduceOp;
     uint32_t rank;
     uint32_t rankSize;
-    uint32_t timeout;
     ThreadHandle thread;  // main thread
     const uint8_t *input;
     uint8_t *output;
@@ -39,27 +36,10 @@ struct Ctx {
     uint8_t *scratch;  // staged reduce (HkReadReduce when the primitive cannot reduce): own, private
     uint8_t *sync;     // HK_SYNC_BYTES for HkDrain
 
-    ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
-    uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
-    HcclResult Record(uint32_t peer, uint32_t slot) const
-    {
-        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, Ch(peer), slot));
-        return HCCL_SUCCESS;
-    }
-    HcclResult Wait(uint32_t peer, uint32_t slot) const
-    {
-        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, Ch(peer), slot, timeout));
-        return HCCL_SUCCESS;
-    }
+    // Record / wait notify `slot` on the channel to `peer`, always on the main thread.
+    HcclResult Record(uint32_t peer, uint32_t slot) const { return HkPeers::Record(thread, peer, slot); }
+    HcclResult Wait(uint32_t peer, uint32_t slot) const { return HkPeers::Wait(thread, peer, slot); }
 };
-
-#define HK_TRY(call)                                   \
-    do {                                               \
-        const HcclResult hkRet_ = (call);              \
-        if (hkRet_ != HCCL_SUCCESS) {                  \
-            return hkRet_;                             \
-        }                                              \
-    } while (0)
 
 /*
  * One-shot, per slice of `count` elements at element offset `off`:
@@ -76,11 +56,7 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t off, uint64_t count)
     const uint64_t offBytes = off * c.unit;
     uint8_t *out = c.output + offBytes;
     OP_CHECK(c.param.tag, HcommLocalCopyOnThread(c.thread, c.myBuf, c.input + offBytes, bytes));
-    for (uint32_t p = 0; p < c.rankSize; ++p) {
-        if (p != c.rank) {
-            HK_TRY(c.Record(p, HK_ACK));
-        }
-    }
+    HK_TRY(HkRecordAll(c.param, c.res, c.thread, HK_ACK));
     for (uint32_t r = 0; r < c.rankSize; ++r) {
         if (r == c.rank) {
             if (r == 0) {  // rank 0's own input is still intact here (in place: nothing to copy)
@@ -98,17 +74,8 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t off, uint64_t count)
                                 c.sync));
         }
     }
-    for (uint32_t p = 0; p < c.rankSize; ++p) {
-        if (p != c.rank) {
-            HK_TRY(c.Record(p, HK_DATA));
-        }
-    }
-    for (uint32_t p = 0; p < c.rankSize; ++p) {
-        if (p != c.rank) {
-            HK_TRY(c.Wait(p, HK_DATA));
-        }
-    }
-    return HCCL_SUCCESS;
+    HK_TRY(HkRecordAll(c.param, c.res, c.thread, HK_DATA));
+    return HkWaitAll(c.param, c.res, c.thread, HK_DATA);
 }
 
 /*
@@ -264,32 +231,22 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     // A dtype/op the Hcomm primitive cannot reduce here (A2/A3 int64, prod): one-shot with staged
     // reads, every slice in the first half of the buffer, the second half private scratch, the
     // drain words at the end (hk_coll.h). Every rank takes this branch alike (same dtype/op/product).
-    uint8_t *const myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
     uint8_t *scratch = nullptr;
     uint8_t *sync = nullptr;
-    if (!HkPrimitiveReduces(param)) {
-        if (bufferBytes <= HK_SYNC_BYTES) {
-            OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
-                         param.tag);
-            return HCCL_E_MEMORY;
-        }
+    HK_TRY(HkStagedReduceCarve(param, resCtx, &bufferBytes, &sync, &scratch));
+    if (sync != nullptr) {
         algo = HK_ALGO_MESH;
-        sync = myBuf + bufferBytes - HK_SYNC_BYTES;
-        bufferBytes = HkSliceBytes((bufferBytes - HK_SYNC_BYTES) / 2);
-        scratch = myBuf + bufferBytes;
     }
-    const Ctx c{param,
-                resCtx,
+    const Ctx c{{param, resCtx},
                 unit,
                 static_cast<HcommDataType>(param.dataType),
                 static_cast<HcommReduceOp>(param.reduceOp),
                 resCtx.rank,
                 n,
-                param.notifyTimeout,
                 thread,
                 static_cast<const uint8_t *>(param.inputPtr),
                 static_cast<uint8_t *>(param.outputPtr),
-                myBuf,
+                static_cast<uint8_t *>(resCtx.localBuffer.addr),
                 bufferBytes,
                 scratch,
                 sync};

@@ -24,33 +24,22 @@ namespace ops_broadcast {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
-    const uint32_t unitSize = HkUnitSize(param);
-    if (unitSize == 0) {
-        return HCCL_E_PARA;
-    }
+    uint32_t unitSize = 0;
+    HK_TRY(HkRootedCheck(param, resCtx, &unitSize));
     const uint64_t totalBytes = param.count * unitSize;
     const uint32_t rank = resCtx.rank;
-    const uint32_t rankSize = resCtx.rankSize;
     const uint32_t root = param.root;
-    const uint32_t timeout = param.notifyTimeout;
     const ThreadHandle thread = resCtx.threads[0];
     const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
     uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
 
-    OP_CHECK(param.tag, HkRootCheck(param, resCtx));
-    if (rankSize == 1 || totalBytes == 0) {
+    if (resCtx.rankSize == 1 || totalBytes == 0) {
         return rank == root ? HkCopy(param, thread, output, input, totalBytes) : HCCL_SUCCESS;
     }
     const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
     uint64_t sliceBytes = 0;
     uint64_t halfBytes = 0;
-    HkStagePlan(totalBytes, bufferBytes, 1, &sliceBytes, &halfBytes);
-    if (sliceBytes == 0) {
-        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
-                     param.tag);
-        return HCCL_E_MEMORY;
-    }
+    HK_TRY(HkStagePlanFor(param, totalBytes, bufferBytes, 1, &sliceBytes, &halfBytes));
 
     if (rank == root) {
         uint8_t *stage = static_cast<uint8_t *>(resCtx.localBuffer.addr);
@@ -60,38 +49,19 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
             const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
             OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage + (k % 2) * halfBytes, input + offset, len));
-            for (uint32_t p = 0; p < rankSize && k != 0; ++p) {
-                if (p != root) {
-                    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA,
-                                                                       timeout));
-                }
+            if (k != 0) {
+                HK_TRY(HkWaitAll(param, resCtx, thread, HK_DATA));  // every reader is done with slice k-1
             }
-            for (uint32_t p = 0; p < rankSize; ++p) {
-                if (p != root) {
-                    OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, resCtx.channels[p].handle, HK_ACK));
-                }
-            }
+            HK_TRY(HkRecordAll(param, resCtx, thread, HK_ACK));  // slice k is staged
         }
-        for (uint32_t p = 0; p < rankSize; ++p) {
-            if (p != root) {
-                OP_CHECK(param.tag,
-                         HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, HK_DATA, timeout));
-            }
-        }
+        HK_TRY(HkWaitAll(param, resCtx, thread, HK_DATA));
         return HkSideCopyJoin(param, resCtx, joined);
     }
 
+    // Every other rank: wait ACK, Read slice k from the root's buffer, record DATA (HkStagedRead).
     const ChannelInfo &ch = resCtx.channels[root];
-    const uint8_t *rootStage = static_cast<const uint8_t *>(ch.remoteBuffer.addr);
-    uint64_t k = 0;
-    for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
-        const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
-        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, HK_ACK, timeout));
-        OP_CHECK(param.tag,
-                 HcommReadOnThread(thread, ch.handle, output + offset, rootStage + (k % 2) * halfBytes, len));
-        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, HK_DATA));
-    }
-    return HCCL_SUCCESS;
+    return HkStagedRead(param, thread, ch.handle, static_cast<const uint8_t *>(ch.remoteBuffer.addr), output,
+                        totalBytes, sliceBytes, halfBytes);
 }
 
 }  // namespace ops_broadcast

@@ -23,11 +23,8 @@ namespace ops_gather {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
-    const uint32_t unitSize = HkUnitSize(param);
-    if (unitSize == 0) {
-        return HCCL_E_PARA;
-    }
+    uint32_t unitSize = 0;
+    HK_TRY(HkRootedCheck(param, resCtx, &unitSize));
     const uint64_t blockBytes = param.count * unitSize;
     const uint32_t rank = resCtx.rank;
     const uint32_t rankSize = resCtx.rankSize;
@@ -37,34 +34,18 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
     uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
 
-    OP_CHECK(param.tag, HkRootCheck(param, resCtx));
     if (rankSize == 1 || blockBytes == 0) {
         return rank == root ? HkCopy(param, thread, output + rank * blockBytes, input, blockBytes) : HCCL_SUCCESS;
     }
     const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
     uint64_t sliceBytes = 0;
     uint64_t halfBytes = 0;
-    HkStagePlan(blockBytes, bufferBytes, 1, &sliceBytes, &halfBytes);
-    if (sliceBytes == 0) {
-        OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
-                     param.tag);
-        return HCCL_E_MEMORY;
-    }
+    HK_TRY(HkStagePlanFor(param, blockBytes, bufferBytes, 1, &sliceBytes, &halfBytes));
 
-    if (rank != root) {
-        uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
-        const ChannelHandle ch = resCtx.channels[root].handle;
-        uint64_t k = 0;
-        for (uint64_t offset = 0; offset < blockBytes; offset += sliceBytes, ++k) {
-            const uint64_t len = HkMin(sliceBytes, blockBytes - offset);
-            OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, myBuf + (k % 2) * halfBytes, input + offset, len));
-            if (k != 0) {
-                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, timeout));
-            }
-            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch, HK_ACK));
-        }
-        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_DATA, timeout));
-        return HCCL_SUCCESS;
+    if (rank != root) {  // stage slice k, [wait DATA k-1], record ACK; finally wait DATA (HkStagedWrite)
+        return HkStagedWrite(param, thread, resCtx.channels[root].handle,
+                             static_cast<uint8_t *>(resCtx.localBuffer.addr), input, blockBytes, sliceBytes,
+                             halfBytes);
     }
 
     bool joined = false;

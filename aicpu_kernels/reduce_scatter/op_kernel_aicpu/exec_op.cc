@@ -18,41 +18,17 @@
 namespace ops_reduce_scatter {
 namespace {
 
-#define HK_TRY(call)                      \
-    do {                                  \
-        const HcclResult hkRet_ = (call); \
-        if (hkRet_ != HCCL_SUCCESS) {     \
-            return hkRet_;                \
-        }                                 \
-    } while (0)
-
-struct Ctx {
-    const OpParam &param;
-    const AlgResourceCtx &res;
+struct Ctx : HkPeers {  // param, res, Ch(peer), PeerBuf(peer), Record/Wait(thread, peer, slot)
     uint32_t unit;
     HcommDataType dataType;
     HcommReduceOp reduceOp;
     uint32_t rank;
     uint32_t rankSize;
-    uint32_t timeout;
     const uint8_t *input;
     uint8_t *output;
     uint64_t blockBytes;  // count * unit
     uint8_t *myBuf;
     uint8_t *sync;  // HK_SYNC_BYTES for HkDrain (staged reduce: the primitive cannot reduce the dtype/op)
-
-    ChannelHandle Ch(uint32_t peer) const { return res.channels[peer].handle; }
-    uint8_t *PeerBuf(uint32_t peer) const { return static_cast<uint8_t *>(res.channels[peer].remoteBuffer.addr); }
-    HcclResult Record(ThreadHandle t, uint32_t peer, uint32_t slot) const
-    {
-        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(t, Ch(peer), slot));
-        return HCCL_SUCCESS;
-    }
-    HcclResult Wait(ThreadHandle t, uint32_t peer, uint32_t slot) const
-    {
-        OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(t, Ch(peer), slot, timeout));
-        return HCCL_SUCCESS;
-    }
 };
 
 /* Mesh: region of `owner`'s buffer that receives the slice from rank `from` (n-1 regions, no
@@ -171,47 +147,27 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_REDUCE_SCATTER, blockBytes, n);
     // A dtype/op the Hcomm primitive cannot reduce here (A2/A3 int64, prod): mesh (its reductions
     // are local), combined in the kernel's code, the drain words at the end of the buffer (hk_coll.h).
-    uint8_t *const myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
     uint8_t *sync = nullptr;
-    if (!HkPrimitiveReduces(param)) {
-        if (bufferBytes <= HK_SYNC_BYTES) {
-            OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
-                         param.tag);
-            return HCCL_E_MEMORY;
-        }
+    HK_TRY(HkStagedReduceCarve(param, resCtx, &bufferBytes, &sync, nullptr));
+    if (sync != nullptr) {
         algo = HK_ALGO_MESH;
-        sync = myBuf + bufferBytes - HK_SYNC_BYTES;
-        bufferBytes -= HK_SYNC_BYTES;
     }
-    if (algo != HK_ALGO_MESH && algo != HK_ALGO_RING) {
-        OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
-        return HCCL_E_PARA;
-    }
-    if (algo == HK_ALGO_MESH && resCtx.threadNum < n) {
-        OP_LOG_ERROR("mesh reduce_scatter needs %u threads, got %u, tag %s", n, resCtx.threadNum, param.tag);
-        return HCCL_E_PARA;
-    }
-    const Ctx c{param,
-                resCtx,
+    HK_TRY(HkRingMeshCheck(param, resCtx, algo, "reduce_scatter"));
+    const Ctx c{{param, resCtx},
                 unit,
                 static_cast<HcommDataType>(param.dataType),
                 static_cast<HcommReduceOp>(param.reduceOp),
                 resCtx.rank,
                 n,
-                param.notifyTimeout,
                 static_cast<const uint8_t *>(param.inputPtr),
                 static_cast<uint8_t *>(param.outputPtr),
                 blockBytes,
-                myBuf,
+                static_cast<uint8_t *>(resCtx.localBuffer.addr),
                 sync};
     // Mesh: n-1 regions (one per sender); ring: n regions (one per block); cache-sized pieces.
-    const uint64_t region = HkSliceBytes(HkMin(bufferBytes / (algo == HK_ALGO_MESH ? n - 1 : n), HK_CACHE_SLICE_BYTES));
-    const uint64_t slice = region / unit * unit;
-    if (slice == 0) {
-        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u ranks), tag %s",
-                     static_cast<unsigned long long>(bufferBytes), n, param.tag);
-        return HCCL_E_MEMORY;
-    }
+    uint64_t region = 0;
+    uint64_t slice = 0;
+    HK_TRY(HkBlockSlices(param, resCtx, bufferBytes, algo == HK_ALGO_MESH ? n - 1 : n, unit, &region, &slice));
     for (uint64_t off = 0; off < blockBytes; off += slice) {
         const uint64_t len = HkMin(slice, blockBytes - off);
         HK_TRY(algo == HK_ALGO_MESH ? MeshSlice(c, off, len, region) : RingSlice(c, off, len, region));

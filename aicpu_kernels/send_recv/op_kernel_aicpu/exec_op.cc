@@ -99,18 +99,12 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
                 OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch, HK_ACK));
             }
         }
-    } else {
-        const uint8_t *peerStage = static_cast<const uint8_t *>(info.remoteBuffer.addr);
-        uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
-        for (uint64_t t = 0; t < rounds; ++t) {
-            const uint64_t off = t * slice;
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch, HK_ACK, timeout));
-            OP_CHECK(param.tag, HcommReadOnThread(thread, ch, output + off, peerStage + (t % 2) * half,
-                                                  HkMin(slice, totalBytes - off)));
-            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch, HK_DATA));
-        }
+        return HCCL_SUCCESS;
     }
-    return HCCL_SUCCESS;
+    // The receiver, per slice t: wait HK_ACK, Read slice t from half t % 2 of the sender's buffer,
+    // record HK_DATA (HkStagedRead of hk_coll.h, as the rooted collectives' readers).
+    return HkStagedRead(param, thread, ch, static_cast<const uint8_t *>(info.remoteBuffer.addr),
+                        static_cast<uint8_t *>(param.outputPtr), totalBytes, slice, half);
 }
 
 }  // namespace ops_send_recv
