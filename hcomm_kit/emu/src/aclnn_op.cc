@@ -318,9 +318,8 @@ std::string mask_names(uint32_t mask, const char* (*name)(int)) {
 }
 
 /* Checks one tensor of phase one; fills its first byte, byte runs (empty = contiguous) and size. */
-int check_tensor(const HkAclnnOpDesc* d, const char* what, const aclTensor* t, size_t es, char** first,
-                 std::vector<HkRun>* runs, uint64_t* bytes) {
-    const char* api = d->api;
+int check_tensor(const HkAclnnOpDesc* d, const char* api, const char* what, const aclTensor* t, size_t es,
+                 char** first, std::vector<HkRun>* runs, uint64_t* bytes) {
     if (!tensor_live(t))
         return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s = %p is not a live aclTensor (aclCreateTensor)", what, (const void*)t);
     if (t->format == ACL_FORMAT_NC1HWC0 || t->format == ACL_FORMAT_FRACTAL_Z || t->format == ACL_FORMAT_FRACTAL_NZ)
@@ -334,9 +333,9 @@ int check_tensor(const HkAclnnOpDesc* d, const char* what, const aclTensor* t, s
     if (n == 0) return 0;
     if (!t->data) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "%s has no data (tensorData NULL)", what);
     uint64_t extent = view_extent(t, es);
-    if (int rc = check_side(api, what, *first, extent, 1, "aclTensor"))
+    if (check_side(api, what, *first, extent, 1, "aclTensor"))
         return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s (shape %s, offset %lld): %s", what, shape_str(t).c_str(),
-                      (long long)t->offset, last_err().c_str() + (rc ? 0 : 0));
+                      (long long)t->offset, last_err().c_str());
     std::vector<HkRun> r;
     if (!view_runs(t, es, &r))
         return seterr(ACLNN_ERR_PARAM_INVALID, api,
@@ -359,9 +358,10 @@ EMU_API aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc* d, const aclTen
         return seterr(ACLNN_ERR_INNER, "HkAclnnGetWorkspaceSize",
                       "operator description of version %u, this emulator takes %u: rebuild the operator (hcomm-kit build)",
                       d ? d->version : 0u, HK_ACLNN_DESC_VERSION);
-    const char* api = d->api;
+    const std::string api1 = std::string(d->api) + "GetWorkspaceSize";
+    const char* api = api1.c_str();
     clear_err();
-    if (int r = check_init(api)) return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "%s", last_err().c_str() + (r ? 0 : 0));
+    if (check_init(api)) return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "%s", last_err().c_str());
     struct {
         const void* p;
         const char* name;
@@ -398,8 +398,8 @@ EMU_API aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc* d, const aclTen
     /* reduce op */
     if (d->reduceMask) {
         if (reduceOp < 0 || reduceOp > 31 || !(d->reduceMask >> reduceOp & 1u))
-            return seterr(ACLNN_ERR_PARAM_INVALID, api, "reduceOp %lld: operator %s takes %s (op.toml reduce_ops)",
-                          (long long)reduceOp, d->opName, mask_names(d->reduceMask, redop_name).c_str());
+            return seterr(ACLNN_ERR_PARAM_INVALID, api, "reduceOp %lld (%s): operator %s takes %s (op.toml reduce_ops)",
+                          (long long)reduceOp, reduceOp >= 0 && reduceOp < 4 ? redop_name((int)reduceOp) : "unknown", d->opName, mask_names(d->reduceMask, redop_name).c_str());
         if (sb < 2 && (!(d->a2a3DtypeMask >> hdt & 1u) || !(d->a2a3ReduceMask >> reduceOp & 1u)))
             return seterr(ACLNN_ERR_PARAM_INVALID, api,
                           "%s with reduceOp %s is not supported on %s: HcommLocalReduceOnThread reduces %s x %s there "
@@ -439,16 +439,31 @@ EMU_API aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc* d, const aclTen
                       d->opName, (unsigned long long)want, shape_str(x).c_str(), c->nranks, rule);
     std::unique_ptr<aclOpExecutor, void (*)(aclOpExecutor*)> e(executor_new(), executor_free);
     if (!e) return seterr(ACLNN_ERR_INNER_CREATE_EXECUTOR, api, "out of memory");
-    if (int rc = check_tensor(d, "x", x, es, &e->in, &e->in_runs, &e->in_bytes)) return rc;
-    if (int rc = check_tensor(d, "out", out, es, &e->out, &e->out_runs, &e->out_bytes)) return rc;
-    /* aliasing */
+    if (int rc = check_tensor(d, api, "x", x, es, &e->in, &e->in_runs, &e->in_bytes)) return rc;
+    if (int rc = check_tensor(d, api, "out", out, es, &e->out, &e->out_runs, &e->out_bytes)) return rc;
+    /* aliasing: byte runs of x and out that intersect (interleaved views of one storage may not) */
     uint64_t xe = view_extent(x, es), oe = view_extent(out, es);
-    bool overlap = xe && oe && e->in < e->out + oe && e->out < e->in + xe;
     bool same = e->in == e->out && e->in_runs.empty() && e->out_runs.empty() && xe == oe;
-    if (overlap && !(same && d->inplace))
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "x and out overlap%s: operator %s %s", same ? "" : " partially",
-                      d->opName, d->inplace ? "runs in place only when out is x (same contiguous memory)"
-                                            : "does not run in place ([io].inplace = false)");
+    if (xe && oe && e->in < e->out + oe && e->out < e->in + xe && !(same && d->inplace)) {
+        std::vector<HkRun> a = e->in_runs.empty() ? std::vector<HkRun>{{0, e->in_bytes}} : e->in_runs;
+        std::vector<HkRun> b = e->out_runs.empty() ? std::vector<HkRun>{{0, e->out_bytes}} : e->out_runs;
+        auto by_off = [](const HkRun& l, const HkRun& r) { return l.off < r.off; };
+        std::sort(a.begin(), a.end(), by_off);
+        std::sort(b.begin(), b.end(), by_off);
+        const uintptr_t ia = (uintptr_t)e->in, ib = (uintptr_t)e->out;
+        size_t i = 0, j = 0;
+        bool hit = false;
+        while (i < a.size() && j < b.size() && !hit) {
+            uintptr_t a0 = ia + a[i].off, a1 = a0 + a[i].len, b0 = ib + b[j].off, b1 = b0 + b[j].len;
+            if (a0 < b1 && b0 < a1) hit = true;
+            else if (a1 <= b1) i++;
+            else j++;
+        }
+        if (hit)
+            return seterr(ACLNN_ERR_PARAM_INVALID, api, "x and out overlap%s: operator %s %s", same ? "" : " partially",
+                          d->opName, d->inplace ? "runs in place only when out is x (same contiguous memory)"
+                                                : "does not run in place ([io].inplace = false)");
+    }
     /* workspace: staging of non-contiguous views */
     uint64_t ws = 0;
     if (!e->in_runs.empty()) {
@@ -461,7 +476,7 @@ EMU_API aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc* d, const aclTen
     }
     e->ws_size = ws;
     /* OpParam */
-    e->api = api;
+    e->api = d->api;
     e->kernel = d->kernel;
     e->comm = c;
     e->group = group;
