@@ -18,6 +18,7 @@ LAYERS = [
     {"runtime"},            # ctypes declarations of the C API, backend selection
     {"core"},               # device, streams, events, bootstrap, the communicator host object
     {"ops"},                # custom operators, built-in collectives, references
+    {"aclnn"},              # operators through the two-phase aclnn interface (invoker, pools)
     {"jobs"},               # mpirun lookup and launch, job output, per-rank runner
     {"bench"},
     {"testing"},            # the pytest plugin

@@ -381,3 +381,14 @@ if __name__ == "__main__":  # python -m hcomm_kit.base.dtypes --c-header
     if sys.argv[1:] != ["--c-header"]:
         sys.exit("usage: python -m hcomm_kit.base.dtypes --c-header > hcomm_kit/emu/src/hccl_api_support.h")
     sys.stdout.write(render_c_header())
+
+
+#: ``aclDataType`` of each dtype (the aclnn API describes tensors with it; CANN's
+#: ``acl/acl_base.h`` enum: ACL_FLOAT 0, ACL_FLOAT16 1, ACL_INT8 2, ACL_INT32 3, ACL_UINT8 4,
+#: ACL_INT16 6, ACL_UINT16 7, ACL_UINT32 8, ACL_INT64 9, ACL_UINT64 10, ACL_DOUBLE 11, ACL_BF16 27).
+#: The generated aclnn host code maps it to ``HcclDataType`` (:attr:`DType.value`) from here.
+ACL_DATA_TYPE: dict[str, int] = {
+    "fp32": 0, "fp16": 1, "int8": 2, "int32": 3, "uint8": 4, "int16": 6, "uint16": 7, "uint32": 8,
+    "int64": 9, "uint64": 10, "fp64": 11, "bf16": 27,
+}
+__all__.append("ACL_DATA_TYPE")

@@ -46,7 +46,7 @@ from ..base.resources import emu_dir
 __all__ = ["EMULATED_LIBS", "STUB_LIBS", "CROSS_TOOLS", "write_tree"]
 
 #: Library names CANN build files link that the emulator implements: links to libhcomm_emu.so.
-EMULATED_LIBS = ("ascendcl", "acl_rt", "hccl", "hcomm", "c_sec", "runtime")
+EMULATED_LIBS = ("ascendcl", "acl_rt", "hccl", "hcomm", "c_sec", "runtime", "nnopbase", "opapi")
 #: Libraries CANN build files link that have nothing to emulate here (logging, profiling, dump,
 #: error reporting, the Ascend C runtime of AI Core launches): empty shared objects, link-only.
 STUB_LIBS = ("unified_dlog", "ascendalog", "alog", "profapi", "msprofiler", "error_manager", "ascend_dump",

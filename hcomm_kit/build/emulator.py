@@ -42,7 +42,8 @@ LIB_NAME = "libhcomm_emu.so"
 #: Directory beside the library holding the built-in operators (``<stem>.so`` + ``<stem>.json``),
 #: found by the library itself (dladdr) when a program calls HcclAllReduce and friends.
 BUILTIN_DIR = "builtin_kernels"
-COMPAT_NAMES = ("libascendcl.so", "libacl_rt.so", "libhccl.so", "libhcomm.so", "libc_sec.so")
+COMPAT_NAMES = ("libascendcl.so", "libacl_rt.so", "libhccl.so", "libhcomm.so", "libc_sec.so",
+                "libnnopbase.so", "libopapi.so")  # the last two: the aclnn meta API (aclnn/acl_meta.h)
 BASE_FLAGS = (
     "-std=c++17", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-DFUNC_VISIBILITY",
     "-Wall", "-Wextra", "-Werror", "-pthread",

@@ -45,4 +45,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"{res.spec.name}: {state} ({res.target}, key {res.key})")
     print(f"  kernel   {res.so_path}")
     print(f"  op-info  {res.json_path}")
+    if res.target == "emu":
+        from ..build.aclnnbuild import build_aclnn, install
+        from ..base import envs
+
+        api = build_aclnn(res.spec, res.json_path, verbose=args.verbose)
+        print(f"  aclnn    {api.api}GetWorkspaceSize / {api.api}")
+        print(f"  header   {api.header}")
+        print(f"  library  {api.library}")
+        home = envs.ascend_home_path()
+        # a CANN-shaped tree written by `hcomm-kit config --ascend-home`: install as a custom op package
+        if home and (home / "README.hcomm-kit.md").is_file() and (home / "opp" / "vendors" / res.spec.vendor).is_dir():
+            inst = install(api, res.spec, home)
+            print(f"  installed {inst.header}")
+            print(f"            {inst.library}")
     return 0

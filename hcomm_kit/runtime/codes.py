@@ -126,7 +126,12 @@ _ACL_RT = _table("ACL_ERROR_RT_", """
 """)
 
 # ---- aclnn status (acl_runtime.md §2.7.4) ------------------------------------------------------
-_ACLNN = {0: "ACLNN_SUCCESS", 161001: "ACLNN_ERR_PARAM_NULLPTR", 161002: "ACLNN_ERR_PARAM_INVALID"}
+# (and CANN's "aclnn Return Codes" page, tables 1 and 2; the emulator's aclnn/aclnn_base.h)
+_ACLNN = {0: "ACLNN_SUCCESS", 161001: "ACLNN_ERR_PARAM_NULLPTR", 161002: "ACLNN_ERR_PARAM_INVALID",
+          361001: "ACLNN_ERR_RUNTIME_ERROR", 561000: "ACLNN_ERR_INNER", 561001: "ACLNN_ERR_INNER_INFERSHAPE_ERROR",
+          561002: "ACLNN_ERR_INNER_TILING_ERROR", 561003: "ACLNN_ERR_INNER_FIND_KERNEL_ERROR",
+          561101: "ACLNN_ERR_INNER_CREATE_EXECUTOR", 561102: "ACLNN_ERR_INNER_NOT_TRANS_EXECUTOR",
+          561103: "ACLNN_ERR_INNER_NULLPTR"}
 
 # ---- HcclResult: hccl/hccl_types.h (hcomm.md §2.3) ---------------------------------------------
 _HCCL = _table("HCCL_E_", """

@@ -1,0 +1,612 @@
+/* The two phases of an operator's aclnn interface (<hcomm_kit/aclnn_ext.h>), called by the host
+ * library `hcomm-kit build` generates for every operator (templates/op_api/aclnn_op.cc.jinja).
+ *
+ * Phase one (HkAclnnGetWorkspaceSize) checks what CANN's aclnn operators check, with CANN's aclnn
+ * codes (<aclnn/aclnn_base.h>) and the reason in aclGetRecentErrMsg(): NULL arguments
+ * (ACLNN_ERR_PARAM_NULLPTR), dtypes against op.toml, shapes against [io].output, formats, the
+ * group (a live communicator of this process on the current device, by HcclGetCommName), the
+ * products of op.toml and the A2/A3 reduce gate, device memory (ACLNN_ERR_PARAM_INVALID). It
+ * sizes the workspace: the staging of a non-contiguous input / output (the kernel takes flat
+ * buffers), 0 for contiguous tensors. It builds the executor (OpParam filled).
+ *
+ * Phase two (HkAclnnRun) enqueues on the stream, asynchronously: the gather of a non-contiguous
+ * input into the workspace (aclrtMemcpyAsync per contiguous run), the launch protocol of the
+ * Python CustomOp and of the HCCL collective API (hccl_coll.cc; hcomm.md §3.11):
+ *     record "go" -> aclrtLaunchKernelWithConfig(timeout = HCCL_EXEC_TIMEOUT) -> wait "done"
+ * (thread-notify handshake; acl-notify: aclrtRecordNotify / aclrtWaitAndResetNotify), then the
+ * scatter of a staged output. The operator's resources (threads, notifies, channels of its
+ * topology, the engine context in its AlgResourceCtx layout) are acquired by the first call per
+ * (communicator, stream, operator), as CustomOp does: that first call is collective. A
+ * non-repeatable executor is released by phase two, as in CANN.
+ */
+#include "aclnn_impl.h"
+#include "comm.h"
+#include "emu.h"
+#include "reduce.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace emu {
+namespace {
+
+constexpr uint64_t kMaxRuns = 1u << 16; /* contiguous runs of a staged view (one copy task each) */
+constexpr uint64_t kAlign = 512;        /* workspace staging alignment, bytes */
+
+template <class T>
+void put(std::vector<unsigned char>& b, uint32_t off, T v) {
+    memcpy(b.data() + off, &v, sizeof v);
+}
+
+/* ------------------------------------------------------------------ views */
+
+/* The contiguous byte runs of t's view (relative to its first element), merged; returns false when
+ * there are more than kMaxRuns. A contiguous view gives one run. */
+bool view_runs(const aclTensor* t, size_t es, std::vector<HkRun>* runs) {
+    /* merge dims: drop size-1 dims, fuse (i, i+1) when stride[i] == stride[i+1] * dim[i+1] */
+    std::vector<std::pair<int64_t, int64_t>> d; /* (size, stride) outer -> inner */
+    for (size_t i = 0; i < t->view.size(); i++)
+        if (t->view[i] != 1) d.emplace_back(t->view[i], t->stride[i]);
+    std::vector<std::pair<int64_t, int64_t>> m;
+    for (auto& x : d) {
+        if (!m.empty() && m.back().second == x.first * x.second) {
+            m.back().first *= x.first;
+            m.back().second = x.second;
+        } else {
+            m.push_back(x);
+        }
+    }
+    runs->clear();
+    uint64_t n = t->numel();
+    if (n == 0) return true;
+    uint64_t inner = 1;
+    if (!m.empty() && m.back().second == 1) {
+        inner = (uint64_t)m.back().first;
+        m.pop_back();
+    }
+    uint64_t count = n / inner;
+    if (count > kMaxRuns) return false;
+    std::vector<int64_t> idx(m.size(), 0);
+    for (uint64_t r = 0; r < count; r++) {
+        uint64_t off = 0;
+        for (size_t i = 0; i < m.size(); i++) off += (uint64_t)idx[i] * (uint64_t)m[i].second;
+        runs->push_back({off * es, inner * es});
+        for (size_t i = m.size(); i-- > 0;) {
+            if (++idx[i] < m[i].first) break;
+            idx[i] = 0;
+        }
+    }
+    return true;
+}
+
+/* Bytes from the first element of the view to one past its last. */
+uint64_t view_extent(const aclTensor* t, size_t es) {
+    if (t->numel() == 0) return 0;
+    uint64_t last = 0;
+    for (size_t i = 0; i < t->view.size(); i++) last += (uint64_t)(t->view[i] - 1) * (uint64_t)t->stride[i];
+    return (last + 1) * es;
+}
+
+std::string shape_str(const aclTensor* t) {
+    std::string s = "[";
+    for (size_t i = 0; i < t->view.size(); i++) s += strprintf("%s%lld", i ? ", " : "", (long long)t->view[i]);
+    return s + "]";
+}
+
+/* ------------------------------------------------------------------ kernels */
+
+std::mutex g_fn_m;
+std::map<std::string, aclrtFuncHandle> g_fns; /* json + '\n' + kernel */
+
+int kernel_fn(const HkAclnnOpDesc* d, aclrtFuncHandle* fn) {
+    std::lock_guard<std::mutex> g(g_fn_m);
+    std::string key = std::string(d->opInfoJson) + "\n" + d->kernel;
+    auto it = g_fns.find(key);
+    if (it != g_fns.end()) {
+        *fn = it->second;
+        return 0;
+    }
+    aclrtBinaryLoadOption opt;
+    memset(&opt, 0, sizeof opt);
+    opt.type = ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE;
+    opt.value.cpuKernelMode = 1;
+    aclrtBinaryLoadOptions opts = {&opt, 1};
+    aclrtBinHandle bin = nullptr;
+    if (aclrtBinaryLoadFromFile(d->opInfoJson, &opts, &bin) != ACL_SUCCESS)
+        return seterr(ACLNN_ERR_INNER_FIND_KERNEL_ERROR, d->api,
+                      "cannot load the kernel of operator %s (%s): %s. Rebuild it: hcomm-kit build <operator dir>",
+                      d->opName, d->opInfoJson, last_err().c_str());
+    if (aclrtBinaryGetFunction(bin, d->kernel, fn) != ACL_SUCCESS)
+        return seterr(ACLNN_ERR_INNER_FIND_KERNEL_ERROR, d->api, "operator %s: kernel %s: %s", d->opName, d->kernel,
+                      last_err().c_str());
+    g_fns.emplace(key, *fn);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ resources per (comm, stream, op) */
+
+struct OpRes {
+    std::mutex m;
+    bool ready = false;
+    std::string tag;
+    void* dev_ctx = nullptr;
+    ThreadHandle cpu = 0, aicpu_on_cpu = 0;
+    aclrtNotify notify[2] = {nullptr, nullptr};
+    std::vector<unsigned char> host; /* host copy of AlgResourceCtx */
+};
+using ResKey = std::tuple<Comm*, Stream*, uint32_t, std::string>;
+std::mutex g_res_m;
+std::map<ResKey, std::shared_ptr<OpRes>> g_res;
+std::atomic<uint64_t> g_serial{0};
+
+uint32_t thread_count(const HkAclnnOpDesc* d, uint32_t nranks, const std::vector<std::pair<uint32_t, uint32_t>>& peers0) {
+    int64_t n;
+    if (d->threadRule > 0) n = d->threadRule;
+    else if (d->threadRule == HK_THREADS_RANKS) n = nranks;
+    else if (d->threadRule == HK_THREADS_RANKS_M1) n = (int64_t)nranks - 1;
+    else {
+        std::vector<uint32_t> p;
+        for (auto& x : peers0) p.push_back(x.second);
+        std::sort(p.begin(), p.end());
+        n = std::unique(p.begin(), p.end()) - p.begin();
+    }
+    return (uint32_t)std::max<int64_t>(1, n);
+}
+
+/* [(index in channels[], peer rank)] of the topology (OpSpec.channel_peers). */
+std::vector<std::pair<uint32_t, uint32_t>> channel_peers(const HkAclnnOpDesc* d, uint32_t rank, uint32_t n) {
+    std::vector<std::pair<uint32_t, uint32_t>> out;
+    if (d->topology == HK_TOPO_NONE || d->topology == HK_TOPO_PEER || n == 1) return out;
+    uint32_t prev = (rank + n - 1) % n, next = (rank + 1) % n;
+    if (d->topology == HK_TOPO_RING) return {{0, prev}, {1, next}};
+    if (d->topology == HK_TOPO_MESH) {
+        for (uint32_t p = 0; p < n; p++)
+            if (p != rank) out.emplace_back(p, p);
+        return out;
+    }
+    out.emplace_back(std::min(prev, next), std::min(prev, next));
+    if (prev != next) out.emplace_back(std::max(prev, next), std::max(prev, next));
+    return out;
+}
+
+int push_ctx(HcclComm comm, const HkAclnnOpDesc* d, OpRes& r) {
+    int rc = HcclEngineCtxCopy(comm, COMM_ENGINE_AICPU_TS, r.tag.c_str(), r.host.data(), d->ctxSize, 0);
+    if (rc) return seterr(ACLNN_ERR_RUNTIME_ERROR, d->api, "HcclEngineCtxCopy: %s", last_err().c_str());
+    return 0;
+}
+
+int acquire_channels(HcclComm comm, Comm* c, const HkAclnnOpDesc* d, OpRes& r,
+                     const std::vector<std::pair<uint32_t, uint32_t>>& peers) {
+    if (peers.empty()) return 0;
+    std::vector<HcclChannelDesc> descs(peers.size());
+    HcclChannelDescInit(descs.data(), (uint32_t)descs.size());
+    for (size_t i = 0; i < peers.size(); i++) {
+        descs[i].remoteRank = peers[i].second;
+        descs[i].channelProtocol = is_950() ? COMM_PROTOCOL_UB_CTP : COMM_PROTOCOL_HCCS;
+        descs[i].notifyNum = d->channelNotifies;
+    }
+    std::vector<ChannelHandle> handles(peers.size(), 0);
+    if (int rc = HcclChannelAcquire(comm, COMM_ENGINE_AICPU_TS, descs.data(), (uint32_t)descs.size(), handles.data()))
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, d->api, "rank %u: HcclChannelAcquire (HcclResult %d): %s", c->rank, rc,
+                      last_err().c_str());
+    for (size_t i = 0; i < peers.size(); i++) {
+        void* buf = nullptr;
+        uint64_t size = 0;
+        if (int rc = HcclChannelGetHcclBuffer(comm, handles[i], &buf, &size))
+            return seterr(ACLNN_ERR_RUNTIME_ERROR, d->api, "rank %u: HcclChannelGetHcclBuffer (HcclResult %d): %s",
+                          c->rank, rc, last_err().c_str());
+        uint32_t base = d->ctxChannels + peers[i].first * d->channelInfoSize;
+        put<uint32_t>(r.host, base + d->chRemoteRank, peers[i].second);
+        put<uint32_t>(r.host, base + d->chNotifyNum, d->channelNotifies);
+        put<uint64_t>(r.host, base + d->chHandle, handles[i]);
+        put<void*>(r.host, base + d->chRemoteBuffer, buf);
+        put<uint64_t>(r.host, base + d->chRemoteBuffer + sizeof(void*), size);
+    }
+    return 0;
+}
+
+int res_init(HcclComm comm, Comm* c, Stream* s, const HkAclnnOpDesc* d, OpRes& r) {
+    const char* api = d->api;
+    r.tag = strprintf("hk_aclnn_%s_%llu", d->opName, (unsigned long long)g_serial.fetch_add(1) + 1).substr(0, 150);
+    r.host.assign(d->ctxSize, 0);
+    auto peers = channel_peers(d, c->rank, c->nranks);
+    uint32_t nthreads = thread_count(d, c->nranks, channel_peers(d, 0, c->nranks));
+    if (nthreads > d->maxThreads)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "operator %s needs %u threads for %u ranks but threads[] holds %u",
+                      d->opName, nthreads, c->nranks, d->maxThreads);
+    if (c->nranks > d->maxChannels && d->topology != HK_TOPO_RING && d->topology != HK_TOPO_NONE)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "operator %s supports at most %u ranks, the communicator has %u",
+                      d->opName, d->maxChannels, c->nranks);
+    std::vector<ThreadHandle> threads(nthreads, 0);
+    int rc = 0;
+    const char* step = "";
+    ThreadHandle cpu_on_ai = 0;
+    if (!d->aclNotify) {
+        if ((rc = HcclThreadAcquireWithStream(comm, COMM_ENGINE_CPU_TS, s, 1, &r.cpu))) step = "HcclThreadAcquireWithStream";
+        else if ((rc = HcclThreadExportToCommEngine(comm, 1, &r.cpu, COMM_ENGINE_AICPU_TS, &cpu_on_ai)))
+            step = "HcclThreadExportToCommEngine (stream thread)";
+        else if ((rc = HcclThreadAcquire(comm, COMM_ENGINE_AICPU_TS, nthreads, d->notifySlots, threads.data())))
+            step = "HcclThreadAcquire";
+        else if ((rc = HcclThreadExportToCommEngine(comm, 1, threads.data(), COMM_ENGINE_CPU_TS, &r.aicpu_on_cpu)))
+            step = "HcclThreadExportToCommEngine (AICPU main thread)";
+    } else {
+        for (int i = 0; i < 2 && !rc; i++) {
+            uint32_t id = 0;
+            if ((rc = aclrtCreateNotify(&r.notify[i], ACL_NOTIFY_DEFAULT))) step = "aclrtCreateNotify";
+            else if ((rc = aclrtGetNotifyId(r.notify[i], &id))) step = "aclrtGetNotifyId";
+            else put<uint32_t>(r.host, d->ctxNotifyIds + 4u * (uint32_t)i, id);
+        }
+        if (!rc && (rc = HcclThreadAcquire(comm, COMM_ENGINE_AICPU_TS, nthreads, d->notifySlots, threads.data())))
+            step = "HcclThreadAcquire";
+    }
+    void* buf = nullptr;
+    uint64_t size = 0;
+    if (!rc && (rc = HcclGetHcclBuffer(comm, &buf, &size))) step = "HcclGetHcclBuffer";
+    if (rc)
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "rank %u: acquiring the resources of operator %s failed in %s: %s",
+                      c->rank, d->opName, step, last_err().c_str());
+    put<uint64_t>(r.host, d->ctxAicpuThread, threads[0]);
+    put<uint64_t>(r.host, d->ctxCpuThreadOnAicpu, cpu_on_ai);
+    put<uint32_t>(r.host, d->ctxRank, c->rank);
+    put<uint32_t>(r.host, d->ctxRankSize, c->nranks);
+    put<uint32_t>(r.host, d->ctxThreadNum, nthreads);
+    uint32_t chnum = (d->topology == HK_TOPO_NONE || c->nranks == 1) ? 0 : d->topology == HK_TOPO_RING ? 2 : c->nranks;
+    put<uint32_t>(r.host, d->ctxChannelNum, chnum);
+    put<uint32_t>(r.host, d->ctxNotifyNumPerThread, d->notifySlots);
+    put<void*>(r.host, d->ctxLocalBuffer, buf);
+    put<uint64_t>(r.host, d->ctxLocalBuffer + sizeof(void*), size);
+    memcpy(r.host.data() + d->ctxThreads, threads.data(), nthreads * sizeof(ThreadHandle));
+    if (int e = acquire_channels(comm, c, d, r, peers)) return e;
+    if ((rc = HcclEngineCtxCreate(comm, r.tag.c_str(), COMM_ENGINE_AICPU_TS, d->ctxSize, &r.dev_ctx)))
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "HcclEngineCtxCreate: %s", last_err().c_str());
+    if (int e = push_ctx(comm, d, r)) return e;
+    r.ready = true;
+    return 0;
+}
+
+bool res_alive(HcclComm comm, const HkAclnnOpDesc* d, OpRes& r) {
+    void* p = nullptr;
+    uint64_t size = 0;
+    return HcclEngineCtxGet(comm, r.tag.c_str(), COMM_ENGINE_AICPU_TS, &p, &size) == HCCL_SUCCESS && p == r.dev_ctx &&
+           size == d->ctxSize;
+}
+
+/* The locked resource set of (comm, stream, operator), created on first use. */
+int resources(HcclComm comm, Comm* c, Stream* s, const HkAclnnOpDesc* d, std::shared_ptr<OpRes>* out,
+              std::unique_lock<std::mutex>* lock) {
+    ResKey key(c, s, s->id, std::string(d->opInfoJson) + "\n" + d->kernel);
+    std::shared_ptr<OpRes> r;
+    {
+        std::lock_guard<std::mutex> g(g_res_m);
+        auto& slot = g_res[key];
+        if (!slot) slot = std::make_shared<OpRes>();
+        r = slot;
+    }
+    *lock = std::unique_lock<std::mutex>(r->m);
+    if (r->ready && !res_alive(comm, d, *r)) { /* another communicator at the same address */
+        lock->unlock();
+        auto fresh = std::make_shared<OpRes>();
+        {
+            std::lock_guard<std::mutex> g(g_res_m);
+            g_res[key] = fresh;
+        }
+        r = fresh;
+        *lock = std::unique_lock<std::mutex>(r->m);
+    }
+    *out = r;
+    if (!r->ready) {
+        clear_err();
+        return res_init(comm, c, s, d, *r);
+    }
+    return 0;
+}
+
+int soc_bit() { return cfg().soc == Soc::A2 ? 0 : cfg().soc == Soc::A3 ? 1 : 2; }
+const char* kProducts[3] = {"Ascend910B", "Ascend910_93", "Ascend950"};
+
+std::string mask_names(uint32_t mask, const char* (*name)(int)) {
+    std::string s;
+    for (int i = 0; i < 32; i++)
+        if (mask >> i & 1u) s += std::string(s.empty() ? "" : ", ") + name(i);
+    return s.empty() ? "-" : s;
+}
+
+/* Checks one tensor of phase one; fills its first byte, byte runs (empty = contiguous) and size. */
+int check_tensor(const HkAclnnOpDesc* d, const char* api, const char* what, const aclTensor* t, size_t es,
+                 char** first, std::vector<HkRun>* runs, uint64_t* bytes) {
+    if (!tensor_live(t))
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s = %p is not a live aclTensor (aclCreateTensor)", what, (const void*)t);
+    if (t->format == ACL_FORMAT_NC1HWC0 || t->format == ACL_FORMAT_FRACTAL_Z || t->format == ACL_FORMAT_FRACTAL_NZ)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api,
+                      "%s has the private format %d: operator %s takes ND (or NCHW/NHWC) tensors", what, (int)t->format,
+                      d->opName);
+    uint64_t n = t->numel();
+    *bytes = n * es;
+    *first = static_cast<char*>(t->data) + (uint64_t)t->offset * es;
+    runs->clear();
+    if (n == 0) return 0;
+    if (!t->data) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "%s has no data (tensorData NULL)", what);
+    uint64_t extent = view_extent(t, es);
+    if (check_side(api, what, *first, extent, 1, "aclTensor"))
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s (shape %s, offset %lld): %s", what, shape_str(t).c_str(),
+                      (long long)t->offset, last_err().c_str());
+    std::vector<HkRun> r;
+    if (!view_runs(t, es, &r))
+        return seterr(ACLNN_ERR_PARAM_INVALID, api,
+                      "%s (shape %s) is a non-contiguous view of more than %llu contiguous pieces: operator %s stages a "
+                      "non-contiguous view piece by piece; make it contiguous first", what, shape_str(t).c_str(),
+                      (unsigned long long)kMaxRuns, d->opName);
+    if (!(r.size() == 1 && r[0].off == 0)) *runs = std::move(r);
+    return 0;
+}
+
+}  // namespace
+}  // namespace emu
+
+using namespace emu;
+
+EMU_API aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc* d, const aclTensor* x, const aclTensor* out,
+                                            int64_t reduceOp, int64_t root, const char* group, const void* param,
+                                            uint64_t* workspaceSize, aclOpExecutor** executor) {
+    if (!d || d->version != HK_ACLNN_DESC_VERSION)
+        return seterr(ACLNN_ERR_INNER, "HkAclnnGetWorkspaceSize",
+                      "operator description of version %u, this emulator takes %u: rebuild the operator (hcomm-kit build)",
+                      d ? d->version : 0u, HK_ACLNN_DESC_VERSION);
+    const std::string api1 = std::string(d->api) + "GetWorkspaceSize";
+    const char* api = api1.c_str();
+    clear_err();
+    if (check_init(api)) return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "%s", last_err().c_str());
+    struct {
+        const void* p;
+        const char* name;
+    } nulls[] = {{x, "x"}, {out, "out"}, {group, "group"}, {workspaceSize, "workspaceSize"}, {executor, "executor"},
+                 {param, "param"}};
+    for (auto& n : nulls)
+        if (!n.p) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "%s is NULL", n.name);
+    *executor = nullptr;
+    *workspaceSize = 0;
+    if (!tensor_live(x)) return seterr(ACLNN_ERR_PARAM_INVALID, api, "x = %p is not a live aclTensor", (const void*)x);
+    if (!tensor_live(out)) return seterr(ACLNN_ERR_PARAM_INVALID, api, "out = %p is not a live aclTensor", (const void*)out);
+    /* dtype */
+    int hdt = -1;
+    std::string accepted;
+    for (uint32_t i = 0; i < d->dtypeNum && i < HK_ACLNN_MAX_DTYPES; i++) {
+        if (d->aclDtypes[i] == (int32_t)x->dtype) hdt = d->hcclDtypes[i];
+        accepted += std::string(accepted.empty() ? "" : ", ") + acl_dtype_name(d->aclDtypes[i]);
+    }
+    if (hdt < 0)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "x has dataType %s (%d): operator %s takes %s (op.toml dtypes)",
+                      acl_dtype_name(x->dtype), (int)x->dtype, d->opName, accepted.c_str());
+    if (out->dtype != x->dtype)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "out has dataType %s, x has %s: they must be the same",
+                      acl_dtype_name(out->dtype), acl_dtype_name(x->dtype));
+    /* product */
+    int sb = soc_bit();
+    if (!(d->productMask >> sb & 1u)) {
+        std::string p;
+        for (int i = 0; i < 3; i++)
+            if (d->productMask >> i & 1u) p += std::string(p.empty() ? "" : ", ") + kProducts[i];
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "operator %s runs on %s (op.toml products), this is %s (HCOMM_KIT_SOC)",
+                      d->opName, p.c_str(), cfg().soc_name.c_str());
+    }
+    /* reduce op */
+    if (d->reduceMask) {
+        if (reduceOp < 0 || reduceOp > 31 || !(d->reduceMask >> reduceOp & 1u))
+            return seterr(ACLNN_ERR_PARAM_INVALID, api, "reduceOp %lld (%s): operator %s takes %s (op.toml reduce_ops)",
+                          (long long)reduceOp, reduceOp >= 0 && reduceOp < 4 ? redop_name((int)reduceOp) : "unknown", d->opName, mask_names(d->reduceMask, redop_name).c_str());
+        if (sb < 2 && (!(d->a2a3DtypeMask >> hdt & 1u) || !(d->a2a3ReduceMask >> reduceOp & 1u)))
+            return seterr(ACLNN_ERR_PARAM_INVALID, api,
+                          "%s with reduceOp %s is not supported on %s: HcommLocalReduceOnThread reduces %s x %s there "
+                          "(hcomm.md §3.1)", acl_dtype_name(x->dtype), redop_name((int)reduceOp), cfg().soc_name.c_str(),
+                          mask_names(d->a2a3DtypeMask, dtype_name).c_str(), mask_names(d->a2a3ReduceMask, redop_name).c_str());
+    }
+    /* group */
+    Context* ctx = current_ctx();
+    if (!ctx) return seterr(ACLNN_ERR_PARAM_INVALID, api, "no current device (aclrtSetDevice) to find group '%s' on", group);
+    Comm* c = comm_find_by_name(group, ctx->dev);
+    if (!c)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api,
+                      "group '%s' names no live HCCL communicator of this process on device %d (pass HcclGetCommName of "
+                      "this rank's communicator)", group, ctx->dev->id);
+    if (root < 0 || root >= (int64_t)c->nranks)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "root %lld is not a rank of the %u-rank group '%s'", (long long)root,
+                      c->nranks, group);
+    /* shapes */
+    size_t es = acl_dtype_size(x->dtype);
+    uint64_t n = x->numel(), want;
+    const char* rule = "count";
+    if (d->output == HK_OUT_COUNT_TIMES_RANKS) {
+        want = n * c->nranks;
+        rule = "count*ranks";
+    } else if (d->output == HK_OUT_COUNT_DIV_RANKS) {
+        rule = "count/ranks";
+        if (n % c->nranks)
+            return seterr(ACLNN_ERR_PARAM_INVALID, api, "x has %llu elements, not a multiple of the %u ranks ([io].output = "
+                          "\"count/ranks\")", (unsigned long long)n, c->nranks);
+        want = n / c->nranks;
+    } else {
+        want = n;
+    }
+    if (out->numel() != want)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "out has shape %s (%llu elements), operator %s writes %llu for x of shape "
+                      "%s on %u ranks ([io].output = \"%s\")", shape_str(out).c_str(), (unsigned long long)out->numel(),
+                      d->opName, (unsigned long long)want, shape_str(x).c_str(), c->nranks, rule);
+    std::unique_ptr<aclOpExecutor, void (*)(aclOpExecutor*)> e(executor_new(), executor_free);
+    if (!e) return seterr(ACLNN_ERR_INNER_CREATE_EXECUTOR, api, "out of memory");
+    if (int rc = check_tensor(d, api, "x", x, es, &e->in, &e->in_runs, &e->in_bytes)) return rc;
+    if (int rc = check_tensor(d, api, "out", out, es, &e->out, &e->out_runs, &e->out_bytes)) return rc;
+    /* aliasing: byte runs of x and out that intersect (interleaved views of one storage may not) */
+    uint64_t xe = view_extent(x, es), oe = view_extent(out, es);
+    bool same = e->in == e->out && e->in_runs.empty() && e->out_runs.empty() && xe == oe;
+    if (xe && oe && e->in < e->out + oe && e->out < e->in + xe && !(same && d->inplace)) {
+        std::vector<HkRun> a = e->in_runs.empty() ? std::vector<HkRun>{{0, e->in_bytes}} : e->in_runs;
+        std::vector<HkRun> b = e->out_runs.empty() ? std::vector<HkRun>{{0, e->out_bytes}} : e->out_runs;
+        auto by_off = [](const HkRun& l, const HkRun& r) { return l.off < r.off; };
+        std::sort(a.begin(), a.end(), by_off);
+        std::sort(b.begin(), b.end(), by_off);
+        const uintptr_t ia = (uintptr_t)e->in, ib = (uintptr_t)e->out;
+        size_t i = 0, j = 0;
+        bool hit = false;
+        while (i < a.size() && j < b.size() && !hit) {
+            uintptr_t a0 = ia + a[i].off, a1 = a0 + a[i].len, b0 = ib + b[j].off, b1 = b0 + b[j].len;
+            if (a0 < b1 && b0 < a1) hit = true;
+            else if (a1 <= b1) i++;
+            else j++;
+        }
+        if (hit)
+            return seterr(ACLNN_ERR_PARAM_INVALID, api, "x and out overlap%s: operator %s %s", same ? "" : " partially",
+                          d->opName, d->inplace ? "runs in place only when out is x (same contiguous memory)"
+                                                : "does not run in place ([io].inplace = false)");
+    }
+    /* workspace: staging of non-contiguous views */
+    uint64_t ws = 0;
+    if (!e->in_runs.empty()) {
+        e->ws_in = ws;
+        ws += (e->in_bytes + kAlign - 1) / kAlign * kAlign;
+    }
+    if (!e->out_runs.empty()) {
+        e->ws_out = ws;
+        ws += (e->out_bytes + kAlign - 1) / kAlign * kAlign;
+    }
+    e->ws_size = ws;
+    /* OpParam */
+    e->api = d->api;
+    e->kernel = d->kernel;
+    e->comm = c;
+    e->group = group;
+    e->param.assign(static_cast<const unsigned char*>(param), static_cast<const unsigned char*>(param) + d->paramSize);
+    std::vector<unsigned char>& p = e->param;
+    snprintf(reinterpret_cast<char*>(p.data() + d->pTag), d->pTagLen, "hk_aclnn_%s", d->opName);
+    snprintf(reinterpret_cast<char*>(p.data() + d->pCommName), d->pCommNameLen, "%s", c->name.c_str());
+    put<uint64_t>(p, d->pCount, n);
+    put<int32_t>(p, d->pDevType, sb);
+    put<int32_t>(p, d->pDataType, hdt);
+    put<int32_t>(p, d->pOpType, d->opType);
+    put<int32_t>(p, d->pReduceOp, d->reduceMask ? (int32_t)reduceOp : 0);
+    put<uint32_t>(p, d->pRoot, (uint32_t)root);
+    put<uint32_t>(p, d->pNotifyTimeout, cfg().default_kernel_timeout_s);
+    *workspaceSize = ws;
+    *executor = e.release();
+    return ACLNN_SUCCESS;
+}
+
+EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t workspaceSize, aclOpExecutor* e,
+                               aclrtStream stream) {
+    if (!d || d->version != HK_ACLNN_DESC_VERSION)
+        return seterr(ACLNN_ERR_INNER, "HkAclnnRun", "operator description of another version: rebuild the operator");
+    const char* api = d->api;
+    clear_err();
+    if (!e) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "executor is NULL");
+    if (!executor_live(e))
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p is not live (released by an earlier run: make it "
+                      "repeatable with aclSetAclOpExecutorRepeatable to run it again)", (void*)e);
+    if (e->api != api)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p was made by %sGetWorkspaceSize, not %sGetWorkspaceSize",
+                      (void*)e, e->api.c_str(), api);
+    struct Release {
+        aclOpExecutor* e;
+        ~Release() {
+            if (e && !e->repeatable) executor_free(e);
+        }
+    } release{e};
+    e->ran = true;
+    if (e->ws_size && !workspace)
+        return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "workspace is NULL but phase one asked for %llu bytes",
+                      (unsigned long long)e->ws_size);
+    if (workspaceSize < e->ws_size)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "workspaceSize %llu is less than the %llu bytes phase one asked for",
+                      (unsigned long long)workspaceSize, (unsigned long long)e->ws_size);
+    if (e->ws_size) {
+        if (check_side(api, "workspace", workspace, e->ws_size, 1, "workspace"))
+            return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
+    }
+    Comm* c = comm_from_handle(e->comm);
+    if (!c || c->name != e->group)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "the communicator of group '%s' was destroyed after phase one",
+                      e->group.c_str());
+    HcclComm comm = c;
+    int code = 0;
+    Stream* s = stream_resolve(stream, &code, api);
+    if (!s) return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
+    if (s->dev != c->dev)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "stream %u is on device %d, group '%s' on device %d", s->id,
+                      s->dev->id, e->group.c_str(), c->dev->id);
+    aclrtFuncHandle fn = nullptr;
+    if (int rc = kernel_fn(d, &fn)) return rc;
+    std::shared_ptr<OpRes> rp;
+    std::unique_lock<std::mutex> lock;
+    if (int rc = resources(comm, c, s, d, &rp, &lock)) return rc;
+    OpRes& r = *rp;
+    if (d->topology == HK_TOPO_PEER) {
+        uint32_t peer;
+        memcpy(&peer, e->param.data() + d->pRoot, sizeof peer);
+        uint64_t h = 0;
+        memcpy(&h, r.host.data() + d->ctxChannels + peer * d->channelInfoSize + d->chHandle, sizeof h);
+        if (peer != c->rank && !h) {
+            if (int rc = acquire_channels(comm, c, d, r, {{peer, peer}})) return rc;
+            if (int rc = push_ctx(comm, d, r)) return rc;
+        }
+    }
+    char* ws = static_cast<char*>(workspace);
+    char* in = e->in_runs.empty() ? e->in : ws + e->ws_in;
+    char* out = e->out_runs.empty() ? e->out : ws + e->ws_out;
+    auto copy = [&](char* dst, const char* src, uint64_t n) {
+        return aclrtMemcpyAsync(dst, n, src, n, ACL_MEMCPY_DEVICE_TO_DEVICE, s);
+    };
+    uint64_t pos = 0;
+    for (const HkRun& run : e->in_runs) {
+        if (int rc = copy(in + pos, e->in + run.off, run.len))
+            return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "staging x into the workspace: %s (aclError %d)", last_err().c_str(), rc);
+        pos += run.len;
+    }
+    std::vector<unsigned char> p = e->param;
+    put<void*>(p, d->pInputPtr, in);
+    put<void*>(p, d->pOutputPtr, out);
+    put<uint64_t>(p, d->pCpuThread, r.cpu);
+    put<uint64_t>(p, d->pAicpuThreadOnCpu, r.aicpu_on_cpu);
+    put<void*>(p, d->pResCtx, r.dev_ctx);
+    uint32_t tmo;
+    memcpy(&tmo, p.data() + d->pNotifyTimeout, sizeof tmo);
+    int rc;
+    if (!d->aclNotify) {
+        if ((rc = HcommThreadNotifyRecordOnThread(r.cpu, r.aicpu_on_cpu, 0)))
+            return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "recording the host's \"go\": %s", last_err().c_str());
+    } else if ((rc = aclrtRecordNotify(r.notify[0], s))) {
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "aclrtRecordNotify (\"go\"): %s", last_err().c_str());
+    }
+    aclrtArgsHandle args = nullptr;
+    aclrtParamHandle ph = nullptr;
+    if ((rc = aclrtKernelArgsInit(fn, &args)) || (rc = aclrtKernelArgsAppend(args, p.data(), p.size(), &ph)) ||
+        (rc = aclrtKernelArgsFinalize(args)))
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "preparing the arguments of %s: %s (aclError %d)", d->kernel,
+                      last_err().c_str(), rc);
+    aclrtLaunchKernelAttr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT;
+    attr.value.timeout = (uint16_t)std::min<uint32_t>(tmo, 65535);
+    aclrtLaunchKernelCfg lcfg;
+    lcfg.numAttrs = 1;
+    lcfg.attrs = &attr;
+    if ((rc = aclrtLaunchKernelWithConfig(fn, 1, s, &lcfg, args, nullptr)))
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "launching %s: %s (aclError %d)", d->kernel, last_err().c_str(), rc);
+    if (!d->aclNotify) {
+        if ((rc = HcommThreadNotifyWaitOnThread(r.cpu, 0, tmo)))
+            return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "enqueueing the wait for \"done\": %s", last_err().c_str());
+    } else if ((rc = aclrtWaitAndResetNotify(r.notify[1], s, tmo))) {
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "aclrtWaitAndResetNotify (\"done\"): %s", last_err().c_str());
+    }
+    pos = 0;
+    for (const HkRun& run : e->out_runs) {
+        if ((rc = copy(e->out + run.off, out + pos, run.len)))
+            return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "copying the result out of the workspace: %s (aclError %d)",
+                          last_err().c_str(), rc);
+        pos += run.len;
+    }
+    return ACLNN_SUCCESS;
+}

@@ -1,0 +1,233 @@
+"""Operators through CANN's two-phase aclnn interface (issue 24).
+
+* the generated interface: names, header prototypes (no rank needed);
+* a C++ host written as on Ascend (tests/c/aclnn_host/main.cc: aclnn_ring_sum.h, aclnn/acl_meta.h,
+  HcclGetCommName as the group, a stream) calling a scaffolded ring_sum at 2, 3 and 4 ranks as
+  threads and under mpirun: sums and max against references, a strided input view and a strided
+  output view (staged through the workspace), an output view at an offset with untouched
+  neighbours, a repeatable executor run 3 times, every refusal of phase one (NULLs, dtype, shape,
+  group, reduce op, root, host memory, aliasing) and of phase two (workspace), the product gate;
+* the Python invoker (hcomm_kit.aclnn) under mpirun: numpy, DeviceBuffer and torch inputs,
+  identical results to comm.load_op(dir), two streams, refusals as AclError with the ACLNN code,
+  and the workspace pool reusing its memory across 1000 calls.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_orchestrator import expected, make_input, scaffold
+
+C_HOST = Path(__file__).parent / "c" / "aclnn_host" / "main.cc"
+NP4 = pytest.param(4, marks=pytest.mark.slow)
+
+
+def test_aclnn_names_and_header(tmp_path: Path) -> None:
+    from hcomm_kit.build.aclnnbuild import aclnn_name, render_sources
+    from hcomm_kit.build.opspec import load_opspec
+    from hcomm_kit.scaffold.render import new_op
+
+    assert aclnn_name("ring_sum") == "aclnnRingSum"
+    assert aclnn_name("allreduce") == "aclnnAllreduce"
+    new_op("my_gather", pattern="mesh-allgather", directory=tmp_path)
+    spec = load_opspec(tmp_path / "my_gather")
+    src = render_sources(spec)
+    h = src["aclnn_my_gather.h"]
+    assert "GENERATED" in h and '#include "aclnn/aclnn_base.h"' in h
+    assert re.search(r"aclnnStatus aclnnMyGatherGetWorkspaceSize\(\s*const aclTensor \*x,\s*int64_t root,\s*"
+                     r"const char \*group,\s*aclTensor \*out,\s*uint64_t \*workspaceSize,\s*"
+                     r"aclOpExecutor \*\*executor\);", h), h
+    assert "aclnnStatus aclnnMyGather(void *workspace, uint64_t workspaceSize," in h
+    assert "reduceOp" not in h  # not a reduction
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ring_sum scaffolded + built (kernel and aclnn library), and the C host linked to it."""
+    from hcomm_kit.build import emulator as _emulator
+    from hcomm_kit.build.aclnnbuild import build_aclnn
+    from hcomm_kit.build.opbuild import build_op
+
+    res = build_op(scaffold("ring-allreduce", name="ring_sum"))
+    api = build_aclnn(res.spec, res.json_path)
+    out = tmp_path_factory.mktemp("aclnn_host")
+    inc, lib = _emulator.get_include(), _emulator.library_dir()
+    exe = out / "aclnn_host"
+    cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{inc}", f"-I{api.include_dir}", str(C_HOST),
+           "-o", str(exe), f"-L{api.lib_dir}", f"-lcust_opapi_{res.spec.name}", f"-L{lib}", "-lnnopbase", "-lhccl",
+           "-lascendcl", "-pthread", f"-Wl,-rpath,{api.lib_dir}", f"-Wl,-rpath,{lib}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return exe
+
+
+def _env(ranks: int, **extra: str) -> dict[str, str]:
+    import hccl_capi
+
+    return hccl_capi.env(ranks, extra.pop("soc", "Ascend910B"), **extra)
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_c_host_threads(host: Path, ranks: int) -> None:
+    r = subprocess.run([str(host), "threads"], env=_env(ranks), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == ranks, r.stdout
+
+
+@pytest.mark.parametrize("ranks", [2, pytest.param(3, marks=pytest.mark.slow), NP4])
+def test_c_host_mpirun(host: Path, tmp_path: Path, ranks: int) -> None:
+    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", str(ranks), "--timeout", "200", "--",
+                        str(host), "mpi", str(tmp_path)], env=_env(ranks), capture_output=True, text=True, timeout=260)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"OK rank \d+", r.stdout)) == ranks, r.stdout
+
+
+def test_c_host_product_gate(tmp_path: Path) -> None:
+    """An operator whose op.toml lists only Ascend910B is refused on Ascend950 by phase one."""
+    from hcomm_kit.build import emulator as _emulator
+    from hcomm_kit.build.aclnnbuild import build_aclnn
+    from hcomm_kit.build.opbuild import build_op
+    from hcomm_kit.scaffold.render import new_op, update_op
+
+    new_op("ring_sum", pattern="ring-allreduce", directory=tmp_path)
+    toml = tmp_path / "ring_sum" / "op.toml"
+    toml.write_text(re.sub(r"products = \[.*\]", 'products = ["Ascend910B"]', toml.read_text()))
+    update_op(tmp_path / "ring_sum")
+    res = build_op(tmp_path / "ring_sum")
+    api = build_aclnn(res.spec, res.json_path)
+    inc, lib = _emulator.get_include(), _emulator.library_dir()
+    exe = tmp_path / "host"
+    subprocess.run(["g++", "-std=c++17", "-O1", f"-I{inc}", f"-I{api.include_dir}", str(C_HOST), "-o", str(exe),
+                    f"-L{api.lib_dir}", "-lcust_opapi_ring_sum", f"-L{lib}", "-lnnopbase", "-lhccl", "-lascendcl",
+                    "-pthread", f"-Wl,-rpath,{api.lib_dir}", f"-Wl,-rpath,{lib}"], check=True, timeout=300)
+    r = subprocess.run([str(exe), "product"], env=_env(1, soc="Ascend950"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "OK product refused" in r.stdout, r.stdout + r.stderr
+
+
+# ---- the Python invoker, under mpirun ------------------------------------------------------------
+
+@pytest.mark.mpi(np=[2, 3, NP4], timeout=300)
+def test_invoker_matches_load_op(comm) -> None:
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.core.device import DeviceBuffer
+
+    opdir = scaffold("ring-allreduce", name="ring_sum")
+    op = aclnn.load(opdir)
+    assert op.name == "RingSum" and "RingSum" in aclnn.registered()
+    direct = comm.load_op(opdir)
+    for dtype, rop, count in (("fp32", "sum", 1000), ("int32", "max", 77), ("fp16", "min", 5), ("fp32", "sum", 0)):
+        x = make_input(comm.rank, count, dtype)
+        want = expected("ring-allreduce", comm.rank, comm.size, count, dtype, rop)
+        got = aclnn.invoke("RingSum", x, group=comm.name, reduce_op=rop).wait()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, direct(x, reduce_op=rop))
+    # out given, 2-D input, the communicator as the group
+    x = make_input(comm.rank, 600, "fp32").reshape(20, 30)
+    y = np.empty_like(x)
+    assert aclnn.invoke("aclnnRingSum", x, out=y, group=comm).wait() is y
+    np.testing.assert_array_equal(y.ravel(), expected("ring-allreduce", comm.rank, comm.size, 600, "fp32"))
+    # device buffers in and out; two calls in flight on two streams of two communicators (calls on
+    # one communicator share its channels' notifies: as in HCCL, they go in order, one stream)
+    other = comm.split(0)
+    xb = DeviceBuffer.from_numpy(make_input(comm.rank, 256, "int32"))
+    w1 = aclnn.invoke("RingSum", xb, group=other.name, stream=aclnn.stream_pool(comm.rt).get(1))
+    w2 = aclnn.invoke("RingSum", make_input(comm.rank, 64, "fp32"), group=comm.name)
+    yb = w1.wait()
+    assert isinstance(yb, DeviceBuffer)
+    np.testing.assert_array_equal(yb.numpy(), expected("ring-allreduce", comm.rank, comm.size, 256, "int32"))
+    np.testing.assert_array_equal(w2.wait(), expected("ring-allreduce", comm.rank, comm.size, 64, "fp32"))
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        t = torch.from_numpy(make_input(comm.rank, 128, "fp32"))
+        got = aclnn.invoke("RingSum", t, group=comm.name).wait()
+        np.testing.assert_array_equal(got, expected("ring-allreduce", comm.rank, comm.size, 128, "fp32"))
+    other.close()
+
+
+@pytest.mark.mpi(np=[2], timeout=300)
+def test_invoker_refusals(comm) -> None:
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.base.errors import AclError, ConfigError
+
+    aclnn.load(scaffold("ring-allreduce", name="ring_sum"))
+    x = np.ones(16, np.float32)
+    cases = [(dict(group="no_such_group"), 161002, "no_such_group"),
+             (dict(group=comm.name, reduce_op="prod"), 161002, "prod"),
+             (dict(group=comm.name, root=comm.size), 161002, "root"),
+             (dict(group=comm.name, out=np.empty(15, np.float32), ranks=comm.size), None, "out")]
+    for kw, code, word in cases:
+        with pytest.raises((AclError, ConfigError)) as ei:
+            aclnn.invoke("RingSum", x, **kw)
+        if code is not None:
+            assert ei.value.code == code and ei.value.name == "ACLNN_ERR_PARAM_INVALID", ei.value
+        assert word in str(ei.value)
+    with pytest.raises(AclError) as ei:
+        aclnn.invoke("RingSum", np.ones(4, np.int64), group=comm.name)
+    assert ei.value.code == 161002 and "ACL_INT64" in ei.value.message
+    with pytest.raises(ConfigError, match="no aclnn operator 'Nope'"):
+        aclnn.invoke("Nope", x, group=comm.name)
+    # the pool and the executor survive refusals: a good call still works
+    np.testing.assert_array_equal(aclnn.invoke("RingSum", x, group=comm.name).wait(), x * comm.size)
+
+
+@pytest.mark.mpi(np=[1], env={"HCOMM_KIT_SOC": "Ascend950"}, timeout=300)
+def test_invoker_product_gate(comm) -> None:
+    """acl-notify operators run on A2/A3 only (op.toml products): phase one refuses on 950."""
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.base.errors import AclError
+
+    op = aclnn.load(scaffold("ring-allreduce", "acl-notify"))
+    with pytest.raises(AclError, match="op.toml products") as ei:
+        aclnn.invoke(op.name, np.ones(8, np.float32), group=comm.name)
+    assert ei.value.code == 161002
+
+
+@pytest.mark.mpi(np=[2], timeout=300)
+def test_workspace_pool_reuses_memory(comm) -> None:
+    """1000 calls (staged numpy in/out, and a strided device view needing a workspace) allocate
+    nothing after the first; the pool's size stays put and everything is back when idle."""
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.aclnn.meta import TensorDesc
+    from hcomm_kit.core.device import DeviceBuffer
+
+    op = aclnn.load(scaffold("ring-allreduce", name="ring_sum"))
+    pool = aclnn.workspace_pool(comm.rt)
+    x = make_input(comm.rank, 100, "fp32")
+    want = expected("ring-allreduce", comm.rank, comm.size, 100, "fp32")
+    np.testing.assert_array_equal(aclnn.invoke("RingSum", x, group=comm.name).wait(), want)
+    # a strided view: column 0 of a [100, 2] matrix -> the workspace stages it
+    m = DeviceBuffer.from_numpy(np.stack([x, np.zeros_like(x)], axis=1))
+    yb = DeviceBuffer.empty(100, "fp32")
+    tx = TensorDesc(op.meta, m.ptr, (100,), "fp32", strides=(2,), storage=(100, 2))
+    ty = TensorDesc(op.meta, yb.ptr, (100,), "fp32")
+    s = aclnn.stream_pool(comm.rt).get(0)
+    size, ex = op.get_workspace_size(tx, ty, group=comm.name)
+    assert size >= 400
+    ws = pool.acquire(size)
+    op.run(ws.ptr, size, ex, s.handle)
+    s.synchronize()
+    pool.release(ws)
+    np.testing.assert_array_equal(yb.numpy(), want)
+    allocs, held = pool.allocations, pool.size
+    for i in range(1000):
+        got = aclnn.invoke("RingSum", x, group=comm.name).wait()
+        if i % 250 == 0:
+            size, ex = op.get_workspace_size(tx, ty, group=comm.name)
+            ws = pool.acquire(size)
+            op.run(ws.ptr, size, ex, s.handle)
+            s.synchronize()
+            pool.release(ws)
+    np.testing.assert_array_equal(got, want)
+    assert (pool.allocations, pool.size) == (allocs, held), pool
+    assert pool.in_use == 0
+    tx.close()
+    ty.close()
