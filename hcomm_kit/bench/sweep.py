@@ -323,7 +323,7 @@ class _Case:
 
 class _OpCase(_Case):
     """One size of a user's operator: sized like the collective it is (:class:`OpTarget`), called
-    through :class:`~hcomm_kit.ops.op.CustomOp` (``launch`` = enqueue only, as ``async_op="stream"``)."""
+    through :class:`~hcomm_kit.ops.custom_op.CustomOp` (``launch`` = enqueue only, as ``async_op="stream"``)."""
 
     def __init__(self, comm, target: OpTarget, op, nbytes: int, dt: "_dtypes.DType", rop: str, root: int | None,
                  fill: str, inplace: bool) -> None:

@@ -245,7 +245,7 @@ class OpSpec:
           peer (and channel) when there are 2 ranks.
         * ``peer``: none up front; the channel to the peer named by ``OpParam.root`` is acquired
           on the first call with that peer (collective between the two ends only), at index =
-          peer rank (see :meth:`hcomm_kit.ops.op.CustomOp.launch`).
+          peer rank (see :meth:`hcomm_kit.ops.custom_op.CustomOp.launch`).
         * ``none`` or a single rank: no channel.
         """
         _check_rank(rank, rank_size)
@@ -583,7 +583,7 @@ class _Validator:
                 raise self.fail("op.dtypes", exc.reason) from None
             if dt_name not in canon_dtypes:  # aliases ("float32" and "fp32") name one dtype: listed once
                 canon_dtypes.append(dt_name)
-        # Mixed A2/A3 + 950 lists are allowed: the call-time gate (hcomm_kit.ops.op) then refuses the
+        # Mixed A2/A3 + 950 lists are allowed: the call-time gate (hcomm_kit.ops.custom_op) then refuses the
         # combinations the running product cannot reduce.
         if canon_ops and all(p in A2A3 for p in products):
             bad_ops = [r for r in canon_ops if r not in A2A3_REDUCE_OPS]

@@ -127,7 +127,7 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
         return f"{self._group_name or 'pg'}#{self._id}"
 
     def _product_name(self) -> str:
-        from ..ops.op import PRODUCT_OF_DEV_TYPE
+        from ..ops.custom_op import PRODUCT_OF_DEV_TYPE
 
         return PRODUCT_OF_DEV_TYPE.get(self.comm.device.dev_type, self.comm.device.soc)
 

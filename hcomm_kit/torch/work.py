@@ -34,7 +34,7 @@ class _Stage:
 
     def __init__(self, ops: Operands, orphans: list[Operands]) -> None:
         self.ops = ops
-        self.works: list = []                   # hcomm_kit.ops.op.Work of each enqueued kernel
+        self.works: list = []                   # hcomm_kit.ops.work.Work of each enqueued kernel
         self.after: list[Callable[[], None]] = []
         self.orphans = orphans                  # the group's: operands of kernels that may still run
 
