@@ -35,7 +35,7 @@ from ..base import envs
 from ..base.errors import AclError, CollectiveMismatchError, ConfigError, HcclError, HcommKitError
 from ..base.resources import aicpu_kernels_dir
 from ..base.validate import as_count, as_rank, check_out_array, check_timeout
-from ..build.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
+from ..build.opmodel import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from ..core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
 from ..runtime import enums, structs
 from . import callsite as _callsite
@@ -62,7 +62,7 @@ class CustomOp:
     """A loaded custom operator bound to a communicator. Call it: ``op(input, output=None, ...)``.
 
     Attributes:
-        spec: the :class:`~hcomm_kit.build.opspec.OpSpec` from op.toml.
+        spec: the :class:`~hcomm_kit.build.opmodel.OpSpec` from op.toml.
         build: the :class:`~hcomm_kit.build.opbuild.BuildResult`.
         name: operator name; ``tag``: the op tag (engine-context key and batch-mode tag).
     """
