@@ -487,7 +487,7 @@ def test_test_command_np_override_and_first_failure(tmp_path: Path) -> None:
 
 
 def test_logdirs_pruned_to_the_last_ten(tmp_path: Path, monkeypatch) -> None:
-    from hcomm_kit.testing import plugin
+    from hcomm_kit.testing import runner as plugin
 
     monkeypatch.setattr(plugin, "_logs_root", lambda: tmp_path)
 
