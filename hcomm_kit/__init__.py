@@ -26,8 +26,8 @@ _LAZY = {
     "init": "hcomm_kit.ops.communicator",
     "Communicator": "hcomm_kit.ops.communicator",
     "DeviceBuffer": "hcomm_kit.core.device",
-    "CustomOp": "hcomm_kit.ops.op",
-    "Work": "hcomm_kit.ops.op",
+    "CustomOp": "hcomm_kit.ops.custom_op",
+    "Work": "hcomm_kit.ops.work",
     "same_call": "hcomm_kit.ops.callsite",
 }
 

@@ -154,7 +154,7 @@ def test_backing_dir_of_a_sigkilled_launcher_is_reclaimed() -> None:
 
 def test_mpi_marker_rank_counts_are_checked() -> None:
     from hcomm_kit.base.errors import ConfigError
-    from hcomm_kit.testing.plugin import _marker_nps
+    from hcomm_kit.testing.items import _marker_nps
 
     class M:
         args, kwargs = (), {"np": [2, 100]}
@@ -487,7 +487,7 @@ def test_test_command_np_override_and_first_failure(tmp_path: Path) -> None:
 
 
 def test_logdirs_pruned_to_the_last_ten(tmp_path: Path, monkeypatch) -> None:
-    from hcomm_kit.testing import plugin
+    from hcomm_kit.testing import runner as plugin
 
     monkeypatch.setattr(plugin, "_logs_root", lambda: tmp_path)
 
@@ -516,7 +516,7 @@ def test_logdirs_pruned_to_the_last_ten(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_combine_groups_failures_by_rank() -> None:
-    from hcomm_kit.testing.plugin import _combine
+    from hcomm_kit.testing.results import _combine
 
     def rec(rank, text):
         return [{"nodeid": "t", "when": "call", "outcome": "failed", "text": text},
@@ -530,7 +530,7 @@ def test_combine_groups_failures_by_rank() -> None:
 
 
 def test_combine_shows_a_log_line_of_every_rank_once_when_their_errors_differ() -> None:
-    from hcomm_kit.testing.plugin import _combine
+    from hcomm_kit.testing.results import _combine
 
     def rec(rank, text, err):
         cap = f"\n--- captured stderr call ---\n[ERROR] exec_op.cc:99: count 1031 is too big (pid {4000 + rank})\n{err}"

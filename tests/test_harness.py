@@ -95,7 +95,7 @@ def test_plugin_under_mpirun_selects_world_size(tmp_path: Path) -> None:
     from hcomm_kit.jobs.mpirun import mpirun_argv
 
     (tmp_path / "test_m.py").write_text(PLUGIN_TESTS)
-    from hcomm_kit.testing.plugin import _SLOW_PLUGINS_OFF
+    from hcomm_kit.testing.runner import _SLOW_PLUGINS_OFF
 
     argv = mpirun_argv(2, [sys.executable, "-m", "pytest", "-p", "hcomm_kit.testing.plugin", "-p", "no:cacheprovider",
                            *_SLOW_PLUGINS_OFF, "-q", "--color=no", "test_m.py::test_ranks"])

@@ -56,7 +56,7 @@ def test_new_renders_every_pattern(tmp_path: Path, pattern: str, handshake: str)
 
 def test_generated_tests_are_collected(tmp_path: Path) -> None:
     """Every pattern x handshake's generated test file is collected, at 2, 3 and 4 ranks (one pytest run)."""
-    from hcomm_kit.testing.plugin import _SLOW_PLUGINS_OFF
+    from hcomm_kit.testing.runner import _SLOW_PLUGINS_OFF
 
     files = {}
     for pattern in PATTERNS:

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..jobs.runner import resolve_op
     from ..base.errors import ConfigError
     from ..base.limits import check_np
-    from ..testing.plugin import _SLOW_PLUGINS_OFF, entry_point_installed
+    from ..testing.runner import _SLOW_PLUGINS_OFF, entry_point_installed
 
     from ..jobs.preflight import check_env, usage_errors
 

@@ -121,32 +121,11 @@ def _pin_rank(rt, boot) -> None:
 def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,
          bootstrap: Bootstrap | None = None, pin: bool | None = None,
          cls: "type[Communicator] | None" = None) -> "Communicator":
-    """Create the communicator of this process (``cls``: the class to create; the public
-    :func:`hcomm_kit.init` is :func:`hcomm_kit.ops.communicator.init`, which passes the
-    communicator with the collectives and custom operators attached).
+    """Create the communicator of this process, an instance of ``cls`` (default: :class:`Communicator`).
 
-    Args:
-        comm: an mpi4py communicator to bootstrap from (default: ``MPI.COMM_WORLD`` under an MPI
-            launcher, else ``HCOMM_KIT_RANK``/``HCOMM_KIT_WORLD_SIZE``/``HCOMM_KIT_ROOT_INFO``, else a
-            1-rank communicator).
-        backend: ``"emu"`` / ``"cann"`` / ``"auto"`` (default ``HCOMM_KIT_BACKEND``).
-        soc: emulator personality (``Ascend910B``, ``Ascend910_93``, ``Ascend950``); sets
-            ``HCOMM_KIT_SOC`` before the runtime loads.
-        bootstrap: an explicit :class:`~hcomm_kit.core.bootstrap.Bootstrap` instead of ``comm`` /
-            the environment (e.g. ``Bootstrap.from_store(store, rank, size)``).
-        pin: False: never bind this process to one CPU (e.g. a training job whose compute
-            threads would share that CPU); None: as ``HCOMM_KIT_PIN`` says.
-
-    Returns:
-        A :class:`Communicator` (also a context manager).
-
-    Raises:
-        ConfigError: bad soc / env bootstrap; AclError / HcclError from the runtime.
-
-    Example:
-        >>> comm = hcomm_kit.init()          # doctest: +SKIP
-        >>> comm.rank, comm.size             # doctest: +SKIP
-        (0, 1)
+    The public :func:`hcomm_kit.init` is :func:`hcomm_kit.ops.communicator.init`, which passes the
+    communicator class with the collectives and custom operators attached; its docstring describes
+    the other arguments, the result and the errors (written once, there).
     """
     rt = _apply_soc(soc, backend)
     boot = bootstrap if bootstrap is not None else detect(comm)

@@ -1,7 +1,7 @@
 """Host-side device objects: the current device, streams, events and device buffers.
 
 Everything here is a thin owner of one runtime handle (freed on ``close()`` or garbage
-collection) so the hot paths of :mod:`hcomm_kit.ops.op` can keep raw pointers and call the
+collection) so the hot paths of :mod:`hcomm_kit.ops.custom_op` can keep raw pointers and call the
 pre-bound ctypes functions directly.
 
 Example::

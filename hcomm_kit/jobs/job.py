@@ -34,7 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..core.rank import die_with_parent, prctl as _prctl  # noqa: F401 - die_with_parent: launcher side too
 
@@ -316,30 +316,49 @@ def reclaim_shm(shm_dir: str = "/dev/shm", min_age: float = 2.0) -> list[str]:
     ``min_age`` seconds old. Segments of live processes, of other jobs included, are untouched.
     """
     prefix = f"hcomm_kit.{os.getuid()}."
+    now = time.time()
+    return reclaim_unlocked(shm_dir, lambda name: name.startswith(prefix),
+                            lambda name, st: name.endswith(".tmp") and now - st.st_mtime < min_age, os.unlink)
+
+
+def reclaim_unlocked(base: str, wanted: Callable[[str], bool], skip: Callable[[str, os.stat_result], bool],
+                     remove: Callable[[str], None], *, directory: bool = False) -> list[str]:
+    """Remove the entries of ``base`` whose owner is dead: their creator holds a flock on them for
+    its whole life, so one whose lock can be taken has none.
+
+    Args:
+        base: the directory to look in.
+        wanted: which names to consider.
+        skip: ``skip(name, stat)``: leave this one alone (too young, another user's...).
+        remove: removes one path (an OSError leaves it, unnamed in the result).
+        directory: the entries are directories (opened with O_DIRECTORY to take their lock).
+
+    Returns:
+        The names removed.
+    """
     removed: list[str] = []
     try:
-        names = os.listdir(shm_dir)
+        names = os.listdir(base)
     except OSError:
         return removed
-    now = time.time()
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_DIRECTORY if directory else 0)
     for name in names:
-        if not name.startswith(prefix):
+        if not wanted(name):
             continue
-        path = os.path.join(shm_dir, name)
+        path = os.path.join(base, name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fd = os.open(path, flags)
         except OSError:
             continue
         try:
-            st = os.fstat(fd)
-            if name.endswith(".tmp") and now - st.st_mtime < min_age:
+            if skip(name, os.fstat(fd)):
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                continue  # its owner lives
+                continue  # its owner lives (for a directory: or a child holding the lock)
             try:
-                os.unlink(path)
+                remove(path)
                 removed.append(name)
             except OSError:
                 pass

@@ -132,35 +132,16 @@ def reclaim_backing_dirs(base: str = "/dev/shm", min_age: float = 2.0) -> list[s
     Dead = its flock can be taken and its pid no longer exists; directories younger than
     ``min_age`` seconds (being created) and other users' are left alone. Returns the names removed.
     """
-    removed: list[str] = []
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return removed
-    now = time.time()
-    for name in names:
-        m = _BACKING_NAME.match(name)
-        if m is None:
-            continue
-        pid = int(m.group(1))
-        path = os.path.join(base, name)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if st.st_uid != os.getuid() or now - st.st_mtime < min_age or _pid_alive(pid):
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # its launcher lives (or a child holding the lock does)
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(name)
-        finally:
-            os.close(fd)
-    return removed
+    from .job import reclaim_unlocked
+
+    uid, now = os.getuid(), time.time()
+
+    def skip(name: str, st: os.stat_result) -> bool:  # another user's, being created, or its launcher lives
+        pid = int(_BACKING_NAME.match(name).group(1))
+        return st.st_uid != uid or now - st.st_mtime < min_age or _pid_alive(pid)
+
+    return reclaim_unlocked(base, lambda name: _BACKING_NAME.match(name) is not None, skip,
+                            lambda path: shutil.rmtree(path, ignore_errors=True), directory=True)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,6 +1,6 @@
 """Where a collective call comes from: the user's ``file:line``, for the collective-call check.
 
-The emulator's call check (:meth:`hcomm_kit.ops.op.CustomOp.check_call`) matches every rank's k-th
+The emulator's call check (:meth:`hcomm_kit.ops.custom_op.CustomOp.check_call`) matches every rank's k-th
 collective call and compares their descriptions. Two calls with the same arguments are told apart by
 their call site: the first frame outside hcomm-kit (and outside torch and the standard library, so
 that ``torch.distributed`` calls and DDP's hooks name the user's line, e.g. ``loss.backward()``). A

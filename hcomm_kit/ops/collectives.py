@@ -1,7 +1,7 @@
 """The built-in collectives: ``comm.all_reduce(x)`` and friends.
 
 Every collective is an ordinary operator directory in ``aicpu_kernels/`` (built, loaded and
-launched through the same path as users' operators: :class:`hcomm_kit.ops.op.CustomOp`). This module
+launched through the same path as users' operators: :class:`hcomm_kit.ops.custom_op.CustomOp`). This module
 only maps the Python API onto ``CustomOp.launch``: it stages host arrays through the operator's
 pooled device buffers, picks the algorithm id, and returns the output (or a :class:`Work`).
 
@@ -38,7 +38,7 @@ import numpy as np
 from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
-from .op import CustomOp
+from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..runtime import enums
 from ..base.validate import as_count, as_rank, check_out_array

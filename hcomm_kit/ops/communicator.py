@@ -35,7 +35,7 @@ class Communicator(_core.Communicator, CollectiveOps):
     @classmethod
     def _blank(cls, rt, boot: Bootstrap) -> "Communicator":
         self = super()._blank(rt, boot)
-        self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.ops.op)
+        self._resources: dict = {}      # (op tag, stream) -> op resources (see hcomm_kit.ops.resources)
         self._ops: dict = {}            # opdir -> CustomOp
         self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.ops.collectives)
         self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
@@ -51,7 +51,7 @@ class Communicator(_core.Communicator, CollectiveOps):
                 logs on stderr; default: ``HCOMM_KIT_DEBUG``), ``verbose=True`` echoes the build.
 
         Returns:
-            A :class:`~hcomm_kit.ops.op.CustomOp`, cached per directory.
+            A :class:`~hcomm_kit.ops.custom_op.CustomOp`, cached per directory.
         """
         self._check_open()
         if build_options.get("debug") is None:
@@ -59,7 +59,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         key = (str(Path(path).resolve()), tuple(sorted(build_options.items())))
         op = self._ops.get(key)
         if op is None:
-            from .op import CustomOp
+            from .custom_op import CustomOp
 
             op = CustomOp(self, path, **build_options)
             self._ops[key] = op

@@ -1,6 +1,9 @@
 """IntEnums / IntFlags mirroring the C enums and flag macros of ``acl_runtime.md`` §2.2–§2.6 and
 ``hcomm.md`` §2.2–§2.5. Values are exact; the layout test compares each member with the header.
 
+Each is declared from the C declaration's names and values by :func:`_c_enum` (numbered as C
+numbers them), which also records the header that declares it in :data:`C_ENUMS`.
+
 Data types live in :mod:`hcomm_kit.base.dtypes` (one dtype table); error codes in
 :mod:`hcomm_kit.runtime.codes`.
 """
@@ -8,6 +11,7 @@ Data types live in :mod:`hcomm_kit.base.dtypes` (one dtype table); error codes i
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
+from typing import Any
 
 __all__ = [
     # ACL
@@ -26,281 +30,114 @@ __all__ = [
 ]
 
 
+_DECLARED: list[tuple[type, str]] = []
+
+
+def _c_enum(name: str, header: str, prefix: str, members: str, *, flag: bool = False, doc: str | None = None) -> Any:
+    """An IntEnum (``flag``: IntFlag) ``name`` mirroring a C enum (or flag macros) of ``header``.
+
+    Args:
+        name: the Python class name.
+        header: the header declaring it, relative to the include directory (for :data:`C_ENUMS`).
+        prefix: the common start of the C names, left out of ``members``.
+        members: the C names without ``prefix`` in declaration order, numbered as C numbers them:
+            ``NAME`` is the previous value + 1 (the first: 0), ``NAME=VALUE`` sets it (a value taken
+            before makes an alias); ``#`` starts a comment.
+        flag: an IntFlag (the C side is a set of bit macros).
+        doc: the class docstring.
+
+    Returns:
+        The class, also recorded in :data:`C_ENUMS` with ``header``.
+    """
+    pairs: list[tuple[str, int]] = []
+    value = -1
+    for line in members.splitlines():
+        for token in line.split("#", 1)[0].split():
+            key, eq, raw = token.partition("=")
+            value = int(raw, 0) if eq else value + 1
+            pairs.append((prefix + key, value))
+    cls = (IntFlag if flag else IntEnum)(name, pairs, module=__name__, qualname=name)
+    if doc:
+        cls.__doc__ = doc
+    _DECLARED.append((cls, header))
+    return cls
+
+
 # ---------------------------------------------------------------------------------------------
 # ACL runtime (acl/acl_rt.h)
 # ---------------------------------------------------------------------------------------------
-class RunMode(IntEnum):
-    ACL_DEVICE = 0
-    ACL_HOST = 1
-
-
-class EventStatus(IntEnum):
-    ACL_EVENT_STATUS_COMPLETE = 0
-    ACL_EVENT_STATUS_NOT_READY = 1
-    ACL_EVENT_STATUS_RESERVED = 2
-
-
-class EventRecordedStatus(IntEnum):
-    ACL_EVENT_RECORDED_STATUS_NOT_READY = 0
-    ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
-
-
-class StreamStatus(IntEnum):
-    ACL_STREAM_STATUS_COMPLETE = 0
-    ACL_STREAM_STATUS_NOT_READY = 1
-    ACL_STREAM_STATUS_RESERVED = 0xFFFF
-
-
-class CallbackBlockType(IntEnum):
-    ACL_CALLBACK_NO_BLOCK = 0
-    ACL_CALLBACK_BLOCK = 1
-
-
-class MemcpyKind(IntEnum):
-    ACL_MEMCPY_HOST_TO_HOST = 0
-    ACL_MEMCPY_HOST_TO_DEVICE = 1
-    ACL_MEMCPY_DEVICE_TO_HOST = 2
-    ACL_MEMCPY_DEVICE_TO_DEVICE = 3
-    ACL_MEMCPY_DEFAULT = 4
-    ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE = 5
-    ACL_MEMCPY_INNER_DEVICE_TO_DEVICE = 6
-    ACL_MEMCPY_INTER_DEVICE_TO_DEVICE = 7
-
-
-class MemMallocPolicy(IntEnum):
-    ACL_MEM_MALLOC_HUGE_FIRST = 0
-    ACL_MEM_MALLOC_HUGE_ONLY = 1
-    ACL_MEM_MALLOC_NORMAL_ONLY = 2
-    ACL_MEM_MALLOC_HUGE_FIRST_P2P = 3
-    ACL_MEM_MALLOC_HUGE_ONLY_P2P = 4
-    ACL_MEM_MALLOC_NORMAL_ONLY_P2P = 5
-    ACL_MEM_MALLOC_HUGE1G_ONLY = 6
-    ACL_MEM_MALLOC_HUGE1G_ONLY_P2P = 7
-    ACL_MEM_TYPE_LOW_BAND_WIDTH = 0x0100
-    ACL_MEM_TYPE_HIGH_BAND_WIDTH = 0x1000
-    ACL_MEM_ACCESS_USER_SPACE_READONLY = 0x100000
-
-
-class KernelType(IntEnum):
-    ACL_KERNEL_TYPE_AICORE = 0
-    ACL_KERNEL_TYPE_CUBE = 1
-    ACL_KERNEL_TYPE_VECTOR = 2
-    ACL_KERNEL_TYPE_MIX = 3
-    ACL_KERNEL_TYPE_AICPU = 100
-
-
-class LaunchKernelAttrId(IntEnum):
-    ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE = 1
-    ACL_RT_LAUNCH_KERNEL_ATTR_DYN_UBUF_SIZE = 2
-    ACL_RT_LAUNCH_KERNEL_ATTR_LOCAL_MEMORY_SIZE = 2  # deprecated alias of DYN_UBUF_SIZE
-    ACL_RT_LAUNCH_KERNEL_ATTR_ENGINE_TYPE = 3
-    ACL_RT_LAUNCH_KERNEL_ATTR_BLOCKDIM_OFFSET = 4
-    ACL_RT_LAUNCH_KERNEL_ATTR_BLOCK_TASK_PREFETCH = 5
-    ACL_RT_LAUNCH_KERNEL_ATTR_DATA_DUMP = 6
-    ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT = 7       # value.timeout, seconds (uint16)
-    ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US = 8    # value.timeoutUs, microseconds; not together with 7
-    ACL_RT_LAUNCH_KERNEL_ATTR_ENABLE_PROFILING = 9
-
-
-class EngineType(IntEnum):
-    ACL_RT_ENGINE_TYPE_AIC = 0
-    ACL_RT_ENGINE_TYPE_AIV = 1
-
-
-class BinaryLoadOptionType(IntEnum):
-    ACL_RT_BINARY_LOAD_OPT_LAZY_LOAD = 1
-    ACL_RT_BINARY_LOAD_OPT_MAGIC = 2
-    ACL_RT_BINARY_LOAD_OPT_LAZY_MAGIC = 2  # deprecated alias of MAGIC
-    ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE = 3
-
-
-class BinaryMagic(IntEnum):
-    """``ACL_RT_BINARY_MAGIC_ELF_*`` (#defines) for ``aclrtBinaryLoadOptionValue.magic``."""
-    ACL_RT_BINARY_MAGIC_ELF_AICORE = 0x43554245
-    ACL_RT_BINARY_MAGIC_ELF_VECTOR_CORE = 0x41415246
-    ACL_RT_BINARY_MAGIC_ELF_CUBE_CORE = 0x41494343
-
-
-class StreamFlag(IntFlag):
-    ACL_STREAM_FAST_LAUNCH = 0x1
-    ACL_STREAM_FAST_SYNC = 0x2
-    ACL_STREAM_PERSISTENT = 0x4
-    ACL_STREAM_HUGE = 0x8
-    ACL_STREAM_CPU_SCHEDULE = 0x10
-    ACL_STREAM_DEVICE_USE_ONLY = 0x20
-
-
-class EventFlag(IntFlag):
-    ACL_EVENT_SYNC = 0x1
-    ACL_EVENT_CAPTURE_STREAM_PROGRESS = 0x2
-    ACL_EVENT_TIME_LINE = 0x8
-    ACL_EVENT_DEVICE_USE_ONLY = 0x10
-    ACL_EVENT_EXTERNAL = 0x20
-    ACL_EVENT_IPC = 0x40
-
-
-class NotifyFlag(IntFlag):
-    ACL_NOTIFY_DEFAULT = 0x0
-    ACL_NOTIFY_DEVICE_USE_ONLY = 0x1
+_ACL_RT = "acl/acl_rt.h"
+RunMode = _c_enum("RunMode", _ACL_RT, "ACL_", "DEVICE HOST")
+EventStatus = _c_enum("EventStatus", _ACL_RT, "ACL_EVENT_STATUS_", "COMPLETE NOT_READY RESERVED")
+EventRecordedStatus = _c_enum("EventRecordedStatus", _ACL_RT, "ACL_EVENT_RECORDED_STATUS_", "NOT_READY COMPLETE")
+StreamStatus = _c_enum("StreamStatus", _ACL_RT, "ACL_STREAM_STATUS_", "COMPLETE NOT_READY RESERVED=0xFFFF")
+CallbackBlockType = _c_enum("CallbackBlockType", _ACL_RT, "ACL_CALLBACK_", "NO_BLOCK BLOCK")
+MemcpyKind = _c_enum("MemcpyKind", _ACL_RT, "ACL_MEMCPY_", """
+    HOST_TO_HOST HOST_TO_DEVICE DEVICE_TO_HOST DEVICE_TO_DEVICE DEFAULT HOST_TO_BUF_TO_DEVICE
+    INNER_DEVICE_TO_DEVICE INTER_DEVICE_TO_DEVICE""")
+MemMallocPolicy = _c_enum("MemMallocPolicy", _ACL_RT, "ACL_MEM_", """
+    MALLOC_HUGE_FIRST MALLOC_HUGE_ONLY MALLOC_NORMAL_ONLY MALLOC_HUGE_FIRST_P2P MALLOC_HUGE_ONLY_P2P
+    MALLOC_NORMAL_ONLY_P2P MALLOC_HUGE1G_ONLY MALLOC_HUGE1G_ONLY_P2P
+    TYPE_LOW_BAND_WIDTH=0x0100 TYPE_HIGH_BAND_WIDTH=0x1000 ACCESS_USER_SPACE_READONLY=0x100000""")
+KernelType = _c_enum("KernelType", _ACL_RT, "ACL_KERNEL_TYPE_", "AICORE CUBE VECTOR MIX AICPU=100")
+LaunchKernelAttrId = _c_enum("LaunchKernelAttrId", _ACL_RT, "ACL_RT_LAUNCH_KERNEL_ATTR_", """
+    SCHEM_MODE=1 DYN_UBUF_SIZE
+    LOCAL_MEMORY_SIZE=2     # deprecated alias of DYN_UBUF_SIZE
+    ENGINE_TYPE BLOCKDIM_OFFSET BLOCK_TASK_PREFETCH DATA_DUMP
+    TIMEOUT                 # value.timeout, seconds (uint16)
+    TIMEOUT_US              # value.timeoutUs, microseconds; not together with TIMEOUT
+    ENABLE_PROFILING""")
+EngineType = _c_enum("EngineType", _ACL_RT, "ACL_RT_ENGINE_TYPE_", "AIC AIV")
+BinaryLoadOptionType = _c_enum("BinaryLoadOptionType", _ACL_RT, "ACL_RT_BINARY_LOAD_OPT_", """
+    LAZY_LOAD=1 MAGIC
+    LAZY_MAGIC=2            # deprecated alias of MAGIC
+    CPU_KERNEL_MODE""")
+BinaryMagic = _c_enum("BinaryMagic", _ACL_RT, "ACL_RT_BINARY_MAGIC_ELF_",
+                      "AICORE=0x43554245 VECTOR_CORE=0x41415246 CUBE_CORE=0x41494343",
+                      doc="``ACL_RT_BINARY_MAGIC_ELF_*`` (#defines) for ``aclrtBinaryLoadOptionValue.magic``.")
+StreamFlag = _c_enum("StreamFlag", _ACL_RT, "ACL_STREAM_", """
+    FAST_LAUNCH=0x1 FAST_SYNC=0x2 PERSISTENT=0x4 HUGE=0x8 CPU_SCHEDULE=0x10 DEVICE_USE_ONLY=0x20""", flag=True)
+EventFlag = _c_enum("EventFlag", _ACL_RT, "ACL_EVENT_", """
+    SYNC=0x1 CAPTURE_STREAM_PROGRESS=0x2 TIME_LINE=0x8 DEVICE_USE_ONLY=0x10 EXTERNAL=0x20 IPC=0x40""", flag=True)
+NotifyFlag = _c_enum("NotifyFlag", _ACL_RT, "ACL_NOTIFY_", "DEFAULT=0x0 DEVICE_USE_ONLY=0x1", flag=True)
 
 
 # ---------------------------------------------------------------------------------------------
 # HCCL / Hcomm (hccl/hccl_types.h, hcomm_res_defs.h, hccl/*.h, hcomm_primitives.h)
 # ---------------------------------------------------------------------------------------------
-class HcclResult(IntEnum):
-    HCCL_SUCCESS = 0
-    HCCL_E_PARA = 1
-    HCCL_E_PTR = 2
-    HCCL_E_MEMORY = 3
-    HCCL_E_INTERNAL = 4
-    HCCL_E_NOT_SUPPORT = 5
-    HCCL_E_NOT_FOUND = 6
-    HCCL_E_UNAVAIL = 7
-    HCCL_E_SYSCALL = 8
-    HCCL_E_TIMEOUT = 9
-    HCCL_E_OPEN_FILE_FAILURE = 10
-    HCCL_E_TCP_CONNECT = 11
-    HCCL_E_ROCE_CONNECT = 12
-    HCCL_E_TCP_TRANSFER = 13
-    HCCL_E_ROCE_TRANSFER = 14
-    HCCL_E_RUNTIME = 15
-    HCCL_E_DRV = 16
-    HCCL_E_PROFILING = 17
-    HCCL_E_CCE = 18
-    HCCL_E_NETWORK = 19
-    HCCL_E_AGAIN = 20
-    HCCL_E_REMOTE = 21
-    HCCL_E_SUSPENDING = 22
-    HCCL_E_OPRETRY_FAIL = 23
-    HCCL_E_OOM = 24
-    HCCL_E_IN_STATUS = 1041
-    HCCL_E_RESERVED = 1042
-
-
-class ReduceOp(IntEnum):
-    """``HcclReduceOp`` and ``HcommReduceOp`` (same numbering)."""
-    HCCL_REDUCE_SUM = 0
-    HCCL_REDUCE_PROD = 1
-    HCCL_REDUCE_MAX = 2
-    HCCL_REDUCE_MIN = 3
-    HCCL_REDUCE_RESERVED = 255
-
-
-class TransferType(IntEnum):
-    HCOMM_TRANSFER_TYPE_INVALID = -1
-    HCOMM_TRANSFER_TYPE_WRITE = 0
-    HCOMM_TRANSFER_TYPE_WRITE_REDUCE = 1
-    HCOMM_TRANSFER_TYPE_WRITE_WITH_NOTIFY = 2
-    HCOMM_TRANSFER_TYPE_WRITE_REDUCE_WITH_NOTIFY = 3
-    HCOMM_TRANSFER_TYPE_READ = 4
-    HCOMM_TRANSFER_TYPE_READ_REDUCE = 5
-    HCOMM_TRANSFER_TYPE_NOTIFY_RECORD = 6
-
-
-class HcclCMDType(IntEnum):
-    HCCL_CMD_INVALID = 0
-    HCCL_CMD_BROADCAST = 1
-    HCCL_CMD_ALLREDUCE = 2
-    HCCL_CMD_REDUCE = 3
-    HCCL_CMD_SEND = 4
-    HCCL_CMD_RECEIVE = 5
-    HCCL_CMD_ALLGATHER = 6
-    HCCL_CMD_REDUCE_SCATTER = 7
-    HCCL_CMD_ALLTOALLV = 8
-    HCCL_CMD_ALLTOALLVC = 9
-    HCCL_CMD_ALLTOALL = 10
-    HCCL_CMD_GATHER = 11
-    HCCL_CMD_SCATTER = 12
-    HCCL_CMD_BATCH_SEND_RECV = 13
-    HCCL_CMD_BATCH_PUT = 14
-    HCCL_CMD_BATCH_GET = 15
-    HCCL_CMD_ALLGATHER_V = 16
-    HCCL_CMD_REDUCE_SCATTER_V = 17
-    HCCL_CMD_BATCH_WRITE = 18
-    HCCL_CMD_HALF_ALLTOALLV = 20
-    HCCL_CMD_ALL = 21
-    HCCL_CMD_FINALIZE = 100
-    HCCL_CMD_INTER_GROUP_SYNC = 101
-    HCCL_CMD_INIT = 102
-    HCCL_CMD_BARRIER = 103
-    HCCL_CMD_MAX = 104
-
-
-class CommEngine(IntEnum):
-    COMM_ENGINE_RESERVED = -1
-    COMM_ENGINE_CPU = 0
-    COMM_ENGINE_CPU_TS = 1
-    COMM_ENGINE_AICPU = 2
-    COMM_ENGINE_AICPU_TS = 3
-    COMM_ENGINE_AIV = 4
-    COMM_ENGINE_CCU = 5
-
-
-class CommProtocol(IntEnum):
-    COMM_PROTOCOL_RESERVED = -1
-    COMM_PROTOCOL_HCCS = 0
-    COMM_PROTOCOL_ROCE = 1
-    COMM_PROTOCOL_PCIE = 2
-    COMM_PROTOCOL_SIO = 3
-    COMM_PROTOCOL_UB_CTP = 4
-    COMM_PROTOCOL_UBC_CTP = 4  # alias
-    COMM_PROTOCOL_UBC_TP = 5
-    COMM_PROTOCOL_UB_MEM = 6
-    COMM_PROTOCOL_UBOE = 7
-    COMM_PROTOCOL_HCCS_ONLY = 8
-    COMM_PROTOCOL_UB_RTP = 9
-    COMM_PROTOCOL_UBG = 9      # alias
-
-
-class CommMemType(IntEnum):
-    COMM_MEM_TYPE_INVALID = -1
-    COMM_MEM_TYPE_DEVICE = 0
-    COMM_MEM_TYPE_HOST = 1
-
-
-class ThreadType(IntEnum):
-    THREAD_TYPE_INVALID = -1
-    THREAD_TYPE_TS = 0
-
-
-class HcclDedicatedThreadType(IntEnum):
-    HCCL_DED_THREAD_TYPE_INVALID = -1
-    HCCL_DED_THREAD_TYPE_AICPU_LAUNCH = 0
-    HCCL_DED_THREAD_TYPE_AICPU_LAUNCH_GE = 1
-    HCCL_DED_THREAD_TYPE_AICPU_ORDER_LAUNCH_OPBASE = 2
-    HCCL_DED_THREAD_TYPE_AICPU_ORDER_LAUNCH_ACLGRAPH = 3
-    HCCL_DED_THREAD_TYPE_AICPU_ORDER_LAUNCH_GE = 4
-    HCCL_DED_THREAD_TYPE_AICPU_ORDER_LAUNCH_DEVICE = 5
-
-
-class CommTopo(IntEnum):
-    COMM_TOPO_RESERVED = -1
-    COMM_TOPO_CLOS = 0
-    COMM_TOPO_1DMESH = 1
-    COMM_TOPO_910_93 = 2
-    COMM_TOPO_310P = 3
-    COMM_TOPO_A2AXSERVER = 4
-    COMM_TOPO_CUSTOM = 5
-
-
-class CommAddrType(IntEnum):
-    COMM_ADDR_TYPE_RESERVED = -1
-    COMM_ADDR_TYPE_IP_V4 = 0
-    COMM_ADDR_TYPE_IP_V6 = 1
-    COMM_ADDR_TYPE_ID = 2
-    COMM_ADDR_TYPE_EID = 3
-
-
-class EndpointLocType(IntEnum):
-    ENDPOINT_LOC_TYPE_RESERVED = -1
-    ENDPOINT_LOC_TYPE_DEVICE = 0
-    ENDPOINT_LOC_TYPE_HOST = 1
-
-
-class HcclSendRecvType(IntEnum):
-    HCCL_SEND = 0
-    HCCL_RECV = 1
-    HCCL_SEND_RECV_RESERVED = 2
+_HCCL_TYPES = "hccl/hccl_types.h"
+_RES_DEFS = "hcomm_res_defs.h"
+_HCCL_RES = "hccl/hccl_res.h"
+HcclResult = _c_enum("HcclResult", _HCCL_TYPES, "HCCL_", """
+    SUCCESS E_PARA E_PTR E_MEMORY E_INTERNAL E_NOT_SUPPORT E_NOT_FOUND E_UNAVAIL E_SYSCALL E_TIMEOUT
+    E_OPEN_FILE_FAILURE E_TCP_CONNECT E_ROCE_CONNECT E_TCP_TRANSFER E_ROCE_TRANSFER E_RUNTIME E_DRV
+    E_PROFILING E_CCE E_NETWORK E_AGAIN E_REMOTE E_SUSPENDING E_OPRETRY_FAIL E_OOM
+    E_IN_STATUS=1041 E_RESERVED""")
+ReduceOp = _c_enum("ReduceOp", _HCCL_TYPES, "HCCL_REDUCE_", "SUM PROD MAX MIN RESERVED=255",
+                   doc="``HcclReduceOp`` and ``HcommReduceOp`` (same numbering).")
+TransferType = _c_enum("TransferType", "hccl/hcomm_primitives.h", "HCOMM_TRANSFER_TYPE_", """
+    INVALID=-1 WRITE WRITE_REDUCE WRITE_WITH_NOTIFY WRITE_REDUCE_WITH_NOTIFY READ READ_REDUCE NOTIFY_RECORD""")
+HcclCMDType = _c_enum("HcclCMDType", _HCCL_TYPES, "HCCL_CMD_", """
+    INVALID BROADCAST ALLREDUCE REDUCE SEND RECEIVE ALLGATHER REDUCE_SCATTER ALLTOALLV ALLTOALLVC ALLTOALL
+    GATHER SCATTER BATCH_SEND_RECV BATCH_PUT BATCH_GET ALLGATHER_V REDUCE_SCATTER_V BATCH_WRITE
+    HALF_ALLTOALLV=20 ALL
+    FINALIZE=100 INTER_GROUP_SYNC INIT BARRIER MAX""")
+CommEngine = _c_enum("CommEngine", _RES_DEFS, "COMM_ENGINE_", "RESERVED=-1 CPU CPU_TS AICPU AICPU_TS AIV CCU")
+CommProtocol = _c_enum("CommProtocol", _RES_DEFS, "COMM_PROTOCOL_", """
+    RESERVED=-1 HCCS ROCE PCIE SIO UB_CTP
+    UBC_CTP=4               # alias
+    UBC_TP UB_MEM UBOE HCCS_ONLY UB_RTP
+    UBG=9                   # alias""")
+CommMemType = _c_enum("CommMemType", _RES_DEFS, "COMM_MEM_TYPE_", "INVALID=-1 DEVICE HOST")
+ThreadType = _c_enum("ThreadType", _HCCL_RES, "THREAD_TYPE_", "INVALID=-1 TS")
+HcclDedicatedThreadType = _c_enum("HcclDedicatedThreadType", _HCCL_RES, "HCCL_DED_THREAD_TYPE_", """
+    INVALID=-1 AICPU_LAUNCH AICPU_LAUNCH_GE AICPU_ORDER_LAUNCH_OPBASE AICPU_ORDER_LAUNCH_ACLGRAPH
+    AICPU_ORDER_LAUNCH_GE AICPU_ORDER_LAUNCH_DEVICE""")
+CommTopo = _c_enum("CommTopo", "hccl/hccl_rank_graph.h", "COMM_TOPO_", """
+    RESERVED=-1 CLOS 1DMESH 910_93 310P A2AXSERVER CUSTOM""")
+CommAddrType = _c_enum("CommAddrType", _RES_DEFS, "COMM_ADDR_TYPE_", "RESERVED=-1 IP_V4 IP_V6 ID EID")
+EndpointLocType = _c_enum("EndpointLocType", _RES_DEFS, "ENDPOINT_LOC_TYPE_", "RESERVED=-1 DEVICE HOST")
+HcclSendRecvType = _c_enum("HcclSendRecvType", _HCCL_TYPES, "HCCL_", "SEND RECV SEND_RECV_RESERVED")
 
 
 # Magic words and versions of the ABI-headed structs (hcomm.md §2.4-§2.5).
@@ -316,17 +153,4 @@ NOTIFY_WAIT_TIMEOUT_DEFAULT = 1836  # seconds
 
 #: Every enum/flag class mirrored from a C header, with the header (relative to the include
 #: directory) that declares it. Used by the layout test.
-C_ENUMS: tuple[tuple[type, str], ...] = (
-    (RunMode, "acl/acl_rt.h"), (EventStatus, "acl/acl_rt.h"), (EventRecordedStatus, "acl/acl_rt.h"),
-    (StreamStatus, "acl/acl_rt.h"), (CallbackBlockType, "acl/acl_rt.h"), (MemcpyKind, "acl/acl_rt.h"),
-    (MemMallocPolicy, "acl/acl_rt.h"), (KernelType, "acl/acl_rt.h"), (LaunchKernelAttrId, "acl/acl_rt.h"),
-    (EngineType, "acl/acl_rt.h"), (BinaryLoadOptionType, "acl/acl_rt.h"), (BinaryMagic, "acl/acl_rt.h"),
-    (StreamFlag, "acl/acl_rt.h"), (EventFlag, "acl/acl_rt.h"), (NotifyFlag, "acl/acl_rt.h"),
-    (HcclResult, "hccl/hccl_types.h"), (HcclCMDType, "hccl/hccl_types.h"),
-    (HcclSendRecvType, "hccl/hccl_types.h"), (ReduceOp, "hccl/hccl_types.h"),
-    (TransferType, "hccl/hcomm_primitives.h"),
-    (CommEngine, "hcomm_res_defs.h"), (CommProtocol, "hcomm_res_defs.h"),
-    (CommMemType, "hcomm_res_defs.h"), (CommAddrType, "hcomm_res_defs.h"),
-    (EndpointLocType, "hcomm_res_defs.h"), (ThreadType, "hccl/hccl_res.h"),
-    (HcclDedicatedThreadType, "hccl/hccl_res.h"), (CommTopo, "hccl/hccl_rank_graph.h"),
-)
+C_ENUMS: tuple[tuple[type, str], ...] = tuple(_DECLARED)

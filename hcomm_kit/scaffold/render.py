@@ -17,11 +17,10 @@ from typing import Any, Mapping
 from .._version import __version__
 from ..build.cache import atomic_write_bytes
 from ..base.errors import BuildError, ConfigError
-from ..build.opspec import read_answers
 from ..build.templating import make_environment, render_template, templates_dir
 from ..build import names
-from ..build.opspec import (
-    ANSWERS_FILE,
+from ..build.opinfo import ANSWERS_FILE, read_answers
+from ..build.opmodel import (
     A2A3,
     A2A3_REDUCE_DTYPES,
     HANDSHAKES,
@@ -31,9 +30,8 @@ from ..build.opspec import (
     PATTERNS,
     PRODUCTS,
     OpSpec,
-    load_opspec,
-    parse_opspec,
 )
+from ..build.opspec import load_opspec, parse_opspec
 
 __all__ = [
     "ANSWERS_FILE",

@@ -13,7 +13,7 @@ hcomm_kit.torch`` registers it). Under an MPI launcher it also fills ``RANK``, `
 
 Names (imported on first use, so that registering stays cheap):
 
-* :class:`~hcomm_kit.torch.process_group.ProcessGroupHcomm`, ``HcommWork``: the backend.
+* :class:`~hcomm_kit.torch.process_group.ProcessGroupHcomm`, :class:`~hcomm_kit.torch.work.HcommWork`: the backend.
 * :func:`~hcomm_kit.torch.hooks.allreduce_hook`: a DDP comm hook averaging gradients on hcomm.
 * :func:`~hcomm_kit.torch.hooks.op_hook`: a DDP comm hook running a custom operator directory.
 * :func:`~hcomm_kit.torch._tensors.registration_stats`: counters of the zero-copy path.
@@ -32,7 +32,7 @@ BACKEND_NAME = "hcomm"
 
 _LAZY = {
     "ProcessGroupHcomm": "hcomm_kit.torch.process_group",
-    "HcommWork": "hcomm_kit.torch.process_group",
+    "HcommWork": "hcomm_kit.torch.work",
     "allreduce_hook": "hcomm_kit.torch.hooks",
     "op_hook": "hcomm_kit.torch.hooks",
     "registration_stats": "hcomm_kit.torch._tensors",

@@ -3,7 +3,8 @@
 ``comm.load_op(path)`` reads ``op.toml``, builds the kernel (build cache), loads the op-info JSON
 with ``aclrtBinaryLoadFromFile`` (CPU_KERNEL_MODE 1) and looks the kernel up. The first call on a
 stream acquires the operator's resources following ``hcomm.md`` §3.7–§3.9 for its handshake
-scheme and caches them per (communicator, op tag, stream); every call then runs §3.11:
+scheme and caches them per (communicator, op tag, stream) (:mod:`hcomm_kit.ops.resources`); every
+call then runs §3.11:
 
     fill OpParam -> ParaUpdate/Finalize the cached args handle (only when the bytes changed)
     record "go" -> aclrtLaunchKernelWithConfig(timeout attr) -> wait "done" -> synchronize
@@ -14,6 +15,9 @@ Example::
     y = op(x, reduce_op="sum")                     # numpy in, numpy out
     w = op(x, async_op=True); ...; y = w.wait()    # Work handle
     buf = comm.to_device(x); op(buf, out_buf)      # device buffers, no host copies
+
+The Work of ``async_op=True`` is :mod:`hcomm_kit.ops.work`; the errors a failed call raises are
+chosen in :mod:`hcomm_kit.ops.op_errors`.
 """
 
 from __future__ import annotations
@@ -21,239 +25,44 @@ from __future__ import annotations
 import ctypes
 import difflib
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import callsite as _callsite
-from ..diag import ranklog as _diag
 from ..base import dtypes as _dtypes
 from ..base import envs
-from ..base.errors import (AclError, CheckError, CollectiveMismatchError, ConfigError, DeadlockError, HcclError,
-                     HcommKitError, KernelError, OpTimeoutError, RemoteError)
-from ..runtime import codes, enums, structs
+from ..base.errors import AclError, CollectiveMismatchError, ConfigError, HcclError, HcommKitError
 from ..base.resources import aicpu_kernels_dir
-from ..build.opspec import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
-from ..core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
 from ..base.validate import as_count, as_rank, check_out_array, check_timeout
+from ..build.opmodel import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
+from ..core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
+from ..runtime import enums, structs
+from . import callsite as _callsite
+from .op_errors import MISMATCH_MARK, op_error
+from .resources import Resources, load_function
+from .work import Work
 
-__all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]
+__all__ = ["CustomOp", "Work", "PRODUCT_OF_DEV_TYPE"]  # Work: re-exported, the Work of async_op=True
 
 PRODUCT_OF_DEV_TYPE = {0: "Ascend910B", 1: "Ascend910_93", 2: "Ascend950"}
 #: The reducing built-ins (directories of aicpu_kernels/) and the HCCL API whose dtype/op rules
 #: (hcomm_kit.base.dtypes.HCCL_API_REDUCE) they follow, however they are loaded.
 BUILTIN_HCCL_API = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
-_CPU_TS = int(enums.CommEngine.COMM_ENGINE_CPU_TS)
-_AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
 _H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
 _D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
-_TIMEOUT_CODES = (107020, 507017)           # TASK_TIMEOUT, AICPU_TIMEOUT
-_EVENT_SYNC_TIMEOUT = 507047                # aclrtSynchronizeEventWithTimeout expired
-_KERNEL_CODE = 507018                        # AICPU_EXCEPTION
-_REMOTE_CODE = 507057                        # SUSPECT_REMOTE_ERROR
-_DEADLOCK_MARK = "[hcomm-kit] DEADLOCK"     # the emulator's certain-hang report
-_MISMATCH_MARK = "mismatch on communicator"  # the emulator's call check (collective or point-to-point)
 _UINT16_MAX = 0xFFFF
 _MAX_TIMEOUT_S = 0xFFFFFFFE                 # uint32 seconds in OpParam / Hcomm waits (~136 years)
 _OP_TYPES = {"ring-allreduce": enums.HcclCMDType.HCCL_CMD_ALLREDUCE,
              "mesh-allgather": enums.HcclCMDType.HCCL_CMD_ALLGATHER,
              "p2p": enums.HcclCMDType.HCCL_CMD_SEND}
 
-# Loaded binaries are per process (the device of this process): json path -> (binHandle, {kernel: func}).
-_BINARIES: dict[str, tuple[int, dict[str, int]]] = {}
-_BIN_LOCK = threading.Lock()
-
-
-def _load_function(rt, json_path: Path, kernel: str) -> int:
-    key = str(json_path)
-    with _BIN_LOCK:
-        entry = _BINARIES.get(key)
-        if entry is None:
-            opts = structs.cpu_kernel_load_options(1)
-            h = ctypes.c_void_p()
-            rt.checked.aclrtBinaryLoadFromFile(key.encode(), ctypes.byref(opts), ctypes.byref(h))
-            entry = (h.value, {})
-            _BINARIES[key] = entry
-        fn = entry[1].get(kernel)
-        if fn is None:
-            f = ctypes.c_void_p()
-            rt.checked.aclrtBinaryGetFunction(entry[0], kernel.encode(), ctypes.byref(f))
-            fn = entry[1][kernel] = f.value
-        return fn
-
-
-class _Resources:
-    """Threads, notifies, channels, buffers and the engine context of one (comm, op tag, stream)."""
-
-    def __init__(self, comm, spec, tag: str, stream: int) -> None:
-        rt = comm.rt
-        hc = rt.checked
-        self.rt, self.comm, self.tag = rt, comm, tag
-        self.notifies: list[int] = []
-        self.ctx_ptr = 0
-        comm_h = comm.handle
-        rank, size = comm.rank, comm.size
-        ctx = spec.resctx_struct()()
-        nthreads = spec.thread_count(size)
-        slots = spec.thread_notify_slots
-        threads = (ctypes.c_uint64 * nthreads)()
-        self.cpu_thread = 0
-        self.aicpu_on_cpu = 0
-        if spec.handshake == "thread-notify":
-            cpu, cpu_on_ai, ai_on_cpu = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
-            hc.HcclThreadAcquireWithStream(comm_h, _CPU_TS, stream, 1, ctypes.byref(cpu))
-            hc.HcclThreadExportToCommEngine(comm_h, 1, ctypes.byref(cpu), _AICPU_TS, ctypes.byref(cpu_on_ai))
-            hc.HcclThreadAcquire(comm_h, _AICPU_TS, nthreads, slots, threads)
-            hc.HcclThreadExportToCommEngine(comm_h, 1, threads, _CPU_TS, ctypes.byref(ai_on_cpu))
-            self.cpu_thread, self.aicpu_on_cpu = cpu.value, ai_on_cpu.value
-            ctx.cpuThreadOnAicpu = cpu_on_ai.value
-        else:
-            for i in range(2):
-                n, nid = ctypes.c_void_p(), ctypes.c_uint32()
-                hc.aclrtCreateNotify(ctypes.byref(n), int(enums.NotifyFlag.ACL_NOTIFY_DEFAULT))
-                self.notifies.append(n.value)
-                hc.aclrtGetNotifyId(n.value, ctypes.byref(nid))
-                ctx.notifyIds[i] = nid.value
-            hc.HcclThreadAcquire(comm_h, _AICPU_TS, nthreads, slots, threads)
-        ctx.aicpuThread = threads[0]
-        ctypes.memmove(ctx.threads, threads, ctypes.sizeof(threads))
-        ctx.rank, ctx.rankSize = rank, size
-        ctx.threadNum = nthreads
-        ctx.channelNum = spec.channel_num(size)
-        ctx.notifyNumPerThread = slots
-        buf, bsize = ctypes.c_void_p(), ctypes.c_uint64()
-        hc.HcclGetHcclBuffer(comm_h, ctypes.byref(buf), ctypes.byref(bsize))
-        ctx.localBuffer.addr, ctx.localBuffer.size = buf.value, bsize.value
-        self.hccl_buffer_size = bsize.value
-        self.ctx = ctx  # host copy of the engine context (op.resources(...).ctx)
-        self.acquire_channels(spec.channel_peers(rank, size), spec.channel_notifies)
-        # Engine context: device memory the kernel reads through OpParam.resCtx.
-        p, psize = ctypes.c_void_p(), ctypes.c_uint64()
-        tag_b = tag.encode()
-        if rt.hccl.HcclEngineCtxGet(comm_h, tag_b, _AICPU_TS, ctypes.byref(p), ctypes.byref(psize)) != 0 \
-                or psize.value < ctypes.sizeof(ctx):
-            rt.recent_error_message()  # clear the expected "not found" text
-            if p.value:
-                rt.hccl.HcclEngineCtxDestroy(comm_h, tag_b, _AICPU_TS)
-            hc.HcclEngineCtxCreate(comm_h, tag_b, _AICPU_TS, ctypes.sizeof(ctx), ctypes.byref(p))
-        self.ctx_ptr = p.value
-        self.push_ctx()
-
-    def push_ctx(self) -> None:
-        """Copy the host copy of AlgResourceCtx to the engine context (device memory)."""
-        ctx = self.ctx
-        self.rt.checked.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
-
-    def acquire_channels(self, peers: list[tuple[int, int]], notifies: int) -> None:
-        """Acquire channels ``[(index in channels[], peer rank), ...]`` and fill their ChannelInfo.
-
-        Collective between this rank and each listed peer (HcclChannelAcquire).
-        """
-        if not peers:
-            return
-        comm, hc = self.comm, self.rt.checked
-        ctx = self.ctx
-        proto = (enums.CommProtocol.COMM_PROTOCOL_UB_CTP if comm.device.is_950
-                 else enums.CommProtocol.COMM_PROTOCOL_HCCS)
-        descs = (structs.HcclChannelDesc * len(peers))()
-        structs.channel_desc_init(descs)
-        for d, (_, peer) in zip(descs, peers):
-            d.remoteRank = peer
-            d.channelProtocol = int(proto)
-            d.notifyNum = notifies
-        handles = (ctypes.c_uint64 * len(peers))()
-        hc.HcclChannelAcquire(comm.handle, _AICPU_TS, descs, len(peers), handles)
-        for (idx, peer), h in zip(peers, handles):
-            ch = ctx.channels[idx]
-            ch.remoteRank, ch.notifyNum, ch.handle = peer, notifies, h
-            rb, rs = ctypes.c_void_p(), ctypes.c_uint64()
-            hc.HcclChannelGetHcclBuffer(comm.handle, h, ctypes.byref(rb), ctypes.byref(rs))
-            ch.remoteBuffer.addr, ch.remoteBuffer.size = rb.value, rs.value
-
-    def ensure_peer(self, peer: int, notifies: int) -> None:
-        """``peer`` topology: acquire the channel to ``peer`` on first use and publish it."""
-        if peer != self.comm.rank and not self.ctx.channels[peer].handle:
-            self.acquire_channels([(peer, peer)], notifies)
-            self.push_ctx()
-
-    def close(self) -> None:
-        rt = self.rt
-        for n in self.notifies:
-            rt.acl.aclrtDestroyNotify(n)
-        self.notifies = []
-        if self.ctx_ptr and self.comm.handle:
-            rt.hccl.HcclEngineCtxDestroy(self.comm.handle, self.tag.encode(), _AICPU_TS)
-        self.ctx_ptr = 0
-
-
-class Work:
-    """Handle of an ``async_op=True`` call: :meth:`wait` returns the output, :meth:`is_completed` polls."""
-
-    __slots__ = ("_op", "_event", "_finish", "_result", "_done", "_error")
-
-    def __init__(self, op: "CustomOp", event: Event, finish) -> None:
-        self._op, self._event, self._finish = op, event, finish
-        self._result: Any = None
-        self._done = False
-        self._error: BaseException | None = None
-
-    def is_completed(self) -> bool:
-        """True when the operator has finished (successfully or not); never blocks."""
-        if self._done:
-            return True
-        ret = self._op._q_event(self._event.handle, ctypes.byref(self._op._status))
-        if ret:
-            return True  # an error: wait() raises it
-        return self._op._status.value == 1
-
-    def wait(self, timeout: float | None = None) -> Any:
-        """Block until the operator finished; return its output (numpy array or DeviceBuffer).
-
-        Raises:
-            OpTimeoutError, KernelError, AclError, HcclError: as the synchronous call would.
-        """
-        check_timeout(timeout)
-        if not self._done:
-            self._done = True
-            op = self._op
-            if op._pending is self:
-                op._pending = None
-            try:
-                if timeout is None:
-                    ret = op._sync_event(self._event.handle)
-                    api = "aclrtSynchronizeEvent"
-                else:
-                    ret = op.rt.acl.aclrtSynchronizeEventWithTimeout(self._event.handle, int(timeout * 1000))
-                    api = "aclrtSynchronizeEventWithTimeout"
-                if ret == _EVENT_SYNC_TIMEOUT:
-                    op.rt.recent_error_message()  # consumed: the message below says it better
-                    rank = op.comm.rank
-                    raise OpTimeoutError(ret, codes.acl_name(ret), api,
-                                         f"operator {op.name} did not finish within the {timeout:.3g} s of "
-                                         f"Work.wait(timeout=...) on rank {rank}; it may still be running",
-                                         op=op.name, rank=rank, timeout=float(timeout))
-                if ret:
-                    raise op._error(ret, api, self._finish[1])
-                self._result = self._finish[0]()
-            except BaseException as exc:
-                self._error = exc
-            finally:
-                if self._error is None:
-                    op._free_events.append(self._event)  # reused: no event is created per call
-                else:
-                    self._event.close()
-        if self._error is not None:
-            raise self._error
-        return self._result
-
 
 class CustomOp:
     """A loaded custom operator bound to a communicator. Call it: ``op(input, output=None, ...)``.
 
     Attributes:
-        spec: the :class:`~hcomm_kit.build.opspec.OpSpec` from op.toml.
+        spec: the :class:`~hcomm_kit.build.opmodel.OpSpec` from op.toml.
         build: the :class:`~hcomm_kit.build.opbuild.BuildResult`.
         name: operator name; ``tag``: the op tag (engine-context key and batch-mode tag).
     """
@@ -277,10 +86,10 @@ class CustomOp:
             raise HcommKitError(f"operator {spec.name} does not list {product} in op.toml [op].products "
                                 f"{list(spec.products)} (this process runs as {comm.device.soc}, HCOMM_KIT_SOC)")
         try:
-            self._fn = _load_function(rt, build.json_path, spec.kernel)
+            self._fn = load_function(rt, build.json_path, spec.kernel)
         except AclError:
             build = self.build = build_op(path, debug=debug, verbose=verbose, force=True)  # stale cache entry
-            self._fn = _load_function(rt, build.json_path, spec.kernel)
+            self._fn = load_function(rt, build.json_path, spec.kernel)
         self.tag = f"hk_{spec.name}_{build.key[:12]}"[:159]
         self._param_names = {p.name: p for p in spec.params}
         self._dtype_ok = frozenset(spec.dtypes)
@@ -289,7 +98,7 @@ class CustomOp:
         self._pool = BufferPool(rt)
         self._pending: Work | None = None
         self._free_events: list[Event] = []
-        self._res_by_stream: dict[int, _Resources] = {}
+        self._res_by_stream: dict[int, Resources] = {}
         self._cfg_by_timeout: dict[int, Any] = {}
         self._dt_cache: dict = {}
         self._rop_cache: dict = {}
@@ -343,7 +152,7 @@ class CustomOp:
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------
-    def resources(self, stream: "Stream | int | None" = None) -> _Resources:
+    def resources(self, stream: "Stream | int | None" = None) -> Resources:
         """The resources of ``stream`` (default: the communicator's), acquiring them on first use.
 
         Acquisition is collective when the operator has channels: every rank must make the same
@@ -355,10 +164,10 @@ class CustomOp:
             comm = self.comm
             tag = self.tag if s == comm.stream.handle else f"{self.tag}_s{len(self._res_by_stream)}"
             try:
-                res = _Resources(comm, self.spec, tag, s)
+                res = Resources(comm, self.spec, tag, s)
             except (AclError, HcclError) as exc:
                 # acquisition is collective: a peer's failed call check aborts it here
-                if _MISMATCH_MARK in exc.message:
+                if MISMATCH_MARK in exc.message:
                     raise CollectiveMismatchError(f"operator {self.name} on rank {comm.rank}: {exc.message}") from exc
                 raise
             comm._resources[(tag, s)] = res
@@ -642,7 +451,7 @@ class CustomOp:
             try:
                 res.ensure_peer(r, self.spec.channel_notifies)
             except (AclError, HcclError) as exc:  # collective with the peer: its failed call check lands here
-                if _MISMATCH_MARK in exc.message:
+                if MISMATCH_MARK in exc.message:
                     raise CollectiveMismatchError(f"operator {self.name} on rank {self.comm.rank}: {exc.message}") from exc
                 raise
         if params:
@@ -763,39 +572,9 @@ class CustomOp:
             self.check_call(sig)
 
     # ---- errors ------------------------------------------------------------------------------
-    def _error(self, ret: int, api: str, timeout, *, hccl: bool = False) -> Exception:
-        """The exception for a failed call, with the operator, rank and the runtime's message."""
-        rt = self.rt
-        ret = int(ret)
-        message = rt.recent_error_message() or ""
-        rank = self.comm.rank
-        where = f"operator {self.name} (kernel {self.spec.kernel}) on rank {rank}/{self.comm.size}"
-        _diag.log(f"{where}: {api} failed with {ret}: {message}")
-        if hccl:
-            name = codes.hccl_name(ret)
-            return HcclError(ret, name, api, f"{where}: {message or codes.hccl_meaning(ret)}")
-        name = codes.acl_name(ret)
-        t = self._default_timeout if timeout is None else timeout
-        if _MISMATCH_MARK in message:
-            return CollectiveMismatchError(f"{where}: {message}")
-        if ret in _TIMEOUT_CODES:
-            if _DEADLOCK_MARK in message:
-                return DeadlockError(ret, name, api, f"operator {self.name} can never finish on rank {rank}: the "
-                                                     f"emulator found a deadlock (report below)",
-                                     op=self.name, rank=rank, timeout=float(t), account=message)
-            hint = (f"operator {self.name} did not finish within {t} s on rank {rank} "
-                    f"(timeout= argument or HCCL_EXEC_TIMEOUT)")
-            return OpTimeoutError(ret, name, api, hint, op=self.name, rank=rank, timeout=float(t),
-                                  account=message or codes.acl_meaning(ret))
-        if ret == codes.HCOMM_KIT_ERROR_CHECK:
-            return CheckError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")
-        if ret == _KERNEL_CODE:
-            return KernelError(ret, name, api, f"kernel {self.spec.kernel} of {where} failed: "
-                                               f"{message or codes.acl_meaning(ret)}")
-        if ret == _REMOTE_CODE:
-            return RemoteError(ret, name, api, f"{where}: a peer rank failed or exited "
-                                               f"(remote error): {message or codes.acl_meaning(ret)}")
-        return AclError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")
+    def _error(self, ret: int, api: str, timeout: float | None, *, hccl: bool = False) -> Exception:
+        """The exception for a failed call (see :func:`~hcomm_kit.ops.op_errors.op_error`)."""
+        return op_error(self, ret, api, timeout, hccl=hccl)
 
     def _release(self) -> None:
         if self._pending is not None:

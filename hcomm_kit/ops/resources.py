@@ -1,0 +1,148 @@
+"""The resources of a custom operator on one (communicator, op tag, stream), and its kernel lookup.
+
+The first call of an operator on a stream acquires what its handshake scheme needs, following
+``hcomm.md`` §3.7–§3.9: threads (and, for ``thread-notify``, the CPU thread exported to the AICPU
+engine) or two notifies, the channels of its topology, and the engine context (AlgResourceCtx, in
+device memory) the kernel reads. :class:`~hcomm_kit.ops.custom_op.CustomOp` caches one
+:class:`Resources` per stream. Kernel binaries are loaded once per process (:func:`load_function`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+
+from ..runtime import enums, structs
+
+__all__ = ["Resources", "load_function"]
+
+CPU_TS = int(enums.CommEngine.COMM_ENGINE_CPU_TS)
+AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
+_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+
+# Loaded binaries are per process (the device of this process): json path -> (binHandle, {kernel: func}).
+_BINARIES: dict[str, tuple[int, dict[str, int]]] = {}
+_BIN_LOCK = threading.Lock()
+
+
+def load_function(rt, json_path: Path, kernel: str) -> int:
+    key = str(json_path)
+    with _BIN_LOCK:
+        entry = _BINARIES.get(key)
+        if entry is None:
+            opts = structs.cpu_kernel_load_options(1)
+            h = ctypes.c_void_p()
+            rt.checked.aclrtBinaryLoadFromFile(key.encode(), ctypes.byref(opts), ctypes.byref(h))
+            entry = (h.value, {})
+            _BINARIES[key] = entry
+        fn = entry[1].get(kernel)
+        if fn is None:
+            f = ctypes.c_void_p()
+            rt.checked.aclrtBinaryGetFunction(entry[0], kernel.encode(), ctypes.byref(f))
+            fn = entry[1][kernel] = f.value
+        return fn
+
+
+class Resources:
+    """Threads, notifies, channels, buffers and the engine context of one (comm, op tag, stream)."""
+
+    def __init__(self, comm, spec, tag: str, stream: int) -> None:
+        rt = comm.rt
+        hc = rt.checked
+        self.rt, self.comm, self.tag = rt, comm, tag
+        self.notifies: list[int] = []
+        self.ctx_ptr = 0
+        comm_h = comm.handle
+        rank, size = comm.rank, comm.size
+        ctx = spec.resctx_struct()()
+        nthreads = spec.thread_count(size)
+        slots = spec.thread_notify_slots
+        threads = (ctypes.c_uint64 * nthreads)()
+        self.cpu_thread = 0
+        self.aicpu_on_cpu = 0
+        if spec.handshake == "thread-notify":
+            cpu, cpu_on_ai, ai_on_cpu = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+            hc.HcclThreadAcquireWithStream(comm_h, CPU_TS, stream, 1, ctypes.byref(cpu))
+            hc.HcclThreadExportToCommEngine(comm_h, 1, ctypes.byref(cpu), AICPU_TS, ctypes.byref(cpu_on_ai))
+            hc.HcclThreadAcquire(comm_h, AICPU_TS, nthreads, slots, threads)
+            hc.HcclThreadExportToCommEngine(comm_h, 1, threads, CPU_TS, ctypes.byref(ai_on_cpu))
+            self.cpu_thread, self.aicpu_on_cpu = cpu.value, ai_on_cpu.value
+            ctx.cpuThreadOnAicpu = cpu_on_ai.value
+        else:
+            for i in range(2):
+                n, nid = ctypes.c_void_p(), ctypes.c_uint32()
+                hc.aclrtCreateNotify(ctypes.byref(n), int(enums.NotifyFlag.ACL_NOTIFY_DEFAULT))
+                self.notifies.append(n.value)
+                hc.aclrtGetNotifyId(n.value, ctypes.byref(nid))
+                ctx.notifyIds[i] = nid.value
+            hc.HcclThreadAcquire(comm_h, AICPU_TS, nthreads, slots, threads)
+        ctx.aicpuThread = threads[0]
+        ctypes.memmove(ctx.threads, threads, ctypes.sizeof(threads))
+        ctx.rank, ctx.rankSize = rank, size
+        ctx.threadNum = nthreads
+        ctx.channelNum = spec.channel_num(size)
+        ctx.notifyNumPerThread = slots
+        buf, bsize = ctypes.c_void_p(), ctypes.c_uint64()
+        hc.HcclGetHcclBuffer(comm_h, ctypes.byref(buf), ctypes.byref(bsize))
+        ctx.localBuffer.addr, ctx.localBuffer.size = buf.value, bsize.value
+        self.hccl_buffer_size = bsize.value
+        self.ctx = ctx  # host copy of the engine context (op.resources(...).ctx)
+        self.acquire_channels(spec.channel_peers(rank, size), spec.channel_notifies)
+        # Engine context: device memory the kernel reads through OpParam.resCtx.
+        p, psize = ctypes.c_void_p(), ctypes.c_uint64()
+        tag_b = tag.encode()
+        if rt.hccl.HcclEngineCtxGet(comm_h, tag_b, AICPU_TS, ctypes.byref(p), ctypes.byref(psize)) != 0 \
+                or psize.value < ctypes.sizeof(ctx):
+            rt.recent_error_message()  # clear the expected "not found" text
+            if p.value:
+                rt.hccl.HcclEngineCtxDestroy(comm_h, tag_b, AICPU_TS)
+            hc.HcclEngineCtxCreate(comm_h, tag_b, AICPU_TS, ctypes.sizeof(ctx), ctypes.byref(p))
+        self.ctx_ptr = p.value
+        self.push_ctx()
+
+    def push_ctx(self) -> None:
+        """Copy the host copy of AlgResourceCtx to the engine context (device memory)."""
+        ctx = self.ctx
+        self.rt.checked.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
+
+    def acquire_channels(self, peers: list[tuple[int, int]], notifies: int) -> None:
+        """Acquire channels ``[(index in channels[], peer rank), ...]`` and fill their ChannelInfo.
+
+        Collective between this rank and each listed peer (HcclChannelAcquire).
+        """
+        if not peers:
+            return
+        comm, hc = self.comm, self.rt.checked
+        ctx = self.ctx
+        proto = (enums.CommProtocol.COMM_PROTOCOL_UB_CTP if comm.device.is_950
+                 else enums.CommProtocol.COMM_PROTOCOL_HCCS)
+        descs = (structs.HcclChannelDesc * len(peers))()
+        structs.channel_desc_init(descs)
+        for d, (_, peer) in zip(descs, peers):
+            d.remoteRank = peer
+            d.channelProtocol = int(proto)
+            d.notifyNum = notifies
+        handles = (ctypes.c_uint64 * len(peers))()
+        hc.HcclChannelAcquire(comm.handle, AICPU_TS, descs, len(peers), handles)
+        for (idx, peer), h in zip(peers, handles):
+            ch = ctx.channels[idx]
+            ch.remoteRank, ch.notifyNum, ch.handle = peer, notifies, h
+            rb, rs = ctypes.c_void_p(), ctypes.c_uint64()
+            hc.HcclChannelGetHcclBuffer(comm.handle, h, ctypes.byref(rb), ctypes.byref(rs))
+            ch.remoteBuffer.addr, ch.remoteBuffer.size = rb.value, rs.value
+
+    def ensure_peer(self, peer: int, notifies: int) -> None:
+        """``peer`` topology: acquire the channel to ``peer`` on first use and publish it."""
+        if peer != self.comm.rank and not self.ctx.channels[peer].handle:
+            self.acquire_channels([(peer, peer)], notifies)
+            self.push_ctx()
+
+    def close(self) -> None:
+        rt = self.rt
+        for n in self.notifies:
+            rt.acl.aclrtDestroyNotify(n)
+        self.notifies = []
+        if self.ctx_ptr and self.comm.handle:
+            rt.hccl.HcclEngineCtxDestroy(self.comm.handle, self.tag.encode(), AICPU_TS)
+        self.ctx_ptr = 0
