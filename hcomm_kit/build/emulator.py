@@ -101,13 +101,16 @@ def _inputs(root: Path) -> tuple[list[Path], list[Path]]:
 
 
 def validate(directory: Path) -> bool:
-    """True when ``directory`` holds a ``libhcomm_emu.so`` that starts with the ELF magic."""
+    """True when ``directory`` holds a ``libhcomm_emu.so`` that starts with the ELF magic and every
+    one of its :data:`COMPAT_NAMES` (an entry that lacks one is rebuilt, never used half-made)."""
     lib = Path(directory) / LIB_NAME
     try:
         with open(lib, "rb") as fh:
-            return fh.read(4) == b"\x7fELF"
+            if fh.read(4) != b"\x7fELF":
+                return False
     except OSError:
         return False
+    return all((Path(directory) / name).exists() for name in COMPAT_NAMES)
 
 
 def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str], verbose: bool,
@@ -173,7 +176,7 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
     # Flags are hashed without the absolute -I paths: headers are hashed by content instead.
     key = cache.hash_key(
         [*sources, *headers, *kernels],
-        ["emu", mode, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags, cache.compiler_identity(cxx),
+        ["emu", mode, *COMPAT_NAMES, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags, cache.compiler_identity(cxx),
          *(f"{p.relative_to(root).as_posix()}" for p in headers),
          *(f"aicpu_kernels/{p.relative_to(kdir).as_posix()}" for p in kernels)],
     )
