@@ -36,6 +36,7 @@ from ..build.opspec import load_opspec, parse_opspec
 __all__ = [
     "ANSWERS_FILE",
     "PATTERN_DEFAULTS",
+    "PATTERN_FILES",
     "RenderResult",
     "templates_dir",
     "make_environment",
@@ -45,22 +46,37 @@ __all__ = [
     "read_answers",
 ]
 
-USER_FILES = ("op_kernel_aicpu/exec_op.cc",)
+USER_FILES = ("op_kernel_aicpu/exec_op.cc", "reference.py")
 
 # Element size per HcclDataType value 0..17 (hcomm.md §2.2; 13 is unused and holds 2).
 SIZE_TABLE = (1, 2, 4, 2, 4, 8, 8, 1, 2, 4, 8, 2, 16, 2, 1, 1, 1, 1)
 
 # What each pattern needs; becomes the op.toml written by `new` (the user edits it afterwards).
 PATTERN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "empty": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="none",
-                  channel_notifies=0, reduce_ops=[]),
-    "p2p": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="p2p",
+    "empty": dict(kind="custom", reference="hcomm_kit.ops.reference:copy", output="count", inplace=True, threads=1,
+                  notifies_per_thread=0, topology="none", channel_notifies=0, reduce_ops=[]),
+    "p2p": dict(kind="sendrecv", output="count", inplace=True, threads=1, notifies_per_thread=0, topology="p2p",
                 channel_notifies=2, reduce_ops=[]),
-    "ring-allreduce": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="ring",
-                           channel_notifies=2, reduce_ops=["sum", "max", "min"],
+    "ring-allreduce": dict(kind="allreduce", output="count", inplace=True, threads=1, notifies_per_thread=0,
+                           topology="ring", channel_notifies=2, reduce_ops=["sum", "max", "min"],
                            dtypes=list(A2A3_REDUCE_DTYPES)),
-    "mesh-allgather": dict(output="count*ranks", inplace=False, threads="ranks", notifies_per_thread=2,
-                           topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "mesh-allgather": dict(kind="allgather", output="count*ranks", inplace=False, threads="ranks",
+                           notifies_per_thread=2, topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "direct-reduce": dict(kind="reduce", output="count", inplace=True, threads=1, notifies_per_thread=0,
+                          topology="mesh", channel_notifies=2, reduce_ops=["sum", "max", "min"],
+                          dtypes=list(A2A3_REDUCE_DTYPES)),
+    "direct-broadcast": dict(kind="broadcast", output="count", inplace=True, threads=1, notifies_per_thread=0,
+                             topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "pairwise-alltoall": dict(kind="alltoall", output="count", inplace=False, threads=1, notifies_per_thread=0,
+                              topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "halo-exchange": dict(kind="custom", reference="reference:halo", output="count", inplace=False, threads=1,
+                          notifies_per_thread=0, topology="p2p", channel_notifies=2, reduce_ops=[],
+                          params=[{"name": "halo", "type": "uint32_t", "array": None,
+                                   "comment": "ghost cells per side, elements (0 = 1)"}]),
+}
+#: User files a pattern adds besides exec_op.cc: template -> path (written once, never overwritten).
+PATTERN_FILES: dict[str, dict[str, str]] = {
+    "halo-exchange": {"op/reference/halo-exchange.py.jinja": "reference.py"},
 }
 
 
@@ -102,6 +118,8 @@ def default_answers(name: str, pattern: str, handshake: str) -> dict[str, Any]:
         "products": list(PRODUCTS if handshake == "thread-notify" else A2A3),
         "dtypes": pat.pop("dtypes", [d.name for d in dtype_table.DTYPES]),
         "vendor": "cust",
+        "reference": "",
+        "params": [],
         **pat,
     }
 
@@ -135,6 +153,7 @@ def _manifest(spec: OpSpec) -> list[tuple[str, str, str]]:
         ("op/CMakeLists.txt.jinja", "CMakeLists.txt", "generated"),
         ("op/BUILD_ON_CANN.md.jinja", "BUILD_ON_CANN.md", "generated"),
         ("op/README.md.jinja", "README.md", "generated"),
+        *((t, rel, "user") for t, rel in PATTERN_FILES.get(spec.pattern, {}).items()),
     ]
 
 
