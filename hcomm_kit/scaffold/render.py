@@ -136,6 +136,11 @@ def _context(spec: OpSpec) -> dict[str, Any]:
         "size_table": list(SIZE_TABLE),
         "width": 48,
         "test_dtypes": list(spec.dtypes),
+        # the kind-driven test (hcomm_kit.testing.check_operator) unless a first pattern still computes
+        # what it was generated for (its own hand-written reference test)
+        "kind_test": spec.pattern not in ("empty", "p2p", "ring-allreduce", "mesh-allgather")
+        or PATTERN_DEFAULTS[spec.pattern]["kind"] != spec.kind
+        or spec.reference not in ("", PATTERN_DEFAULTS[spec.pattern].get("reference", "")),
         **opbuild.ascend_template_context(spec),
     }
 
