@@ -80,6 +80,7 @@ __all__ = [
     "ANSWERS_FILE",
     "KIND_NAMES",
     "optoml_table",
+    "optoml_reference",
 ]
 
 _UNSET = object()
@@ -133,6 +134,16 @@ _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "array": ("scalar", "fixed array length (1..4096)"),
     },
 }
+
+
+def optoml_reference() -> str:
+    """The op.toml reference: every key (:func:`optoml_table`) and every kind
+    (:func:`hcomm_kit.build.kinds.kinds_table`). ``hcomm-kit docs optoml`` prints it; the README
+    holds it between ``<!-- optoml:begin -->`` and ``<!-- optoml:end -->`` (checked by a test)."""
+    from .kinds import kinds_table
+
+    return (optoml_table() + "\n\nKinds (`[op].kind`; busbw factors as nccl-tests' PERFORMANCE.md, n = ranks):\n\n"
+            + kinds_table())
 
 
 def optoml_table() -> str:

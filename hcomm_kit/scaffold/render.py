@@ -255,10 +255,39 @@ def new_op(
     return result
 
 
+def _add_kind(opdir: Path, spec: OpSpec) -> OpSpec:
+    """Write the kind an op.toml without ``[op].kind`` implies into it (after ``pattern``, else at the
+    top of ``[op]``), so that what the operator computes is stated; returns the re-read spec."""
+    path = opdir / OP_TOML
+    lines = path.read_text().splitlines(keepends=True)
+    entry = f'kind = "{spec.kind}"'.ljust(40) + "# what it computes (added by `hcomm-kit new --update`)\n"
+    if spec.reference:
+        entry += f'reference = "{spec.reference}"\n'
+    section, at = "", None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped
+            if section == "[op]" and at is None:
+                at = i + 1
+        elif section == "[op]" and stripped.split("=")[0].strip() == "pattern":
+            at = i + 1
+    if at is None:
+        lines += ["\n[op]\n"]
+        at = len(lines)
+    lines.insert(at, entry)
+    atomic_write_bytes(path, "".join(lines).encode())
+    new = load_opspec(opdir)
+    if new.kind != spec.kind:  # never change what the operator computes
+        raise BuildError(f"{path}: adding kind = {spec.kind!r} changed the kind to {new.kind!r}")
+    return new
+
+
 def update_op(opdir: str | Path, *, template_dir: Path | None = None) -> RenderResult:
     """Re-render the generated files of ``opdir`` from its (edited) ``op.toml``.
 
-    ``op.toml`` and ``exec_op.cc`` are never written (``exec_op.cc`` is created only if missing).
+    ``exec_op.cc`` is never written (created only if missing); ``op.toml`` only gains ``kind`` (and
+    the implied ``reference``) when it has none (written before kinds existed), as its pattern implies.
 
     Raises:
         ConfigError: not an operator directory, invalid op.toml, or the operator was renamed.
@@ -270,6 +299,8 @@ def update_op(opdir: str | Path, *, template_dir: Path | None = None) -> RenderR
                           "`hcomm-kit new NAME`", key="--update")
     answers = read_answers(opdir) or {}
     spec = load_opspec(opdir)
+    if not spec.kind_explicit:
+        spec = _add_kind(opdir, spec)
     old = answers.get("name")
     if old and old != spec.name:
         raise ConfigError(f"op.name changed from {old!r} to {spec.name!r}: renaming is not supported by "
