@@ -298,12 +298,12 @@ def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
             "-w", "1", "-d", "int32", "-o", "max", "--compare", "builtin,mpi", "--json", str(rows_file),
             "--plot", str(png))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "operator t_ring_allreduce_thread" in p.stdout and "busbw factor of allreduce" in p.stdout
+    assert "operator t_ring_allreduce_thread" in p.stdout and "kind allreduce: busbw factor 2(n-1)/n" in p.stdout
     assert "builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | mpi_time(us)" in p.stdout
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert [r["size"] for r in rows] == [1024, 8192, 65536]
     for r in rows:
-        assert r["check"] == "success" and r["wrong"] == 0 and r["reference"] == "allreduce"
+        assert r["check"] == "success" and r["wrong"] == 0 and r["kind"] == "allreduce"
         assert r["busbw"] == pytest.approx(r["algbw"] * 2 * 2 / 3)
         assert r["builtin"] == "allreduce" and r["builtin_time_us"] > 0 and r["mpi_time_us"] > 0
         assert r["vs_builtin"] == pytest.approx(r["builtin_time_us"] / r["time_us"])
@@ -312,7 +312,8 @@ def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern,kind,builtin,factor", [
-    ("empty", "copy", None, None), ("p2p", "shift", "shift", 1.0), ("mesh-allgather", "allgather", "allgather", 2 / 3),
+    ("empty", "custom", None, None), ("p2p", "sendrecv", "shift", 1.0),
+    ("mesh-allgather", "allgather", "allgather", 2 / 3),
 ])
 def test_bench_every_pattern(tmp_path: Path, pattern, kind, builtin, factor) -> None:
     rows_file = tmp_path / "rows.jsonl"
@@ -320,7 +321,7 @@ def test_bench_every_pattern(tmp_path: Path, pattern, kind, builtin, factor) -> 
             "--compare", "builtin", "--compare", "mpi", "--json", str(rows_file))
     assert p.returncode == 0, p.stdout + p.stderr
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
-    assert len(rows) == 3 and all(r["check"] == "success" and r["reference"] == kind for r in rows)
+    assert len(rows) == 3 and all(r["check"] == "success" and r["kind"] == kind for r in rows)
     for r in rows:
         assert r.get("builtin") == builtin
         if factor is None:

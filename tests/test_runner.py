@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from hcomm_kit.build.opspec import parse_opspec
 from hcomm_kit.jobs import runner
 
 
@@ -26,15 +27,20 @@ class _FakeMpi:
         return max([value, *self.others])
 
 
-def _comm(rank: int, size: int, out: np.ndarray, spec: SimpleNamespace) -> SimpleNamespace:
+@pytest.fixture(autouse=True)
+def _host_outputs(monkeypatch) -> None:
+    """No device here: the stand-in operator returns its result (no poisoned device output)."""
+    monkeypatch.setattr(runner, "checked_call", lambda comm, op, x, out_n, dt, kw: op(x, **kw))
+
+
+def _comm(rank: int, size: int, out: np.ndarray, spec) -> SimpleNamespace:
     op = lambda x, **kw: out.copy()  # noqa: E731 - the operator's result, whatever the input
     op.spec = spec
     return SimpleNamespace(rank=rank, size=size, load_op=lambda _: op, mpi_comm=_FakeMpi([0.0]),
                            barrier=lambda: None)
 
 
-ALLREDUCE = SimpleNamespace(name="x", pattern="ring-allreduce", handshake="thread-notify", output="count",
-                            is_reduction=True, dtypes=["fp32"], reduce_ops=["sum"])
+ALLREDUCE = parse_opspec('[op]\nname = "x"\npattern = "ring-allreduce"\nreduce_ops = ["sum"]\ndtypes = ["fp32"]\n')
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
@@ -61,7 +67,7 @@ def test_a_correct_rank_and_a_wrong_shape() -> None:
 
 
 def test_no_reference_is_the_same_on_every_rank() -> None:
-    spec = SimpleNamespace(**{**vars(ALLREDUCE), "pattern": "custom", "output": "count*2", "is_reduction": False})
+    spec = parse_opspec('[op]\nname = "x"\nkind = "custom"\ndtypes = ["fp32"]\n')
     comm = _comm(0, 2, np.zeros(4, np.float32), spec)
     rows = runner.run_ops(comm, [{"op": "x", "count": 2}], iters=0)
     assert comm.mpi_comm.calls == 0 and rows[0]["ok"] is None and rows[0]["max_error"] is None

@@ -25,24 +25,29 @@ def time_mpi(case: _Case, iters: int, warmup: int) -> float | None:
 
     ops = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
     x = case.inputs[comm.rank].copy()
-    c = case.mpi_name or case.coll.name
+    c = case.mpi_name
     y = np.empty(case.y.size if case.y is not case.x else x.size, dtype=x.dtype)
     root = case.root
     rop = ops.get(case.rop, MPI.SUM)
+    n, r = comm.size, comm.rank
+    # keyed by the kinds table's MPI call (hcomm_kit.build.kinds.KINDS[...].mpi)
     calls: dict[str, Callable[[], Any]] = {
-        "allreduce": lambda: mc.Allreduce(x, y, rop),
-        "reduce_scatter": lambda: mc.Reduce_scatter_block(x, y, rop),
-        "allgather": lambda: mc.Allgather(x, y),
-        "alltoall": lambda: mc.Alltoall(x, y),
-        "broadcast": lambda: mc.Bcast(x, root),
-        "reduce": lambda: mc.Reduce(x, y, rop, root),
-        "gather": lambda: mc.Gather(x, y if comm.rank == root else None, root),
-        "scatter": lambda: mc.Scatter(x if comm.rank == root else None, y, root),
+        "Allreduce": lambda: mc.Allreduce(x, y, rop),
+        "Reduce_scatter_block": lambda: mc.Reduce_scatter_block(x, y, rop),
+        "Allgather": lambda: mc.Allgather(x, y),
+        "Alltoall": lambda: mc.Alltoall(x, y),
+        "Bcast": lambda: mc.Bcast(x, root),
+        "Reduce": lambda: mc.Reduce(x, y, rop, root),
+        "Gather": lambda: mc.Gather(x, y if comm.rank == root else None, root),
+        "Scatter": lambda: mc.Scatter(x if comm.rank == root else None, y, root),
+        "Sendrecv": lambda: mc.Sendrecv(x, (r + 1) % n, recvbuf=y, source=(r - 1) % n),  # the ring shift
     }
-    if c == "shift":
-        n, r = comm.size, comm.rank
-        calls["shift"] = lambda: mc.Sendrecv(x, (r + 1) % n, recvbuf=y, source=(r - 1) % n)
-    if c == "sendrecv":
+    kw = getattr(case, "call_kw", {})
+    if c == "Alltoallv" and "send_counts" in kw:
+        sc, rc = np.asarray(kw["send_counts"]), np.asarray(kw["recv_counts"])
+        sd, rd = np.concatenate([[0], np.cumsum(sc)[:-1]]), np.concatenate([[0], np.cumsum(rc)[:-1]])
+        calls["Alltoallv"] = lambda: mc.Alltoallv([x, (sc, sd)], [y, (rc, rd)])
+    if c == "Send/Recv":
         if case.peer is None:
             fn: Callable[[], Any] = lambda: None  # noqa: E731
         elif comm.rank % 2 == 0:
@@ -70,7 +75,8 @@ def time_builtin(comm, builtin: Collective, target: OpTarget, nbytes: int, dt: A
                  inplace: bool, algorithm: str | None, iters: int, warmup: int, blocking: bool) -> float:
     """Mean time per call (us, max over ranks) of ``builtin``, the built-in counterpart of the
     operator ``target``, on the same size, data and timing as the operator (``--compare builtin``)."""
-    case = _Case(comm, builtin, nbytes, dt, rop, root, fill, inplace, algorithm, gathers=target.kind == "allgather")
+    case = _Case(comm, builtin, nbytes, dt, rop, root, fill, inplace, algorithm,
+                 gathers=target.spec.output == "count*ranks")
     try:
         return _time_ours(case, iters, warmup, blocking)
     finally:

@@ -15,6 +15,7 @@ import numpy as np
 from ..base import dtypes as _dtypes
 from ..base.errors import ConfigError
 from ..core.device import DeviceBuffer
+from ..build.kinds import KINDS
 from ..ops import reference
 
 __all__ = ["COLLECTIVES", "COMPARES", "ALIASES", "Collective", "OpTarget", "op_target", "parse_size", "sizes",
@@ -33,20 +34,23 @@ class Collective:
     inplace: bool = False                # supports out = in
 
 
-def _ring(n: int) -> float:
-    return (n - 1) / n
+def _from_kind(name: str, *, inplace: bool = False) -> Collective:
+    """A built-in collective sized and given its bus factor by its kind (:data:`hcomm_kit.build.kinds.KINDS`)."""
+    k = KINDS[name]
+    return Collective(name, k.bus_factor(), k.split, reduction=k.reduction, rooted=k.rooted, inplace=inplace)
 
 
+# The built-ins: one per kind (factors and sizing from the kinds table); sendrecv = pairs (0,1), (2,3), ...
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
-    Collective("allreduce", lambda n: 2 * (n - 1) / n, False, reduction=True, inplace=True),
-    Collective("reduce_scatter", _ring, True, reduction=True),
-    Collective("allgather", _ring, True),
-    Collective("alltoall", _ring, True),
-    Collective("broadcast", lambda n: 1.0, False, rooted=True, inplace=True),
-    Collective("reduce", lambda n: 1.0, False, reduction=True, rooted=True, inplace=True),
-    Collective("gather", _ring, True, rooted=True),
-    Collective("scatter", _ring, True, rooted=True),
-    Collective("sendrecv", lambda n: 1.0, False),
+    _from_kind("allreduce", inplace=True),
+    _from_kind("reduce_scatter"),
+    _from_kind("allgather"),
+    _from_kind("alltoall"),
+    _from_kind("broadcast", inplace=True),
+    _from_kind("reduce", inplace=True),
+    _from_kind("gather"),
+    _from_kind("scatter"),
+    _from_kind("sendrecv"),
 )}
 COMPARES = ("builtin", "mpi")
 ALIASES = {"all_reduce": "allreduce", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
@@ -61,8 +65,7 @@ class OpTarget:
     Attributes:
         opdir: the operator directory.
         spec: its op.toml.
-        kind: the numpy reference (:func:`hcomm_kit.jobs.runner.reference_kind`): allreduce,
-            allgather, reduce_scatter, shift (p2p), copy (empty) or none.
+        kind: its kind (op.toml ``kind``; :data:`hcomm_kit.build.kinds.KINDS`).
         coll: sizing and bandwidth factor (named after the operator).
         builtin: the matching built-in collective (None: there is none).
         note: how the factor was chosen (printed in the header).
@@ -76,37 +79,26 @@ class OpTarget:
     note: str
 
 
-# reference kind -> (bench collective whose sizing and factor apply, matching built-in, what it is)
-_KIND_AS = {
-    "allreduce": ("allreduce", "allreduce", "an allreduce"),
-    "allgather": ("allgather", "allgather", "an allgather"),
-    "reduce_scatter": ("reduce_scatter", "reduce_scatter", "a reduce-scatter"),
-    "shift": ("sendrecv", "shift", "a ring shift (rank r sends to r+1)"),
-}
-
-
 def op_target(opdir: str, busbw_factor: float | None = None) -> OpTarget:
-    """Describe the operator in ``opdir`` as a benchmark target (see the module docstring)."""
-    from ..jobs.runner import reference_kind
+    """Describe the operator in ``opdir`` as a benchmark target: its kind gives the sizing, the bus
+    bandwidth factor and the built-in of ``--compare builtin``."""
     from ..build.opspec import load_opspec
 
     spec = load_opspec(opdir)
-    kind = reference_kind(spec)
-    as_name, builtin, what = _KIND_AS.get(kind, (None, None, None))
-    base = COLLECTIVES[as_name] if as_name else None
-    split = bool(base.split) if base else False
+    kind = spec.kind_info
+    builtin = kind.builtin if kind.builtin in COLLECTIVES or kind.builtin == "shift" else None
     if busbw_factor is not None:
         factor: Callable[[int], float] | None = lambda n, f=float(busbw_factor): f  # noqa: E731
         note = f"busbw factor {busbw_factor:g} (--busbw-factor)"
-    elif base is not None:
-        factor = base.bus_factor
-        note = f"pattern {spec.pattern}, output {spec.output!r}: {what}, busbw factor of {as_name}"
+    elif kind.bus:
+        factor = kind.bus_factor()
+        note = f"kind {kind.name}: busbw factor {kind.bus}"
     else:
         factor = None
-        note = (f"pattern {spec.pattern}: no bandwidth convention, time only (--busbw-factor F sets one)")
-    coll = Collective(spec.name, factor, split, reduction=spec.is_reduction, rooted=False,
+        note = f"kind {kind.name}: no bandwidth convention, time only (--busbw-factor F sets one)"
+    coll = Collective(spec.name, factor, kind.split, reduction=spec.is_reduction, rooted=spec.rooted,
                       inplace=bool(getattr(spec, "inplace", False)))
-    return OpTarget(str(opdir), spec, kind, coll, builtin, note)
+    return OpTarget(str(opdir), spec, kind.name, coll, builtin, note)
 
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -183,14 +175,15 @@ class _Case:
     ``coll.name`` is a built-in collective of :data:`COLLECTIVES` or ``"shift"`` (the built-in
     counterpart of a p2p operator: ``all_to_all_v`` sending everything to the next rank)."""
 
-    kind = ""         # reference of a user's operator (see _OpCase)
-    mpi_name = ""     # the mpi4py call of --compare mpi (default: coll.name)
+    kind = ""         # kind of a user's operator (see _OpCase)
+    mpi_name = ""     # the MPI call of --compare mpi (the kind's; "Send/Recv": pairs of the built-in sendrecv)
 
     def __init__(self, comm, coll: Collective, nbytes: int, dt: "_dtypes.DType", rop: str, root: int, fill: str,
                  inplace: bool, algorithm: str | None, *, gathers: bool | None = None) -> None:
         n, item = comm.size, dt.itemsize
         self.comm, self.coll, self.dt, self.rop, self.root = comm, coll, dt, rop, root
         self.algorithm = algorithm
+        self.mpi_name = "Send/Recv" if coll.name == "sendrecv" else KINDS[coll.name].mpi if coll.name in KINDS else ""
         gathers = coll.name in ("allgather", "gather") if gathers is None else gathers
         if coll.split:
             self.block = nbytes // (n * item)
@@ -218,7 +211,7 @@ class _Case:
             self.recv_counts = np.zeros(n, np.int64)
             self.send_counts[(comm.rank + 1) % n] += count_in
             self.recv_counts[(comm.rank - 1) % n] += count_in
-            self.mpi_name = "shift"
+            self.mpi_name = "Sendrecv"
 
     def _out_count(self, count_in: int) -> int:
         n = self.comm.size
@@ -304,53 +297,68 @@ class _Case:
 
 
 class _OpCase(_Case):
-    """One size of a user's operator: sized like the collective it is (:class:`OpTarget`), called
-    through :class:`~hcomm_kit.ops.custom_op.CustomOp` (``launch`` = enqueue only, as ``async_op="stream"``)."""
+    """One size of a user's operator: sized by its kind (:class:`OpTarget`), called through
+    :class:`~hcomm_kit.ops.custom_op.CustomOp` (``launch`` = enqueue only, as ``async_op="stream"``),
+    checked against its reference (:func:`hcomm_kit.ops.expect.expected_outputs`) on the ranks its
+    kind checks, on an output filled with a poison byte first."""
 
-    def __init__(self, comm, target: OpTarget, op, nbytes: int, dt: "_dtypes.DType", rop: str, root: int | None,
-                 fill: str, inplace: bool) -> None:
+    def __init__(self, comm, target: OpTarget, op, nbytes: int, dt: "_dtypes.DType", rop: str | None,
+                 root: int | None, fill: str, inplace: bool) -> None:
+        from ..ops.expect import call_arguments
+
         self.op, self.kind, self.target = op, target.kind, target
-        self.mpi_name = {"shift": "shift"}.get(target.kind, target.builtin or "")
-        super().__init__(comm, target.coll, nbytes, dt, rop, root or 0, fill, inplace, None,
-                         gathers=target.kind == "allgather")
         self.op_root = root
+        spec = target.spec
+        super().__init__(comm, target.coll, nbytes, dt, rop or "sum", root or 0, fill, inplace, None,
+                         gathers=spec.output == "count*ranks")
+        self.mpi_name = KINDS[target.kind].mpi or ""
+        self.op_rop = rop
+        self.call_kw, self.ref_kw = call_arguments(spec, comm.rank, comm.size, self.count_in, root)
+        if "recv_counts" in self.call_kw:  # alltoallv: the output holds what this rank receives
+            out_n = self._out_count(self.count_in)
+            if self.y is not self.x and self.y.size < out_n:
+                self.y.close()
+                self.y = DeviceBuffer.empty(out_n, dt, rt=comm.rt)
 
     def _out_count(self, count_in: int) -> int:
-        rule = self.target.spec.output
-        if rule == "count":
-            return count_in
-        if rule == "count*ranks":
-            return count_in * self.comm.size
-        return self.target.spec.output_count(count_in, self.comm.size)
+        recv = getattr(self, "call_kw", {}).get("recv_counts")
+        if self.target.spec.kind_info.output == "recv_counts" and recv is None:
+            return count_in  # sized again once the counts are known
+        return self.target.spec.output_count(count_in, self.comm.size, recv)
 
     def call(self, async_op: bool | str = True):
-        rop = self.rop if self.coll.reduction else None
         if async_op == "stream":
-            return self.op.launch(self.x.ptr, self.y.ptr, self.count_in, self.dt.name, reduce_op=rop,
-                                  root=self.op_root)
-        return self.op(self.x, self.y, count=self.count_in, dtype=self.dt.name, reduce_op=rop, root=self.op_root,
-                       async_op=bool(async_op))
+            return self.op.launch(self.x.ptr, self.y.ptr, self.count_in, self.dt.name, reduce_op=self.op_rop,
+                                  root=self.op_root, **self.call_kw)
+        return self.op(self.x, self.y, count=self.count_in, dtype=self.dt.name, reduce_op=self.op_rop,
+                       root=self.op_root, async_op=bool(async_op), **self.call_kw)
+
+    def check(self) -> tuple[int, tuple | None, bool]:
+        if self.y is not self.x:  # a kernel that leaves its output (or part of it) unwritten fails
+            from ..jobs.runner import POISON_BYTE
+
+            self.y.copy_from(np.full(self.y.size * self.dt.itemsize, POISON_BYTE, np.uint8).view(self.dt.numpy))
+        return super().check()
 
     def expected(self) -> tuple[np.ndarray | None, bool]:
-        r, n, dt, ins, kind = self.comm.rank, self.comm.size, self.dt, self.inputs, self.kind
-        if kind in ("allreduce", "reduce_scatter"):
-            ok = _exact(dt, _wide_reduce(ins, dt, self.rop))
-            full = reference.reduce(ins, self.rop, dt.name)
-            return (np.split(full, n)[r] if kind == "reduce_scatter" else full), ok
-        if kind == "allgather":
-            return reference.allgather(ins)[r], True
-        if kind == "shift":
-            return ins[(r - 1) % n], True
-        if kind == "copy":
-            return ins[r], True
-        return None, False  # no reference: NULL
+        from ..ops.expect import expected_outputs
+
+        ins, dt = self.inputs, self.dt
+        ok = _exact(dt, _wide_reduce(ins, dt, self.op_rop)) if self.op_rop and self.target.spec.kind != "custom" \
+            else True
+        exps = expected_outputs(self.target.spec, ins, dtype=dt.name, reduce_op=self.op_rop,
+                                root=self.op_root or 0, params=self.ref_kw)
+        if exps is None:
+            return None, False  # no reference: NULL
+        return exps[self.comm.rank], ok
 
 
-def check_target(target: OpTarget, dtype: str, op: str) -> None:
-    """Refuse a dtype / reduce op the operator does not list in op.toml (before anything starts)."""
-    dt = _dtypes.get_dtype(dtype).name
-    rop = _dtypes.get_reduce_op(op).name
+def check_target(target: OpTarget, dtype: str, op: str | None) -> None:
+    """Refuse a dtype / reduce op the operator does not list in op.toml (before anything starts);
+    ``op`` None: the operator's first listed."""
     spec = target.spec
+    dt = _dtypes.get_dtype(dtype).name
+    rop = _dtypes.get_reduce_op(spec.default_reduce_op(op) or "sum").name
     if dt not in spec.dtypes:
         raise ConfigError(f"operator {spec.name} does not support dtype {dt}; op.toml [op].dtypes = "
                           f"{list(spec.dtypes)}", key="-d", path=Path(target.opdir) / "op.toml")

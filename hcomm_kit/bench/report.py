@@ -61,9 +61,10 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
                    f"checker {'off' if envs.check_mode() == '0' else 'ON (HCOMM_KIT_CHECK): slower'}")
                 if backend == "emu" else "")]
     if target is not None:
-        lines.append(f"# {target.note}; checked against "
-                     + ({"none": "nothing (no numpy reference for this operator)"}.get(target.kind,
-                                                                                     f"the numpy {target.kind} reference"))
+        ref = target.spec.reference or target.spec.kind_info.reference
+        checked = (f"the numpy reference {ref}" + (" on the root" if target.spec.kind_info.checked == "root" else "")
+                   if ref else "nothing (no numpy reference: set op.toml reference)")
+        lines.append(f"# {target.note}; checked against {checked}"
                      + (f"; compared with the built-in {'all_to_all_v (ring shift)' if target.builtin == 'shift' else target.builtin}"
                         if "builtin" in compare and target.builtin else ""))
     lines.append("# data_size = bytes taking part per rank (hccl_test); algbw = S/time, busbw = algbw x factor "

@@ -7,11 +7,9 @@ one checked call on exact-by-construction data compared with the numpy reference
 the same collective through mpi4py (Open MPI, ``--compare mpi``) and, for a user's operator, the
 matching built-in collective (``--compare builtin``).
 
-A user's operator directory is measured like a built-in: op.toml's pattern and ``[io].output``
-say which collective it is (ring-allreduce / a reduction with output ``count`` -> allreduce
-sizes and bandwidth factors, output ``count*ranks`` -> allgather, ``count/ranks`` -> reduce_scatter,
-p2p -> a ring shift with factor 1, empty -> a local copy: time only), ``--busbw-factor`` overrides
-the factor. See ``spec/bench.md`` for the conventions.
+A user's operator directory is measured like a built-in of its kind (op.toml ``kind``, the
+table :data:`hcomm_kit.build.kinds.KINDS`: sizes, bus bandwidth factor, the ranks checked, the
+built-in and MPI call of ``--compare``; ``custom``: time only unless ``--busbw-factor``). See ``spec/bench.md`` for the conventions.
 
 This module runs the sweep (:func:`run_bench`); what is measured is in :mod:`.cases`, the timed
 loop in :mod:`.timing`, the ``--compare`` baselines in :mod:`.baseline`, the table, JSON and plot in
@@ -35,7 +33,7 @@ __all__ = ["COLLECTIVES", "Collective", "OpTarget", "op_target", "parse_size", "
            "format_row", "COMPARES", "ALIASES", "CHECKED_CALLS", "check_target", "write_json", "plot", "plot_title"]
 
 
-def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str = "sum", root: int = 0,
+def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str | None = None, root: int = 0,
               iters: int = 20, warmup: int = 5, check: int = 1, fill: str = "rand", inplace: bool = False,
               algorithm: str | None = None, baseline: str | None = None, blocking: bool = False,
               compare: tuple[str, ...] | list[str] = (), busbw_factor: float | None = None,
@@ -69,7 +67,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
         raise ConfigError(f"--compare builtin is for your own operators; {name} is a built-in collective",
                           key="--compare")
     dt = _dtypes.get_dtype(dtype)
-    rop = _dtypes.get_reduce_op(op).name
+    # one rule: -o, else the operator's first listed reduce op (built-ins: sum)
+    rop = _dtypes.get_reduce_op((target.spec.default_reduce_op(op) if target else op) or "sum").name
     if not 0 <= root < comm.size:
         raise ConfigError(f"-r {root} is not a rank of this {comm.size}-rank job", key="-r")
     if name == "sendrecv" and comm.size < 2:
@@ -94,13 +93,14 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                             checked_first=set_check is not None),
               file=out, flush=True)
         if "builtin" in compare and builtin is None:
-            print(f"# --compare builtin: no built-in counterpart of pattern {target.spec.pattern}", file=out)
+            print(f"# --compare builtin: no built-in counterpart of kind {target.kind}", file=out)
     rows = []
     total_wrong = 0
     with progress.Progress(f"bench {name}", total=len(size_list), rank=comm.rank) as bar:
         for nbytes in size_list:
             if target is not None:
-                case: _Case = _OpCase(comm, target, custom, nbytes, dt, rop, root if root else None, fill, inplace)
+                case: _Case = _OpCase(comm, target, custom, nbytes, dt, rop if target.spec.is_reduction else None,
+                                      root if target.coll.rooted or target.kind == "custom" else None, fill, inplace)
             else:
                 case = _Case(comm, coll, nbytes, dt, rop, root, fill, inplace, algorithm)
             if case.rounded and lead:
@@ -123,7 +123,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                    "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
                    "soc": comm.soc, "host": socket.gethostname(), "blocking": blocking}
             if target is not None:
-                row.update(operator=target.opdir, pattern=target.spec.pattern, reference=target.kind)
+                row.update(operator=target.opdir, pattern=target.spec.pattern, kind=target.kind,
+                           reference=target.spec.reference or target.spec.kind_info.reference)
             if "builtin" in compare:
                 b_us = b_bus = None
                 if builtin is not None:

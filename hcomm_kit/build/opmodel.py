@@ -9,13 +9,17 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base.errors import ConfigError
 
+if TYPE_CHECKING:
+    from .kinds import Kind
+
 
 OP_TOML = "op.toml"
-PATTERNS = ("empty", "p2p", "ring-allreduce", "mesh-allgather")
+PATTERNS = ("empty", "p2p", "ring-allreduce", "mesh-allgather", "direct-reduce", "direct-broadcast",
+            "pairwise-alltoall", "halo-exchange")
 HANDSHAKES = ("thread-notify", "acl-notify")
 PRODUCTS = ("Ascend910B", "Ascend910_93", "Ascend950")
 A2A3 = ("Ascend910B", "Ascend910_93")
@@ -86,7 +90,8 @@ class OpSpec:
     """A validated ``op.toml``. Build it with :func:`load_opspec` or :func:`parse_opspec`.
 
     Attributes mirror the op.toml keys (``threads`` keeps the rule as written: an int or one of
-    ``"ranks"``, ``"ranks-1"``, ``"peers"``). ``opdir`` is the operator directory (None when
+    ``"ranks"``, ``"ranks-1"``, ``"peers"``; ``kind`` is set, from the pattern when op.toml has no
+    ``kind``: ``kind_explicit`` says which; ``reference`` is "" for the kind's own). ``opdir`` is the operator directory (None when
     parsed from text) and ``toml_sha256`` the hash of the op.toml bytes.
     """
 
@@ -107,6 +112,9 @@ class OpSpec:
     channel_notifies: int
     params: tuple[ParamField, ...]
     same_args: bool = True
+    kind: str = "custom"
+    reference: str = ""
+    kind_explicit: bool = False
     opdir: Path | None = None
     toml_sha256: str = ""
     _memo: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
@@ -234,8 +242,36 @@ class OpSpec:
                               f"threads[] holds {self.max_threads}", key="resources.threads")
         return n
 
-    def output_count(self, count: int, rank_size: int) -> int:
-        """Output element count for an input of ``count`` elements on ``rank_size`` ranks."""
+    @property
+    def kind_info(self) -> "Kind":
+        """The :class:`~hcomm_kit.build.kinds.Kind` row of this operator's kind."""
+        from .kinds import KINDS
+
+        return KINDS[self.kind]
+
+    @property
+    def rooted(self) -> bool:
+        """The operator takes a root (rooted kinds)."""
+        return self.kind_info.rooted
+
+    def default_reduce_op(self, given: str | None = None) -> str | None:
+        """The reduce op of a call: ``given`` (``-o``, ``reduce_op=``), else the first of ``reduce_ops``;
+        None for an operator that does not reduce. The one rule of run, test, bench and Python calls."""
+        if not self.reduce_ops:
+            return None
+        return given if given is not None else self.reduce_ops[0]
+
+    def output_count(self, count: int, rank_size: int, recv_counts: Any = None) -> int:
+        """Output element count for an input of ``count`` elements on ``rank_size`` ranks
+        (``recv_counts``: the call's, for the rule ``"recv_counts"``)."""
+        if self.kind_info.divisible and count % rank_size:
+            raise ConfigError(f"operator {self.name} ({self.kind}) needs a count divisible by the rank count "
+                              f"({count} % {rank_size} != 0)", key="count")
+        if self.kind_info.output == "recv_counts":
+            if recv_counts is None:
+                raise ConfigError(f"operator {self.name} ({self.kind}) needs recv_counts=[...] (one count per "
+                                  "rank): its output holds their sum", key="recv_counts")
+            return int(sum(int(c) for c in list(recv_counts)[:rank_size]))
         if self.output == "count":
             return count
         if self.output == "count*ranks":
@@ -329,7 +365,7 @@ class OpSpec:
             "reduce_ops": list(self.reduce_ops), "vendor": self.vendor, "output": self.output,
             "inplace": self.inplace, "same_args": self.same_args, "threads": self.threads,
             "notifies_per_thread": self.notifies_per_thread, "topology": self.topology,
-            "channel_notifies": self.channel_notifies,
+            "channel_notifies": self.channel_notifies, "kind": self.kind, "reference": self.reference,
             "params": [{"name": p.name, "type": p.type, "array": p.array} for p in self.params],
         }
 

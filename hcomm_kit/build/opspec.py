@@ -14,7 +14,9 @@ Schema (every key except ``op.name`` is optional)::
     kernel      = "HcclMyAllgatherAicpuKernel"   # entry symbol = op-info key = functionName
     so          = "libmy_allgather_aicpu_kernel.so"
     handshake   = "thread-notify"                # or "acl-notify" (A2/A3 only)
-    pattern     = "mesh-allgather"               # informational: what `new` generated
+    pattern     = "mesh-allgather"               # what `new` generated (implies kind when kind is absent)
+    kind        = "allgather"                    # what it computes (hcomm_kit.build.kinds.KINDS)
+    reference   = "reference:myref"              # optional: module:function, the numpy reference
     products    = ["Ascend910B", "Ascend910_93", "Ascend950"]
     dtypes      = ["int8", "fp16", "fp32", ...]  # names from hcomm_kit.base.dtypes
     reduce_ops  = []                             # subset of sum/prod/max/min; [] = not a reduction
@@ -53,6 +55,7 @@ from typing import Any, Callable
 from ..base.errors import ConfigError
 from . import names
 from .opinfo import ANSWERS_FILE, check_op_info, read_answers
+from .kinds import KIND_NAMES, KINDS, infer_kind
 from .opmodel import (_DUMMY, A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS, HANDSHAKES, MAX_CHANNEL_NOTIFIES,
                       MAX_CHANNELS, MAX_NOTIFIES_PER_THREAD, MAX_PARAM_ARRAY, MAX_THREADS_LIMIT, OP_TOML,
                       OUTPUT_RULES, PARAM_TYPES, PATTERNS, PRODUCTS, THREAD_RULES, TOPOLOGIES, CField, OpSpec,
@@ -75,20 +78,86 @@ __all__ = [
     "check_op_info",
     "read_answers",
     "ANSWERS_FILE",
+    "KIND_NAMES",
+    "optoml_table",
+    "optoml_reference",
 ]
 
 _UNSET = object()
 
-# Accepted keys per table: key -> description (used for did-you-mean and docs).
-_SCHEMA: dict[str, dict[str, str]] = {
-    "": {"op": "table", "io": "table", "resources": "table", "param": "array of tables"},
-    "op": {k: "" for k in ("name", "kernel", "so", "handshake", "pattern", "products", "dtypes",
-                           "reduce_ops", "vendor")},
-    "io": {"output": "", "inplace": "", "same_args": ""},
-    "resources": {"threads": "", "notifies_per_thread": "", "channels": "table"},
-    "resources.channels": {"topology": "", "notifies": ""},
-    "param": {"name": "", "type": "", "array": ""},
+# Every accepted key per table: key -> (default, meaning). The one definition of op.toml's keys: the
+# validator accepts these and nothing else (did-you-mean), and `hcomm-kit docs optoml` / the README
+# table are generated from it (optoml_table; tests/test_kinds.py checks the README against it).
+_SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
+    "": {"op": ("", "table"), "io": ("", "table"), "resources": ("", "table"),
+         "param": ("", "array of tables")},
+    "op": {
+        "name": ("required", "operator name, a C identifier (also the directory name of `new`)"),
+        "kernel": ("`Hccl<Name>AicpuKernel`", "kernel entry symbol = op-info key = functionName"),
+        "so": ("`lib<name>_aicpu_kernel.so`", "kernel library file name"),
+        "handshake": ('`"thread-notify"`', 'host<->kernel handshake: `"thread-notify"` (A2/A3/950) or '
+                      '`"acl-notify"` (A2/A3)'),
+        "pattern": ('`"empty"`', "what `hcomm-kit new` generated: " + ", ".join(PATTERNS) +
+                    " (gives the kind when `kind` is absent)"),
+        "kind": ("from `pattern`", "what the operator computes: " + ", ".join(f"`{k}`" for k in KIND_NAMES) +
+                 " (output size, root, reduce op, busbw factor, checked ranks, built-in and MPI "
+                 "counterparts, reference: the kinds table)"),
+        "reference": ("the kind's", '`"module:function"`, a numpy function of every rank\'s inputs and the '
+                      "call's arguments returning every rank's expected output (None: not checked); "
+                      "`module` is a `.py` file of the operator directory or an importable module; "
+                      "required to check a `custom` operator"),
+        "products": ("all (acl-notify: A2/A3)", "products the operator runs on: " + ", ".join(PRODUCTS)),
+        "dtypes": ("every dtype (reductions: the A2/A3 reduce dtypes)", "element types the kernel supports"),
+        "reduce_ops": ("`[]`", "reduce ops (sum/prod/max/min), the first is the default of every command; "
+                       "`[]` = not a reduction"),
+        "vendor": ('`"cust"`', "CANN install: `opp/vendors/<vendor>/`"),
+    },
+    "io": {
+        "output": ("the kind's, else `\"count\"`", "output element count: " +
+                   ", ".join(f'`"{r}"`' for r in OUTPUT_RULES) + " (must agree with the kind)"),
+        "inplace": ("`false`", "the kernel accepts output == input"),
+        "same_args": ("`true`", "every rank passes the same count, root and parameters (checked per call)"),
+    },
+    "resources": {
+        "threads": ("`1`", 'AICPU device threads: an integer, `"ranks"`, `"ranks-1"` or `"peers"`; '
+                    "threads[0] = main"),
+        "notifies_per_thread": ("`0`", 'the pattern\'s own thread-notify slots, numbered 1..N (slot 0 = host "go")'),
+        "channels": ("", "table"),
+    },
+    "resources.channels": {
+        "topology": ('`"none"`', "channels acquired: " + ", ".join(f'`"{t}"`' for t in TOPOLOGIES)),
+        "notifies": ("`2` (`0` for none)", "notify slots per channel end"),
+    },
+    "param": {
+        "name": ("required", "a field appended to OpParam, passed as a keyword of the call"),
+        "type": ("required", "C type: " + ", ".join(PARAM_TYPES)),
+        "array": ("scalar", "fixed array length (1..4096)"),
+    },
 }
+
+
+def optoml_reference() -> str:
+    """The op.toml reference: every key (:func:`optoml_table`) and every kind
+    (:func:`hcomm_kit.build.kinds.kinds_table`). ``hcomm-kit docs optoml`` prints it; the README
+    holds it between ``<!-- optoml:begin -->`` and ``<!-- optoml:end -->`` (checked by a test)."""
+    from .kinds import kinds_table
+
+    return (optoml_table() + "\n\nKinds (`[op].kind`; busbw factors as nccl-tests' PERFORMANCE.md, n = ranks):\n\n"
+            + kinds_table())
+
+
+def optoml_table() -> str:
+    """Every op.toml key with its default and meaning, as one Markdown table (from :data:`_SCHEMA`)."""
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+    for table, keys in _SCHEMA.items():
+        if not table:
+            continue
+        where = "[[param]]" if table == "param" else f"[{table}]"
+        for key, (default, meaning) in keys.items():
+            if meaning == "table":
+                continue
+            rows.append(f"| `{where} {key}` | {default or '-'} | {meaning} |")
+    return "\n".join(rows)
 
 
 # ---- loading and validation ------------------------------------------------------------------
@@ -270,7 +339,12 @@ class _Validator:
         if not vendor or not all(c.isalnum() or c == "_" for c in vendor):
             raise self.fail("op.vendor", f"op.vendor = {vendor!r} must be letters, digits and '_' (e.g. 'cust')")
 
-        output = self.choice(io, "output", "io", OUTPUT_RULES, "count")
+        kind, reference, kind_explicit = self.kind(op, pattern, io, canon_ops)
+        rule = KINDS[kind].output
+        output = self.choice(io, "output", "io", OUTPUT_RULES, rule if rule in OUTPUT_RULES else "count")
+        if rule in OUTPUT_RULES and output != rule:
+            raise self.fail("io.output", f"io.output = {output!r} contradicts kind {kind!r}, whose output is "
+                            f"{rule!r}; remove io.output (the kind sets it) or choose another kind")
         inplace = self.get(io, "inplace", "io", bool, False)
         same_args = self.get(io, "same_args", "io", bool, True)
 
@@ -299,8 +373,38 @@ class _Validator:
             products=tuple(products), dtypes=tuple(canon_dtypes), reduce_ops=tuple(canon_ops),
             vendor=vendor, output=output, inplace=inplace, threads=threads,
             notifies_per_thread=notifies, topology=topology, channel_notifies=chan_notifies,
-            params=tuple(params), same_args=same_args, opdir=opdir, toml_sha256=sha256,
+            params=tuple(params), same_args=same_args, kind=kind, reference=reference,
+            kind_explicit=kind_explicit, opdir=opdir, toml_sha256=sha256,
         )
+
+    def kind(self, op: dict[str, Any], pattern: str, io: dict[str, Any],
+             reduce_ops: list[str]) -> tuple[str, str, bool]:
+        """``(kind, reference, explicit)``: ``[op].kind`` checked against ``reduce_ops`` and the
+        params, or the kind the pattern and ``[io].output`` imply (op.toml files older than kinds)."""
+        explicit = "kind" in op
+        if explicit:
+            kind = self.choice(op, "kind", "op", KIND_NAMES, "custom")
+            implied = ""
+        else:
+            kind, implied = infer_kind(pattern, io.get("output", "count"), bool(reduce_ops))
+        reference = self.get(op, "reference", "op", str, implied)
+        if reference and (reference.count(":") != 1 or not all(reference.split(":"))):
+            raise self.fail("op.reference", f"op.reference = {reference!r} must be 'module:function' (e.g. "
+                            "'reference:halo' for reference.py of the operator directory)")
+        info = KINDS[kind]
+        if explicit and info.reduction and not reduce_ops:
+            raise self.fail("op.reduce_ops", f"kind {kind!r} is a reduction: list its reduce ops in "
+                            "op.reduce_ops (e.g. [\"sum\", \"max\", \"min\"])")
+        if explicit and kind != "custom" and not info.reduction and reduce_ops:
+            raise self.fail("op.reduce_ops", f"kind {kind!r} does not reduce: op.reduce_ops must be [] "
+                            "(or choose a reducing kind, or \"custom\")")
+        if kind == "alltoallv":
+            names_ = {p.get("name") for p in self.doc.get("param", []) if isinstance(p, dict)}
+            missing = [n for n in ("send_counts", "recv_counts") if n not in names_]
+            if missing:
+                raise self.fail("param", f"kind 'alltoallv' passes send_counts and recv_counts to the kernel: add "
+                                f"[[param]] {', '.join(missing)} (type = \"uint64_t\", array = 64)")
+        return kind, reference, explicit
 
     def params(self, raw: Any) -> list[ParamField]:
         if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):

@@ -6,10 +6,10 @@
   hcomm-kit bench ops/my_allreduce --np 4 -b 1K -e 16M -f 4 --compare builtin --compare mpi
 
 COLLECTIVE: allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter,
-sendrecv; or OPDIR, an operator directory (with op.toml). An operator is sized, checked and given
-bandwidth factors by what op.toml says it is: ring-allreduce (or a reduction with output
-"count") as allreduce, output "count*ranks" as allgather, "count/ranks" as reduce_scatter, p2p as
-a ring shift (factor 1), empty as a local copy (time only); --busbw-factor F sets the factor.
+sendrecv; or OPDIR, an operator directory (with op.toml). An operator is sized, checked, given
+bandwidth factors and compared as its op.toml kind says (`hcomm-kit docs optoml`): a reduce as
+the built-in reduce with -r ROOT, checked on the root; custom: its reference, time only unless
+--busbw-factor F. -o defaults to the operator's first listed reduce op.
 --compare builtin adds the matching built-in collective in the same job, --compare mpi the same
 through mpi4py (Open MPI), each with its time, busbw and a vs_ ratio (its time / ours).
 
@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--check", type=int, default=1, choices=(0, 1, 2),
                         help="check results: 0 off, 1 on, 2 also print the first bad element (default 1)")
     parser.add_argument("-d", "--datatype", default="fp32", help="dtype (default fp32)")
-    parser.add_argument("-o", "--op", default="sum", help="reduce op: sum prod max min (default sum)")
+    parser.add_argument("-o", "--op", default=None,
+                        help="reduce op: sum prod max min (default: an operator's first listed; built-ins: sum)")
     parser.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
     parser.add_argument("--algorithm", default=None, help="algorithm name (see hcomm_kit.ops.collectives.ALGORITHMS)")
     parser.add_argument("--inplace", action="store_true", help="output = input where the collective allows it")
@@ -174,8 +175,8 @@ def _forward(args: argparse.Namespace, subject: str, compare: list[str]) -> list
     """The argv that reproduces ``args`` in each rank."""
     out = [subject, "--np", str(args.np), "-b", str(args.minbytes), "-e", str(args.maxbytes),
            "-n", str(args.iters), "-w", str(args.warmup_iters), "-c", str(args.check), "-d", args.datatype,
-           "-o", args.op, "-r", str(args.root), "--fill", args.fill, "--timeout", str(args.timeout)]
-    for flag, val in (("-f", args.stepfactor), ("-i", args.stepbytes), ("--algorithm", args.algorithm),
+           "-r", str(args.root), "--fill", args.fill, "--timeout", str(args.timeout)]
+    for flag, val in (("-o", args.op), ("-f", args.stepfactor), ("-i", args.stepbytes), ("--algorithm", args.algorithm),
                       ("--busbw-factor", args.busbw_factor), ("--json", args.json_out), ("--plot", args.plot)):
         if val is not None:
             out += [flag, str(val)]

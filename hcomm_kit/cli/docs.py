@@ -2,6 +2,7 @@
 
   hcomm-kit docs                 list the pages
   hcomm-kit docs hcomm           the Hcomm rules your kernel relies on (cited by generated files)
+  hcomm-kit docs optoml          every op.toml key (default, meaning) and every kind
   hcomm-kit docs --path hcomm    where the page's file is
 """
 
@@ -28,10 +29,16 @@ def run(args: argparse.Namespace) -> int:
     from ..base.errors import ConfigError
 
     found = pages()
+    if args.topic == "optoml" and not args.path:  # generated from the definitions (build/opspec.py, build/kinds.py)
+        from ..build.opspec import optoml_reference
+
+        print(optoml_reference())
+        return 0
     if args.topic is None:
         for name, path in found.items():
             title = path.read_text().splitlines()[0].lstrip("# ").strip()
             print(f"{name:12s} {title}")
+        print(f"{'optoml':12s} op.toml keys (default, meaning) and kinds")
         return 0
     path = found.get(args.topic)
     if path is None:

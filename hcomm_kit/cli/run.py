@@ -5,8 +5,11 @@
   hcomm-kit run ops/my_allgather --np 2 --debug          (debug build, kernel logs shown)
 
 OP is an operator directory (with op.toml) or the name of a built-in operator. The input of
-each rank is deterministic; the reference is chosen from op.toml (pattern / [io].output /
-reduce_ops). Prints a table on rank 0; exit status 1 when a result does not match.
+each rank is deterministic; what is checked follows op.toml's kind (hcomm-kit docs optoml):
+output size, root (-r, default 0; operators that take none ignore it), the ranks checked (a
+reduce: the root), the numpy reference (op.toml reference overrides the kind's); the reduce op is
+-o, else the operator's first listed. Outputs start filled with a poison byte, so an output the
+kernel leaves unwritten fails. Prints a table on rank 0; exit status 1 when a result does not match.
 --iters 0 only checks (no timing). --json FILE writes the rows, one JSON object per line.
 """
 
@@ -27,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--np", "-n", type=int, default=2, metavar="N", help="number of ranks (default 2)")
     parser.add_argument("--count", "-c", type=int, default=4096, metavar="C", help="elements per rank (default 4096)")
     parser.add_argument("-d", "--dtype", default=None, help="element type (default fp32 if supported)")
-    parser.add_argument("-o", "--op", dest="reduce_op", default=None, help="reduce op for reductions (default sum)")
-    parser.add_argument("-r", "--root", type=int, default=None, help="root rank (rooted operators)")
+    parser.add_argument("-o", "--op", dest="reduce_op", default=None, help="reduce op for reductions (default: the operator's first listed)")
+    parser.add_argument("-r", "--root", type=int, default=None, help="root rank of rooted kinds (default 0)")
     parser.add_argument("--iters", type=int, default=20,
                         help="timed calls after the checked one (default 20; 0 = check only)")
     parser.add_argument("--timeout", type=float, default=300, help="kill the job after S seconds (default 300)")
@@ -89,12 +92,15 @@ def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
     check_seconds(args.timeout, "--timeout")
     check_names(dtype=args.dtype, reduce_op=args.reduce_op)
     split = False
+    rooted = []
     for d in opdirs:
         name = _builtin_name(d)
         if name is not None:
             split = split or bench.COLLECTIVES[name].split
             continue
         spec = load_opspec(d)
+        if _takes_root(spec):
+            rooted.append(spec.name)
         if args.dtype is not None and _dtypes.get_dtype(args.dtype).name not in spec.dtypes:
             raise ConfigError(f"-d {args.dtype}: operator {spec.name} supports {', '.join(spec.dtypes)} "
                               f"(op.toml [op].dtypes)", key="-d", path=spec.path("op.toml"))
@@ -102,8 +108,16 @@ def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
                 _dtypes.get_reduce_op(args.reduce_op).name not in spec.reduce_ops:
             raise ConfigError(f"-o {args.reduce_op}: operator {spec.name} supports {', '.join(spec.reduce_ops)} "
                               f"(op.toml [op].reduce_ops)", key="-o", path=spec.path("op.toml"))
+    if args.root is not None and not rooted and not all(_builtin_name(d) for d in opdirs):
+        raise ConfigError(f"-r {args.root}: none of the operators takes a root (op.toml [op].kind: reduce, broadcast, "
+                          "scatter, gather or custom)", key="-r")
     itemsize = _dtypes.get_dtype(args.dtype or "fp32").itemsize
     check_memory(args.count * (args.np if split else 1), itemsize, args.np)
+
+
+def _takes_root(spec) -> bool:
+    """The operator takes a root: rooted kinds, custom operators, peer topologies (op.toml)."""
+    return spec.rooted or spec.kind == "custom" or spec.topology == "peer"
 
 
 def _builtin_name(opdir: str) -> str | None:
@@ -132,8 +146,11 @@ def _run_rank(args, opdirs) -> int:
     try:
         users = [d for d in opdirs if _builtin_name(d) is None]
         if users:
+            from ..build.opspec import load_opspec
+
+            # -r goes to the operators that take a root (several operators may be listed)
             jobs = [{"op": d, "count": args.count, "dtype": args.dtype, "reduce_op": args.reduce_op,
-                     "root": args.root} for d in users]
+                     "root": args.root if _takes_root(load_opspec(d)) else None} for d in users]
             rows = run_ops(comm, jobs, iters=args.iters)
             if comm.rank == 0:
                 print(format_table(rows), flush=True)

@@ -16,7 +16,7 @@ from ..base import dtypes as _dtypes
 from ..base.errors import ConfigError
 from ..ops import reference
 
-__all__ = ["resolve_op", "reference_kind", "make_input", "run_ops", "format_table"]
+__all__ = ["resolve_op", "make_input", "job_arguments", "run_ops", "format_table", "POISON_BYTE"]
 
 
 def resolve_op(name: str) -> Path:
@@ -34,21 +34,6 @@ def resolve_op(name: str) -> Path:
                       key="OP")
 
 
-def reference_kind(spec) -> str:
-    """Which numpy reference fits the operator: allreduce/allgather/reduce_scatter/shift/copy/none."""
-    if spec.pattern == "p2p":
-        return "shift"
-    if spec.pattern == "empty":
-        return "copy"
-    if spec.output == "count*ranks":
-        return "allgather"
-    if spec.is_reduction and spec.output == "count":
-        return "allreduce"
-    if spec.is_reduction and spec.output == "count/ranks":
-        return "reduce_scatter"
-    return "none"
-
-
 def make_input(rank: int, count: int, dtype: str) -> np.ndarray:
     """Deterministic input of ``rank`` (small integers: reductions are exact in every dtype)."""
     dt = _dtypes.get_dtype(dtype)
@@ -58,21 +43,6 @@ def make_input(rank: int, count: int, dtype: str) -> np.ndarray:
     if dt.name == "bf16":
         return _dtypes.float32_to_bf16_bits(vals.astype(np.float32))
     return vals.astype(dt.numpy)
-
-
-def _expected(kind: str, rank: int, size: int, count: int, dtype: str, reduce_op: str):
-    ins = [make_input(r, count, dtype) for r in range(size)]
-    if kind == "allreduce":
-        return reference.allreduce(ins, reduce_op, dtype)[rank]
-    if kind == "allgather":
-        return reference.allgather(ins)[rank]
-    if kind == "reduce_scatter":
-        return reference.reduce_scatter(ins, reduce_op, dtype)[rank]
-    if kind == "shift":
-        return ins[(rank - 1) % size]
-    if kind == "copy":
-        return ins[rank]
-    return None
 
 
 def _max_error(out: np.ndarray, exp: np.ndarray | None, dtype: str) -> float:
@@ -93,55 +63,112 @@ def _max_error(out: np.ndarray, exp: np.ndarray | None, dtype: str) -> float:
     return float(np.max(diff, initial=0.0))
 
 
+#: Byte that fills an output before the checked call: a kernel that leaves (part of) it unwritten
+#: (a stale output, a wrong slice) is caught, never passed by leftovers of an earlier call.
+POISON_BYTE = 0x5A
+
+
+def job_arguments(spec, rank: int, size: int, job: dict[str, Any]) -> dict[str, Any]:
+    """What one row of ``run`` calls: dtype, reduce op and root by the kind's rules, the count
+    (a multiple of the ranks for kinds that cut the input in blocks), the call's keywords and the
+    reference's view of them."""
+    from ..ops.expect import call_arguments
+
+    dtype = job.get("dtype") or ("fp32" if "fp32" in spec.dtypes else spec.dtypes[0])
+    rop = spec.default_reduce_op(job.get("reduce_op"))
+    root = job.get("root")
+    if root is not None and not (spec.rooted or spec.kind == "custom" or spec.topology == "peer"):
+        raise ConfigError(f"-r {root}: operator {spec.name} is a {spec.kind} (op.toml [op].kind), which takes no "
+                          "root", key="-r", path=spec.path("op.toml") if spec.opdir else None)
+    if root is None and spec.rooted:
+        root = 0
+    count = int(job.get("count") or 4096)
+    if spec.kind_info.divisible and count % size:
+        count -= count % size  # blocks of equal size per rank
+    call, ref = call_arguments(spec, rank, size, count, root, job.get("params"))
+    return {"dtype": dtype, "reduce_op": rop, "root": root, "count": count, "call": call, "ref": ref}
+
+
+def checked_call(comm, op, x: np.ndarray, out_n: int, dt: "_dtypes.DType", kwargs: dict[str, Any]) -> np.ndarray:
+    """``op(x, **kwargs)`` into a device output filled with :data:`POISON_BYTE` first; the output."""
+    from ..core.device import DeviceBuffer
+
+    poison = np.full(out_n * dt.itemsize, POISON_BYTE, np.uint8).view(dt.numpy)
+    out_buf = DeviceBuffer.from_numpy(poison, dt, rt=comm.rt)
+    try:
+        op(x, out_buf, **kwargs)
+        return out_buf.numpy()
+    finally:
+        out_buf.close()
+
+
 def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str, Any]]:
-    """Run each job ``{op, count, dtype, reduce_op, root}`` on this rank; return rows (all ranks agree)."""
+    """Run each job ``{op, count, dtype, reduce_op, root}`` on this rank; return rows (all ranks agree).
+
+    The operator's kind (op.toml ``kind``, :data:`hcomm_kit.build.kinds.KINDS`) decides the output
+    size, the default reduce op (the first listed), the root (rooted kinds: ``-r``, default 0),
+    which ranks are checked and the numpy reference (op.toml ``reference`` overrides it)."""
+    from ..ops.expect import compare, expected_outputs
+
     rows = []
     for job in jobs:
         op = comm.load_op(job["op"])
         spec = op.spec
-        dtype = job.get("dtype") or ("fp32" if "fp32" in spec.dtypes else spec.dtypes[0])
-        rop = job.get("reduce_op") or (spec.reduce_ops[0] if spec.is_reduction and "sum" not in spec.reduce_ops
-                                       else "sum" if spec.is_reduction else None)
-        count = int(job.get("count") or 4096)
-        root = job.get("root")
-        kind = reference_kind(spec)
-        x = make_input(comm.rank, count, dtype)
-        out = op(x, dtype=dtype, reduce_op=rop, root=root)
-        exp = _expected(kind, comm.rank, comm.size, count, dtype, rop or "sum")
-        err = _max_error(out, exp, dtype)
+        a = job_arguments(spec, comm.rank, comm.size, job)
+        dtype, rop, root, count, call = a["dtype"], a["reduce_op"], a["root"], a["count"], a["call"]
+        ins = [make_input(r, count, dtype) for r in range(comm.size)]
+        x = ins[comm.rank]
+        dt = _dtypes.get_dtype(dtype)
+        out_n = spec.output_count(count, comm.size, call.get("recv_counts"))
+        out = checked_call(comm, op, x, out_n, dt, dict(dtype=dtype, reduce_op=rop, root=root, **call))
+        exps = expected_outputs(spec, ins, dtype=dtype, reduce_op=rop, root=root or 0, params=a["ref"])
+        has_ref = exps is not None
+        exp = exps[comm.rank] if has_ref else None
+        err = 0.0
+        wrong = 0
+        if exp is not None:
+            # the inputs are small integers: every kind's result is exact, reductions too
+            wrong, err = compare(out, exp, dtype)
+            if wrong and err == 0.0:
+                err = float("inf")  # bit-level difference (e.g. NaN payloads): never reported as 0
         dt_us: float | None = None
         if iters > 0:
             comm.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
-                op(x, dtype=dtype, reduce_op=rop, root=root)
+                op(x, dtype=dtype, reduce_op=rop, root=root, **call)
             dt_us = (time.perf_counter() - t0) / iters * 1e6
         if comm.mpi_comm is not None:
             from mpi4py import MPI
 
-            # Every rank joins (the kind, hence "no reference", is the same on all ranks; a wrong output
-            # is +inf, never NaN, so no rank skips a collective its peers are waiting in).
-            if exp is not None:
+            # Every rank joins (whether there is a reference is the same on all ranks; a rank whose
+            # output the kind does not check contributes 0; a wrong output is +inf, never NaN).
+            if has_ref:
                 err = comm.mpi_comm.allreduce(err, op=MPI.MAX)
             if dt_us is not None:
                 dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
-        rows.append({"op": spec.name, "pattern": spec.pattern, "handshake": spec.handshake, "ranks": comm.size,
-                     "dtype": dtype, "reduce_op": rop or "-", "count": count, "reference": kind,
-                     "max_error": err if math.isfinite(err) else (None if err != err else "inf"),
-                     "us_per_call": dt_us, "iters": iters, "ok": (err == 0.0) if kind != "none" else None})
+        ok = (err == 0.0) if has_ref else None
+        rows.append({"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
+                     "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,
+                     "reference": spec.reference or spec.kind_info.reference,
+                     "checked": spec.kind_info.checked if has_ref else None,
+                     "max_error": (err if math.isfinite(err) else "inf") if has_ref else None,
+                     "us_per_call": dt_us, "iters": iters, "ok": ok})
     return rows
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The rows of :func:`run_ops` as a text table (time/call "-" when nothing was timed)."""
-    head = ("operator", "pattern", "handshake", "ranks", "dtype", "op", "count", "max error", "time/call", "check")
+    head = ("operator", "kind", "handshake", "ranks", "dtype", "op", "root", "count", "max error", "time/call",
+            "check")
     lines = []
     for r in rows:
         check = {True: "OK", False: "MISMATCH", None: "(no reference)"}[r["ok"]]
         e = r["max_error"]
         err = "-" if e is None else e if isinstance(e, str) else f"{e:g}"
         us = "-" if r["us_per_call"] is None else f"{r['us_per_call']:.0f} us"
-        lines.append((r["op"], r["pattern"], r["handshake"], str(r["ranks"]), r["dtype"], r["reduce_op"],
+        root = "-" if r.get("root") is None else str(r["root"])
+        lines.append((r["op"], r["kind"], r["handshake"], str(r["ranks"]), r["dtype"], r["reduce_op"], root,
                       str(r["count"]), err, us, check))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)

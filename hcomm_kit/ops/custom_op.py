@@ -56,6 +56,9 @@ _MAX_TIMEOUT_S = 0xFFFFFFFE                 # uint32 seconds in OpParam / Hcomm 
 _OP_TYPES = {"ring-allreduce": enums.HcclCMDType.HCCL_CMD_ALLREDUCE,
              "mesh-allgather": enums.HcclCMDType.HCCL_CMD_ALLGATHER,
              "p2p": enums.HcclCMDType.HCCL_CMD_SEND}
+_KIND_OP_TYPES = {"allreduce": "ALLREDUCE", "reduce": "REDUCE", "broadcast": "BROADCAST", "allgather": "ALLGATHER",
+                  "reduce_scatter": "REDUCE_SCATTER", "alltoall": "ALLTOALL", "alltoallv": "ALLTOALLV",
+                  "scatter": "SCATTER", "gather": "GATHER", "sendrecv": "SEND"}
 
 
 class CustomOp:
@@ -94,7 +97,11 @@ class CustomOp:
         self._param_names = {p.name: p for p in spec.params}
         self._dtype_ok = frozenset(spec.dtypes)
         self._reduce_ok = frozenset(spec.reduce_ops)
-        self._op_type = int(_OP_TYPES.get(spec.pattern, 0))
+        kind_type = _KIND_OP_TYPES.get(spec.kind)
+        self._op_type = int(_OP_TYPES.get(spec.pattern) or
+                            (getattr(enums.HcclCMDType, f"HCCL_CMD_{kind_type}") if kind_type else 0))
+        # root: rooted kinds (default 0), custom operators and peer topologies (the peer); no other kind
+        self._takes_root = spec.rooted or spec.kind == "custom" or spec.topology == "peer"
         self._pool = BufferPool(rt)
         self._pending: Work | None = None
         self._free_events: list[Event] = []
@@ -215,8 +222,7 @@ class CustomOp:
                                       f"drop reduce_op={reduce_op!r}", key="reduce_op", path=self._toml())
                 v = 0
             else:
-                rop = _dtypes.get_reduce_op("sum" if reduce_op is None and "sum" in self._reduce_ok
-                                            else reduce_op if reduce_op is not None else self.spec.reduce_ops[0])
+                rop = _dtypes.get_reduce_op(self.spec.default_reduce_op(reduce_op))
                 if rop.name not in self._reduce_ok:
                     raise ConfigError(f"operator {self.name} does not support reduce op {rop.name}; op.toml "
                                       f"[op].reduce_ops = {list(self.spec.reduce_ops)}", key="reduce_op",
@@ -292,16 +298,22 @@ class CustomOp:
                 to fill, or a DeviceBuffer the kernel writes directly.
             count: elements of ``input`` to use (default: all).
             dtype: element type (default: from ``input``; uint16 data is bf16 only with ``dtype="bf16"``).
-            reduce_op: ``"sum"``/``"prod"``/``"max"``/``"min"`` for reductions (default ``"sum"``).
-            root: root rank for rooted operators (default 0).
+            reduce_op: ``"sum"``/``"prod"``/``"max"``/``"min"`` for reductions (default: the first of
+                op.toml's ``reduce_ops``).
+            root: root rank of rooted kinds (reduce, broadcast, scatter, gather; default 0), also
+                accepted by ``custom`` operators and the peer of ``topology = "peer"``; other kinds
+                refuse it.
             stream: a :class:`Stream` (default: the communicator's).
             async_op: return a :class:`Work` instead of waiting.
             timeout: seconds (kernel waits, launch timeout, host wait); default ``HCCL_EXEC_TIMEOUT``;
                 0 = no limit.
-            **params: the operator's ``[[param]]`` fields.
+            **params: the operator's ``[[param]]`` fields (alltoallv: ``send_counts`` and
+                ``recv_counts``, one count per rank; the output holds ``sum(recv_counts)``).
 
         Returns:
-            The output (numpy array or DeviceBuffer), or a :class:`Work` when ``async_op``.
+            The output (numpy array or DeviceBuffer), or a :class:`Work` when ``async_op``. Its
+            size follows the kind (:data:`hcomm_kit.build.kinds.KINDS`): e.g. ``count * ranks``
+            for an allgather; a reduce or gather fills it on the root only.
 
         Raises:
             ConfigError: dtype / reduce op / parameter not accepted by op.toml, bad sizes.
@@ -347,12 +359,13 @@ class CustomOp:
         # ---- output -------------------------------------------------------------------------
         rule = self.spec.output
         size = comm.size
-        if rule == "count":
+        if root is not None and not self._takes_root:
+            raise ConfigError(f"operator {self.name} is a {self.spec.kind} (op.toml [op].kind): it takes no root; "
+                              f"drop root={root!r}", key="root", path=self._toml())
+        if rule == "count" and self.spec.kind_info.output == "count" and not self.spec.kind_info.divisible:
             out_n = n
-        elif rule == "count*ranks":
-            out_n = n * size
         else:
-            out_n = self.spec.output_count(n, size)
+            out_n = self.spec.output_count(n, size, params.get("recv_counts"))
         out_nbytes = out_n * dt.itemsize
         if output is None:
             if device_in:
@@ -590,5 +603,5 @@ class CustomOp:
 
     def __repr__(self) -> str:
         s = self.spec
-        return (f"<CustomOp {s.name} kernel={s.kernel} pattern={s.pattern} handshake={s.handshake} "
+        return (f"<CustomOp {s.name} kind={s.kind} kernel={s.kernel} pattern={s.pattern} handshake={s.handshake} "
                 f"rank {self.comm.rank}/{self.comm.size}>")

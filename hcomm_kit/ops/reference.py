@@ -18,8 +18,8 @@ import numpy as np
 
 from ..base.dtypes import bf16_bits_to_float32, float32_to_bf16_bits, get_dtype, get_reduce_op
 
-__all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "alltoallv", "reduce", "scatter",
-           "gather", "to_float", "from_float"]
+__all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "alltoallv", "reduce", "reduce_root",
+           "scatter", "gather", "shift", "copy", "to_float", "from_float"]
 
 _REDUCERS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
@@ -117,3 +117,20 @@ def alltoallv(inputs: Sequence[np.ndarray], send_counts: Sequence[Sequence[int]]
         edges = np.concatenate([[0], np.cumsum(np.asarray(send_counts[i], dtype=np.int64))])
         parts.append([x[edges[j]:edges[j + 1]] for j in range(n)])
     return [np.concatenate([parts[i][j] for i in range(n)]) for j in range(n)]
+
+
+def reduce_root(inputs: Sequence[np.ndarray], op: Any = "sum", dtype: Any = None, root: int = 0) -> list[np.ndarray | None]:
+    """The root gets the element-wise reduction; the others None (not checked)."""
+    r = reduce(inputs, op, dtype)
+    return [r if i == root else None for i in range(len(inputs))]
+
+
+def shift(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Ring shift: rank r gets the input of rank r-1."""
+    n = len(inputs)
+    return [np.asarray(inputs[(r - 1) % n]).copy() for r in range(n)]
+
+
+def copy(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """A local copy: every rank gets its own input."""
+    return [np.asarray(x).copy() for x in inputs]

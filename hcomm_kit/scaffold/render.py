@@ -36,6 +36,7 @@ from ..build.opspec import load_opspec, parse_opspec
 __all__ = [
     "ANSWERS_FILE",
     "PATTERN_DEFAULTS",
+    "PATTERN_FILES",
     "RenderResult",
     "templates_dir",
     "make_environment",
@@ -45,22 +46,37 @@ __all__ = [
     "read_answers",
 ]
 
-USER_FILES = ("op_kernel_aicpu/exec_op.cc",)
+USER_FILES = ("op_kernel_aicpu/exec_op.cc", "reference.py")
 
 # Element size per HcclDataType value 0..17 (hcomm.md §2.2; 13 is unused and holds 2).
 SIZE_TABLE = (1, 2, 4, 2, 4, 8, 8, 1, 2, 4, 8, 2, 16, 2, 1, 1, 1, 1)
 
 # What each pattern needs; becomes the op.toml written by `new` (the user edits it afterwards).
 PATTERN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "empty": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="none",
-                  channel_notifies=0, reduce_ops=[]),
-    "p2p": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="p2p",
+    "empty": dict(kind="custom", reference="hcomm_kit.ops.reference:copy", output="count", inplace=True, threads=1,
+                  notifies_per_thread=0, topology="none", channel_notifies=0, reduce_ops=[]),
+    "p2p": dict(kind="sendrecv", output="count", inplace=True, threads=1, notifies_per_thread=0, topology="p2p",
                 channel_notifies=2, reduce_ops=[]),
-    "ring-allreduce": dict(output="count", inplace=True, threads=1, notifies_per_thread=0, topology="ring",
-                           channel_notifies=2, reduce_ops=["sum", "max", "min"],
+    "ring-allreduce": dict(kind="allreduce", output="count", inplace=True, threads=1, notifies_per_thread=0,
+                           topology="ring", channel_notifies=2, reduce_ops=["sum", "max", "min"],
                            dtypes=list(A2A3_REDUCE_DTYPES)),
-    "mesh-allgather": dict(output="count*ranks", inplace=False, threads="ranks", notifies_per_thread=2,
-                           topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "mesh-allgather": dict(kind="allgather", output="count*ranks", inplace=False, threads="ranks",
+                           notifies_per_thread=2, topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "direct-reduce": dict(kind="reduce", output="count", inplace=True, threads=1, notifies_per_thread=0,
+                          topology="mesh", channel_notifies=2, reduce_ops=["sum", "max", "min"],
+                          dtypes=list(A2A3_REDUCE_DTYPES)),
+    "direct-broadcast": dict(kind="broadcast", output="count", inplace=True, threads=1, notifies_per_thread=0,
+                             topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "pairwise-alltoall": dict(kind="alltoall", output="count", inplace=False, threads=1, notifies_per_thread=0,
+                              topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "halo-exchange": dict(kind="custom", reference="reference:halo", output="count", inplace=False, threads=1,
+                          notifies_per_thread=0, topology="p2p", channel_notifies=2, reduce_ops=[],
+                          params=[{"name": "halo", "type": "uint32_t", "array": None,
+                                   "comment": "ghost cells per side, elements (0 = 1)"}]),
+}
+#: User files a pattern adds besides exec_op.cc: template -> path (written once, never overwritten).
+PATTERN_FILES: dict[str, dict[str, str]] = {
+    "halo-exchange": {"op/reference/halo-exchange.py.jinja": "reference.py"},
 }
 
 
@@ -102,6 +118,8 @@ def default_answers(name: str, pattern: str, handshake: str) -> dict[str, Any]:
         "products": list(PRODUCTS if handshake == "thread-notify" else A2A3),
         "dtypes": pat.pop("dtypes", [d.name for d in dtype_table.DTYPES]),
         "vendor": "cust",
+        "reference": "",
+        "params": [],
         **pat,
     }
 
@@ -118,6 +136,11 @@ def _context(spec: OpSpec) -> dict[str, Any]:
         "size_table": list(SIZE_TABLE),
         "width": 48,
         "test_dtypes": list(spec.dtypes),
+        # the kind-driven test (hcomm_kit.testing.check_operator) unless a first pattern still computes
+        # what it was generated for (its own hand-written reference test)
+        "kind_test": spec.pattern not in ("empty", "p2p", "ring-allreduce", "mesh-allgather")
+        or PATTERN_DEFAULTS[spec.pattern]["kind"] != spec.kind
+        or spec.reference not in ("", PATTERN_DEFAULTS[spec.pattern].get("reference", "")),
         **opbuild.ascend_template_context(spec),
     }
 
@@ -135,6 +158,7 @@ def _manifest(spec: OpSpec) -> list[tuple[str, str, str]]:
         ("op/CMakeLists.txt.jinja", "CMakeLists.txt", "generated"),
         ("op/BUILD_ON_CANN.md.jinja", "BUILD_ON_CANN.md", "generated"),
         ("op/README.md.jinja", "README.md", "generated"),
+        *((t, rel, "user") for t, rel in PATTERN_FILES.get(spec.pattern, {}).items()),
     ]
 
 
@@ -231,10 +255,39 @@ def new_op(
     return result
 
 
+def _add_kind(opdir: Path, spec: OpSpec) -> OpSpec:
+    """Write the kind an op.toml without ``[op].kind`` implies into it (after ``pattern``, else at the
+    top of ``[op]``), so that what the operator computes is stated; returns the re-read spec."""
+    path = opdir / OP_TOML
+    lines = path.read_text().splitlines(keepends=True)
+    entry = f'kind = "{spec.kind}"'.ljust(40) + "# what it computes (added by `hcomm-kit new --update`)\n"
+    if spec.reference:
+        entry += f'reference = "{spec.reference}"\n'
+    section, at = "", None
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped
+            if section == "[op]" and at is None:
+                at = i + 1
+        elif section == "[op]" and stripped.split("=")[0].strip() == "pattern":
+            at = i + 1
+    if at is None:
+        lines += ["\n[op]\n"]
+        at = len(lines)
+    lines.insert(at, entry)
+    atomic_write_bytes(path, "".join(lines).encode())
+    new = load_opspec(opdir)
+    if new.kind != spec.kind:  # never change what the operator computes
+        raise BuildError(f"{path}: adding kind = {spec.kind!r} changed the kind to {new.kind!r}")
+    return new
+
+
 def update_op(opdir: str | Path, *, template_dir: Path | None = None) -> RenderResult:
     """Re-render the generated files of ``opdir`` from its (edited) ``op.toml``.
 
-    ``op.toml`` and ``exec_op.cc`` are never written (``exec_op.cc`` is created only if missing).
+    ``exec_op.cc`` is never written (created only if missing); ``op.toml`` only gains ``kind`` (and
+    the implied ``reference``) when it has none (written before kinds existed), as its pattern implies.
 
     Raises:
         ConfigError: not an operator directory, invalid op.toml, or the operator was renamed.
@@ -246,6 +299,8 @@ def update_op(opdir: str | Path, *, template_dir: Path | None = None) -> RenderR
                           "`hcomm-kit new NAME`", key="--update")
     answers = read_answers(opdir) or {}
     spec = load_opspec(opdir)
+    if not spec.kind_explicit:
+        spec = _add_kind(opdir, spec)
     old = answers.get("name")
     if old and old != spec.name:
         raise ConfigError(f"op.name changed from {old!r} to {spec.name!r}: renaming is not supported by "

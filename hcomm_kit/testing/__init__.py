@@ -5,16 +5,24 @@
   traceback; under ``mpirun ... python -m pytest`` the body simply runs on every rank.
 * fixtures ``comm`` (``hcomm_kit.init()``, one per MPI run) and ``mpi_comm`` (mpi4py ``COMM_WORLD``).
 * :mod:`hcomm_kit.ops.reference`: allreduce / allgather / reduce_scatter / broadcast / alltoall.
+* :func:`check_operator` (:mod:`.kinds`): run a custom operator and assert its output against its
+  kind's (or op.toml's) reference on the ranks the kind checks; :func:`roots_to_try`.
 
 The plugin is registered through the ``pytest11`` entry point; without the installed entry point
 use ``pytest -p hcomm_kit.testing.plugin``.
 """
 
-__all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall"]
+__all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "check_operator", "roots_to_try",
+           "input_count"]
+_KIND_HELPERS = ("check_operator", "roots_to_try", "input_count")
 
 
 def __getattr__(name: str):
     # Lazy: the pytest plugin in this package is loaded by every pytest run; numpy is not needed there.
+    if name in _KIND_HELPERS:
+        from . import kinds
+
+        return getattr(kinds, name)
     if name in __all__:
         from ..ops import reference
 

@@ -78,6 +78,8 @@ def _die_with_parent() -> None:
 
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", _MARKER_HELP)
+    # the generated operator tests mark their 8-rank runs slow (as this project's own suite does)
+    config.addinivalue_line("markers", "slow: long-running (e.g. 8-rank) runs; deselect with -m 'not slow'")
     if _inner():
         _die_with_parent()
         config._hk_results = None
