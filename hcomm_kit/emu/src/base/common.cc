@@ -1,5 +1,5 @@
 /* Errors, logging, configuration, time and futex helpers of the emulator. */
-#include "emu.h"
+#include "base/emu.h"
 
 #include <cerrno>
 #include <climits>

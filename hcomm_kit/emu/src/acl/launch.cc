@@ -4,8 +4,8 @@
  * with a private copy of exactly the appended argument bytes (plus placeholder data). Crashes
  * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) inside the entry are caught with a per-thread
  * sigsetjmp guard and reported as 507018 naming the kernel. */
-#include "emu.h"
-#include "json.h"
+#include "base/emu.h"
+#include "base/json.h"
 #include "hcomm_kit/asc_launch.h"
 
 #include <dlfcn.h>

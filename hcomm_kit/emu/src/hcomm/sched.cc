@@ -12,8 +12,8 @@
  * a helper will run the work anyway, and a second runner would only compete for the core.
  * Tasks a kernel submits do not wake the executor when the stream's next task is a helper
  * (kernel_end_submit); the executor's periodic poll bounds every deferred wake-up. */
-#include "emu.h"
-#include "reduce.h"
+#include "base/emu.h"
+#include "base/reduce.h"
 
 #include <climits>
 #include <cstring>

@@ -20,7 +20,7 @@
  * the root causes (dead ends and wait-for cycles) and every knock-on wait, whatever
  * HCCL_EXEC_TIMEOUT says. Waits that are merely long get a progress line every 10 s. Timeouts and
  * launch timeouts use the same report. */
-#include "comm.h"
+#include "hccl/comm.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -6,7 +6,7 @@
  * head while the stream is in error are dropped, not run. A kernel that outlives its launch
  * timeout is abandoned by the watchdog: the stream fails with 507017 and gets a fresh worker,
  * the stuck thread exits whenever the kernel returns. */
-#include "emu.h"
+#include "base/emu.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,6 +1,6 @@
 /* ACL runtime: initialisation, error text, devices, contexts, memory (acl_runtime.md §3.1, §3.2, §3.4). */
-#include "emu.h"
-#include "json.h"
+#include "base/emu.h"
+#include "base/json.h"
 
 #include <cstdlib>
 #include <cstring>

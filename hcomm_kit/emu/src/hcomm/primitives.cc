@@ -5,8 +5,8 @@
  * thread and submitted at End; outside batch mode Ascend950 submits at once (eager) and A2/A3
  * refuse, as the spec says they must use batch mode. Remote addresses must lie inside the peer's
  * HCCL buffer, local ones inside device memory of the thread's device. */
-#include "emu.h"
-#include "reduce.h"
+#include "base/emu.h"
+#include "base/reduce.h"
 
 #include <climits>
 #include <cmath>

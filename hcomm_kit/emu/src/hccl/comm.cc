@@ -13,9 +13,9 @@
  * more (shm_owner_dead), or before that segment is mapped, when its pid is gone. Every wait
  * here (bootstrap, channel handshake, barrier) checks liveness and the job-wide abort flag
  * every 200 ms, so a crash surfaces within about a second instead of the full timeout. */
-#include "comm.h"
+#include "hccl/comm.h"
 
-#include "json.h"
+#include "base/json.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -20,10 +20,10 @@
  * acquired for every peer by the first collective and for the peers of a point-to-point call by
  * that call (channel creation is collective between the two ends).
  */
-#include "comm.h"
-#include "emu.h"
-#include "hccl_api_support.h"
-#include "reduce.h"
+#include "hccl/comm.h"
+#include "base/emu.h"
+#include "hccl/hccl_api_support.h"
+#include "base/reduce.h"
 
 #pragma GCC visibility push(default)
 #include "hccl/hccl.h"

@@ -11,7 +11,7 @@
 #ifndef HCOMM_KIT_EMU_COMM_H
 #define HCOMM_KIT_EMU_COMM_H
 
-#include "emu.h"
+#include "base/emu.h"
 
 #include <tuple>
 
