@@ -1,5 +1,6 @@
 /* ACL runtime: initialisation, error text, devices, contexts, memory (acl_runtime.md §3.1, §3.2, §3.4). */
-#include "base/emu.h"
+#include "acl/hooks.h"
+#include "acl/runtime.h"
 #include "base/json.h"
 
 #include <cstdlib>
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 namespace emu {
+
+AclHooks acl_hooks;
 
 namespace {
 std::mutex g_init_m;
@@ -254,7 +257,7 @@ static void finalize_all() {
             d->refcount = 0;
             device_release(d);
         }
-        sched_stop(d);
+        if (acl_hooks.device_reset) acl_hooks.device_reset(d);
         std::lock_guard<std::mutex> g(g_dev_m);
         shm_unlink_seg(&d->ctl_seg);
         g_devices[i] = nullptr;
@@ -629,7 +632,7 @@ EMU_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t 
     memcpy(&k, &kind, sizeof k);
     if (int r = memcpy_check(__func__, dst, destMax, src, count, k)) return r;
     memmove(dst, src, count);
-    diag_host_write(dst, count);
+    note_host_write(dst, count);
     return ACL_SUCCESS;
 }
 
@@ -641,6 +644,6 @@ EMU_API aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "count %zu exceeds maxCount %zu", count, maxCount);
     if (int r = check_side(__func__, "devPtr", devPtr, count, -1, "memset")) return r;
     memset(devPtr, value, count);
-    diag_host_write(devPtr, count);
+    note_host_write(devPtr, count);
     return ACL_SUCCESS;
 }

@@ -4,7 +4,9 @@
  * with a private copy of exactly the appended argument bytes (plus placeholder data). Crashes
  * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) inside the entry are caught with a per-thread
  * sigsetjmp guard and reported as 507018 naming the kernel. */
-#include "base/emu.h"
+#include "acl/hooks.h"
+#include "acl/runtime.h"
+#include "base/hooks.h"
 #include "base/json.h"
 #include "hcomm_kit/asc_launch.h"
 
@@ -361,8 +363,18 @@ KernelCtx& kctx() {
     return k;
 }
 
-/* Closes what a kernel left open (batch, acquired comms); returns a description or "". */
-std::string kernel_cleanup(KernelCtx& k);
+namespace {
+/* BaseHooks::kernel_error: an error raised inside a kernel is kept as the launch's first error. */
+const char* kernel_error(const std::string& err) {
+    KernelCtx& k = kctx();
+    if (!k.active) return nullptr;
+    if (k.first_err.empty()) k.first_err = err;
+    return k.kernel ? k.kernel : "?";
+}
+struct Registrar {
+    Registrar() { base_hooks.kernel_error = kernel_error; }
+} g_registrar;
+}  // namespace
 
 namespace {
 /* ---------------------------------------------------------------- kernel task */
@@ -446,7 +458,9 @@ int KernelTask::run(Stream* s, std::string* msg) {
     k.kseq = seq;
     k.stream = s;
     k.run = run.get();
-    diag_kernel_begin(k, s, kname);
+    if (!cfg().log_dir.empty())
+        rank_log("launch kernel %s (launch #%llu) on stream %u of device %d", kname, (unsigned long long)seq, s->id,
+                 s->dev->id);
     Context* saved_ctx = current_ctx();
     set_current_ctx(s->ctx);
     uint32_t ret = 0;
@@ -465,9 +479,8 @@ int KernelTask::run(Stream* s, std::string* msg) {
         if (o.c && std::find(used.begin(), used.end(), o.c) == used.end()) used.push_back(o.c);
     for (Comm* c : k.acquired)
         if (std::find(used.begin(), used.end(), c) == used.end()) used.push_back(c);
-    if (trace_on()) trace_kernel(s, kname, t_start, t_end, used);
-    diag_kernel_end(k);
-    std::string left = kernel_cleanup(k);
+    if (acl_hooks.trace_kernel) acl_hooks.trace_kernel(s, kname, t_start, t_end, used);
+    std::string left = acl_hooks.kernel_returned ? acl_hooks.kernel_returned(k) : std::string();
     std::string first_err = k.first_err;
     k.active = false;
     k.run = nullptr;
@@ -491,11 +504,11 @@ int KernelTask::run(Stream* s, std::string* msg) {
     if (abandoned) {
         EMU_LOG(LOG_WARN, "AICPU kernel %s (stream %u) %s after overrunning its launch timeout; its worker thread ends",
                 kname, s->id, crashed == kCancelSig ? "was interrupted" : "returned");
-        diag_log("kernel %s left after its launch timeout (%s)", kname, crashed == kCancelSig ? "interrupted" : "returned");
+        rank_log("kernel %s left after its launch timeout (%s)", kname, crashed == kCancelSig ? "interrupted" : "returned");
         *msg = strprintf("AICPU kernel %s overran its launch timeout", kname);
         return ACL_ERROR_RT_AICPU_TIMEOUT;
     }
-    kernel_end_submit(s, helper_follows);
+    if (acl_hooks.kernel_submitted) acl_hooks.kernel_submitted(s, helper_follows);
     if (!crashed && ret == 0 && left.empty()) return 0;
     if (crashed) {
         *msg = strprintf("AICPU kernel %s crashed with %s at %s (fault address %p)", kname, strsignal(crashed),
@@ -512,14 +525,13 @@ int KernelTask::run(Stream* s, std::string* msg) {
      * their timeout: fail them now, naming the kernel. */
     bool first = used.empty();
     for (Comm* c : used)
-        if (comm_abort(c, strprintf("rank %d: %s", comm_rank(c), msg->c_str()),
-                       crashed ? AbortKind::Crash : AbortKind::Other))
+        if (acl_hooks.kernel_failed && acl_hooks.kernel_failed(c, *msg, crashed ? AbortKind::Crash : AbortKind::Other))
             first = true;
     /* Logged by the rank whose failure aborted the communicator, and by any rank whose kernel failed
      * on its own (a crash, or an error code with no failed API call before it); failures that
      * follow from another rank's abort are left to that rank's report. */
     if (first || crashed || first_err.empty()) EMU_LOG(LOG_ERROR, "%s", msg->c_str());
-    diag_log("kernel failed: %s", msg->c_str());
+    rank_log("kernel failed: %s", msg->c_str());
     return ACL_ERROR_RT_AICPU_EXCEPTION;
 }
 
@@ -1364,7 +1376,7 @@ static int launch_common(const char* api, aclrtFuncHandle funcHandle, uint32_t n
     Stream* s = stream_resolve(stream, &code, api);
     if (!s) return code;
     if (int r = device_lost_check(s->dev, api)) return r;
-    if (trace_on()) trace_launch(s, f->func_name.c_str());
+    if (acl_hooks.trace_launch) acl_hooks.trace_launch(s, f->func_name.c_str());
     *fout = f;
     *sout = s;
     return ACL_SUCCESS;

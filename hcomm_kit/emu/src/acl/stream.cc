@@ -6,7 +6,8 @@
  * head while the stream is in error are dropped, not run. A kernel that outlives its launch
  * timeout is abandoned by the watchdog: the stream fails with 507017 and gets a fresh worker,
  * the stuck thread exits whenever the kernel returns. */
-#include "base/emu.h"
+#include "acl/hooks.h"
+#include "acl/runtime.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -275,7 +276,7 @@ int stream_sync(Stream* s, int64_t timeout_ms, const char* api) {
             std::lock_guard<std::mutex> g(s->m);
             if (!s->kernel_name.empty()) running = " (kernel " + s->kernel_name + " is running)";
         }
-        std::string acct = sched_describe(s->dev, nullptr);
+        std::string acct = device_threads_account(s->dev);
         return seterr(ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, api, "stream %u still has %llu unfinished task(s) after %lld ms%s%s%s",
                       s->id, (unsigned long long)(target - s->completed.load()), (long long)timeout_ms,
                       running.c_str(), acct.empty() ? "" : "; ", acct.c_str());
@@ -343,7 +344,7 @@ void cancel_attempt(WdEntry& e) {
     memset(&sp, 0, sizeof sp);
     sched_setscheduler(r->tid, SCHED_IDLE, &sp); /* it may still spin: it no longer competes for a core */
     EMU_LOG(LOG_ERROR, "device %d is lost: %s", d->id, d->lost_reason.c_str());
-    diag_log("device %d is lost: %s", d->id, d->lost_reason.c_str());
+    rank_log("device %d is lost: %s", d->id, d->lost_reason.c_str());
 }
 
 void watchdog_fire(WdEntry& e) {
@@ -385,18 +386,15 @@ void watchdog_fire(WdEntry& e) {
         start_worker_locked(s);
     }
     EMU_LOG(LOG_ERROR, "%s: stream fails with 507017", what.c_str());
-    diag_log("%s", what.c_str());
+    rank_log("%s", what.c_str());
     if (run) {
         run->cancel.store(true);
         WdEntry ce{nullptr, 0, e.seq, run, 0};
         cancel_attempt(ce); /* first attempt now, retries queued */
     }
     /* The other ranks would wait for this kernel's part until their own timeouts: fail them now. */
-    for (Comm* c : comms) {
-        if (!comm_from_handle(c)) continue;
-        std::string rep = diag_comm_report(c, strprintf("rank %d: %s", comm_rank(c), what.c_str()).c_str());
-        comm_abort(c, rep, AbortKind::KernelTimeout);
-    }
+    if (acl_hooks.kernel_overran)
+        for (Comm* c : comms) acl_hooks.kernel_overran(c, what);
     complete_one(s, nullptr); /* the abandoned kernel task */
     for (auto& t : dropped) {
         t->drop();
@@ -473,7 +471,7 @@ struct CopyTask : Task {
     CopyTask(void* d, const void* s, size_t c) : dst(d), src(s), n(c) {}
     int run(Stream*, std::string*) override {
         memmove(dst, src, n);
-        diag_host_write(dst, n);
+        note_host_write(dst, n);
         return 0;
     }
     const char* name() const override { return "aclrtMemcpyAsync"; }
@@ -486,7 +484,7 @@ struct SetTask : Task {
     SetTask(void* d, int val, size_t c) : dst(d), v(val), n(c) {}
     int run(Stream*, std::string*) override {
         memset(dst, v, n);
-        diag_host_write(dst, n);
+        note_host_write(dst, n);
         return 0;
     }
     const char* name() const override { return "aclrtMemsetAsync"; }
@@ -920,19 +918,31 @@ struct NotifyWaitTask : Task {
 };
 }  // namespace
 
-/* Waits on one of dev's slots from a stream worker, running the device's runnable device
- * threads meanwhile. Returns 1 when consumed, 0 on timeout, -1 when aborted (msg says why). */
-int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg, const HTask* h,
-                     HThread* self);
+/* Waits for an ACL notify on a stream worker: through the device-thread scheduler, which runs the
+ * device's device threads meanwhile; without it (no hcomm/), a plain wait on the doorbell. Returns
+ * 1 when consumed, 0 on timeout, -1 when aborted (msg says why). */
+static int wait_acl_notify(Device* dev, uint32_t slot, uint64_t deadline_ns, std::string* msg) {
+    if (acl_hooks.wait_slot) return acl_hooks.wait_slot(dev, slot, deadline_ns, msg);
+    DevCtl* c = dev->ctl;
+    for (;;) {
+        uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
+        if (slot_consume(c, slot)) return 1;
+        if (deadline_ns && now_ns() >= deadline_ns) return 0;
+        uint64_t poll_deadline = now_ns() + 100000000ull;
+        if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
+        wait_word(&c->doorbell, true, poll_deadline,
+                  [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers);
+    }
+}
 
 int NotifyWaitTask::run(Stream* s, std::string* msg) {
     uint64_t deadline = (timeout_s == 0 || timeout_s == UINT32_MAX) ? 0 : now_ns() + (uint64_t)timeout_s * 1000000000ull;
     since.store(now_ns(), std::memory_order_relaxed);
-    int r = stream_wait_slot(dev, slot, deadline, nullptr, msg, nullptr, nullptr);
+    int r = wait_acl_notify(dev, slot, deadline, msg);
     since.store(0, std::memory_order_relaxed);
     if (r == 1) return 0;
     if (r == 0) {
-        std::string acct = sched_describe(dev, nullptr);
+        std::string acct = device_threads_account(dev);
         *msg = strprintf("stream %u: ACL notify id %u was not recorded within %u s (aclrtWaitAndResetNotify)%s%s",
                          s->id, slot, timeout_s, acct.empty() ? "" : "; ", acct.c_str());
         return ACL_ERROR_RT_TASK_TIMEOUT;

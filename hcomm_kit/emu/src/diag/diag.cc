@@ -20,7 +20,7 @@
  * the root causes (dead ends and wait-for cycles) and every knock-on wait, whatever
  * HCCL_EXEC_TIMEOUT says. Waits that are merely long get a progress line every 10 s. Timeouts and
  * launch timeouts use the same report. */
-#include "hccl/comm.h"
+#include "diag/diag.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -98,18 +98,6 @@ uint64_t spin_note_ns() { return std::min<uint64_t>(kSpinNoteMaxNs, (uint64_t)cf
 
 /* ================================================================ naming */
 
-uint32_t thread_code(const HThread* t) {
-    if (!t) return 0xfff;
-    if (t->stream_bound) return kStreamThread | (t->stream ? (t->stream->id & 0x7ff) : 0);
-    return t->no & 0x7ff;
-}
-
-std::string thread_name(uint32_t code) {
-    if (code == 0xfff) return "host stream";
-    if (code & kStreamThread) return strprintf("stream thread s%u", code & 0x7ff);
-    return strprintf("thread t%u", code);
-}
-
 namespace {
 std::string wait_text(const DiagWait& w) {
     switch (w.kind) {
@@ -155,19 +143,6 @@ std::string prov_text(Comm* c, uint64_t p) {
 
 /* ================================================================ checker */
 
-namespace {
-/* HCOMM_KIT_CHECK, changeable at run time (HcommKitSetCheck): -1 = not read yet. */
-std::atomic<int> g_check{-1};
-}  // namespace
-
-int check_mode() {
-    int m = g_check.load(std::memory_order_relaxed);
-    if (m < 0) {
-        m = cfg().check;
-        g_check.store(m, std::memory_order_relaxed);
-    }
-    return m;
-}
 
 /* ---------------------------------------------------------------- race checker */
 
@@ -523,7 +498,7 @@ std::string check_accesses(const HTask& t, HThread* self) {
 
 std::string check_finding(Comm* c, const std::string& text) {
     std::string full = "[hcomm-kit check] " + text;
-    diag_log("%s", full.c_str());
+    rank_log("%s", full.c_str());
     if (check_mode() == 2) {
         EMU_LOG(LOG_WARN, "%s (HCOMM_KIT_CHECK=warn: the operation goes on)", full.c_str());
         return "";
@@ -667,11 +642,9 @@ std::string world_rank_text() {
 }
 }  // namespace
 
-void diag_log(const char* fmt, ...) {
+void diag_logv(const char* fmt, va_list ap) {
     const std::string& dir = cfg().log_dir;
     if (dir.empty()) return;
-    va_list ap;
-    va_start(ap, fmt);
     char small[1024];
     va_list ap2;
     va_copy(ap2, ap);
@@ -685,7 +658,6 @@ void diag_log(const char* fmt, ...) {
         msg.assign(small, n < 0 ? 0 : (size_t)n);
     }
     va_end(ap2);
-    va_end(ap);
     std::lock_guard<std::mutex> g(g_log_m);
     if (!g_log && !g_log_tried) {
         g_log_tried = true;
@@ -1762,7 +1734,7 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
             st.next_spin = longest / every;
             std::string line = strprintf("[hcomm-kit] rank %u %s", c->rank, text.c_str());
             EMU_LOG(LOG_WARN, "%s", line.c_str());
-            diag_log("%s", line.c_str());
+            rank_log("%s", line.c_str());
         }
     }
     uint64_t oldest = oldest_wait(mine, now);
@@ -1810,7 +1782,7 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
             std::string text = report_text(A, c, head, true, &cycles);
             if (comm_abort(c, text, AbortKind::Deadlock)) {
                 EMU_LOG(LOG_ERROR, "%s", text.c_str());
-                diag_log("%s", text.c_str());
+                rank_log("%s", text.c_str());
                 write_report_file(c, "deadlock", report_json(A, c, "deadlock", head, cycles));
             }
             st.reported = true;
@@ -1874,7 +1846,7 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
                 if (!spin.empty()) line += "; " + spin;
                 line += strprintf(" (timeout %s)", w.timeout_s ? strprintf("%u s", w.timeout_s).c_str() : "none");
                 EMU_LOG(LOG_WARN, "%s", line.c_str());
-                diag_log("%s", line.c_str());
+                rank_log("%s", line.c_str());
             } else if (mine.host_connect && A.connect_node[c->rank] >= 0) {
                 const Node& nd = A.nodes[A.connect_node[c->rank]];
                 std::string line = strprintf("[hcomm-kit] rank %u host %s (HCCL_CONNECT_TIMEOUT %u s)", c->rank,
@@ -1885,7 +1857,7 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
                         line += "; " + peer.substr(0, peer.find('\n'));
                     }
                 EMU_LOG(LOG_WARN, "%s", line.c_str());
-                diag_log("%s", line.c_str());
+                rank_log("%s", line.c_str());
             }
         }
     }
@@ -2035,33 +2007,7 @@ void diag_comm_removed(Comm* c) {
                                      "(recorded by an operation but never waited for: a doubled or extra record): %s",
                                      c->rank, c->name.c_str(), all.c_str());
         EMU_LOG(LOG_WARN, "%s", text.c_str());
-        diag_log("%s", text.c_str());
-    }
-}
-
-void diag_host_call(Comm* c, const char* what) {
-    std::lock_guard<std::mutex> g(c->diag_m);
-    c->cp_what = what ? what : "";
-    c->cp_since = what ? now_ns() : 0;
-}
-
-void diag_host_connect(Comm* c, uint64_t peers) {
-    std::lock_guard<std::mutex> g(c->diag_m);
-    c->cp_peers = peers;
-}
-
-void diag_kernel_begin(KernelCtx& k, Stream* s, const char* name) {
-    if (!cfg().log_dir.empty()) diag_log("launch kernel %s (launch #%llu) on stream %u of device %d", name,
-                                         (unsigned long long)k.kseq, s->id, s->dev->id);
-}
-
-void diag_kernel_end(KernelCtx& k) {
-    for (auto& o : k.ops)
-        if (o.c) comm_op_submitted(o.c, o.tag16, o.inst);
-    for (auto& u : k.chans) {
-        uint32_t cur = u.ch->uses_submitted.load();
-        while (cur < u.use && !u.ch->uses_submitted.compare_exchange_weak(cur, u.use)) {
-        }
+        rank_log("%s", text.c_str());
     }
 }
 
@@ -2200,7 +2146,7 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
             text += " The calls differ only in their call site: a rank skipped a call (or made an extra one) before "
                     "this one. If the ranks make this call from different lines on purpose, wrap those calls in "
                     "`with hcomm_kit.same_call():` (or set HCOMM_KIT_CALL_CHECK=loose).";
-        if (comm_abort(c, text, AbortKind::Mismatch)) diag_log("%s", text.c_str());
+        if (comm_abort(c, text, AbortKind::Mismatch)) rank_log("%s", text.c_str());
         return text;
     }
     {
@@ -2221,7 +2167,7 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
                                 "%d: rank %u: %s; rank %d: %s (expected %s). Nothing was exchanged; both calls fail.",
                                 c->name.c_str(), (unsigned long long)seq, c->rank, peer, c->rank,
                                 sig_shown(mine).c_str(), peer, sig_shown(text).c_str(), sig_split(expect).first.c_str());
-    if (comm_abort(c, msg, AbortKind::Mismatch)) diag_log("%s", msg.c_str());
+    if (comm_abort(c, msg, AbortKind::Mismatch)) rank_log("%s", msg.c_str());
     return msg;
 }
 
@@ -2251,9 +2197,7 @@ EMU_API int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signa
  * fail the operation, 2 warn only); returns the previous mode, or -1 for a bad value. */
 EMU_API int32_t HcommKitSetCheck(int32_t mode) {
     if (mode < 0 || mode > 2) return seterr(-1, __func__, "mode %d is not 0 (off), 1 (fail) or 2 (warn)", mode);
-    int prev = check_mode();
-    g_check.store(mode);
-    return prev;
+    return set_check_mode(mode);
 }
 
 /* hcomm-kit extension: the cross-rank state report of a communicator (what every rank's threads

@@ -21,7 +21,6 @@
  * that call (channel creation is collective between the two ends).
  */
 #include "hccl/comm.h"
-#include "base/emu.h"
 #include "hccl/hccl_api_support.h"
 #include "base/reduce.h"
 

@@ -13,7 +13,9 @@
  * more (shm_owner_dead), or before that segment is mapped, when its pid is gone. Every wait
  * here (bootstrap, channel handshake, barrier) checks liveness and the job-wide abort flag
  * every 200 ms, so a crash surfaces within about a second instead of the full timeout. */
+#include "acl/hooks.h"
 #include "hccl/comm.h"
+#include "hccl/hooks.h"
 
 #include "base/json.h"
 
@@ -459,9 +461,9 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
         g_comms.insert(cp);
     }
     EMU_LOG(LOG_INFO, "communicator %s: rank %u of %u on device %d ready", c->name.c_str(), rank, nranks, dev->id);
-    diag_log("communicator %s: rank %u of %u on device %d ready (job %s)", c->name.c_str(), rank, nranks, dev->id,
+    rank_log("communicator %s: rank %u of %u on device %d ready (job %s)", c->name.c_str(), rank, nranks, dev->id,
              a.jobid.c_str());
-    diag_comm_added(cp);
+    if (hccl_hooks.comm_added) hccl_hooks.comm_added(cp);
     *out = c.release();
     return HCCL_SUCCESS;
 }
@@ -762,6 +764,44 @@ void comm_op_submitted(Comm* c, uint32_t tag16, uint32_t inst) {
     if (it != c->ops.end() && it->second.submitted < inst) it->second.submitted = inst;
 }
 
+void comm_note_host_call(Comm* c, const char* what) {
+    std::lock_guard<std::mutex> g(c->diag_m);
+    c->cp_what = what ? what : "";
+    c->cp_since = what ? now_ns() : 0;
+}
+
+void comm_note_connect(Comm* c, uint64_t peers) {
+    std::lock_guard<std::mutex> g(c->diag_m);
+    c->cp_peers = peers;
+}
+
+/* ------------------------------------------------------------------ the runtime's hooks */
+
+HcclHooks hccl_hooks;
+
+namespace {
+/* AclHooks::kernel_failed: the other ranks would wait for this rank's part of the operation until
+ * their timeout: fail them now, naming the kernel. */
+bool kernel_failed(Comm* c, const std::string& msg, AbortKind kind) {
+    return comm_abort(c, strprintf("rank %d: %s", comm_rank(c), msg.c_str()), kind);
+}
+
+/* AclHooks::kernel_overran: the same for a kernel the watchdog abandoned, with the hang report. */
+void kernel_overran(Comm* c, const std::string& what) {
+    if (!comm_from_handle(c)) return;
+    std::string head = strprintf("rank %d: %s", comm_rank(c), what.c_str());
+    std::string rep = hccl_hooks.comm_report ? hccl_hooks.comm_report(c, head.c_str()) : head;
+    comm_abort(c, rep, AbortKind::KernelTimeout);
+}
+
+struct Registrar {
+    Registrar() {
+        acl_hooks.kernel_failed = kernel_failed;
+        acl_hooks.kernel_overran = kernel_overran;
+    }
+} g_registrar;
+}  // namespace
+
 }  // namespace emu
 
 using namespace emu;
@@ -1046,7 +1086,7 @@ bool comm_teardown(Comm* c) {
 
 EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
     RESOLVE_COMM(c, comm);
-    diag_comm_removed(c); /* before it leaves g_comms: the monitor reports leftovers, then forgets it */
+    if (hccl_hooks.comm_removed) hccl_hooks.comm_removed(c); /* before it leaves g_comms: the monitor reports leftovers, then forgets it */
     {
         std::lock_guard<std::mutex> g(g_comms_m);
         g_comms.erase(c);
@@ -1370,7 +1410,7 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
         }
         if (unmatched != waiting_for) {
             waiting_for = unmatched;
-            diag_host_connect(c, unmatched);
+            comm_note_connect(c, unmatched);
         }
         return all;
     };
@@ -1381,10 +1421,10 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
     if (!pend.empty()) {
         std::string who;
         for (uint32_t r : peers) who += (who.empty() ? "" : ", ") + std::to_string(r);
-        diag_host_call(c, strprintf("%s: setting up channels with rank(s) %s", api, who.c_str()).c_str());
+        comm_note_host_call(c, strprintf("%s: setting up channels with rank(s) %s", api, who.c_str()).c_str());
         wr = comm_wait(c, &j->wake, secs_deadline(connect_timeout_s(c)), step, &peers, &why);
-        diag_host_connect(c, 0);
-        diag_host_call(c, nullptr);
+        comm_note_connect(c, 0);
+        comm_note_host_call(c, nullptr);
     }
     /* Whatever matched becomes a channel even on failure (the peer made its end). */
     int rc = 0;
@@ -1539,7 +1579,7 @@ EMU_API HcclResult HcclGetHcclBufferCleared(HcclComm comm, void** buffer, uint64
     NEED_PTR(buffer);
     NEED_PTR(size);
     memset(c->buf, 0, c->buf_size);
-    diag_host_write(c->buf, c->buf_size);
+    note_host_write(c->buf, c->buf_size);
     *buffer = c->buf;
     *size = c->buf_size;
     return HCCL_SUCCESS;

@@ -11,7 +11,7 @@
 #ifndef HCOMM_KIT_EMU_COMM_H
 #define HCOMM_KIT_EMU_COMM_H
 
-#include "base/emu.h"
+#include "hcomm/dataplane.h"
 
 #include <tuple>
 
@@ -36,10 +36,10 @@ struct RootBlob {
  * Every rank publishes what its threads and streams are doing (diag.cc, a monitor thread per
  * process), so that any rank can explain a hang of the whole communicator. Fixed-size records,
  * written under a per-rank seqlock, read by copying. Thread codes: a device (AICPU) thread's number
- * within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread. */
+ * within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread
+ * (hcomm/dataplane.h thread_code). */
 constexpr uint32_t kDiagThreads = 96, kDiagStreams = 16, kDiagKernels = 16, kDiagChans = 64, kDiagRecs = 16,
                    kDiagOps = 16, kDiagPending = 8, kDiagUnclaimed = 32;
-constexpr uint32_t kStreamThread = 0x800;
 
 struct DiagWait {
     uint8_t kind;         /* SlotDesc kind: 0 thread slot, 1 channel slot, 2 ACL notify */
@@ -350,6 +350,10 @@ struct Comm {
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */
 Comm* comm_from_handle(HcclComm h);
+/* The host is blocked in a control-plane call of c (what = nullptr: it returned); hang analysis. */
+void comm_note_host_call(Comm* c, const char* what);
+/* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
+void comm_note_connect(Comm* c, uint64_t peers);
 
 }  // namespace emu
 
