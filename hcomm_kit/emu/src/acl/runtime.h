@@ -138,6 +138,17 @@ Stream* stream_create(Context* ctx, uint32_t flags, int* err_code, const char* a
 void stream_destroy(Stream* s);
 /* Fails the stream from inside a task (e.g. watchdog): sets err if none yet. */
 void stream_set_error(Stream* s, int code, const std::string& msg);
+/* A task of s finished (or was dropped; t = nullptr for a task already gone): wakes its waiters. */
+void stream_task_done(Stream* s, Task* t);
+/* Under s->m, with s->worker_gen bumped (the watchdog abandoned a kernel): the stuck worker counts
+ * as abandoned (the last one to leave deletes a destroyed stream) and a fresh worker starts. */
+void stream_replace_worker_locked(Stream* s);
+/* In an API function: resolves stream handle h (NULL: the current default stream) into var, or
+ * returns the error. */
+#define RESOLVE_STREAM(var, h)                                 \
+    int var##_code = 0;                                        \
+    Stream* var = stream_resolve((h), &var##_code, __func__); \
+    if (!var) return var##_code
 /* Calls f for every live stream of device d (in id order); none is freed meanwhile. f locks s->m
  * itself if it reads the queue. */
 void streams_visit(Device* d, const std::function<void(Stream*)>& f);
@@ -194,6 +205,10 @@ struct KernelCtx {
 };
 KernelCtx& kctx();
 
+/* A stream worker's crash guard (kernel_guard.cc): its alternate signal stack, set up when it starts
+ * and freed when it ends. */
+void worker_thread_init();
+void worker_thread_fini();
 /* Sent by the watchdog to the worker of a kernel that overran its launch timeout. */
 #define kCancelSig (SIGRTMAX - 3)
 /* The running kernel works on communicator c (told if it overruns its launch timeout). */
