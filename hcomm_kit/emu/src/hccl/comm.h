@@ -350,6 +350,45 @@ struct Comm {
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */
 Comm* comm_from_handle(HcclComm h);
+/* ------------------------------------------------------------------ internal to hccl/ */
+
+/* The communicators of this process (comm_from_handle), under g_comms_m. */
+extern std::mutex g_comms_m;
+extern std::unordered_set<Comm*> g_comms;
+/* now + s seconds, or 0 (no deadline) for s = 0. */
+uint64_t secs_deadline(uint32_t s);
+/* Bumps the job segment's wake word and wakes its sleepers (bootstrap, mailboxes). */
+void job_wake(JobSeg* j);
+/* Sets the job-wide abort flag (first writer wins). Returns true if this call set it. */
+bool job_set_abort(JobSeg* j, int rank, const std::string& why, AbortKind kind = AbortKind::Other);
+bool job_aborted(JobSeg* j, std::string* why);
+/* Is peer r dead? Uses the control-block lock once mapped, the pid before. */
+bool peer_dead_now(Comm* c, uint32_t r);
+/* Outcome of comm_wait. */
+enum WaitRc { kWaitOk = 0, kWaitTimeout = 1, kWaitAborted = 2, kWaitPeerDead = 3 };
+/* Waits until done() on word (shared futex), checking the abort flag and the liveness of the
+ * ranks in `peers` (nullptr = all) every 200 ms. deadline 0 = none. */
+int comm_wait(Comm* c, std::atomic<uint32_t>* word, uint64_t deadline, const std::function<bool()>& done,
+              const std::vector<uint32_t>* peers, std::string* why);
+/* Releases everything bootstrap acquired (failure paths and destroy; bootstrap.cc). */
+void comm_release_segments(Comm* c);
+/* How long channel set-up waits for the peers' ends (HcommKitCommSetConnectTimeout, else
+ * HCCL_CONNECT_TIMEOUT). */
+uint32_t connect_timeout_s(const Comm* c);
+
+/* 0, or the error (api) for a CommEngine a thread or an engine context cannot use (threads.cc). */
+int check_thread_engine(int engine, const char* api);
+
+/* In an API function: resolves comm handle h into var, or returns the error. */
+#define RESOLVE_COMM(var, h)                                                                      \
+    Comm* var = comm_from_handle(h);                                                              \
+    if (!(h)) return (HcclResult)seterr(HCCL_E_PTR, __func__, "comm is NULL");                              \
+    if (!var) return (HcclResult)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)(h))
+
+/* In an API function: returns HCCL_E_PTR when pointer argument p is NULL. */
+#define NEED_PTR(p) \
+    if (!(p)) return (HcclResult)seterr(HCCL_E_PTR, __func__, #p " is NULL")
+
 /* The host is blocked in a control-plane call of c (what = nullptr: it returned); hang analysis. */
 void comm_note_host_call(Comm* c, const char* what);
 /* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
