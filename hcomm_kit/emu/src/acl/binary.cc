@@ -50,6 +50,24 @@ std::unordered_set<Func*> g_funcs;
 std::unordered_set<Image*> g_images;
 }  // namespace
 
+/* Handle h as a T* when registry (under g_bin_m) holds it; else nullptr with the error set (api):
+ * "<name> is NULL", or "<h> <not_live>". */
+template <class T>
+T* registered(void* h, const std::unordered_set<T*>& registry, const char* api, int* code, const char* name,
+              const char* not_live) {
+    if (!h) {
+        *code = seterr(ACL_ERROR_INVALID_PARAM, api, "%s is NULL", name);
+        return nullptr;
+    }
+    T* p = static_cast<T*>(h);
+    std::lock_guard<std::mutex> g(g_bin_m);
+    if (!registry.count(p)) {
+        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "%p %s", h, not_live);
+        return nullptr;
+    }
+    return p;
+}
+
 bool func_valid(Func* f) {
     std::lock_guard<std::mutex> g(g_bin_m);
     return g_funcs.count(f) != 0;
@@ -366,18 +384,7 @@ EMU_API aclrtBinary aclrtCreateBinary(const void* data, size_t dataLen) {
 }
 
 static Image* image_check(aclrtBinary binary, const char* api, int* code) {
-    if (!binary) {
-        *code = seterr(ACL_ERROR_INVALID_PARAM, api, "binary is NULL");
-        return nullptr;
-    }
-    Image* img = static_cast<Image*>(binary);
-    std::lock_guard<std::mutex> g(g_bin_m);
-    if (!g_images.count(img)) {
-        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "%p is not a binary made by aclrtCreateBinary (or it was destroyed)",
-                       binary);
-        return nullptr;
-    }
-    return img;
+    return registered(binary, g_images, api, code, "binary", "is not a binary made by aclrtCreateBinary (or it was destroyed)");
 }
 
 EMU_API aclError aclrtDestroyBinary(aclrtBinary binary) {
@@ -448,17 +455,7 @@ EMU_API aclError aclrtGetOpTimeOutInterval(uint64_t* interval) {
 }
 
 static Binary* bin_check(aclrtBinHandle h, const char* api, int* code) {
-    if (!h) {
-        *code = seterr(ACL_ERROR_INVALID_PARAM, api, "binHandle is NULL");
-        return nullptr;
-    }
-    Binary* b = static_cast<Binary*>(h);
-    std::lock_guard<std::mutex> g(g_bin_m);
-    if (!g_bins.count(b)) {
-        *code = seterr(ACL_ERROR_RT_PARAM_INVALID, api, "%p is not a loaded binary", h);
-        return nullptr;
-    }
-    return b;
+    return registered(h, g_bins, api, code, "binHandle", "is not a loaded binary");
 }
 
 static Func* make_func(Binary* b, const std::string& op, const std::string& fname, int* code, const char* api) {

@@ -67,6 +67,15 @@ struct KernelTask : Task {
     }
 };
 
+/* A launch of f on numBlocks blocks with its launch timeout (0: none); arguments set by the caller. */
+std::unique_ptr<KernelTask> kernel_task(Func* f, uint32_t numBlocks, uint64_t timeout_ns) {
+    auto t = std::make_unique<KernelTask>();
+    t->f = f;
+    t->blocks = numBlocks;
+    t->timeout_ns = timeout_ns;
+    return t;
+}
+
 std::atomic<uint64_t> g_kseq{0};
 
 int KernelTask::run(Stream* s, std::string* msg) {
@@ -261,10 +270,7 @@ EMU_API aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_
     if (a->f != f)
         return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "args handle was initialised for kernel %s, not %s",
                       a->f ? a->f->func_name.c_str() : "?", f->func_name.c_str());
-    auto t = std::make_unique<KernelTask>();
-    t->f = f;
-    t->blocks = numBlocks;
-    t->timeout_ns = tmo;
+    auto t = kernel_task(f, numBlocks, tmo);
     /* Blob seen by the kernel: the arguments, then each placeholder's data. */
     try {
         t->args.reserve(a->used + a->ph_used);
@@ -299,10 +305,7 @@ static aclError launch_dev_args(const char* api, aclrtFuncHandle funcHandle, uin
                       "argsData %p + %zu bytes is not device memory (this launch reads its arguments from the device; "
                       "use aclrtLaunchKernelWithConfig for host arguments)",
                       argsData, argsSize);
-    auto t = std::make_unique<KernelTask>();
-    t->f = f;
-    t->blocks = numBlocks;
-    t->timeout_ns = tmo;
+    auto t = kernel_task(f, numBlocks, tmo);
     t->dev_args = argsData;
     t->dev_args_size = argsSize;
     return stream_enqueue(s, std::move(t));
@@ -335,10 +338,7 @@ EMU_API aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint3
     Stream* s;
     uint64_t tmo;
     if (int r = launch_common(__func__, funcHandle, numBlocks, stream, cfg, &f, &s, &tmo)) return r;
-    auto t = std::make_unique<KernelTask>();
-    t->f = f;
-    t->blocks = numBlocks;
-    t->timeout_ns = tmo;
+    auto t = kernel_task(f, numBlocks, tmo);
     try {
         t->args.assign((uint8_t*)hostArgs, (uint8_t*)hostArgs + argsSize); /* copied during the call */
     } catch (const std::bad_alloc&) {
@@ -391,10 +391,7 @@ EMU_API aclError hcomm_kit_asc_launch_aicpu(const char* kernel, uint32_t numBloc
     Stream* s;
     uint64_t tmo;
     if (int r = launch_common(api, f, numBlocks, stream, nullptr, &fo, &s, &tmo)) return r;
-    auto t = std::make_unique<KernelTask>();
-    t->f = fo;
-    t->blocks = numBlocks;
-    t->timeout_ns = tmo;
+    auto t = kernel_task(fo, numBlocks, tmo);
     if (argsSize) t->args.assign((const uint8_t*)args, (const uint8_t*)args + argsSize);
     return stream_enqueue(s, std::move(t));
 }

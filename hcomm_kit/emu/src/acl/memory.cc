@@ -258,6 +258,13 @@ int memcpy_check(const char* api, void* dst, size_t destMax, const void* src, si
     if (int r = check_side(api, "src", src, count, sd, kn)) return r;
     return ACL_SUCCESS;
 }
+
+int memset_check(const char* api, void* devPtr, size_t maxCount, size_t count) {
+    if (!devPtr) return seterr(ACL_ERROR_INVALID_PARAM, api, "devPtr is NULL");
+    if (maxCount < count)
+        return seterr(ACL_ERROR_RT_PARAM_INVALID, api, "count %zu exceeds maxCount %zu", count, maxCount);
+    return check_side(api, "devPtr", devPtr, count, -1, "memset");
+}
 }  // namespace emu
 
 EMU_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, aclrtMemcpyKind kind) {
@@ -274,10 +281,7 @@ EMU_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t 
 EMU_API aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count) {
     if (int r = check_init(__func__)) return r;
     if (count == 0) return ACL_SUCCESS;
-    if (!devPtr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "devPtr is NULL");
-    if (maxCount < count)
-        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "count %zu exceeds maxCount %zu", count, maxCount);
-    if (int r = check_side(__func__, "devPtr", devPtr, count, -1, "memset")) return r;
+    if (int r = memset_check(__func__, devPtr, maxCount, count)) return r;
     memset(devPtr, value, count);
     note_host_write(devPtr, count);
     return ACL_SUCCESS;

@@ -217,8 +217,9 @@ void kernel_note_comm(KernelCtx& k, Comm* c);
 void watchdog_arm(Stream* s, uint64_t deadline_ns, uint64_t seq);
 void watchdog_disarm(Stream* s, uint64_t seq);
 
-/* Memory checks shared by the synchronous and asynchronous copies (acl_core.cc). */
+/* Memory checks shared by the synchronous and asynchronous copies and memsets (memory.cc). */
 int memcpy_check(const char* api, void* dst, size_t destMax, const void* src, size_t count, int kind);
+int memset_check(const char* api, void* devPtr, size_t maxCount, size_t count); /* count > 0 */
 int check_side(const char* api, const char* what, const void* p, size_t n, int want_device, const char* kind);
 
 /* "exec_op.cc:42 in ExecOp (libx.so+0x1a2b)" for an instruction address (addr2line on the kernel's

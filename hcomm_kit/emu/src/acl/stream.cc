@@ -435,10 +435,7 @@ EMU_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, si
 EMU_API aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
     if (int r = check_init(__func__)) return r;
     if (count == 0) return ACL_SUCCESS;
-    if (!devPtr) return seterr(ACL_ERROR_INVALID_PARAM, __func__, "devPtr is NULL");
-    if (maxCount < count)
-        return seterr(ACL_ERROR_RT_PARAM_INVALID, __func__, "count %zu exceeds maxCount %zu", count, maxCount);
-    if (int r = check_side(__func__, "devPtr", devPtr, count, -1, "memset")) return r;
+    if (int r = memset_check(__func__, devPtr, maxCount, count)) return r;
     RESOLVE_STREAM(s, stream);
     return stream_enqueue(s, std::make_unique<SetTask>(devPtr, value, count));
 }

@@ -284,6 +284,21 @@ void comm_op_submitted(Comm* c, uint32_t tag16, uint32_t inst) {
     if (it != c->ops.end() && it->second.submitted < inst) it->second.submitted = inst;
 }
 
+Stream* comm_stream(Comm* c, aclrtStream stream, const char* api, int* rc) {
+    int code = 0;
+    Stream* s = stream_resolve(stream, &code, api);
+    if (!s) {
+        *rc = seterr(HCCL_E_PARA, api, "%s", last_err().c_str());
+        return nullptr;
+    }
+    if (s->dev != c->dev) {
+        *rc = seterr(HCCL_E_PARA, api, "stream %u belongs to device %d but the communicator's rank %u is on device %d",
+                     s->id, s->dev->id, c->rank, c->dev->id);
+        return nullptr;
+    }
+    return s;
+}
+
 void comm_note_host_call(Comm* c, const char* what) {
     std::lock_guard<std::mutex> g(c->diag_m);
     c->cp_what = what ? what : "";
@@ -408,12 +423,9 @@ struct BarrierTask : Task {
 
 EMU_API HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
     RESOLVE_COMM(c, comm);
-    int code = 0;
-    Stream* s = stream_resolve(stream, &code, __func__);
-    if (!s) return (HcclResult)seterr(HCCL_E_PARA, __func__, "%s", last_err().c_str());
-    if (s->dev != c->dev)
-        return (HcclResult)seterr(HCCL_E_PARA, __func__, "stream %u belongs to device %d but the communicator's rank %u is on device %d",
-                      s->id, s->dev->id, c->rank, c->dev->id);
+    int rc = 0;
+    Stream* s = comm_stream(c, stream, __func__, &rc);
+    if (!s) return (HcclResult)rc;
     uint32_t seq;
     {
         std::lock_guard<std::mutex> g(c->m);

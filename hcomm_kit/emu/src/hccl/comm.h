@@ -379,6 +379,10 @@ uint32_t connect_timeout_s(const Comm* c);
 /* 0, or the error (api) for a CommEngine a thread or an engine context cannot use (threads.cc). */
 int check_thread_engine(int engine, const char* api);
 
+/* Stream handle `stream` (NULL: the current default stream) for work of communicator c: nullptr with
+ * *rc set (HCCL_E_PARA) when it is not a live stream or not on c's device. */
+Stream* comm_stream(Comm* c, aclrtStream stream, const char* api, int* rc);
+
 /* In an API function: resolves comm handle h into var, or returns the error. */
 #define RESOLVE_COMM(var, h)                                                                      \
     Comm* var = comm_from_handle(h);                                                              \

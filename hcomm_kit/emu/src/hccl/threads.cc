@@ -121,12 +121,9 @@ EMU_API HcclResult HcclThreadAcquireWithStream(HcclComm comm, CommEngine engine,
                       "engine %d cannot wrap a user stream: use COMM_ENGINE_CPU_TS (or COMM_ENGINE_CPU)", (int)engine);
     }
     if (notifyNum > 65535) return (HcclResult)seterr(HCCL_E_PARA, __func__, "notifyNum %u is above 65535", notifyNum);
-    int code = 0;
-    Stream* s = stream_resolve(stream, &code, __func__);
-    if (!s) return (HcclResult)seterr(HCCL_E_PARA, __func__, "%s", last_err().c_str());
-    if (s->dev != c->dev)
-        return (HcclResult)seterr(HCCL_E_PARA, __func__, "stream %u belongs to device %d but the communicator's rank %u is on device %d",
-                      s->id, s->dev->id, c->rank, c->dev->id);
+    int rc = 0;
+    Stream* s = comm_stream(c, stream, __func__, &rc);
+    if (!s) return (HcclResult)rc;
     std::lock_guard<std::mutex> g(c->m);
     auto key = std::make_pair(s, s->id);
     auto it = c->stream_threads.find(key);
