@@ -39,7 +39,7 @@ Device* device_peek(int id) {
 
 /* Device control blocks stay linked while the process lives (peers of later communicators open
  * them by name); they are unlinked at aclFinalize and at exit. A SIGKILLed process leaves them to
- * its peers (comm.cc unlinks a dead peer's block) or to shm_reclaim_stale() of the next run. */
+ * its peers (hccl/ unlinks a dead peer's block) or to shm_reclaim_stale() of the next run. */
 static void unlink_device_segments() {
     for (int i = 0; i < 64; i++)
         if (Device* d = g_devices[i]) shm_unlink_seg(&d->ctl_seg);

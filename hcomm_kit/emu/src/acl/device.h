@@ -8,7 +8,7 @@
  *     local ends of channels) is one slot, so peers in other processes can set it.
  *   - A Stream is a FIFO of Tasks run by one worker OS thread.
  *   - A device thread (ThreadHandle, AICPU_TS engine) is a FIFO of HTasks run by the device's
- *     scheduler (sched.cc). Waiters park and sleep on the device doorbell.
+ *     scheduler (hcomm/sched.cc). Waiters park and sleep on the device doorbell.
  *   - Waits spin adaptively (wait_word) and then sleep on a futex; wakers skip the wake-up
  *     system call while nobody sleeps. The emulator's own threads run as SCHED_BATCH so that a
  *     woken worker does not preempt the host thread in the middle of its enqueue calls.
@@ -138,7 +138,7 @@ struct Device {
     Context* default_ctx = nullptr;
     std::vector<Context*> contexts;   /* explicit ones */
     int stream_count = 0;
-    /* device-thread scheduler state (sched.cc) */
+    /* device-thread scheduler state (hcomm/sched.cc) */
     std::mutex sched_m;
     std::vector<HThread*> hthreads;   /* all device threads of this device */
     std::vector<HThread*> retired_hthreads;  /* destroyed ones, never freed (see hthread_destroy) */
@@ -153,7 +153,7 @@ struct Device {
     std::string abort_reason;
     int abort_code = 0;
     /* Host threads blocked in a synchronising call on this device's streams, and the stream the
-     * latest of them waits for (0: an event or the whole device): hang analysis (diag.cc). */
+     * latest of them waits for (0: an event or the whole device): hang analysis (diag/). */
     std::atomic<uint32_t> host_sync{0};
     std::atomic<uint32_t> host_sync_stream{0};
     /* A kernel overran its launch timeout and could not be stopped: launches and synchronisations
@@ -170,7 +170,7 @@ Device* device_peek(int id); /* nullptr if never set */
 bool slots_alloc(Device* d, uint32_t n, uint32_t* base, std::string* err);
 void slots_free(Device* d, uint32_t base, uint32_t n);
 
-/* ------------------------------------------------------------------ Hcomm device threads (sched.cc) */
+/* ------------------------------------------------------------------ device tasks (run by hcomm/sched.cc) */
 
 enum class HOp : uint8_t { Copy, Reduce, Record, Wait, Nop };
 
@@ -202,7 +202,7 @@ struct HTask {
     const char* tag = nullptr;    /* batch tag (interned) for messages */
     Comm* comm = nullptr;         /* for aborts and liveness (peer = desc.peer when channel) */
     int peer_rank = -1;
-    /* Diagnosis and the notify checker (diag.cc): */
+    /* Diagnosis and the notify checker (diag/): */
     uint32_t bidx = 0, bsize = 0; /* position in its thread's batch (emit order) and the batch's size */
     uint32_t tag16 = 0;           /* op tag hash (0: a host-side task, exempt from operation checks) */
     uint32_t inst = 0;            /* instance of its operation on this rank (the n-th launch of its op tag) */

@@ -46,7 +46,7 @@ struct TaskDiag {
 
 /* A kernel launch in flight, shared by its stream worker and the watchdog: a kernel that overruns
  * its launch timeout is interrupted (a signal to its worker; the crash guard leaves the entry when
- * the worker is in the kernel's own code), else the device is marked lost (kernel.cc, stream.cc). */
+ * the worker is in the kernel's own code), else the device is marked lost (launch.cc, kernel_guard.cc, watchdog.cc). */
 struct KernelRun {
     std::atomic<bool> cancel{false};   /* the watchdog asks the worker to leave the kernel */
     std::atomic<bool> done{false};     /* the entry returned, crashed or was left */
@@ -213,7 +213,7 @@ void worker_thread_fini();
 #define kCancelSig (SIGRTMAX - 3)
 /* The running kernel works on communicator c (told if it overruns its launch timeout). */
 void kernel_note_comm(KernelCtx& k, Comm* c);
-/* Watchdog (stream.cc): enforces launch timeouts. */
+/* Watchdog (watchdog.cc): enforces launch timeouts. */
 void watchdog_arm(Stream* s, uint64_t deadline_ns, uint64_t seq);
 void watchdog_disarm(Stream* s, uint64_t seq);
 

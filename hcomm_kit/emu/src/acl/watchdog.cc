@@ -36,7 +36,7 @@ bool g_wd_started = false;
 uint64_t g_wd_wake = 0;
 constexpr uint64_t kWdHorizonNs = 1000000000ull;
 
-/* An overrunning kernel was abandoned: interrupt it (on_cancel in kernel.cc leaves the entry when
+/* An overrunning kernel was abandoned: interrupt it (on_cancel in kernel_guard.cc leaves the entry when
  * the worker runs the kernel's own code), retrying; when that never works, the device is lost. */
 void cancel_attempt(WdEntry& e) {
     KernelRun* r = e.run.get();

@@ -75,7 +75,7 @@ std::string world_rank_text();
 
 /* ---------------------------------------------------------------- the board (snapshot.cc) */
 void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns = kPendingAgeNs);
-void publish(Comm* c, const DiagSnap& s);
+void publish_snap(Comm* c, const DiagSnap& s);
 bool read_snap(Comm* c, uint32_t r, DiagSnap* out, uint64_t* heartbeat);
 
 /* ---------------------------------------------------------------- analysis and reports (analysis.cc) */

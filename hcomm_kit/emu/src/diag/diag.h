@@ -38,7 +38,7 @@ void diag_logv(const char* fmt, va_list ap);
 /* The collective-call check (HcommKitCallCheck): "" or the mismatch found. */
 std::string call_check(Comm* c, int peer, const char* mine, const char* expect);
 
-/* HCOMM_KIT_TRACE (trace.cc): whether it is on, and the events. Flow ids of trace-only records
+/* HCOMM_KIT_TRACE (diag/trace.cc): whether it is on, and the events. Flow ids of trace-only records
  * carry kTraceOnlyId (the race checker's clock-vector ids double as flow ids otherwise). */
 constexpr uint64_t kTraceOnlyId = 1ull << 55;
 bool trace_on();

@@ -279,7 +279,7 @@ void monitor_main() {
             uint64_t key = snap->progress ^ ((uint64_t)snap->nthreads << 40) ^ ((uint64_t)snap->nstreams << 48) ^
                            ((uint64_t)snap->host_sync << 56);
             if (attention || key != st.last_published_progress || snap->nthreads || snap->nstreams) {
-                publish(c, *snap);
+                publish_snap(c, *snap);
                 st.last_published_progress = key;
             } else {
                 c->job->diag[c->rank].heartbeat_ns.store(now_ns(), std::memory_order_release);
@@ -304,7 +304,7 @@ void diag_comm_added(Comm* c) {
     /* an empty first snapshot, so peers see this rank as present and idle at once */
     DiagSnap* s = new DiagSnap;
     build_snap(c, s);
-    publish(c, *s);
+    publish_snap(c, *s);
     delete s;
 }
 
@@ -319,7 +319,7 @@ void diag_comm_removed(Comm* c) {
     {
         std::unique_ptr<DiagSnap> s(new DiagSnap);
         build_snap(c, s.get(), 0);
-        publish(c, *s);
+        publish_snap(c, *s);
     }
     /* notifies left set by this communicator's operations: nobody will consume them any more */
     std::vector<std::pair<std::string, uint64_t>> left;

@@ -342,7 +342,7 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
 }
 
 
-void publish(Comm* c, const DiagSnap& s) {
+void publish_snap(Comm* c, const DiagSnap& s) {
     SEQ_GUARD();
     DiagArea& a = c->job->diag[c->rank];
     uint32_t q = a.seq.load(std::memory_order_relaxed);

@@ -40,7 +40,7 @@ namespace emu {
 namespace coll {
 
 /* The built-ins' host <-> kernel contracts, each in its own namespace (the headers define the
- * same type names). Their own includes are already in place (emu.h), so only the types land here. */
+ * same type names). Their own includes are already in place (base/common.h), so only the types land here. */
 namespace op_allreduce {
 #include "allreduce/inc/allreduce_param.h"
 }

@@ -140,7 +140,7 @@ int comm_wait(Comm* c, std::atomic<uint32_t>* word, uint64_t deadline, const std
     return kWaitTimeout;
 }
 
-/* ------------------------------------------------------------------ accessors (emu.h) */
+/* ------------------------------------------------------------------ accessors (hcomm/dataplane.h) */
 
 /* How long channel set-up waits for the peers' ends: the communicator's own timeout when one was
  * set (HcommKitCommSetConnectTimeout: a torch group's timeout), else HCCL_CONNECT_TIMEOUT. */

@@ -1,12 +1,12 @@
 /*
- * hcomm-kit CPU emulator: the HCCL host control plane (comm.cc), internal declarations.
+ * hcomm-kit CPU emulator: the HCCL host control plane (hccl/), internal declarations.
  *
  * A communicator's ranks meet in a "job" shared-memory segment named after the job id carried
  * by the root info (or derived from the rank-table file). The segment holds the rank table
  * (pid, device, control-block and HCCL-buffer segment names), the job-wide abort flag, the
  * barrier words and the channel mailboxes. Ranks may be processes or threads of one process:
  * everything goes through shared memory either way. Other emulator sources only use the
- * comm_* accessors declared at the bottom of emu.h.
+ * comm_* accessors declared at the bottom of hcomm/dataplane.h; diag/ reads everything here.
  */
 #ifndef HCOMM_KIT_EMU_COMM_H
 #define HCOMM_KIT_EMU_COMM_H
@@ -33,7 +33,7 @@ struct RootBlob {
 };
 
 /* ------------------------------------------------------------------ hang-analysis board
- * Every rank publishes what its threads and streams are doing (diag.cc, a monitor thread per
+ * Every rank publishes what its threads and streams are doing (diag/monitor.cc, a monitor thread per
  * process), so that any rank can explain a hang of the whole communicator. Fixed-size records,
  * written under a per-rank seqlock, read by copying. Thread codes: a device (AICPU) thread's number
  * within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread
@@ -161,7 +161,7 @@ struct DiagArea {
     DiagSnap snap;
 };
 
-/* ------------------------------------------------------------------ race checker (diag.cc)
+/* ------------------------------------------------------------------ race checker (diag/race.cc)
  * Happens-before over notify edges with vector clocks: every Hcomm thread of every rank has a
  * clock; a record publishes the recorder's clock vector in its rank's outbox (VcEntry, id in
  * DevCtl::flow of the slot), the wait that consumes it joins it. Accesses to HCCL-buffer bytes are
@@ -211,7 +211,7 @@ struct RaceArea {                    /* per rank: its outbox and the log of its 
     AccessBucket buckets[kBuckets];
 };
 
-/* A rank's description of its latest collective calls (collective mismatch check, diag.cc). */
+/* A rank's description of its latest collective calls (collective mismatch check, diag/call_check.cc). */
 constexpr uint32_t kCallDepth = 16;
 struct CallSig {
     std::atomic<uint64_t> seq; /* call number (1, 2, ...); written last */
@@ -330,7 +330,7 @@ struct Comm {
     };
     std::map<uint32_t, OpTrack> ops;
     uint32_t aicpu_threads = 0;   /* device threads acquired so far (their numbers t0, t1, ...) */
-    uint64_t call_seq = 0;        /* collective calls checked (diag.cc call_check) */
+    uint64_t call_seq = 0;        /* collective calls checked (diag/call_check.cc) */
     uint32_t vc_threads = 0;      /* race checker: clock indices handed to this rank's threads */
     /* Hang analysis: the last thread / channel / op lists it read under m (used while m is held by
      * a long control-plane call), and that call (host blocked in it since cp_since). Under diag_m. */

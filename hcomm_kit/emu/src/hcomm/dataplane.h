@@ -32,7 +32,7 @@ struct HThread {
     bool dead = false;
     std::atomic<uint64_t> executed{0}; /* tasks run so far (progress seen by hang analysis) */
     std::atomic<bool> failed{false};   /* a task of it failed (its queue was dropped) */
-    /* Race checker state (diag.cc), touched only by the one runner of the thread: */
+    /* Race checker state (diag/race.cc), touched only by the one runner of the thread: */
     int32_t vcg = -1;                  /* clock index (rank * kVcPerRank + i), -2: none left */
     uint32_t clock = 1;                /* own clock, bumped after every record */
     std::vector<uint64_t> vc;          /* g << 32 | clock of everything this thread has seen, sorted */
@@ -131,7 +131,8 @@ Channel* channel_from_handle(ChannelHandle h);
 void channel_register(Channel* c);
 void channel_unregister(Channel* c);
 
-/* Communicator helpers used by the data plane (comm.cc). */
+/* What the data plane needs of its communicator: declared here, implemented by hccl/ (comm.cc,
+ * bootstrap.cc), so that hcomm/ includes nothing of hccl/. */
 Device* comm_device(Comm* c);
 Comm* comm_from_handle(HcclComm h); /* nullptr unless a live communicator of this process */
 Comm* comm_find_by_name(const char* name, Device* dev); /* HcommAcquireComm lookup */
