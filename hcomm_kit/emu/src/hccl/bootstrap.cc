@@ -12,7 +12,6 @@
  * more (shm_owner_dead), or before that segment is mapped, when its pid is gone. Every wait
  * here (bootstrap, channel handshake, barrier) checks liveness and the job-wide abort flag
  * every 200 ms, so a crash surfaces within about a second instead of the full timeout. */
-#include "acl/hooks.h"
 #include "hccl/comm.h"
 #include "hccl/hooks.h"
 

@@ -1,21 +1,8 @@
 /* HCCL host plane: HCCL buffers, engine contexts and device memory of a communicator (hcomm.md §3.9). */
 #include "acl/hooks.h"
 #include "hccl/comm.h"
-#include "hccl/hooks.h"
 
-#include "base/json.h"
-
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <cerrno>
+#include <climits>
 #include <cstring>
 
 using namespace emu;

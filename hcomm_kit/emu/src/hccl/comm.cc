@@ -11,7 +11,6 @@
 #include "hccl/comm.h"
 #include "hccl/hooks.h"
 
-#include "base/json.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -1,21 +1,7 @@
 /* HCCL host plane: the rank graph (HcclRankGraph*: one layer, one topology instance of every rank). */
-#include "acl/hooks.h"
 #include "hccl/comm.h"
-#include "hccl/hooks.h"
 
-#include "base/json.h"
-
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <cerrno>
+#include <climits>
 #include <cstring>
 
 using namespace emu;
