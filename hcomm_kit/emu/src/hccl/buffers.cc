@@ -1,4 +1,5 @@
-/* HCCL host plane: HCCL buffers, engine contexts and device memory of a communicator (hcomm.md §3.9). */
+/* HCCL host plane: HCCL buffers, engine contexts and device memory of a communicator (hcomm.md
+ * §3.9). */
 #include "acl/hooks.h"
 #include "hccl/comm.h"
 

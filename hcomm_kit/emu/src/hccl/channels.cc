@@ -1,4 +1,5 @@
-/* HCCL host plane: channels (HcclChannelAcquire and friends; hcomm.md §3.8): the handshake through the job segment's mailboxes. */
+/* HCCL host plane: channels (HcclChannelAcquire and friends; hcomm.md §3.8): the handshake through
+ * the job segment's mailboxes. */
 #include "hccl/comm.h"
 
 #include <climits>

@@ -1,4 +1,5 @@
-/* HCCL host plane: the rank graph (HcclRankGraph*: one layer, one topology instance of every rank). */
+/* HCCL host plane: the rank graph (HcclRankGraph*: one layer, one topology instance of every
+ * rank). */
 #include "hccl/comm.h"
 
 #include <climits>

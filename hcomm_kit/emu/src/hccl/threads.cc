@@ -1,4 +1,5 @@
-/* HCCL host plane: device threads of a communicator (HcclThreadAcquire and friends; hcomm.md §3.7). */
+/* HCCL host plane: device threads of a communicator (HcclThreadAcquire and friends; hcomm.md
+ * §3.7). */
 #include "hccl/comm.h"
 
 #include <climits>
