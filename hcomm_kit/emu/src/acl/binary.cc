@@ -50,6 +50,22 @@ std::unordered_set<Func*> g_funcs;
 std::unordered_set<Image*> g_images;
 }  // namespace
 
+/* The directories of HCOMM_KIT_KERNEL_PATH (colon-separated, empty entries skipped), in order. */
+static std::vector<std::string> kernel_path_dirs() {
+    std::vector<std::string> dirs;
+    if (const char* kp = getenv("HCOMM_KIT_KERNEL_PATH")) {
+        std::string s = kp;
+        size_t a = 0;
+        while (a <= s.size()) {
+            size_t e = s.find(':', a);
+            if (e == std::string::npos) e = s.size();
+            if (e > a) dirs.push_back(s.substr(a, e - a));
+            a = e + 1;
+        }
+    }
+    return dirs;
+}
+
 /* Handle h as a T* when registry (under g_bin_m) holds it; else nullptr with the error set (api):
  * "<name> is NULL", or "<h> <not_live>". */
 template <class T>
@@ -265,17 +281,7 @@ EMU_API aclError aclrtBinaryLoadFromFile(const char* binPath, aclrtBinaryLoadOpt
         b->so_path = stem + ".so";
         tried.push_back(b->so_path);
     } else {
-        std::vector<std::string> dirs;
-        if (const char* kp = getenv("HCOMM_KIT_KERNEL_PATH")) {
-            std::string s = kp;
-            size_t a = 0;
-            while (a <= s.size()) {
-                size_t e = s.find(':', a);
-                if (e == std::string::npos) e = s.size();
-                if (e > a) dirs.push_back(s.substr(a, e - a));
-                a = e + 1;
-            }
-        }
+        std::vector<std::string> dirs = kernel_path_dirs();
         std::string jd = dirname_of(json_path);
         dirs.push_back(jd);
         dirs.push_back(jd + "/../kernel");
@@ -600,17 +606,7 @@ std::map<std::string, Func*> g_asc_funcs; /* kernel name -> function (under g_bi
 /* Directories holding installed kernel libraries: HCOMM_KIT_KERNEL_PATH, then
  * <opp>/vendors/<vendor>/aicpu/kernel for $ASCEND_OPP_PATH and $ASCEND_HOME_PATH/opp. */
 std::vector<std::string> asc_kernel_dirs() {
-    std::vector<std::string> dirs;
-    if (const char* kp = getenv("HCOMM_KIT_KERNEL_PATH")) {
-        std::string s = kp;
-        size_t a = 0;
-        while (a <= s.size()) {
-            size_t e = s.find(':', a);
-            if (e == std::string::npos) e = s.size();
-            if (e > a) dirs.push_back(s.substr(a, e - a));
-            a = e + 1;
-        }
-    }
+    std::vector<std::string> dirs = kernel_path_dirs();
     std::vector<std::string> opps;
     if (const char* o = getenv("ASCEND_OPP_PATH")) opps.push_back(o);
     if (const char* h = getenv("ASCEND_HOME_PATH")) opps.push_back(std::string(h) + "/opp");
