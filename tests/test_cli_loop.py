@@ -30,7 +30,7 @@ def _hk(*args: str, timeout: float = 300, env: dict | None = None, cwd: str | No
 def test_max_ranks_matches_the_emulator() -> None:
     from hcomm_kit.base.limits import MAX_RANKS
 
-    text = (REPO / "hcomm_kit" / "emu" / "src" / "comm.h").read_text()
+    text = (REPO / "hcomm_kit" / "emu" / "src" / "hccl" / "comm.h").read_text()
     assert int(re.search(r"kMaxRanks\s*=\s*(\d+)", text).group(1)) == MAX_RANKS
 
 
@@ -106,7 +106,7 @@ def test_env_table_ranges_match_the_emulator() -> None:
     """The launcher validates with envs.py's table: its integer ranges are the emulator's (common.cc)."""
     from hcomm_kit.base import envs
 
-    text = (REPO / "hcomm_kit" / "emu" / "src" / "common.cc").read_text()
+    text = (REPO / "hcomm_kit" / "emu" / "src" / "base" / "common.cc").read_text()
     found = re.findall(r'env_u64\("(\w+)", (\d+), (\d+),', text)
     assert len(found) >= 6, found
     for name, lo, hi in found:

@@ -18,7 +18,7 @@ from hcomm_kit.base import dtypes as D
 from hcomm_kit.base.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADER = ROOT / "hcomm_kit" / "emu" / "src" / "hccl_api_support.h"
+HEADER = ROOT / "hcomm_kit" / "emu" / "src" / "hccl" / "hccl_api_support.h"
 A2A3 = {"int8", "int16", "int32", "int64", "fp16", "fp32", "bf16"}
 
 

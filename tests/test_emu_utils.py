@@ -11,9 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EMU = ROOT / "hcomm_kit" / "emu"
 SOURCES = [
-    EMU / "src" / "json.cc",
-    EMU / "src" / "reduce.cc",
-    EMU / "src" / "securec.cc",
+    EMU / "src" / "base" / "json.cc",
+    EMU / "src" / "base" / "reduce.cc",
+    EMU / "src" / "base" / "securec.cc",
     ROOT / "tests" / "c" / "test_emu_utils.cc",
 ]
 # Same flags as the emulator library (see .dev/CONTRACTS.md), minus -shared.

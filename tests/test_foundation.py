@@ -97,7 +97,7 @@ def test_env_table_is_complete() -> None:
     # Every HCOMM_KIT_* variable the package or the emulator reads is declared in the table.
     import re
     used = set()
-    for path in [*(REPO / "hcomm_kit").rglob("*.py"), *(REPO / "hcomm_kit" / "emu" / "src").glob("*.cc")]:
+    for path in [*(REPO / "hcomm_kit").rglob("*.py"), *(REPO / "hcomm_kit" / "emu" / "src").rglob("*.cc")]:
         used |= set(re.findall(r"HCOMM_KIT_[A-Z][A-Z0-9_]*[A-Z0-9]", path.read_text()))
     used -= {"HCOMM_KIT_CODES", *codes.HCOMM_KIT_CODES.values()}  # error-code names, not variables
     assert used <= set(envs.VARIABLES), f"undeclared environment variables: {sorted(used - set(envs.VARIABLES))}"
@@ -561,7 +561,7 @@ def test_doctor_reports_bad_env(capsys: pytest.CaptureFixture[str], monkeypatch:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not list((REPO / "hcomm_kit" / "emu" / "src").glob("*.cc")), reason="no emulator sources yet")
+@pytest.mark.skipif(not list((REPO / "hcomm_kit" / "emu" / "src").rglob("*.cc")), reason="no emulator sources yet")
 def test_doctor_builds_emulator() -> None:
     proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "doctor"], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,6 +1,7 @@
 """Locate and build the bundled CPU emulator library (``libhcomm_emu.so``).
 
-The library is compiled on first use from every ``hcomm_kit/emu/src/*.cc`` into the build
+The library is compiled on first use from every ``hcomm_kit/emu/src/**/*.cc`` (one folder per
+library and concern: ``base/``, ``acl/``, ``hccl/``, ``hcomm/``, ``diag/``) into the build
 cache (``<cache>/emu-<key>/``, key over sources, headers, flags, sanitizer and compiler
 identity). Beside it are symlinks with the CANN library names (``libascendcl.so`` ...), so
 CANN-style Makefiles (``-lascendcl -lhcomm -lc_sec``) link unchanged.
@@ -80,13 +81,16 @@ def _sanitize_mode(sanitize: str | None) -> str:
 
 def _has_builtins(root: Path) -> bool:
     """The tree implements HCCL's collective API, so the library ships the built-in operators."""
-    return (root / "src" / "hccl_coll.cc").is_file()
+    return (root / "src" / "hccl" / "collectives.cc").is_file()
 
 
 def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> list[str]:
     """Flags used for every emulator translation unit (sanitizer flags, then the emulator's own
     include directories last). ``aicpu_kernels/`` is on the include path for the built-ins'
-    generated ``<op>/inc/<op>_param.h`` (the HCCL collective API launches them)."""
+    generated ``<op>/inc/<op>_param.h`` (the HCCL collective API launches them). ``src/`` is on
+    the include path after ``include/``, so internal headers read ``"base/json.h"``; the public
+    ``include/acl/``, ``include/hccl/`` ... are found first, so an internal header must not take
+    the name of a public one (``src/hccl/hccl.h`` would never be read)."""
     root = root or _EMU_ROOT
     kernels = [f"-I{aicpu_kernels_dir()}"] if _has_builtins(root) else []
     return [*BASE_FLAGS, *kernels, *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
@@ -94,10 +98,18 @@ def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> l
 
 
 def _inputs(root: Path) -> tuple[list[Path], list[Path]]:
-    sources = sorted((root / "src").glob("*.cc"))
+    """Sources (``src/**/*.cc``) and headers (every other file below ``include/`` and ``src/``)."""
+    sources = sorted((root / "src").rglob("*.cc"))
     headers = sorted(p for p in (root / "include").rglob("*") if p.is_file())
-    headers += sorted(p for p in (root / "src").iterdir() if p.is_file() and p.suffix != ".cc")
+    headers += sorted(p for p in (root / "src").rglob("*") if p.is_file() and p.suffix != ".cc")
     return sources, headers
+
+
+def object_name(src: Path, root: Path) -> str:
+    """Object file of a source, unique across the source folders: ``src/acl/stream.cc`` ->
+    ``acl-stream.o``."""
+    rel = src.relative_to(root / "src").with_suffix("")
+    return "-".join(rel.parts) + ".o"
 
 
 def validate(directory: Path) -> bool:
@@ -123,9 +135,9 @@ def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str
     bar = progress.Progress("building the emulator (once per machine)", total=len(sources) + 1)
 
     def compile_one(src: Path) -> Path:
-        obj = objdir / (src.stem + ".o")
+        obj = objdir / object_name(src, root)
         cache.run_compiler([*cxx_argv, *flags, "-c", str(src), "-o", str(obj)], sources=[src], verbose=verbose)
-        bar.advance(detail=src.name)
+        bar.advance(detail=src.relative_to(root / "src").as_posix())
         return obj
 
     jobs = max(1, min(len(sources), os.cpu_count() or 1))
@@ -161,7 +173,7 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
     mode = _sanitize_mode(sanitize)
     sources, headers = _inputs(root)
     if not sources:
-        raise BuildError(f"no emulator sources (*.cc) in {root / 'src'}; the package install is incomplete")
+        raise BuildError(f"no emulator sources (**/*.cc) in {root / 'src'}; the package install is incomplete")
     cxx = cache.default_cxx()
     flags = compile_flags(mode, root=root)
     builtins = _has_builtins(root)
@@ -176,8 +188,8 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
     # Flags are hashed without the absolute -I paths: headers are hashed by content instead.
     key = cache.hash_key(
         [*sources, *headers, *kernels],
-        ["emu", mode, *COMPAT_NAMES, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags, cache.compiler_identity(cxx),
-         *(f"{p.relative_to(root).as_posix()}" for p in headers),
+        ["emu", mode, *COMPAT_NAMES, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags,
+         cache.compiler_identity(cxx), *(f"{p.relative_to(root).as_posix()}" for p in [*sources, *headers]),
          *(f"aicpu_kernels/{p.relative_to(kdir).as_posix()}" for p in kernels)],
     )
     memo = (cache.cache_root(), root, mode, key)

@@ -113,7 +113,13 @@ def infer_kind(pattern: str, output: str, reduction: bool) -> tuple[str, str]:
     "count/ranks" a reduce_scatter, "count*ranks" an allgather, anything else custom without a
     reference (not checked). ``reference`` is "" unless the pattern implies one."""
     if pattern in PATTERN_KINDS:
-        return PATTERN_KINDS[pattern], PATTERN_REFERENCES.get(pattern, "")
+        kind = KINDS[PATTERN_KINDS[pattern]]
+        # Only while op.toml still describes what the pattern computes: an operator whose output
+        # rule or reduction was changed since (the built-ins, written from the p2p pattern) is
+        # judged by those instead.
+        if (kind.output == output or kind.output not in ("count", "count*ranks", "count/ranks")) and \
+                (kind.reduction == reduction or kind.name == "custom"):
+            return kind.name, PATTERN_REFERENCES.get(pattern, "")
     if output == "count*ranks":
         return "allgather", ""
     if reduction and output == "count":

@@ -31,6 +31,20 @@
 #define CHECK_SIZE(T, n) static_assert(sizeof(T) == (n), "sizeof(" #T ") != " #n)
 #define CHECK_ALIGN(T, n) static_assert(alignof(T) == (n), "alignof(" #T ") != " #n)
 #define CHECK_OFF(T, m, n) static_assert(offsetof(T, m) == (n), "offsetof(" #T ", " #m ") != " #n)
+// LAYOUT(T, size, (member, offset)...): sizeof(T) and the offset of every listed member, each its own
+// static_assert (a failure names the member). HC_EACH applies CHECK_OFF to each pair, re-expanded by HC_EVAL
+// (up to 64 pairs).
+#define LAYOUT(T, n, ...) CHECK_SIZE(T, n); HC_EVAL(HC_EACH(T, __VA_ARGS__)) static_assert(true, "")
+#define HC_EACH(T, pair, ...) HC_OFF_ARGS((T, HC_UNPACK pair)) __VA_OPT__(HC_EACH_AGAIN HC_PARENS(T, __VA_ARGS__))
+#define HC_EACH_AGAIN() HC_EACH
+#define HC_PARENS ()
+#define HC_UNPACK(m, n) m, n
+#define HC_OFF_ARGS(args) HC_OFF args
+#define HC_OFF(T, m, n) CHECK_OFF(T, m, n);
+#define HC_EVAL(...) HC_EVAL4(HC_EVAL4(HC_EVAL4(HC_EVAL4(__VA_ARGS__))))
+#define HC_EVAL4(...) HC_EVAL3(HC_EVAL3(HC_EVAL3(HC_EVAL3(__VA_ARGS__))))
+#define HC_EVAL3(...) HC_EVAL2(HC_EVAL2(HC_EVAL2(HC_EVAL2(__VA_ARGS__))))
+#define HC_EVAL2(...) __VA_ARGS__
 
 // ---------------------------------------------------------------- ACL (§1.5, §2)
 static_assert(std::is_same<aclError, int>::value, "aclError is int");
@@ -40,50 +54,25 @@ CHECK_SIZE(aclrtMemMallocPolicy, 4);
 CHECK_SIZE(aclrtLaunchKernelAttrId, 4);
 CHECK_SIZE(aclrtBinaryLoadOptionType, 4);
 
-CHECK_SIZE(aclrtTimeoutUs, 8);
+LAYOUT(aclrtTimeoutUs, 8, (timeoutLow, 0), (timeoutHigh, 4));
 CHECK_ALIGN(aclrtTimeoutUs, 4);
-CHECK_OFF(aclrtTimeoutUs, timeoutLow, 0);
-CHECK_OFF(aclrtTimeoutUs, timeoutHigh, 4);
 
-CHECK_SIZE(aclrtLaunchKernelAttrValue, 16);
+LAYOUT(aclrtLaunchKernelAttrValue, 16, (schemMode, 0), (localMemorySize, 0), (dynUBufSize, 0), (engineType, 0),
+       (blockDimOffset, 0), (isBlockTaskPrefetch, 0), (isDataDump, 0), (timeout, 0), (timeoutUs, 0),
+       (enableProfiling, 0), (rsv, 0));
 CHECK_ALIGN(aclrtLaunchKernelAttrValue, 4);
-CHECK_OFF(aclrtLaunchKernelAttrValue, schemMode, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, localMemorySize, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, dynUBufSize, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, engineType, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, blockDimOffset, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, isBlockTaskPrefetch, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, isDataDump, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, timeout, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, timeoutUs, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, enableProfiling, 0);
-CHECK_OFF(aclrtLaunchKernelAttrValue, rsv, 0);
 
-CHECK_SIZE(aclrtLaunchKernelAttr, 20);
+LAYOUT(aclrtLaunchKernelAttr, 20, (id, 0), (value, 4));
 CHECK_ALIGN(aclrtLaunchKernelAttr, 4);
-CHECK_OFF(aclrtLaunchKernelAttr, id, 0);
-CHECK_OFF(aclrtLaunchKernelAttr, value, 4);
 
-CHECK_SIZE(aclrtLaunchKernelCfg, 16);
+LAYOUT(aclrtLaunchKernelCfg, 16, (attrs, 0), (numAttrs, 8));
 CHECK_ALIGN(aclrtLaunchKernelCfg, 8);
-CHECK_OFF(aclrtLaunchKernelCfg, attrs, 0);
-CHECK_OFF(aclrtLaunchKernelCfg, numAttrs, 8);
 
-CHECK_SIZE(aclrtPlaceHolderInfo, 8);
-CHECK_OFF(aclrtPlaceHolderInfo, addrOffset, 0);
-CHECK_OFF(aclrtPlaceHolderInfo, dataOffset, 4);
+LAYOUT(aclrtPlaceHolderInfo, 8, (addrOffset, 0), (dataOffset, 4));
 
-CHECK_SIZE(aclrtBinaryLoadOptionValue, 16);
-CHECK_OFF(aclrtBinaryLoadOptionValue, isLazyLoad, 0);
-CHECK_OFF(aclrtBinaryLoadOptionValue, magic, 0);
-CHECK_OFF(aclrtBinaryLoadOptionValue, cpuKernelMode, 0);
-CHECK_OFF(aclrtBinaryLoadOptionValue, rsv, 0);
-CHECK_SIZE(aclrtBinaryLoadOption, 20);
-CHECK_OFF(aclrtBinaryLoadOption, type, 0);
-CHECK_OFF(aclrtBinaryLoadOption, value, 4);
-CHECK_SIZE(aclrtBinaryLoadOptions, 16);
-CHECK_OFF(aclrtBinaryLoadOptions, options, 0);
-CHECK_OFF(aclrtBinaryLoadOptions, numOpt, 8);
+LAYOUT(aclrtBinaryLoadOptionValue, 16, (isLazyLoad, 0), (magic, 0), (cpuKernelMode, 0), (rsv, 0));
+LAYOUT(aclrtBinaryLoadOption, 20, (type, 0), (value, 4));
+LAYOUT(aclrtBinaryLoadOptions, 16, (options, 0), (numOpt, 8));
 
 static_assert(ACL_MAJOR_VERSION == 1 && ACL_MINOR_VERSION == 17 && ACL_PATCH_VERSION == 0, "ACL version");
 static_assert(ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT == 7 && ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US == 8, "attr ids");
@@ -158,109 +147,44 @@ static_assert(HCCL_ROOT_INFO_BYTES == 4108 && COMM_NAME_MAX_LENGTH == 128, "root
 static_assert(HCCL_COMM_DEFAULT_BUFFSIZE == 200, "buffsize");
 static_assert(HCCL_RES_TAG_MAX_LEN == 255, "tag len");
 
-CHECK_SIZE(HcommBatchTransferDesc, 64);
-CHECK_OFF(HcommBatchTransferDesc, transType, 0);
-CHECK_OFF(HcommBatchTransferDesc, reserved, 4);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.raws, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.write.len, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.write.dst, 16);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.write.src, 24);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.read.len, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.read.dst, 16);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.read.src, 24);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.reduce.count, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.reduce.dst, 16);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.reduce.src, 24);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.reduce.reduceOp, 32);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.reduce.dataType, 36);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.notifyRecord.notifyIdx, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeWithNotify.len, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeWithNotify.dst, 16);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeWithNotify.src, 24);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeWithNotify.notifyIdx, 32);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeReduceWithNotify.count, 8);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeReduceWithNotify.dst, 16);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeReduceWithNotify.src, 24);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeReduceWithNotify.reduceOp, 32);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeReduceWithNotify.dataType, 36);
-CHECK_OFF(HcommBatchTransferDesc, transferInfo.writeReduceWithNotify.notifyIdx, 40);
+LAYOUT(HcommBatchTransferDesc, 64, (transType, 0), (reserved, 4), (transferInfo, 8), (transferInfo.raws, 8),
+       (transferInfo.write.len, 8), (transferInfo.write.dst, 16), (transferInfo.write.src, 24),
+       (transferInfo.read.len, 8), (transferInfo.read.dst, 16), (transferInfo.read.src, 24),
+       (transferInfo.reduce.count, 8), (transferInfo.reduce.dst, 16), (transferInfo.reduce.src, 24),
+       (transferInfo.reduce.reduceOp, 32), (transferInfo.reduce.dataType, 36),
+       (transferInfo.notifyRecord.notifyIdx, 8), (transferInfo.writeWithNotify.len, 8),
+       (transferInfo.writeWithNotify.dst, 16), (transferInfo.writeWithNotify.src, 24),
+       (transferInfo.writeWithNotify.notifyIdx, 32), (transferInfo.writeReduceWithNotify.count, 8),
+       (transferInfo.writeReduceWithNotify.dst, 16), (transferInfo.writeReduceWithNotify.src, 24),
+       (transferInfo.writeReduceWithNotify.reduceOp, 32), (transferInfo.writeReduceWithNotify.dataType, 36),
+       (transferInfo.writeReduceWithNotify.notifyIdx, 40));
 
-CHECK_SIZE(CommMem, 24);
-CHECK_OFF(CommMem, type, 0);
-CHECK_OFF(CommMem, addr, 8);
-CHECK_OFF(CommMem, size, 16);
+LAYOUT(CommMem, 24, (type, 0), (addr, 8), (size, 16));
 
-CHECK_SIZE(CommAbiHeader, 16);
-CHECK_OFF(CommAbiHeader, version, 0);
-CHECK_OFF(CommAbiHeader, magicWord, 4);
-CHECK_OFF(CommAbiHeader, size, 8);
-CHECK_OFF(CommAbiHeader, reserved, 12);
+LAYOUT(CommAbiHeader, 16, (version, 0), (magicWord, 4), (size, 8), (reserved, 12));
 
-CHECK_SIZE(ThreadConfig, 32);
-CHECK_OFF(ThreadConfig, header, 0);
-CHECK_OFF(ThreadConfig, notifyNumPerThread, 16);
-CHECK_OFF(ThreadConfig, reserved, 18);
+LAYOUT(ThreadConfig, 32, (header, 0), (notifyNumPerThread, 16), (reserved, 18));
 
-CHECK_SIZE(CommAddr, 40);
-CHECK_OFF(CommAddr, type, 0);
-CHECK_OFF(CommAddr, raws, 4);
-CHECK_OFF(CommAddr, addr, 4);
-CHECK_OFF(CommAddr, addr6, 4);
-CHECK_OFF(CommAddr, id, 4);
-CHECK_OFF(CommAddr, eid, 4);
+LAYOUT(CommAddr, 40, (type, 0), (raws, 4), (addr, 4), (addr6, 4), (id, 4), (eid, 4));
 static_assert(COMM_ADDR_EID_LEN == 16, "eid len");
 
-CHECK_SIZE(EndpointLoc, 64);
-CHECK_OFF(EndpointLoc, locType, 0);
-CHECK_OFF(EndpointLoc, raws, 4);
-CHECK_OFF(EndpointLoc, device.devPhyId, 4);
-CHECK_OFF(EndpointLoc, device.superPodIdx, 16);
-CHECK_OFF(EndpointLoc, host.id, 4);
+LAYOUT(EndpointLoc, 64, (locType, 0), (raws, 4), (device.devPhyId, 4), (device.superPodIdx, 16), (host.id, 4));
 
-CHECK_SIZE(EndpointDesc, 160);
-CHECK_OFF(EndpointDesc, protocol, 0);
-CHECK_OFF(EndpointDesc, commAddr, 4);
-CHECK_OFF(EndpointDesc, loc, 44);
-CHECK_OFF(EndpointDesc, raws, 108);
+LAYOUT(EndpointDesc, 160, (protocol, 0), (commAddr, 4), (loc, 44), (raws, 108));
 
-CHECK_SIZE(HcclChannelDesc, 496);
-CHECK_OFF(HcclChannelDesc, header, 0);
-CHECK_OFF(HcclChannelDesc, remoteRank, 16);
-CHECK_OFF(HcclChannelDesc, channelProtocol, 20);
-CHECK_OFF(HcclChannelDesc, localEndpoint, 24);
-CHECK_OFF(HcclChannelDesc, remoteEndpoint, 184);
-CHECK_OFF(HcclChannelDesc, notifyNum, 344);
-CHECK_OFF(HcclChannelDesc, memHandles, 352);
-CHECK_OFF(HcclChannelDesc, memHandleNum, 360);
-CHECK_OFF(HcclChannelDesc, raws, 364);
-CHECK_OFF(HcclChannelDesc, roceAttr, 364);
-CHECK_OFF(HcclChannelDesc, ubMemAttr.pathMode, 364);
+LAYOUT(HcclChannelDesc, 496, (header, 0), (remoteRank, 16), (channelProtocol, 20), (localEndpoint, 24),
+       (remoteEndpoint, 184), (notifyNum, 344), (memHandles, 352), (memHandleNum, 360), (raws, 364), (roceAttr, 364),
+       (ubMemAttr.pathMode, 364));
 
-CHECK_SIZE(CommLink, 464);
-CHECK_OFF(CommLink, header, 0);
-CHECK_OFF(CommLink, srcEndpointDesc, 16);
-CHECK_OFF(CommLink, dstEndpointDesc, 176);
-CHECK_OFF(CommLink, linkAttr, 336);
-CHECK_OFF(CommLink, linkAttr.linkProtocol, 336);
-CHECK_OFF(CommLink, linkAttr.hop, 340);
+LAYOUT(CommLink, 464, (header, 0), (srcEndpointDesc, 16), (dstEndpointDesc, 176), (linkAttr, 336),
+       (linkAttr.linkProtocol, 336), (linkAttr.hop, 340));
 
-CHECK_SIZE(HcclKernelFuncInfo, 528);
-CHECK_OFF(HcclKernelFuncInfo, kernelSoName, 0);
-CHECK_OFF(HcclKernelFuncInfo, kernelFuncName, 256);
-CHECK_OFF(HcclKernelFuncInfo, args, 512);
-CHECK_OFF(HcclKernelFuncInfo, argSize, 520);
+LAYOUT(HcclKernelFuncInfo, 528, (kernelSoName, 0), (kernelFuncName, 256), (args, 512), (argSize, 520));
 
-CHECK_SIZE(HcclKernelLaunchCfg, 128);
-CHECK_OFF(HcclKernelLaunchCfg, timeOut, 16);
-CHECK_OFF(HcclKernelLaunchCfg, reserved, 24);
+LAYOUT(HcclKernelLaunchCfg, 128, (timeOut, 16), (reserved, 24));
 
 CHECK_SIZE(HcclOpP2pDesc, 48);
-CHECK_SIZE(HcclOpDesc, 360);
-CHECK_OFF(HcclOpDesc, opDescType, 16);
-CHECK_OFF(HcclOpDesc, opName, 20);
-CHECK_OFF(HcclOpDesc, raws, 280);
-CHECK_OFF(HcclOpDesc, p2p, 280);
+LAYOUT(HcclOpDesc, 360, (opDescType, 16), (opName, 20), (raws, 280), (p2p, 280));
 
 // enum values (§2.2-§2.4)
 static_assert(HCCL_SUCCESS == 0 && HCCL_E_PARA == 1 && HCCL_E_PTR == 2 && HCCL_E_INTERNAL == 4, "HcclResult");

@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "reduce.h"
+#include "base/json.h"
+#include "base/reduce.h"
 #include "securec.h"
 
 namespace {

@@ -11,7 +11,7 @@
  * PARSE_FILE exactly when parse() failed; read_file returns the exact bytes or TooLarge exactly
  * when the text is above the limit. */
 #include "fuzz_common.h"
-#include "json.h"
+#include "base/json.h"
 
 #include <set>
 #include <sys/stat.h>

@@ -61,9 +61,9 @@ def _emu():
 
 def _sources(emu: Path | None = None) -> tuple[list[Path], list[Path]]:
     emu = emu or _emu().emu_root()
-    srcs = sorted((emu / "src").glob("*.cc"))
+    srcs = sorted((emu / "src").rglob("*.cc"))
     hdrs = sorted(p for p in (emu / "include").rglob("*") if p.is_file())
-    hdrs += sorted(p for p in (emu / "src").iterdir() if p.is_file() and p.suffix != ".cc")
+    hdrs += sorted(p for p in (emu / "src").rglob("*") if p.is_file() and p.suffix != ".cc")
     return srcs, hdrs
 
 
@@ -152,7 +152,7 @@ def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[
         from concurrent.futures import ThreadPoolExecutor
 
         def compile_one(src: Path) -> Path:
-            obj = objdir / (src.stem + ".o")
+            obj = objdir / _emu().object_name(src, emu)
             _run([clang, *cflags, *inc, "-c", str(src), "-o", str(obj)])
             return obj
 
@@ -186,13 +186,14 @@ def build_replay(sanitize: str = "") -> Path:
     srcs, hdrs = _sources()
     inc = [f"-I{emu.get_include()}", f"-I{emu.emu_root() / 'src'}", f"-I{FUZZ_DIR}"]
     cflags = [*_COMMON, "-O1", *_FUZZ_SAN]
-    key = cache.hash_key([*_fuzz_files(), emu.emu_root() / "src" / "json.cc", emu.emu_root() / "src" / "json.h",
+    key = cache.hash_key([*_fuzz_files(), emu.emu_root() / "src" / "base" / "json.cc",
+                          emu.emu_root() / "src" / "base" / "json.h",
                           lib], ["fuzz-replay", sanitize, *cflags, cache.compiler_identity(cache.default_cxx())])
 
     def build(out: Path) -> None:
         shim = _shim(out, cxx, cflags, inc)
         for t in TARGETS:
-            extra = {"json": [str(emu.emu_root() / "src" / "json.cc")], "hcomm": [str(shim)]}.get(t, [])
+            extra = {"json": [str(emu.emu_root() / "src" / "base" / "json.cc")], "hcomm": [str(shim)]}.get(t, [])
             _run([*cxx, *cflags, *inc, str(FUZZ_DIR / f"fuzz_{t}.cc"), str(FUZZ_DIR / "replay_main.cc"), *extra,
                   "-o", str(out / f"replay_{t}"), f"-L{lib.parent}", "-lhcomm_emu", f"-Wl,-rpath,{lib.parent}"])
         shim.unlink()

@@ -9,7 +9,7 @@
 // (detected once at run time) a second table built with target("avx2,f16c") is used; fp16 then
 // converts with F16C and bf16 with AVX2 integer ops. reduce_force_portable() lets tests cover
 // both tables.
-#include "reduce.h"
+#include "base/reduce.h"
 
 #include <atomic>
 #include <cstdio>

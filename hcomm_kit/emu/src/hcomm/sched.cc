@@ -12,8 +12,9 @@
  * a helper will run the work anyway, and a second runner would only compete for the core.
  * Tasks a kernel submits do not wake the executor when the stream's next task is a helper
  * (kernel_end_submit); the executor's periodic poll bounds every deferred wake-up. */
-#include "emu.h"
-#include "reduce.h"
+#include "acl/hooks.h"
+#include "base/reduce.h"
+#include "hcomm/hooks.h"
 
 #include <climits>
 #include <cstring>
@@ -21,12 +22,28 @@
 
 namespace emu {
 
+HcommHooks hcomm_hooks;
+
 namespace {
 std::mutex g_reg_m;
 std::unordered_set<ThreadView*> g_views;
 std::map<std::pair<HThread*, int>, ThreadView*> g_view_cache;
 std::unordered_set<Channel*> g_channels;
 }  // namespace
+
+/* ---------------------------------------------------------------- naming */
+
+uint32_t thread_code(const HThread* t) {
+    if (!t) return 0xfff;
+    if (t->stream_bound) return kStreamThread | (t->stream ? (t->stream->id & 0x7ff) : 0);
+    return t->no & 0x7ff;
+}
+
+std::string thread_name(uint32_t code) {
+    if (code == 0xfff) return "host stream";
+    if (code & kStreamThread) return strprintf("stream thread s%u", code & 0x7ff);
+    return strprintf("thread t%u", code);
+}
 
 /* ---------------------------------------------------------------- registries */
 
@@ -152,12 +169,12 @@ static int aborted(const HTask& t, std::string* msg, AbortKind* kind) {
 }
 
 int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
-    if (self && t.kseq != self->op_kseq && check_mode()) check_op_begin(t, self);
+    if (self && t.kseq != self->op_kseq && check_mode()) hooks::check_op_begin(t, self);
     switch (t.op) {
         case HOp::Copy:
         case HOp::Reduce:
             if (t.acc[0].rank >= 0 || t.acc[1].rank >= 0) {
-                std::string f = check_accesses(t, self);
+                std::string f = hooks::check_accesses(t, self);
                 if (!f.empty()) {
                     *msg = f;
                     *kind = AbortKind::Check;
@@ -167,7 +184,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             if (t.op == HOp::Copy) memmove(t.dst, t.src, t.n);
             else reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
             if (t.has_post_record) {
-                std::string f = record_slot(t, self, t.post_ctl, t.post_slot, t.post_rank, t.chan_rec);
+                std::string f = hooks::record_slot(t, self, t.post_ctl, t.post_slot, t.post_rank, t.chan_rec);
                 if (!f.empty()) {
                     *msg = f;
                     *kind = AbortKind::Check;
@@ -176,7 +193,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             }
             return 1;
         case HOp::Record: {
-            std::string f = record_slot(t, self, t.slot_ctl, t.slot, t.slot_rank, t.chan_rec);
+            std::string f = hooks::record_slot(t, self, t.slot_ctl, t.slot, t.slot_rank, t.chan_rec);
             if (!f.empty()) {
                 *msg = f;
                 *kind = AbortKind::Check;
@@ -188,7 +205,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             return 1;
         case HOp::Wait: {
             std::string finding;
-            if (consume_slot(t, self, &finding)) {
+            if (hooks::consume_slot(t, self, &finding)) {
                 if (finding.empty()) return 1;
                 *msg = finding;
                 *kind = AbortKind::Check;
@@ -212,7 +229,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
                                              t.comm ? comm_rank(t.comm) : -1, t.api, t.timeout_s,
                                              thread_name(thread_code(self)).c_str(), slot_text(t).c_str(),
                                              t.tag ? t.tag : "");
-                *msg = t.comm ? diag_wait_report(t.comm, t, self, head.c_str()) : head;
+                *msg = t.comm ? hooks::wait_report(t.comm, t, self, head.c_str()) : head;
                 *kind = AbortKind::Timeout;
                 return -1;
             }
@@ -251,13 +268,13 @@ static bool run_thread(HThread* t) {
         }
         std::string msg;
         AbortKind kind = AbortKind::Other;
-        bool tr = trace_on();
+        bool tr = hooks::trace_on();
         uint64_t t0 = tr ? now_ns() : 0;
         int r = htask_exec(*h, t, &msg, &kind);
         if (r == 0) break;
         if (tr && r == 1) {
             uint64_t ws = h->op == HOp::Wait ? __atomic_load_n(&h->wait_start_ns, __ATOMIC_RELAXED) : 0;
-            trace_task(*h, t, ws ? ws : t0, now_ns());
+            hooks::trace_task(*h, t, ws ? ws : t0, now_ns());
         }
         if (r < 0) {
             t->failed.store(true);
@@ -267,7 +284,7 @@ static bool run_thread(HThread* t) {
                 bool first = !t->comm || comm_abort(t->comm, msg, kind);
                 if (first) EMU_LOG(LOG_ERROR, "%s", msg.c_str());
                 else EMU_LOG(LOG_WARN, "%s", msg.substr(0, msg.find('\n')).c_str());
-                diag_log("device thread failed: %s", msg.c_str());
+                rank_log("device thread failed: %s", msg.c_str());
             }
             drop_queue(t);
             progress = true;
@@ -460,7 +477,7 @@ int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* com
 
 /* One attempt to take the flag: through the checker when the wait is an Hcomm task. */
 static bool take(DevCtl* c, uint32_t slot, const HTask* h, HThread* self, std::string* finding) {
-    if (h) return consume_slot(*h, self, finding);
+    if (h) return hooks::consume_slot(*h, self, finding);
     return slot_consume(c, slot);
 }
 
@@ -519,7 +536,7 @@ struct HTaskStreamTask : Task {
             if (h.op != HOp::Wait) {
                 std::string m;
                 AbortKind kind = AbortKind::Other;
-                uint64_t t0 = trace_on() ? now_ns() : 0;
+                uint64_t t0 = hooks::trace_on() ? now_ns() : 0;
                 if (htask_exec(h, t, &m, &kind) < 0) {
                     *msg = strprintf("rank %d: %s on stream %u failed: %s", h.comm ? comm_rank(h.comm) : -1, h.api,
                                      s->id, m.c_str());
@@ -527,7 +544,7 @@ struct HTaskStreamTask : Task {
                     return abort_code(kind, true);
                 }
                 t->executed.fetch_add(1, std::memory_order_relaxed);
-                if (t0) trace_task(h, t, t0, now_ns());
+                if (t0) hooks::trace_task(h, t, t0, now_ns());
                 continue;
             }
             uint64_t now = now_ns();
@@ -538,7 +555,7 @@ struct HTaskStreamTask : Task {
             since.store(0, std::memory_order_relaxed);
             if (r == 1 && why.empty()) {
                 t->executed.fetch_add(1, std::memory_order_relaxed);
-                if (trace_on()) trace_task(h, t, now, now_ns());
+                if (hooks::trace_on()) hooks::trace_task(h, t, now, now_ns());
                 continue;
             }
             if (r == 1) { /* a checker finding on the consumed notify */
@@ -550,7 +567,7 @@ struct HTaskStreamTask : Task {
                 std::string head = strprintf("rank %d: %s on stream %u timed out after %u s waiting for %s (op tag '%s')",
                                              h.comm ? comm_rank(h.comm) : -1, h.api, s->id, h.timeout_s,
                                              slot_text(h).c_str(), h.tag ? h.tag : "");
-                *msg = h.comm ? diag_wait_report(h.comm, h, t, head.c_str()) : head;
+                *msg = h.comm ? hooks::wait_report(h.comm, h, t, head.c_str()) : head;
                 if (h.comm) comm_abort(h.comm, *msg, AbortKind::Timeout);
                 return ACL_ERROR_RT_TASK_TIMEOUT;
             }
@@ -586,5 +603,20 @@ struct HTaskStreamTask : Task {
 std::unique_ptr<Task> make_htask_stream_task(HThread* t, std::vector<HTask>&& tasks) {
     return std::make_unique<HTaskStreamTask>(t, std::move(tasks));
 }
+
+/* ---------------------------------------------------------------- the runtime's hooks */
+
+namespace {
+struct Registrar {
+    Registrar() {
+        acl_hooks.wait_slot = [](Device* dev, uint32_t slot, uint64_t deadline_ns, std::string* msg) {
+            return stream_wait_slot(dev, slot, deadline_ns, nullptr, msg, nullptr, nullptr);
+        };
+        acl_hooks.describe_device = [](Device* dev) { return sched_describe(dev, nullptr); };
+        acl_hooks.device_reset = sched_stop;
+        acl_hooks.kernel_submitted = kernel_end_submit;
+    }
+} g_registrar;
+}  // namespace
 
 }  // namespace emu

@@ -4,8 +4,9 @@
  * creator's descriptor, released by the kernel when the process dies, even by SIGKILL), and only
  * then linked under its final name. A segment whose lock can be taken therefore has no living
  * owner: peers use that to notice a dead rank, and shm_reclaim_stale() removes such leftovers.
- * Segments are unlinked as soon as every peer has mapped them (comm.cc) or when closed. */
-#include "emu.h"
+ * Segments are unlinked as soon as every peer has mapped them (hccl/bootstrap.cc) or when closed. */
+#include "base/common.h"
+#include "base/shm.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,6 @@
 /* Errors, logging, configuration, time and futex helpers of the emulator. */
-#include "emu.h"
+#include "base/common.h"
+#include "base/hooks.h"
 
 #include <cerrno>
 #include <climits>
@@ -17,6 +18,7 @@
 namespace emu {
 
 int g_log_level = LOG_WARN;
+BaseHooks base_hooks;
 
 namespace {
 thread_local std::string tl_err;
@@ -47,13 +49,12 @@ std::string strprintf(const char* fmt, ...) {
 
 int seterr_str(int code, const char* api, const std::string& msg) {
     tl_err = std::string(api) + ": " + msg;
-    diag_log("%s returned %d: %s", api, code, msg.c_str());
-    KernelCtx& k = kctx();
-    if (!k.active && code >= kFirstAclCode) tl_rt_code = code;
-    if (k.active) {
-        /* A kernel cannot read aclGetRecentErrMsg: say it on stderr and keep it for the launch. */
-        if (k.first_err.empty()) k.first_err = tl_err;
-        EMU_LOG(LOG_ERROR, "kernel %s: %s (returns %d)", k.kernel ? k.kernel : "?", tl_err.c_str(), code);
+    rank_log("%s returned %d: %s", api, code, msg.c_str());
+    /* A kernel cannot read aclGetRecentErrMsg: the runtime keeps it for the launch, and it is said on stderr. */
+    const char* kernel = base_hooks.kernel_error ? base_hooks.kernel_error(tl_err) : nullptr;
+    if (!kernel && code >= kFirstAclCode) tl_rt_code = code;
+    if (kernel) {
+        EMU_LOG(LOG_ERROR, "kernel %s: %s (returns %d)", kernel, tl_err.c_str(), code);
     } else {
         EMU_LOG(LOG_DEBUG, "%s (returns %d)", tl_err.c_str(), code);
     }
@@ -246,6 +247,34 @@ const Config& cfg() {
         g_cfg_loaded = true;
     }
     return g_cfg;
+}
+
+namespace {
+/* HCOMM_KIT_CHECK, changeable at run time (HcommKitSetCheck): -1 = not read yet. */
+std::atomic<int> g_check{-1};
+}  // namespace
+
+int check_mode() {
+    int m = g_check.load(std::memory_order_relaxed);
+    if (m < 0) {
+        m = cfg().check;
+        g_check.store(m, std::memory_order_relaxed);
+    }
+    return m;
+}
+
+int set_check_mode(int mode) {
+    int prev = check_mode();
+    g_check.store(mode);
+    return prev;
+}
+
+void rank_log(const char* fmt, ...) {
+    if (!base_hooks.rank_logv) return;
+    va_list ap;
+    va_start(ap, fmt);
+    base_hooks.rank_logv(fmt, ap);
+    va_end(ap);
 }
 
 /* ---------------------------------------------------------------- time and futex */

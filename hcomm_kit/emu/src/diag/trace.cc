@@ -11,7 +11,7 @@
  * last rank of the job merges every part of the job into FILE and removes them. A process that
  * exits without that (a failed job) writes its part and merges what exists at exit, so FILE always
  * holds what the surviving ranks saw. */
-#include "comm.h"
+#include "diag/diag.h"
 
 #include <dirent.h>
 #include <fcntl.h>

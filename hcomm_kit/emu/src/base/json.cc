@@ -1,5 +1,5 @@
 // Strict RFC 8259 JSON reader; see json.h for the accepted language.
-#include "json.h"
+#include "base/json.h"
 
 #include <algorithm>
 #include <cerrno>

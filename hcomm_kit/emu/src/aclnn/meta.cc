@@ -7,8 +7,10 @@
  * ACLNN_ERR_PARAM_INVALID for a pointer that is not a live object of that kind (the emulator's
  * check; CANN would crash). Executor calls return ACLNN_ERR_INNER_NULLPTR (561103) for NULL, as the
  * CANN pages of both calls say. */
-#include "aclnn_impl.h"
-#include "emu.h"
+#include "aclnn/aclnn_impl.h"
+#include "acl/runtime.h"
+#include "acl/device.h"
+#include "base/common.h"
 
 #include <cstring>
 #include <mutex>

@@ -20,10 +20,9 @@
  * acquired for every peer by the first collective and for the peers of a point-to-point call by
  * that call (channel creation is collective between the two ends).
  */
-#include "comm.h"
-#include "emu.h"
-#include "hccl_api_support.h"
-#include "reduce.h"
+#include "hccl/comm.h"
+#include "hccl/hccl_api_support.h"
+#include "base/reduce.h"
 
 #pragma GCC visibility push(default)
 #include "hccl/hccl.h"
@@ -41,7 +40,7 @@ namespace emu {
 namespace coll {
 
 /* The built-ins' host <-> kernel contracts, each in its own namespace (the headers define the
- * same type names). Their own includes are already in place (emu.h), so only the types land here. */
+ * same type names). Their own includes are already in place (base/common.h), so only the types land here. */
 namespace op_allreduce {
 #include "allreduce/inc/allreduce_param.h"
 }
@@ -525,6 +524,35 @@ HcclResult batch(Call& k, const HcclSendRecvItem* items, uint32_t n, int op_type
     return HCCL_SUCCESS;
 }
 
+/* AlltoAll(V, VC): both element types valid, and the same. */
+int check_types(Call& k, HcclDataType sendType, HcclDataType recvType) {
+    TRY(check_dtype((int)sendType, "sendType", k.api));
+    TRY(check_dtype((int)recvType, "recvType", k.api));
+    if (sendType != recvType)
+        return (HcclResult)seterr(HCCL_E_PARA, k.api, "sendType %s and recvType %s differ", dtype_name(sendType),
+                                  dtype_name(recvType));
+    return HCCL_SUCCESS;
+}
+
+/* HcclSend / HcclRecv: one point-to-point item with peer (destRank / srcRank). */
+HcclResult p2p(Call& k, HcclSendRecvType type, void* buf, uint64_t count, HcclDataType dataType, uint32_t peer,
+               HcclComm comm, aclrtStream stream) {
+    bool send = type == HCCL_SEND;
+    if (count == 0) return HCCL_SUCCESS;
+    TRY(begin(k, comm, stream));
+    if (!buf) return (HcclResult)seterr(HCCL_E_PTR, k.api, "%s is NULL", send ? "sendBuf" : "recvBuf");
+    TRY(check_dtype((int)dataType, "dataType", k.api));
+    TRY(check_root(k, peer, send ? "destRank" : "srcRank"));
+    HcclSendRecvItem it;
+    memset(&it, 0, sizeof it);
+    it.sendRecvType = type;
+    it.buf = buf;
+    it.count = count;
+    it.dataType = dataType;
+    it.remoteRank = peer;
+    return batch(k, &it, 1, send ? HCCL_CMD_SEND : HCCL_CMD_RECEIVE);
+}
+
 /* Device scratch of at least `bytes` for this resource set, owned by the communicator (freed by
  * HcclCommDestroy). Grows by powers of two; older blocks stay valid for calls still queued. */
 int scratch(Call& k, uint64_t bytes, void** out) {
@@ -641,11 +669,7 @@ EMU_API HcclResult HcclAlltoAll(const void* sendBuf, uint64_t sendCount, HcclDat
     TRY(begin(k, comm, stream));
     NEED(sendBuf);
     NEED(recvBuf);
-    TRY(check_dtype((int)sendType, "sendType", k.api));
-    TRY(check_dtype((int)recvType, "recvType", k.api));
-    if (sendType != recvType)
-        return (HcclResult)seterr(HCCL_E_PARA, k.api, "sendType %s and recvType %s differ", dtype_name(sendType),
-                                  dtype_name(recvType));
+    TRY(check_types(k, sendType, recvType));
     if (sendCount != recvCount)
         return (HcclResult)seterr(HCCL_E_PARA, k.api, "sendCount %llu and recvCount %llu differ (AlltoAll moves the same "
                                   "amount to and from every rank)", (unsigned long long)sendCount,
@@ -664,11 +688,7 @@ EMU_API HcclResult HcclAlltoAllV(const void* sendBuf, const void* sendCounts, co
     NEED(sdispls);
     NEED(recvCounts);
     NEED(rdispls);
-    TRY(check_dtype((int)sendType, "sendType", k.api));
-    TRY(check_dtype((int)recvType, "recvType", k.api));
-    if (sendType != recvType)
-        return (HcclResult)seterr(HCCL_E_PARA, k.api, "sendType %s and recvType %s differ", dtype_name(sendType),
-                                  dtype_name(recvType));
+    TRY(check_types(k, sendType, recvType));
     const uint64_t* sc = static_cast<const uint64_t*>(sendCounts);
     const uint64_t* rc = static_cast<const uint64_t*>(recvCounts);
     uint32_t n = k.c->nranks, unit = dtype_size((int)sendType);
@@ -691,11 +711,7 @@ EMU_API HcclResult HcclAlltoAllVC(const void* sendBuf, const void* sendCountMatr
     Call k(__func__);
     TRY(begin(k, comm, stream));
     NEED(sendCountMatrix);
-    TRY(check_dtype((int)sendType, "sendType", k.api));
-    TRY(check_dtype((int)recvType, "recvType", k.api));
-    if (sendType != recvType)
-        return (HcclResult)seterr(HCCL_E_PARA, k.api, "sendType %s and recvType %s differ", dtype_name(sendType),
-                                  dtype_name(recvType));
+    TRY(check_types(k, sendType, recvType));
     /* sendCountMatrix[i * n + j]: elements rank i sends to rank j; blocks are packed in rank order. */
     const uint64_t* m = static_cast<const uint64_t*>(sendCountMatrix);
     uint32_t n = k.c->nranks, me = k.c->rank, unit = dtype_size((int)sendType);
@@ -798,37 +814,13 @@ EMU_API HcclResult HcclReduceScatterV(void* sendBuf, const void* sendCounts, con
 EMU_API HcclResult HcclSend(void* sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank, HcclComm comm,
                             aclrtStream stream) {
     Call k(__func__);
-    if (count == 0) return HCCL_SUCCESS;
-    TRY(begin(k, comm, stream));
-    NEED(sendBuf);
-    TRY(check_dtype((int)dataType, "dataType", k.api));
-    TRY(check_root(k, destRank, "destRank"));
-    HcclSendRecvItem it;
-    memset(&it, 0, sizeof it);
-    it.sendRecvType = HCCL_SEND;
-    it.buf = sendBuf;
-    it.count = count;
-    it.dataType = dataType;
-    it.remoteRank = destRank;
-    return batch(k, &it, 1, HCCL_CMD_SEND);
+    return p2p(k, HCCL_SEND, sendBuf, count, dataType, destRank, comm, stream);
 }
 
 EMU_API HcclResult HcclRecv(void* recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank, HcclComm comm,
                             aclrtStream stream) {
     Call k(__func__);
-    if (count == 0) return HCCL_SUCCESS;
-    TRY(begin(k, comm, stream));
-    NEED(recvBuf);
-    TRY(check_dtype((int)dataType, "dataType", k.api));
-    TRY(check_root(k, srcRank, "srcRank"));
-    HcclSendRecvItem it;
-    memset(&it, 0, sizeof it);
-    it.sendRecvType = HCCL_RECV;
-    it.buf = recvBuf;
-    it.count = count;
-    it.dataType = dataType;
-    it.remoteRank = srcRank;
-    return batch(k, &it, 1, HCCL_CMD_RECEIVE);
+    return p2p(k, HCCL_RECV, recvBuf, count, dataType, srcRank, comm, stream);
 }
 
 EMU_API HcclResult HcclBatchSendRecv(HcclSendRecvItem* sendRecvInfo, uint32_t itemNum, HcclComm comm,

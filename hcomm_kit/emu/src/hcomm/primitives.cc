@@ -5,8 +5,9 @@
  * thread and submitted at End; outside batch mode Ascend950 submits at once (eager) and A2/A3
  * refuse, as the spec says they must use batch mode. Remote addresses must lie inside the peer's
  * HCCL buffer, local ones inside device memory of the thread's device. */
-#include "emu.h"
-#include "reduce.h"
+#include "acl/hooks.h"
+#include "base/reduce.h"
+#include "hcomm/dataplane.h"
 
 #include <climits>
 #include <cmath>
@@ -356,8 +357,16 @@ int not_on_aicpu(const char* api) {
 
 }  // namespace
 
-/* Called by kernel.cc when a kernel returns: closes what it left open. */
-std::string kernel_cleanup(KernelCtx& k) {
+/* AclHooks::kernel_returned, when a kernel returns: its operation instances and channel uses count
+ * as submitted (every task of theirs is queued), and what it left open is closed. */
+static std::string kernel_returned(KernelCtx& k) {
+    for (auto& o : k.ops)
+        if (o.c) comm_op_submitted(o.c, o.tag16, o.inst);
+    for (auto& u : k.chans) {
+        uint32_t cur = u.ch->uses_submitted.load();
+        while (cur < u.use && !u.ch->uses_submitted.compare_exchange_weak(cur, u.use)) {
+        }
+    }
     std::string out;
     if (k.batch.active) {
         size_t n = 0;
@@ -374,6 +383,12 @@ std::string kernel_cleanup(KernelCtx& k) {
     k.acquired.clear();
     return out;
 }
+
+namespace {
+struct Registrar {
+    Registrar() { acl_hooks.kernel_returned = kernel_returned; }
+} g_registrar;
+}  // namespace
 
 }  // namespace emu
 

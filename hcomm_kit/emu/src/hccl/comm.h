@@ -1,17 +1,17 @@
 /*
- * hcomm-kit CPU emulator: the HCCL host control plane (comm.cc), internal declarations.
+ * hcomm-kit CPU emulator: the HCCL host control plane (hccl/), internal declarations.
  *
  * A communicator's ranks meet in a "job" shared-memory segment named after the job id carried
  * by the root info (or derived from the rank-table file). The segment holds the rank table
  * (pid, device, control-block and HCCL-buffer segment names), the job-wide abort flag, the
  * barrier words and the channel mailboxes. Ranks may be processes or threads of one process:
  * everything goes through shared memory either way. Other emulator sources only use the
- * comm_* accessors declared at the bottom of emu.h.
+ * comm_* accessors declared at the bottom of hcomm/dataplane.h; diag/ reads everything here.
  */
 #ifndef HCOMM_KIT_EMU_COMM_H
 #define HCOMM_KIT_EMU_COMM_H
 
-#include "emu.h"
+#include "hcomm/dataplane.h"
 
 #include <tuple>
 
@@ -33,13 +33,13 @@ struct RootBlob {
 };
 
 /* ------------------------------------------------------------------ hang-analysis board
- * Every rank publishes what its threads and streams are doing (diag.cc, a monitor thread per
+ * Every rank publishes what its threads and streams are doing (diag/monitor.cc, a monitor thread per
  * process), so that any rank can explain a hang of the whole communicator. Fixed-size records,
  * written under a per-rank seqlock, read by copying. Thread codes: a device (AICPU) thread's number
- * within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread. */
+ * within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread
+ * (hcomm/dataplane.h thread_code). */
 constexpr uint32_t kDiagThreads = 96, kDiagStreams = 16, kDiagKernels = 16, kDiagChans = 64, kDiagRecs = 16,
                    kDiagOps = 16, kDiagPending = 8, kDiagUnclaimed = 32;
-constexpr uint32_t kStreamThread = 0x800;
 
 struct DiagWait {
     uint8_t kind;         /* SlotDesc kind: 0 thread slot, 1 channel slot, 2 ACL notify */
@@ -161,7 +161,7 @@ struct DiagArea {
     DiagSnap snap;
 };
 
-/* ------------------------------------------------------------------ race checker (diag.cc)
+/* ------------------------------------------------------------------ race checker (diag/race.cc)
  * Happens-before over notify edges with vector clocks: every Hcomm thread of every rank has a
  * clock; a record publishes the recorder's clock vector in its rank's outbox (VcEntry, id in
  * DevCtl::flow of the slot), the wait that consumes it joins it. Accesses to HCCL-buffer bytes are
@@ -211,7 +211,7 @@ struct RaceArea {                    /* per rank: its outbox and the log of its 
     AccessBucket buckets[kBuckets];
 };
 
-/* A rank's description of its latest collective calls (collective mismatch check, diag.cc). */
+/* A rank's description of its latest collective calls (collective mismatch check, diag/call_check.cc). */
 constexpr uint32_t kCallDepth = 16;
 struct CallSig {
     std::atomic<uint64_t> seq; /* call number (1, 2, ...); written last */
@@ -330,7 +330,7 @@ struct Comm {
     };
     std::map<uint32_t, OpTrack> ops;
     uint32_t aicpu_threads = 0;   /* device threads acquired so far (their numbers t0, t1, ...) */
-    uint64_t call_seq = 0;        /* collective calls checked (diag.cc call_check) */
+    uint64_t call_seq = 0;        /* collective calls checked (diag/call_check.cc) */
     uint32_t vc_threads = 0;      /* race checker: clock indices handed to this rank's threads */
     /* Hang analysis: the last thread / channel / op lists it read under m (used while m is held by
      * a long control-plane call), and that call (host blocked in it since cp_since). Under diag_m. */
@@ -350,6 +350,53 @@ struct Comm {
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */
 Comm* comm_from_handle(HcclComm h);
+/* ------------------------------------------------------------------ internal to hccl/ */
+
+/* The communicators of this process (comm_from_handle), under g_comms_m. */
+extern std::mutex g_comms_m;
+extern std::unordered_set<Comm*> g_comms;
+/* now + s seconds, or 0 (no deadline) for s = 0. */
+uint64_t secs_deadline(uint32_t s);
+/* Bumps the job segment's wake word and wakes its sleepers (bootstrap, mailboxes). */
+void job_wake(JobSeg* j);
+/* Sets the job-wide abort flag (first writer wins). Returns true if this call set it. */
+bool job_set_abort(JobSeg* j, int rank, const std::string& why, AbortKind kind = AbortKind::Other);
+bool job_aborted(JobSeg* j, std::string* why);
+/* Is peer r dead? Uses the control-block lock once mapped, the pid before. */
+bool peer_dead_now(Comm* c, uint32_t r);
+/* Outcome of comm_wait. */
+enum WaitRc { kWaitOk = 0, kWaitTimeout = 1, kWaitAborted = 2, kWaitPeerDead = 3 };
+/* Waits until done() on word (shared futex), checking the abort flag and the liveness of the
+ * ranks in `peers` (nullptr = all) every 200 ms. deadline 0 = none. */
+int comm_wait(Comm* c, std::atomic<uint32_t>* word, uint64_t deadline, const std::function<bool()>& done,
+              const std::vector<uint32_t>* peers, std::string* why);
+/* Releases everything bootstrap acquired (failure paths and destroy; bootstrap.cc). */
+void comm_release_segments(Comm* c);
+/* How long channel set-up waits for the peers' ends (HcommKitCommSetConnectTimeout, else
+ * HCCL_CONNECT_TIMEOUT). */
+uint32_t connect_timeout_s(const Comm* c);
+
+/* 0, or the error (api) for a CommEngine a thread or an engine context cannot use (threads.cc). */
+int check_thread_engine(int engine, const char* api);
+
+/* Stream handle `stream` (NULL: the current default stream) for work of communicator c: nullptr with
+ * *rc set (HCCL_E_PARA) when it is not a live stream or not on c's device. */
+Stream* comm_stream(Comm* c, aclrtStream stream, const char* api, int* rc);
+
+/* In an API function: resolves comm handle h into var, or returns the error. */
+#define RESOLVE_COMM(var, h)                                                                      \
+    Comm* var = comm_from_handle(h);                                                              \
+    if (!(h)) return (HcclResult)seterr(HCCL_E_PTR, __func__, "comm is NULL");                              \
+    if (!var) return (HcclResult)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)(h))
+
+/* In an API function: returns HCCL_E_PTR when pointer argument p is NULL. */
+#define NEED_PTR(p) \
+    if (!(p)) return (HcclResult)seterr(HCCL_E_PTR, __func__, #p " is NULL")
+
+/* The host is blocked in a control-plane call of c (what = nullptr: it returned); hang analysis. */
+void comm_note_host_call(Comm* c, const char* what);
+/* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
+void comm_note_connect(Comm* c, uint64_t peers);
 
 }  // namespace emu
 

@@ -19,10 +19,12 @@
  * (communicator, stream, operator), as CustomOp does: that first call is collective. A
  * non-repeatable executor is released by phase two, as in CANN.
  */
-#include "aclnn_impl.h"
-#include "comm.h"
-#include "emu.h"
-#include "reduce.h"
+#include "aclnn/aclnn_impl.h"
+#include "hccl/comm.h"
+#include "acl/runtime.h"
+#include "acl/device.h"
+#include "base/common.h"
+#include "base/reduce.h"
 
 #include <dlfcn.h>
 

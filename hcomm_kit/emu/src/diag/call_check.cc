@@ -1,0 +1,200 @@
+/* Diagnosis: the collective-call check (HcommKitCallCheck) and hcomm-kit's other diagnosis C API
+ * (HcommKitSetCheck, HcommKitCommReport). */
+#include "diag/board.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+namespace emu {
+
+/* ================================================================ collective-call check */
+
+namespace {
+
+/* A posted call is "description @ call site" (hcomm_kit/ops/callsite.py SEPARATOR; the site is the
+ * caller's file:line) or just "description" (no site: matches any site). */
+constexpr const char* kSiteSep = " @ ";
+
+/* The description and the site ("" when none) of a posted call text. */
+std::pair<std::string, std::string> sig_split(const std::string& text) {
+    size_t at = text.rfind(kSiteSep);
+    if (at == std::string::npos) return {text, ""};
+    return {text.substr(0, at), text.substr(at + strlen(kSiteSep))};
+}
+
+/* Two calls match when their descriptions are equal and, if `sites` and both carry a call site,
+ * their sites are equal too. */
+bool sig_match(const std::string& a, const std::string& b, bool sites) {
+    if (a == b) return true;
+    auto x = sig_split(a), y = sig_split(b);
+    if (x.first != y.first) return false;
+    return !sites || x.second.empty() || y.second.empty() || x.second == y.second;
+}
+
+/* A posted call as shown in messages: "all_reduce(count=8, dtype=fp32, op=sum) at train.py:12". */
+std::string sig_shown(const std::string& text) {
+    auto p = sig_split(text);
+    return p.second.empty() ? p.first : p.first + " at " + p.second;
+}
+
+/* "rank 1: X at a.py:5; ranks 0, 2, 3: X at a.py:4": the ranks that posted each distinct call, in
+ * the order of their lowest rank. */
+std::string calls_by_rank(const std::vector<std::pair<uint32_t, std::string>>& posted) {
+    std::vector<std::pair<std::string, std::vector<uint32_t>>> groups;
+    for (auto& p : posted) {
+        auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == p.second; });
+        if (it == groups.end()) groups.push_back({p.second, {p.first}});
+        else it->second.push_back(p.first);
+    }
+    for (auto& g : groups) std::sort(g.second.begin(), g.second.end());
+    std::sort(groups.begin(), groups.end(), [](auto& a, auto& b) { return a.second[0] < b.second[0]; });
+    std::string out;
+    for (auto& g : groups) {
+        if (!out.empty()) out += "; ";
+        out += g.second.size() == 1 ? "rank " : "ranks ";
+        for (size_t i = 0; i < g.second.size(); i++) out += (i ? ", " : "") + std::to_string(g.second[i]);
+        out += ": " + sig_shown(g.first);
+    }
+    return out;
+}
+
+}  // namespace
+
+/* Posts this rank's description of its next collective call (peer < 0) or of its next
+ * point-to-point call with `peer`, and compares it with what the other ranks posted for the same
+ * call: the later of two mismatching ranks finds it (both post before reading), aborts the
+ * communicator (every rank's call fails, naming each rank's call) and returns the text. */
+std::string call_check(Comm* c, int peer, const char* mine, const char* expect) {
+    JobSeg* j = c->job;
+    if (!j) return "";
+    if (peer >= (int)c->nranks || peer == (int)c->rank) return "";
+    uint64_t seq;
+    std::vector<std::pair<uint32_t, std::string>> posted;
+    std::string bad;
+    /* compared with the other rank's text as posted: cut to the slot's size as copy_str does */
+    std::string expected(expect);
+    expected.resize(std::min(expected.size(), (peer < 0 ? sizeof(CallSig::text) : sizeof(P2PSig::text)) - 1));
+    if (peer < 0) {
+        {
+            std::lock_guard<std::mutex> g(c->m);
+            seq = ++c->call_seq;
+        }
+        CallSig& me = j->calls[c->rank][seq % kCallDepth];
+        copy_str(me.text, mine);
+        me.seq.store(seq, std::memory_order_seq_cst);
+        /* what the other ranks posted for call seq so far */
+        auto collect = [&] {
+            posted.clear();
+            for (uint32_t r = 0; r < c->nranks; r++) {
+                if (r == c->rank) continue;
+                CallSig& o = j->calls[r][seq % kCallDepth];
+                if (o.seq.load(std::memory_order_seq_cst) != seq) continue;
+                char text[sizeof o.text];
+                memcpy(text, o.text, sizeof text);
+                text[sizeof text - 1] = 0;
+                if (o.seq.load(std::memory_order_seq_cst) != seq) continue;
+                posted.emplace_back(r, text);
+                if (!sig_match(text, expected, true)) bad = text;
+            }
+        };
+        collect();
+        if (bad.empty()) return "";
+        /* Before failing the communicator, let the ranks still finishing earlier calls reach this
+         * one (they find the mismatch themselves when they post it): an abort now would also fail
+         * their earlier call, which every rank made alike. Bounded: a rank stuck elsewhere does
+         * not keep the others waiting. */
+        auto reached = [&](uint32_t r) {
+            return r == c->rank || comm_peer_dead(c, (int)r) || comm_peer_gone(c, (int)r) ||
+                   j->calls[r][seq % kCallDepth].seq.load(std::memory_order_seq_cst) >= seq;
+        };
+        for (uint64_t until = now_ns() + kMismatchSettleNs; now_ns() < until && !comm_aborted(c, nullptr);) {
+            bool all = true;
+            for (uint32_t r = 0; r < c->nranks && all; r++) all = reached(r);
+            if (all) break;
+            usleep(1000);
+        }
+        collect(); /* every rank's call in the message */
+        posted.emplace_back(c->rank, mine);
+        bool same_args = true;
+        for (auto& p : posted) same_args = same_args && sig_split(p.second).first == sig_split(mine).first;
+        std::string text = strprintf("[hcomm-kit] collective mismatch on communicator %s, call #%llu: the ranks do not make "
+                                     "the same call (%s; ranks not listed have not reached this call yet). Nothing was "
+                                     "exchanged for this call; every rank's call fails.",
+                                     c->name.c_str(), (unsigned long long)seq, calls_by_rank(posted).c_str());
+        if (same_args)
+            text += " The calls differ only in their call site: a rank skipped a call (or made an extra one) before "
+                    "this one. If the ranks make this call from different lines on purpose, wrap those calls in "
+                    "`with hcomm_kit.same_call():` (or set HCOMM_KIT_CALL_CHECK=loose).";
+        if (comm_abort(c, text, AbortKind::Mismatch)) rank_log("%s", text.c_str());
+        return text;
+    }
+    {
+        std::lock_guard<std::mutex> g(c->m);
+        seq = ++c->p2p_seq[peer];
+    }
+    P2PSig& me = j->p2p[c->rank][peer][seq % kP2PDepth];
+    copy_str(me.text, mine);
+    me.seq.store(seq, std::memory_order_seq_cst);
+    P2PSig& o = j->p2p[peer][c->rank][seq % kP2PDepth];
+    if (o.seq.load(std::memory_order_seq_cst) != seq) return "";
+    char text[sizeof o.text];
+    memcpy(text, o.text, sizeof text);
+    text[sizeof text - 1] = 0;
+    /* partners call from different lines by design (a send and its recv): sites shown, not compared */
+    if (o.seq.load(std::memory_order_seq_cst) != seq || sig_match(text, expected, false)) return "";
+    std::string msg = strprintf("[hcomm-kit] point-to-point mismatch on communicator %s, call #%llu between ranks %u and "
+                                "%d: rank %u: %s; rank %d: %s (expected %s). Nothing was exchanged; both calls fail.",
+                                c->name.c_str(), (unsigned long long)seq, c->rank, peer, c->rank,
+                                sig_shown(mine).c_str(), peer, sig_shown(text).c_str(), sig_split(expect).first.c_str());
+    if (comm_abort(c, msg, AbortKind::Mismatch)) rank_log("%s", msg.c_str());
+    return msg;
+}
+
+}  // namespace emu
+
+using namespace emu;
+
+/* hcomm-kit extension (not a CANN API; declared in hcomm_kit/emu_ext.h): the collective-call
+ * check used by hcomm-kit's Python collectives (and any host that wants it). signature describes
+ * this rank's call; expected, what the other rank(s) must have posted for the same call (the same
+ * text for collectives; the mirrored send/recv for point-to-point). peer = -1: a collective of
+ * every rank; else the k-th point-to-point call between this rank and peer. Returns HCCL_SUCCESS,
+ * or HCCL_E_PARA when a mismatch was found (the communicator is then aborted; msg gets the text). */
+EMU_API int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, const char* expected, char* msg,
+                                  uint64_t msgLen) {
+    Comm* c = comm_from_handle(comm);
+    if (!comm) return seterr(HCCL_E_PTR, __func__, "comm is NULL");
+    if (!c) return seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", comm);
+    if (!signature || !expected) return seterr(HCCL_E_PTR, __func__, "signature or expected is NULL");
+    std::string bad = call_check(c, peer, signature, expected);
+    if (bad.empty()) return HCCL_SUCCESS;
+    if (msg && msgLen) snprintf(msg, msgLen, "%s", bad.c_str());
+    return seterr_str(HCCL_E_PARA, __func__, bad);
+}
+
+/* hcomm-kit extension: the notify checker's mode for this process from now on (0 off, 1 findings
+ * fail the operation, 2 warn only); returns the previous mode, or -1 for a bad value. */
+EMU_API int32_t HcommKitSetCheck(int32_t mode) {
+    if (mode < 0 || mode > 2) return seterr(-1, __func__, "mode %d is not 0 (off), 1 (fail) or 2 (warn)", mode);
+    return set_check_mode(mode);
+}
+
+/* hcomm-kit extension: the cross-rank state report of a communicator (what every rank's threads
+ * and streams wait for), as text. Returns the length written (truncated to bufLen - 1). */
+EMU_API uint64_t HcommKitCommReport(HcclComm comm, char* buf, uint64_t bufLen) {
+    Comm* c = comm_from_handle(comm);
+    if (!c || !buf || !bufLen) return 0;
+    std::string r = diag_comm_report(c, strprintf("[hcomm-kit] state of communicator %s (%u ranks) seen by rank %u",
+                                                  c->name.c_str(), c->nranks, c->rank).c_str());
+    snprintf(buf, bufLen, "%s", r.c_str());
+    return std::min<uint64_t>(r.size(), bufLen - 1);
+}

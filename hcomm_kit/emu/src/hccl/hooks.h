@@ -1,0 +1,26 @@
+/*
+ * hcomm-kit CPU emulator, HCCL host plane: what the communicators ask of the diagnosis (diag/
+ * registers at library load; see base/hooks.h for the rules).
+ */
+#ifndef HCOMM_KIT_EMU_HCCL_HOOKS_H
+#define HCOMM_KIT_EMU_HCCL_HOOKS_H
+
+#include <string>
+
+namespace emu {
+
+struct Comm;
+
+struct HcclHooks {
+    /* A communicator is ready / about to be torn down: the monitor, the race checker and the trace
+     * publish and analyse live communicators. */
+    void (*comm_added)(Comm* c);
+    void (*comm_removed)(Comm* c);
+    /* Cross-rank report of everything communicator c waits for, under headline (launch timeouts). */
+    std::string (*comm_report)(Comm* c, const char* headline);
+};
+extern HcclHooks hccl_hooks;
+
+}  // namespace emu
+
+#endif
