@@ -219,7 +219,7 @@ def bf16_bits_to_float32(bits: "np.ndarray | int") -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------
 # What CANN's HCCL collective API accepts, per API and product: the ONE table. The emulator's C
-# gate (hcomm_kit/emu/src/hccl_api_support.h, generated from this table by
+# gate (hcomm_kit/emu/src/hccl/hccl_api_support.h, generated from this table by
 # ``python -m hcomm_kit.base.dtypes --c-header``; tests/test_dtypes.py checks it is current), the
 # built-in collectives (hcomm_kit.ops.collectives, through CustomOp) and the torch backend read it.
 #
@@ -326,14 +326,14 @@ def check_hccl_api_reduce(api: str, product: str, dtype: "str | int | DType", op
 
 
 def render_c_header() -> str:
-    """The C header ``hcomm_kit/emu/src/hccl_api_support.h``: :data:`HCCL_API_REDUCE` and
+    """The C header ``hcomm_kit/emu/src/hccl/hccl_api_support.h``: :data:`HCCL_API_REDUCE` and
     :data:`HCCL_API_MOVE` as bit masks of ``HcclDataType`` values (bit ``1 << value``)."""
     def mask(names: "frozenset[str] | tuple[str, ...]") -> str:
         return f"0x{sum(1 << get_dtype(n).value for n in names):04x}u"
 
     lines = [
         "/* hccl_api_support.h -- GENERATED from hcomm_kit/base/dtypes.py (HCCL_API_REDUCE, HCCL_API_MOVE) by",
-        " *   python -m hcomm_kit.base.dtypes --c-header > hcomm_kit/emu/src/hccl_api_support.h",
+        " *   python -m hcomm_kit.base.dtypes --c-header > hcomm_kit/emu/src/hccl/hccl_api_support.h",
         " * Do not edit: change the Python table (its comment cites CANN's pages); tests/test_dtypes.py",
         " * fails while this file differs from the rendering. Masks: bit (1u << HcclDataType value). */",
         "#ifndef EMU_HCCL_API_SUPPORT_H",
@@ -379,7 +379,7 @@ if __name__ == "__main__":  # python -m hcomm_kit.base.dtypes --c-header
     import sys
 
     if sys.argv[1:] != ["--c-header"]:
-        sys.exit("usage: python -m hcomm_kit.base.dtypes --c-header > hcomm_kit/emu/src/hccl_api_support.h")
+        sys.exit("usage: python -m hcomm_kit.base.dtypes --c-header > hcomm_kit/emu/src/hccl/hccl_api_support.h")
     sys.stdout.write(render_c_header())
 
 

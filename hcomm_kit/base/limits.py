@@ -1,6 +1,6 @@
 """Limits checked on the Python side before anything starts (one place for each).
 
-:data:`MAX_RANKS` mirrors ``kMaxRanks`` of the emulator (``emu/src/comm.h``; a test checks that
+:data:`MAX_RANKS` mirrors ``kMaxRanks`` of the emulator (``emu/src/hccl/comm.h``; a test checks that
 the two agree). :func:`check_np` is the one validation of a rank count used by every command
 (``run``, ``bench``, ``test``, ``launch``, ``demo``) and by the pytest plugin's markers.
 """
@@ -11,7 +11,7 @@ from .errors import ConfigError
 
 __all__ = ["MAX_RANKS", "check_np"]
 
-MAX_RANKS = 64  # the emulator's communicators hold at most this many ranks (emu/src/comm.h kMaxRanks)
+MAX_RANKS = 64  # the emulator's communicators hold at most this many ranks (emu/src/hccl/comm.h kMaxRanks)
 
 
 def _emulated() -> bool:

@@ -1,5 +1,5 @@
 /* hccl_api_support.h -- GENERATED from hcomm_kit/base/dtypes.py (HCCL_API_REDUCE, HCCL_API_MOVE) by
- *   python -m hcomm_kit.base.dtypes --c-header > hcomm_kit/emu/src/hccl_api_support.h
+ *   python -m hcomm_kit.base.dtypes --c-header > hcomm_kit/emu/src/hccl/hccl_api_support.h
  * Do not edit: change the Python table (its comment cites CANN's pages); tests/test_dtypes.py
  * fails while this file differs from the rendering. Masks: bit (1u << HcclDataType value). */
 #ifndef EMU_HCCL_API_SUPPORT_H
