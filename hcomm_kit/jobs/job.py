@@ -238,7 +238,7 @@ def stop_processes(pids: Iterable[int], sig: int, grace: float, *, groups: Itera
     while True:
         if rescan is not None:
             alive |= set(rescan())
-        alive = {p for p in alive if alive(p)}
+        alive = {p for p in alive if pid_alive(p)}
         if not alive or time.monotonic() >= deadline:
             break
         time.sleep(0.05)
@@ -252,9 +252,9 @@ def stop_processes(pids: Iterable[int], sig: int, grace: float, *, groups: Itera
         for pid in alive:
             _kill(pid, signal.SIGKILL)
         if rescan is not None:
-            alive = {p for p in set(rescan()) if alive(p)}
+            alive = {p for p in set(rescan()) if pid_alive(p)}
         else:
-            alive = {p for p in alive if alive(p)}
+            alive = {p for p in alive if pid_alive(p)}
         if not alive:
             break
         time.sleep(0.05)
@@ -268,7 +268,7 @@ def _kill(pid: int, sig: int) -> None:
         pass
 
 
-def alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (a zombie of ours is reaped here)."""
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)

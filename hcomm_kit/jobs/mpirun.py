@@ -132,13 +132,13 @@ def reclaim_backing_dirs(base: str = "/dev/shm", min_age: float = 2.0) -> list[s
     Dead = its flock can be taken and its pid no longer exists; directories younger than
     ``min_age`` seconds (being created) and other users' are left alone. Returns the names removed.
     """
-    from .job import alive, reclaim_unlocked
+    from .job import pid_alive, reclaim_unlocked
 
     uid, now = os.getuid(), time.time()
 
     def skip(name: str, st: os.stat_result) -> bool:  # another user's, being created, or its launcher lives
         pid = int(_BACKING_NAME.match(name).group(1))
-        return st.st_uid != uid or now - st.st_mtime < min_age or alive(pid)
+        return st.st_uid != uid or now - st.st_mtime < min_age or pid_alive(pid)
 
     return reclaim_unlocked(base, lambda name: _BACKING_NAME.match(name) is not None, skip,
                             lambda path: shutil.rmtree(path, ignore_errors=True), directory=True)
