@@ -192,6 +192,26 @@ int KernelTask::run(Stream* s, std::string* msg) {
     return ACL_ERROR_RT_AICPU_EXCEPTION;
 }
 }  // namespace
+int launch_with_timeout(aclrtFuncHandle fn, aclrtStream s, const void* param, size_t len, uint32_t timeout_s,
+                        const char** step) {
+    aclrtArgsHandle args = nullptr;
+    aclrtParamHandle ph = nullptr;
+    int rc;
+    *step = "preparing the arguments of";
+    if ((rc = aclrtKernelArgsInit(fn, &args)) || (rc = aclrtKernelArgsAppend(args, const_cast<void*>(param), len, &ph)) ||
+        (rc = aclrtKernelArgsFinalize(args)))
+        return rc;
+    aclrtLaunchKernelAttr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT;
+    attr.value.timeout = (uint16_t)std::min<uint32_t>(timeout_s, 65535);
+    aclrtLaunchKernelCfg lcfg;
+    lcfg.numAttrs = 1;
+    lcfg.attrs = &attr;
+    *step = "launching";
+    return aclrtLaunchKernelWithConfig(fn, 1, s, &lcfg, args, nullptr);
+}
+
 }  // namespace emu
 
 using namespace emu;

@@ -217,6 +217,13 @@ void kernel_note_comm(KernelCtx& k, Comm* c);
 void watchdog_arm(Stream* s, uint64_t deadline_ns, uint64_t seq);
 void watchdog_disarm(Stream* s, uint64_t seq);
 
+/* The host side of a custom-operator launch, as the built-ins' C API and the aclnn engine make it
+ * (launch.cc): args = exactly `len` bytes of `param`, launched with the launch-timeout attribute
+ * (seconds, at most 65535) on `s`. On failure returns the aclError and sets *step to what failed
+ * ("preparing the arguments of" / "launching"), for the caller's message. */
+int launch_with_timeout(aclrtFuncHandle fn, aclrtStream s, const void* param, size_t len, uint32_t timeout_s,
+                        const char** step);
+
 /* Memory checks shared by the synchronous and asynchronous copies and memsets (memory.cc). */
 int memcpy_check(const char* api, void* dst, size_t destMax, const void* src, size_t count, int kind);
 int memset_check(const char* api, void* devPtr, size_t maxCount, size_t count); /* count > 0 */

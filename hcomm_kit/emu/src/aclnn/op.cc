@@ -582,21 +582,9 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
     } else if ((rc = aclrtRecordNotify(r.notify[0], s))) {
         return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "aclrtRecordNotify (\"go\"): %s", last_err().c_str());
     }
-    aclrtArgsHandle args = nullptr;
-    aclrtParamHandle ph = nullptr;
-    if ((rc = aclrtKernelArgsInit(fn, &args)) || (rc = aclrtKernelArgsAppend(args, p.data(), p.size(), &ph)) ||
-        (rc = aclrtKernelArgsFinalize(args)))
-        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "preparing the arguments of %s: %s (aclError %d)", d->kernel,
-                      last_err().c_str(), rc);
-    aclrtLaunchKernelAttr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT;
-    attr.value.timeout = (uint16_t)std::min<uint32_t>(tmo, 65535);
-    aclrtLaunchKernelCfg lcfg;
-    lcfg.numAttrs = 1;
-    lcfg.attrs = &attr;
-    if ((rc = aclrtLaunchKernelWithConfig(fn, 1, s, &lcfg, args, nullptr)))
-        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "launching %s: %s (aclError %d)", d->kernel, last_err().c_str(), rc);
+    const char* step = "";
+    if ((rc = launch_with_timeout(fn, s, p.data(), p.size(), tmo, &step)))
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "%s %s: %s (aclError %d)", step, d->kernel, last_err().c_str(), rc);
     if (!d->aclNotify) {
         if ((rc = HcommThreadNotifyWaitOnThread(r.cpu, 0, tmo)))
             return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "enqueueing the wait for \"done\": %s", last_err().c_str());

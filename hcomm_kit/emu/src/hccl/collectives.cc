@@ -352,21 +352,10 @@ int launch(Call& k, BuiltinId b, P& param, int op_type) {
     param.resCtx = reinterpret_cast<decltype(param.resCtx)>(r.dev_ctx);
     int rc = HcommThreadNotifyRecordOnThread(r.cpu, r.aicpu_on_cpu, 0);
     if (rc) return seterr(rc, api, "recording the host's \"go\": %s", last_err().c_str());
-    aclrtArgsHandle args = nullptr;
-    aclrtParamHandle ph = nullptr;
-    if ((rc = aclrtKernelArgsInit(fn, &args)) || (rc = aclrtKernelArgsAppend(args, &param, sizeof param, &ph)) ||
-        (rc = aclrtKernelArgsFinalize(args)))
-        return seterr(HCCL_E_RUNTIME, api, "preparing the arguments of %s: %s (aclError %d)", g_builtins[b].kernel,
-                      last_err().c_str(), rc);
-    aclrtLaunchKernelAttr attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT;
-    attr.value.timeout = (uint16_t)std::min<uint32_t>(tmo, 65535);
-    aclrtLaunchKernelCfg lcfg;
-    lcfg.numAttrs = 1;
-    lcfg.attrs = &attr;
-    if ((rc = aclrtLaunchKernelWithConfig(fn, 1, k.s, &lcfg, args, nullptr)))
-        return seterr(HCCL_E_RUNTIME, api, "launching %s: %s (aclError %d)", g_builtins[b].kernel, last_err().c_str(), rc);
+    const char* step = "";
+    if ((rc = launch_with_timeout(fn, k.s, &param, sizeof param, tmo, &step)))
+        return seterr(HCCL_E_RUNTIME, api, "%s %s: %s (aclError %d)", step, g_builtins[b].kernel, last_err().c_str(),
+                      rc);
     if ((rc = HcommThreadNotifyWaitOnThread(r.cpu, 0, tmo)))
         return seterr(rc, api, "enqueueing the wait for \"done\": %s", last_err().c_str());
     return HCCL_SUCCESS;
