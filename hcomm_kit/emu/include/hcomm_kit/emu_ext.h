@@ -38,6 +38,11 @@ int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, co
  * communicator that is not live or more than 86400 s. */
 HcclResult HcommKitCommSetConnectTimeout(HcclComm comm, uint32_t seconds);
 
+/* The communicator's cluster topology as one line of JSON: {"product", "source", "servers":
+ * [[ranks of server 0], ...], "pods": [[servers of super-pod 0], ...], "down": [[a, b], ...]}.
+ * Returns the full length (written truncated to bufLen - 1), or minus an HCCL code. */
+int64_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen);
+
 /* What every rank of the communicator waits for, as text (the hang report without a verdict).
  * Returns the length written, truncated to bufLen - 1. */
 uint64_t HcommKitCommReport(HcclComm comm, char* buf, uint64_t bufLen);

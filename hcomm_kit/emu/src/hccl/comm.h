@@ -12,6 +12,7 @@
 #define HCOMM_KIT_EMU_COMM_H
 
 #include "hcomm/dataplane.h"
+#include "hccl/topology.h"
 
 #include <tuple>
 
@@ -345,7 +346,8 @@ struct Comm {
     /* rank-graph answers (valid until the next query) */
     std::vector<CommLink> links;
     std::vector<uint32_t> graph_list;
-    uint32_t layer0 = 0;
+    std::vector<uint32_t> layer_list;
+    Topology topo; /* fixed at init (hccl/topology.h) */
 };
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */

@@ -1,0 +1,64 @@
+"""Cluster topology of the emulator's communicators (hccl/topology.cc, hccl/rank_graph.cc).
+
+tests/c/test_topology.cc (one thread per rank) queries every rank-graph function against the
+topology it was given through HCOMM_KIT_TOPOLOGY, takes a link down with HCOMM_KIT_LINKS_DOWN
+and acquires a channel over it, and reads the topology JSON (HcommKitCommTopology).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hcomm_kit.build import emulator as _emulator
+
+TESTS_C = Path(__file__).resolve().parent / "c"
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("topo_bin") / "test_topology"
+    cmd = ["g++", "-std=c++17", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread", str(TESTS_C / "test_topology.cc"),
+           *shlex.split(_emulator.cflags()), *shlex.split(_emulator.libs()), "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"{shlex.join(cmd)}\n{res.stdout}{res.stderr}"
+    return out
+
+
+def _run(program: Path, args: list[int], soc: str, topology: str, down: str = "") -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(HCOMM_KIT_SOC=soc, HCOMM_KIT_TOPOLOGY=topology, HCOMM_KIT_LINKS_DOWN=down, HCCL_BUFFSIZE="4",
+               HCCL_CONNECT_TIMEOUT="30", HCOMM_KIT_DEVICE_COUNT=str(max(8, args[0])))
+    return subprocess.run([str(program), *map(str, args)], env=env, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("soc,topology,args,down", [
+    ("Ascend910B", "A2:2x4", [8, 2, 4, 0, 1], "0-1"),
+    ("Ascend910_93", "A3:2x8", [16, 2, 8, 3, 12], "3-12"),
+    ("Ascend910B", "A2:1x8", [8, 1, 8], ""),
+    ("Ascend910B", "A2:2x4", [6, 2, 4], ""),   # 6 ranks for 2 x 4: every rank's init fails naming both
+])
+def test_rank_graph(program: Path, soc: str, topology: str, args: list[int], down: str) -> None:
+    res = _run(program, args, soc, topology, down)
+    assert res.returncode == 0 and "PASS" in res.stdout, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+
+
+@pytest.mark.parametrize("soc,topology,want", [
+    ("Ascend910B", "A2:1x16", "an A2 server holds at most 8 NPUs"),
+    ("Ascend910B", "A3:1x16", "is an A3 topology but the SoC is Ascend910B"),
+    ("Ascend910B", "A2:2y8", "is not PRODUCT:SERVERSxNPUS"),
+])
+def test_bad_topology(program: Path, soc: str, topology: str, want: str) -> None:
+    res = _run(program, [16, 1, 16], soc, topology)
+    assert res.returncode == 1
+    assert want in res.stderr, res.stderr
+
+
+def test_bad_links_down(program: Path) -> None:
+    res = _run(program, [8, 1, 8], "Ascend910B", "A2:1x8", "0-9")
+    assert res.returncode == 1
+    assert "HCOMM_KIT_LINKS_DOWN='0-9': entry '0-9' names rank 9, but the communicator has 8 ranks" in res.stderr
