@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,49 @@ def test_bad_links_down(program: Path) -> None:
     res = _run(program, [8, 1, 8], "Ascend910B", "A2:1x8", "0-9")
     assert res.returncode == 1
     assert "HCOMM_KIT_LINKS_DOWN='0-9': entry '0-9' names rank 9, but the communicator has 8 ranks" in res.stderr
+
+
+_VIEW = """
+import hcomm_kit
+comm = hcomm_kit.init()
+t = comm.topology
+assert t.product == "A2" and t.source == "HCOMM_KIT_TOPOLOGY=A2:2x2", t
+assert t.servers == ((0, 1), (2, 3)) and t.links_down == ((0, 1),), t
+assert t.link_type(0, 1) == "HCCS" and t.link(0, 1) is None and t.link(0, 2) == "RoCE" and t.link(2, 3) == "HCCS"
+print("VIEW-OK", comm.rank, flush=True)
+comm.close()
+"""
+
+
+def test_python_view_through_the_launcher(tmp_path: Path) -> None:
+    """--topology / --links-down reach every rank; comm.topology reads the emulator's answer."""
+    script = tmp_path / "view.py"
+    script.write_text(_VIEW)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("HCOMM_KIT_SOC", None)
+    res = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "4", "--topology", "A2:2x2",
+                          "--links-down", "1-0", "--", sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("VIEW-OK") == 4, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("argv,needle", [
+    ("launch --np 4 --topology A2:2x4 -- true", "describes 2 servers x 4 NPUs = 8 ranks, but --np is 4"),
+    ("launch --np 8 --topology B7:2x4 -- true", "HCOMM_KIT_TOPOLOGY='B7:2x4'"),
+    ("launch --np 8 --links-down 0-x -- true", "HCOMM_KIT_LINKS_DOWN='0-x'"),
+])
+def test_bad_flags_are_refused(argv: str, needle: str, capsys, monkeypatch) -> None:
+    from hcomm_kit import cli
+
+    monkeypatch.setenv("HCOMM_KIT_BACKEND", "emu")
+    for name in ("HCOMM_KIT_TOPOLOGY", "HCOMM_KIT_LINKS_DOWN", "HCOMM_KIT_SOC", "HCOMM_KIT_DEVICE_COUNT"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+
+    def no_start(*a, **k):
+        raise AssertionError(f"a process was started: {a}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_start)
+    rc = cli.main(argv.split())
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err, err

@@ -115,10 +115,15 @@ uint32_t Topology::common_layer(uint32_t a, uint32_t b) const {
     return layers() - 1;
 }
 
+/* HCCS: A2 inside a server (full mesh); UB: A3/950 inside a super-pod (a server included);
+ * RoCE: between servers otherwise (A2 has no super-pods). */
+LinkType Topology::in_server() const { return product == "A2" ? LinkType::HCCS : LinkType::UB; }
+LinkType Topology::in_pod() const { return product == "A2" ? LinkType::RoCE : LinkType::UB; }
+
 LinkType Topology::link(uint32_t a, uint32_t b) const {
     if (a == b) return LinkType::None;
-    if (server[a] == server[b]) return product == "A2" ? LinkType::HCCS : LinkType::UB;
-    if (pod[a] == pod[b] && product != "A2") return LinkType::UB;
+    if (server[a] == server[b]) return in_server();
+    if (pod[a] == pod[b]) return in_pod();
     return LinkType::RoCE;
 }
 
@@ -163,7 +168,10 @@ std::string Topology::json() const {
         if (ch == '"' || ch == '\\') s += '\\';
         s += ch;
     }
-    s += "\",\"servers\":[";
+    /* the link types by where the pair is (Python's Topology.link reads them, no rule twice) */
+    s += strprintf("\",\"link_in_server\":\"%s\",\"link_in_pod\":\"%s\",\"link_between_pods\":\"%s\"",
+                   link_type_name(in_server()), link_type_name(in_pod()), link_type_name(LinkType::RoCE));
+    s += ",\"servers\":[";
     for (uint32_t g = 0; g < nservers; g++) {
         s += g ? ",[" : "[";
         bool first = true;

@@ -36,6 +36,8 @@ struct Topology {
     std::vector<uint32_t> members(uint32_t layer, uint32_t g) const;
     /* Lowest layer whose instance holds both ranks. */
     uint32_t common_layer(uint32_t a, uint32_t b) const;
+    LinkType in_server() const; /* link type between two ranks of one server */
+    LinkType in_pod() const;    /* ... of two servers of one super-pod */
     /* Link type between two different ranks (regardless of links down). */
     LinkType link(uint32_t a, uint32_t b) const;
     bool is_down(uint32_t a, uint32_t b) const {
