@@ -66,6 +66,7 @@ ALGORITHMS: dict[str, dict[str, int]] = {
 # HCCL_ALGO spellings (CANN's level0/level1 values) -> our names.
 _HCCL_ALGO_NAMES = {"ring": "ring", "fullmesh": "mesh", "mesh": "mesh", "pairwise": "pairwise", "na": "auto",
                     "auto": "auto"}
+_SELECTED = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall"})  # chosen by ops/selector.py
 _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
 # Built-in operator -> the Python method that calls it (for the collective-call check's messages).
 _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all",
@@ -162,6 +163,27 @@ class CollectiveOps:
     _hccl_algo: str | None
     _call_check: Any
     _sig_cache: dict
+
+    # ---- plumbing -----------------------------------------------------------------------------
+    def _selected_algo(self, name: str, count: int, dt: Any) -> int:
+        """The algorithm id the cost model (and CANN's tuner plugin) picks for this call; cached
+        per (collective, bytes, dtype): every rank computes the same."""
+        cache = self.__dict__.setdefault("_selection_cache", {})
+        key = (name, count, dt.value)
+        algo = cache.get(key)
+        if algo is None:
+            from . import selector
+
+            topo = self.__dict__.get("_topology_cache")
+            if topo is None:
+                topo = self.__dict__["_topology_cache"] = self.topology  # type: ignore[attr-defined]
+            nbytes = count * dt.itemsize * (self.size if name == "alltoall" else 1)
+            chosen = selector.choose(name, nbytes, dt.value, topo, self.size, self.rt,
+                                     getattr(self, "handle", None))
+            algo = ALGORITHMS[name][chosen] if chosen is not None else _AUTO
+            if len(cache) < 1024:
+                cache[key] = algo
+        return algo
 
     # ---- plumbing -----------------------------------------------------------------------------
     def builtin_op(self, name: str) -> CustomOp:
@@ -288,6 +310,8 @@ class CollectiveOps:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
         algo = _algo_id(name, algorithm, self._hccl_algo)
+        if algo == _AUTO and name in _SELECTED:
+            algo = self._selected_algo(name, count, dt)
         if self._call_check is not None:
             self._check_call(op, name, count, dt, reduce_op, root, algo, params)
         s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,

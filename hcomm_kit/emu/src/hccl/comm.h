@@ -397,6 +397,8 @@ Stream* comm_stream(Comm* c, aclrtStream stream, const char* api, int* rc);
 
 /* The host is blocked in a control-plane call of c (what = nullptr: it returned); hang analysis. */
 void comm_note_host_call(Comm* c, const char* what);
+/* Drops CANN's tuner plugin state of a communicator (tuner.cc; HcclCommDestroy). */
+void tuner_forget(Comm* c);
 /* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
 void comm_note_connect(Comm* c, uint64_t peers);
 
