@@ -109,3 +109,43 @@ def test_bad_flags_are_refused(argv: str, needle: str, capsys, monkeypatch) -> N
     rc = cli.main(argv.split())
     err = capsys.readouterr().err
     assert rc == 2 and needle in err, err
+
+
+def _run_cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
+    full = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), HCOMM_KIT_LOG="info", **env)
+    for name in ("HCOMM_KIT_SOC", "HCOMM_KIT_TOPOLOGY", "HCOMM_KIT_LINKS_DOWN", "HCCL_ALGO"):
+        if name not in env:
+            full.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "hcomm_kit", *argv], env=full, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
+    """The cost model picks per topology (A2:2x4, 1 MiB: the ring, RoCE ports shared by the
+    one-shot's remote reads); CANN's tuner plugin interface changes the choice (a plugin that
+    prefers the ring on one server, where the model picks the one-shot mesh); a downed link
+    leaves the built-ins no algorithm and says so."""
+    from hcomm_kit.build import emulator
+
+    res = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:2x4", "--count", "262144"])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "AicpuAllReduceSoleRing 0.000133 s -> AicpuAllReduceSoleRing" in res.stdout + res.stderr
+
+    plugin = tmp_path / "prefer_ring.so"
+    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{emulator.get_include()}",
+           str(TESTS_C / "tuner" / "prefer_ring.c"), "-o", str(plugin)]
+    built = subprocess.run(cmd, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    base = _run_cli(["run", "allreduce", "--np", "2"])
+    tuned = _run_cli(["run", "allreduce", "--np", "2"], HCCL_TUNER_PLUGIN=str(plugin))
+    assert base.returncode == 0 and tuned.returncode == 0, base.stderr + tuned.stderr
+    assert "-> AicpuAllReduceSoleMeshoneshot\n" in base.stdout + base.stderr
+    out = tuned.stdout + tuned.stderr
+    assert "AicpuAllReduceSoleMeshoneshot -1 s (cost model" in out
+    assert "-> AicpuAllReduceSoleRing (tuner plugin matched)" in out
+    assert "prefer_ring init: nRanks=2 nServers=1 nNpusPerServer=2 nPods=0 nSuperPods=0" in out
+
+    down = _run_cli(["run", "allreduce", "--np", "4", "--links-down", "0-1"])
+    assert down.returncode != 0
+    assert "allreduce: no algorithm of the built-in can run on this topology" in down.stdout + down.stderr
+    assert "mesh needs the 0-1 link, which is down; ring needs the 0-1 link, which is down" in down.stdout + down.stderr

@@ -198,8 +198,8 @@ static void rank_main(uint32_t rank) {
     }
 
     char json[1024];
-    int64_t len = HcommKitCommTopology(comm, json, sizeof json);
-    CHECK(len > 0 && len < (int64_t)sizeof json);
+    int32_t len = HcommKitCommTopology(comm, json, sizeof json);
+    CHECK(len > 0 && len < (int32_t)sizeof json);
     CHECK(strstr(json, ("\"product\":\"" + g_product + "\"").c_str()) != nullptr);
     if (g_down_a >= 0) {
         char want[48];

@@ -41,7 +41,7 @@ HcclResult HcommKitCommSetConnectTimeout(HcclComm comm, uint32_t seconds);
 /* The communicator's cluster topology as one line of JSON: {"product", "source", "servers":
  * [[ranks of server 0], ...], "pods": [[servers of super-pod 0], ...], "down": [[a, b], ...]}.
  * Returns the full length (written truncated to bufLen - 1), or minus an HCCL code. */
-int64_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen);
+int32_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen);
 
 /* Algorithm selection of the built-in collectives (hcomm_kit/ops/selector.py): n entries (CANN's
  * algorithm names, template names, costs in seconds from the cost model). Runs CANN's tuner

@@ -232,14 +232,14 @@ EMU_API HcclResult HcclRankGraphGetEndpointInfo(HcclComm comm, uint32_t rankId, 
 }
 
 /* hcomm-kit extension: the communicator's topology as one line of JSON (hcomm_kit/emu_ext.h). */
-EMU_API int64_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen) {
+EMU_API int32_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen) {
     Comm* c = comm_from_handle(comm);
-    if (!c) return -(int64_t)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)comm);
+    if (!c) return -(int32_t)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)comm);
     std::string j = c->topo.json();
     if (buf && bufLen) {
         size_t n = std::min<size_t>(j.size(), (size_t)bufLen - 1);
         memcpy(buf, j.data(), n);
         buf[n] = 0;
     }
-    return (int64_t)j.size();
+    return (int32_t)j.size();
 }
