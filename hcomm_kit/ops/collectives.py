@@ -165,6 +165,13 @@ class CollectiveOps:
     _sig_cache: dict
 
     # ---- plumbing -----------------------------------------------------------------------------
+    def _topo(self) -> Any:
+        """This communicator's topology (read once: it is fixed at creation)."""
+        topo = self.__dict__.get("_topology_cache")
+        if topo is None:
+            topo = self.__dict__["_topology_cache"] = self.topology  # type: ignore[attr-defined]
+        return topo
+
     def _selected_algo(self, name: str, count: int, dt: Any) -> int:
         """The algorithm id the cost model (and CANN's tuner plugin) picks for this call; cached
         per (collective, bytes, dtype): every rank computes the same."""
@@ -174,9 +181,7 @@ class CollectiveOps:
         if algo is None:
             from . import selector
 
-            topo = self.__dict__.get("_topology_cache")
-            if topo is None:
-                topo = self.__dict__["_topology_cache"] = self.topology  # type: ignore[attr-defined]
+            topo = self._topo()
             nbytes = count * dt.itemsize * (self.size if name == "alltoall" else 1)
             chosen = selector.choose(name, nbytes, dt.value, topo, self.size, self.rt,
                                      getattr(self, "handle", None))
@@ -550,7 +555,17 @@ class CollectiveOps:
                           root=peer, async_op=async_op, timeout=timeout, stream=stream, params={"direction": 1})
 
     def barrier(self, *, async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
-        """Every rank waits until every rank has reached the barrier."""
+        """Every rank waits until every rank has reached the barrier.
+
+        With links taken down (``HCOMM_KIT_LINKS_DOWN``) the built-in barrier (a mesh of channels)
+        cannot run: ``HcclBarrier`` does instead (waited for unless ``async_op="stream"``).
+        """
+        if self._topo().links_down:
+            h = getattr(stream, "handle", stream) or self.stream.handle  # type: ignore[attr-defined]
+            self.rt.checked.HcclBarrier(self.handle, h)  # type: ignore[attr-defined]
+            if async_op != "stream":
+                self.rt.checked.aclrtSynchronizeStream(h)
+            return None
         return self._call("barrier", None, in_elems=0, out_shape=None, out=None, count=0, dtype="int8",
                           async_op=async_op, timeout=timeout, stream=stream)
 
