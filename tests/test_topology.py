@@ -48,6 +48,17 @@ def test_rank_graph(program: Path, soc: str, topology: str, args: list[int], dow
     assert res.returncode == 0 and "PASS" in res.stdout, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
 
 
+def test_rank_table_with_super_pods(program: Path, tmp_path: Path) -> None:
+    """A CANN A3 rank table: server_list entries are servers, super_pod_list groups them: three
+    layers, UB inside a super-pod, RoCE between super-pods."""
+    env = dict(os.environ, HCOMM_KIT_SOC="Ascend910_93", HCCL_BUFFSIZE="4", HCCL_CONNECT_TIMEOUT="30")
+    env.pop("HCOMM_KIT_TOPOLOGY", None)
+    env.pop("HCOMM_KIT_LINKS_DOWN", None)
+    res = subprocess.run([str(program), "table", str(tmp_path / "rank_table.json")], env=env, capture_output=True,
+                         text=True, timeout=180)
+    assert res.returncode == 0 and "PASS" in res.stdout, f"exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+
+
 @pytest.mark.parametrize("soc,topology,want", [
     ("Ascend910B", "A2:1x16", "an A2 server holds at most 8 NPUs"),
     ("Ascend910B", "A3:1x16", "is an A3 topology but the SoC is Ascend910B"),
@@ -165,3 +176,16 @@ def test_routed_allreduce_example() -> None:
     assert "passed" in res.stdout and "failed" not in res.stdout
     builtin = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:1x8", "--links-down", "0-1"])
     assert builtin.returncode != 0 and "needs the 0-1 link, which is down" in builtin.stdout + builtin.stderr
+
+
+def test_mpi_marker_topology_argument() -> None:
+    """@pytest.mark.mpi(topology=..., links_down=...) becomes the job's environment."""
+    from hcomm_kit.testing.items import _item_env
+
+    class Item:
+        def get_closest_marker(self, name):
+            return pytest.mark.mpi(np=8, topology="A3:2x8", links_down="0-1", env={"X": "1"}).mark
+
+    env = dict(_item_env(Item()))
+    assert env == {"X": "1", "HCOMM_KIT_TOPOLOGY": "A3:2x8", "HCOMM_KIT_SOC": "Ascend910_93",
+                   "HCOMM_KIT_DEVICE_COUNT": "16", "HCOMM_KIT_LINKS_DOWN": "0-1"}

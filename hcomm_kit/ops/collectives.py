@@ -23,8 +23,9 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   HcclReduceScatter (``hcomm_kit.base.dtypes.HCCL_API_REDUCE``): A2/A3 int8, int16, int32, int64,
   fp16, fp32, bf16 with sum/prod/max/min (prod not for int16/bf16); Ascend950 also uint64, fp64.
 * ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set
-  (read when the communicator is created, as HCCL does), else the kernel chooses by message size
-  and rank count.
+  (read when the communicator is created, as HCCL does), else the cheapest by the cost model of
+  :mod:`hcomm_kit.ops.selector` (allreduce, allgather, reduce_scatter, alltoall: per topology,
+  with CANN's tuner plugin), else the kernel chooses by message size and rank count.
 * Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
 """
 

@@ -4,6 +4,7 @@
  *
  * Usage: test_topology <nranks> <servers> <npus per server> [down-a down-b]
  *   nranks != servers * npus: every rank's HcclCommInitRootInfo must fail naming both.
+ *        test_topology table <scratch path>: an A3 rank table with super_pod_list (8 ranks).
  * Prints "PASS" and exits 0 on success; prints every failed check and exits 1 otherwise. */
 #include <acl/acl.h>
 #include <hccl/hccl.h>
@@ -214,7 +215,87 @@ static void rank_main(uint32_t rank) {
     CHECK_RC(HcclCommDestroy(comm), HCCL_SUCCESS);
 }
 
+/* Rank-table mode: an A3 table of 2 super-pods x 2 servers x 2 devices (8 ranks). Layers: 0 =
+ * server, 1 = super-pod, 2 = everyone; UB (HCCS channels) inside a super-pod, RoCE across. */
+static std::string g_table;
+
+static void table_main(uint32_t rank) {
+    CHECK_RC(aclrtSetDevice((int32_t)rank), ACL_SUCCESS);
+    HcclComm comm = nullptr;
+    CHECK_RC(HcclCommInitClusterInfo(g_table.c_str(), rank, &comm), HCCL_SUCCESS);
+    if (!comm) return;
+    uint32_t* list = nullptr;
+    uint32_t num = 0;
+    CHECK_RC(HcclRankGraphGetLayers(comm, &list, &num), HCCL_SUCCESS);
+    CHECK(num == 3);
+    CHECK_RC(HcclRankGraphGetInstSizeListByLayer(comm, 0, &list, &num), HCCL_SUCCESS);
+    CHECK(num == 4 && list[0] == 2 && list[3] == 2);
+    CHECK_RC(HcclRankGraphGetInstSizeListByLayer(comm, 1, &list, &num), HCCL_SUCCESS);
+    CHECK(num == 2 && list[0] == 4 && list[1] == 4);
+    CHECK_RC(HcclRankGraphGetInstSizeListByLayer(comm, 2, &list, &num), HCCL_SUCCESS);
+    CHECK(num == 1 && list[0] == 8);
+    CHECK_RC(HcclRankGraphGetRanksByLayer(comm, 1, &list, &num), HCCL_SUCCESS);
+    CHECK(num == 4 && list[0] == rank / 4 * 4);
+    CommTopo topo = COMM_TOPO_RESERVED;
+    CHECK_RC(HcclRankGraphGetTopoTypeByLayer(comm, 2, &topo), HCCL_SUCCESS);
+    CHECK(topo == COMM_TOPO_CLOS);
+    for (uint32_t peer = 0; peer < 8; peer++) {
+        if (peer == rank) continue;
+        uint32_t want_layer = peer / 2 == rank / 2 ? 0 : peer / 4 == rank / 4 ? 1 : 2;
+        for (uint32_t layer = 0; layer < 3; layer++) {
+            CommLink* links = nullptr;
+            uint32_t nl = 99;
+            CHECK_RC(HcclRankGraphGetLinks(comm, layer, rank, peer, &links, &nl), HCCL_SUCCESS);
+            CHECK(nl == (layer == want_layer ? 1u : 0u));
+            if (nl == 1 && links)
+                CHECK(links[0].linkAttr.linkProtocol == (want_layer == 2 ? COMM_PROTOCOL_ROCE : COMM_PROTOCOL_HCCS));
+        }
+    }
+    char json[1024];
+    CHECK(HcommKitCommTopology(comm, json, sizeof json) > 0);
+    CHECK(strstr(json, "\"servers\":[[0,1],[2,3],[4,5],[6,7]],\"pods\":[[0,1],[2,3]]") != nullptr);
+    CHECK(strstr(json, "\"link_in_server\":\"UB\",\"link_in_pod\":\"UB\"") != nullptr);
+    g_done++;
+    while (g_done.load() < 8) std::this_thread::yield();
+    CHECK_RC(HcclCommDestroy(comm), HCCL_SUCCESS);
+}
+
+static int run_table(const char* path) {
+    uint32_t rank = 0;
+    g_table = path;
+    FILE* f = fopen(path, "w");
+    CHECK(f != nullptr);
+    if (!f) return 1;
+    fprintf(f, "{\"status\":\"completed\",\"version\":\"1.0\",\"server_count\":\"4\",\"server_list\":[");
+    for (uint32_t s = 0; s < 4; s++) {
+        fprintf(f, "%s{\"server_id\":\"node_%u\",\"device\":[", s ? "," : "", s);
+        for (uint32_t d = 0; d < 2; d++)
+            fprintf(f, "%s{\"device_id\":\"%u\",\"super_device_id\":\"%u\",\"rank_id\":\"%u\"}", d ? "," : "", d,
+                    s * 2 + d, s * 2 + d);
+        fprintf(f, "]}");
+    }
+    fprintf(f, "],\"super_pod_list\":[{\"super_pod_id\":\"0\",\"server_list\":[{\"server_id\":\"node_0\"},"
+               "{\"server_id\":\"node_1\"}]},{\"super_pod_id\":\"1\",\"server_list\":[{\"server_id\":\"node_2\"},"
+               "{\"server_id\":\"node_3\"}]}]}\n");
+    fclose(f);
+    std::vector<std::thread> ts;
+    for (uint32_t i = 0; i < 8; i++) ts.emplace_back(table_main, i);
+    for (auto& t : ts) t.join();
+    remove(path);
+    if (g_failures) {
+        fprintf(stderr, "FAIL: %d check(s)\n", g_failures.load());
+        return 1;
+    }
+    printf("PASS\n");
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc == 3 && strcmp(argv[1], "table") == 0) {
+        uint32_t rank = 0;
+        CHECK_RC(aclInit(nullptr), ACL_SUCCESS);
+        return run_table(argv[2]);
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: %s <nranks> <servers> <npus per server> [down-a down-b]\n", argv[0]);
         return 2;
