@@ -149,13 +149,17 @@ def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
     built = subprocess.run(cmd, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     base = _run_cli(["run", "allreduce", "--np", "2"])
-    tuned = _run_cli(["run", "allreduce", "--np", "2"], HCCL_TUNER_PLUGIN=str(plugin))
+    trace = tmp_path / "trace.json"
+    tuned = _run_cli(["run", "allreduce", "--np", "2"], HCCL_TUNER_PLUGIN=str(plugin), HCOMM_KIT_TRACE=str(trace))
     assert base.returncode == 0 and tuned.returncode == 0, base.stderr + tuned.stderr
     assert "-> AicpuAllReduceSoleMeshoneshot\n" in base.stdout + base.stderr
     out = tuned.stdout + tuned.stderr
     assert "AicpuAllReduceSoleMeshoneshot -1 s (cost model" in out
     assert "-> AicpuAllReduceSoleRing (tuner plugin matched)" in out
     assert "prefer_ring init: nRanks=2 nServers=1 nNpusPerServer=2 nPods=0 nSuperPods=0" in out
+    text = trace.read_text()
+    assert text.count('"name":"algorithm selection"') >= 2  # one per rank (and call)
+    assert '"chosen":"AicpuAllReduceSoleRing","tuner_matched":1' in text
 
     down = _run_cli(["run", "allreduce", "--np", "4", "--links-down", "0-1"])
     assert down.returncode != 0

@@ -315,11 +315,11 @@ class CollectiveOps:
         if post is not None:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
-        algo = _algo_id(name, algorithm, self._hccl_algo)
+        algo = asked = _algo_id(name, algorithm, self._hccl_algo)
         if algo == _AUTO and name in _SELECTED:
-            algo = self._selected_algo(name, count, dt)
+            algo = self._selected_algo(name, count, dt)  # the same on every rank for the same call
         if self._call_check is not None:
-            self._check_call(op, name, count, dt, reduce_op, root, algo, params)
+            self._check_call(op, name, count, dt, reduce_op, root, asked, params)  # what the caller asked
         s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,
                         {**params, "algo": algo} if params else {"algo": algo})
         if async_op == "stream":

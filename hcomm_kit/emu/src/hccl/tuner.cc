@@ -5,6 +5,7 @@
  * selector (hcomm_kit/ops/selector.py) calls: it applies the plugin, picks the cheapest enabled
  * entry and logs the choice at info level. */
 #include "hccl/comm.h"
+#include "hccl/hooks.h"
 
 #include <dlfcn.h>
 
@@ -168,6 +169,15 @@ EMU_API int32_t HcommKitTunerSelect(HcclComm comm, int32_t collType, uint64_t nB
     int32_t best = -1;
     for (uint32_t i = 0; i < n; i++)
         if (costs[i] >= 0 && (best < 0 || costs[i] < costs[best])) best = (int32_t)i;
+    if (hccl_hooks.trace_note) {
+        std::string costs_json;
+        for (uint32_t i = 0; i < n; i++)
+            costs_json += strprintf("%s\"%s\":%.6g", i ? "," : "", algNames[i], (double)costs[i]);
+        hccl_hooks.trace_note(c, "algorithm selection",
+                              strprintf("\"collective\":\"%s\",\"bytes\":%llu,\"chosen\":\"%s\",\"tuner_matched\":%d,"
+                                        "\"costs\":{%s}", coll_name(collType), (unsigned long long)nBytes,
+                                        best >= 0 ? algNames[best] : "none", matched == 1 ? 1 : 0, costs_json.c_str()));
+    }
     if (c->rank == 0 && g_log_level >= LOG_INFO) {
         std::string s;
         for (uint32_t i = 0; i < n; i++)
