@@ -132,9 +132,12 @@ class Resources:
                  else enums.CommProtocol.COMM_PROTOCOL_HCCS)
         descs = (structs.HcclChannelDesc * len(peers))()
         structs.channel_desc_init(descs)
+        topo = comm.topology if hasattr(comm, "topology") else None
         for d, (_, peer) in zip(descs, peers):
             d.remoteRank = peer
-            d.channelProtocol = int(proto)
+            # a peer on another server (another super-pod) is reached over RoCE
+            remote = topo is not None and topo.link_type(comm.rank, peer) == "RoCE"
+            d.channelProtocol = int(enums.CommProtocol.COMM_PROTOCOL_ROCE if remote else proto)
             d.notifyNum = notifies
         handles = (ctypes.c_uint64 * len(peers))()
         hc.HcclChannelAcquire(comm.handle, AICPU_TS, descs, len(peers), handles)
