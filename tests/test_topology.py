@@ -193,3 +193,12 @@ def test_mpi_marker_topology_argument() -> None:
     env = dict(_item_env(Item()))
     assert env == {"X": "1", "HCOMM_KIT_TOPOLOGY": "A3:2x8", "HCOMM_KIT_SOC": "Ascend910_93",
                    "HCOMM_KIT_DEVICE_COUNT": "16", "HCOMM_KIT_LINKS_DOWN": "0-1"}
+
+
+@pytest.mark.slow  # 32 ranks on a 2-core machine
+@pytest.mark.parametrize("op", ["allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast"])
+def test_builtins_on_two_servers_of_16(op: str) -> None:
+    """2 servers x 16 (32 ranks): the built-ins stay correct (RoCE between the servers)."""
+    res = _run_cli(["run", op, "--np", "32", "--topology", "A3:2x16", "--count", "4096"])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "success |      0" in res.stdout, res.stdout[-3000:]
