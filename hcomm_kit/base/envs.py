@@ -39,6 +39,9 @@ __all__ = [
     "hccl_exec_timeout_s",
     "hccl_connect_timeout_s",
     "hccl_algo",
+    "TOPOLOGY_PRODUCTS",
+    "topology",
+    "links_down",
     "ascend_home_path",
     "cxx",
 ]
@@ -199,6 +202,11 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCCL_ALGO", "str", None,
            "algorithm of the built-in collectives: 'level0:NA;level1:ring' for all, or per collective "
            "'allreduce=level0:NA;level1:fullmesh/allgather=level0:NA;level1:ring' (ring, fullmesh, pairwise, NA)"),
+    EnvVar("HCOMM_KIT_TOPOLOGY", "str", None,
+           "cluster topology of communicators created without a rank table: PRODUCT:SERVERSxNPUS "
+           "(A2:2x8, A3:1x16, 950:4x8); unset = one server holding every rank"),
+    EnvVar("HCOMM_KIT_LINKS_DOWN", "str", None,
+           "links taken down, RANK-RANK pairs separated by commas (0-1,2-5): channels over them fail"),
     EnvVar("ASCEND_HOME_PATH", "path", None,
            "CANN install root; the cann backend loads $ASCEND_HOME_PATH/lib64/libascendcl.so"),
     EnvVar("CXX", "str", "g++",
@@ -317,6 +325,39 @@ def hccl_connect_timeout_s() -> int:
 def hccl_algo() -> str | None:
     """HCCL_ALGO, or None when unset."""
     return get("HCCL_ALGO")  # type: ignore[return-value]
+
+
+#: HCOMM_KIT_TOPOLOGY's products and the HCOMM_KIT_SOC each runs on.
+TOPOLOGY_PRODUCTS: dict[str, str] = {"A2": "Ascend910B", "A3": "Ascend910_93", "950": "Ascend950"}
+
+
+def topology() -> tuple[str, int, int] | None:
+    """HCOMM_KIT_TOPOLOGY as ``(product, servers, npus per server)``, or None when unset."""
+    raw = get("HCOMM_KIT_TOPOLOGY")
+    if raw is None:
+        return None
+    product, _, shape = str(raw).partition(":")
+    servers, _, npus = shape.partition("x")
+    if product not in TOPOLOGY_PRODUCTS or not servers.isdigit() or not npus.isdigit() or \
+            int(servers) < 1 or int(npus) < 1:
+        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
+            str(raw), "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS))
+    return product, int(servers), int(npus)
+
+
+def links_down() -> list[tuple[int, int]]:
+    """HCOMM_KIT_LINKS_DOWN as sorted ``(a, b)`` pairs with a < b (empty when unset)."""
+    raw = get("HCOMM_KIT_LINKS_DOWN")
+    out: set[tuple[int, int]] = set()
+    for item in str(raw or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        a, _, b = item.partition("-")
+        if not a.strip().isdigit() or not b.strip().isdigit() or int(a) == int(b):
+            raise VARIABLES["HCOMM_KIT_LINKS_DOWN"]._bad(str(raw), f"RANK-RANK pairs of two different ranks (entry {item!r})")
+        out.add((min(int(a), int(b)), max(int(a), int(b))))
+    return sorted(out)
 
 
 def ascend_home_path() -> Path | None:

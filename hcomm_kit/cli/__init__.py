@@ -49,6 +49,47 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+_TOPOLOGY_COMMANDS = ("launch", "run", "test", "bench", "demo")
+
+
+def _add_topology_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--topology", default=None, metavar="PRODUCT:SxN",
+                        help="cluster topology of the job: A2:2x8, A3:1x16, 950:4x8 (sets HCOMM_KIT_TOPOLOGY and "
+                             "HCOMM_KIT_SOC)")
+    parser.add_argument("--links-down", default=None, metavar="A-B,...",
+                        help="links taken down, e.g. 0-1,2-5 (sets HCOMM_KIT_LINKS_DOWN)")
+
+
+def _apply_topology_arguments(args: argparse.Namespace) -> None:
+    """--topology / --links-down: validated, then exported for the job's processes."""
+    from ..base import envs
+    from ..base.errors import ConfigError
+
+    try:
+        _export_topology(args, envs)
+    except UsageError:
+        raise
+    except ConfigError as exc:
+        raise UsageError.of(exc) from None
+
+
+def _export_topology(args: argparse.Namespace, envs) -> None:
+    if getattr(args, "topology", None):
+        os.environ["HCOMM_KIT_TOPOLOGY"] = args.topology
+        product, servers, npus = envs.topology()  # type: ignore[misc]
+        os.environ["HCOMM_KIT_SOC"] = envs.TOPOLOGY_PRODUCTS[product]
+        need = servers * npus
+        np_ = getattr(args, "np", None)
+        if isinstance(np_, int) and np_ != need:
+            raise UsageError(f"--topology {args.topology} describes {servers} servers x {npus} NPUs = {need} ranks, "
+                             f"but --np is {np_}", key="--topology")
+        if envs.device_count() < need:
+            os.environ["HCOMM_KIT_DEVICE_COUNT"] = str(need)
+    if getattr(args, "links_down", None):
+        os.environ["HCOMM_KIT_LINKS_DOWN"] = args.links_down
+        envs.links_down()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every registered subcommand."""
     parser = argparse.ArgumentParser(
@@ -62,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
+        if name in _TOPOLOGY_COMMANDS:
+            _add_topology_arguments(p)
         p.set_defaults(_run=module.run, _command=name)
     return parser
 
@@ -74,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        _apply_topology_arguments(args)
         return int(args._run(args) or 0)
     except UsageError as exc:
         print(f"hcomm-kit {args._command}: error: {exc}", file=sys.stderr)

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # our options that may follow OPDIR (they then land in the remainder) -> attribute
 _OURS = {"--np": "np", "-n": "np", "--keep-going": "keep_going", "--keep-logs": "keep_logs", "--debug": "debug",
-         "-v": "verbose", "--verbose": "verbose"}
+         "-v": "verbose", "--verbose": "verbose", "--topology": "topology", "--links-down": "links_down"}
+_VALUED = ("topology", "links_down")  # options of _OURS that take a value (besides --np)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
     with usage_errors():  # bad input: one line, exit 2, nothing started
         extra = _take_ours(args, list(args.pytest_args))
+        from . import _apply_topology_arguments
+
+        _apply_topology_arguments(args)  # --topology / --links-down written after OPDIR
         if args.np is not None:
             check_np(args.np)
         check_env()
@@ -103,6 +107,12 @@ def _take_ours(args: argparse.Namespace, extra: list[str]) -> list[str]:
                 from ..base.errors import ConfigError
 
                 raise ConfigError(f"{flag}: expected a whole number of ranks", key="--np") from None
+        elif _OURS[flag] in _VALUED:
+            if not extra:
+                from ..base.errors import ConfigError
+
+                raise ConfigError(f"{flag} needs a value", key=flag)
+            setattr(args, _OURS[flag], extra.pop(0))
         else:
             setattr(args, _OURS[flag], True)
     if extra and extra[0] == "--":

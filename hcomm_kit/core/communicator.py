@@ -247,6 +247,24 @@ class Communicator:
         return self.device.soc
 
     @property
+    def topology(self) -> "Topology":
+        """The cluster topology of this communicator (servers, link type per pair, links down).
+
+        On the CANN backend (no HcommKitCommTopology) one server holding every rank.
+        """
+        from .topology import Topology
+
+        self._check_open()
+        rt = self.rt
+        if rt.backend != "emu" or not rt.has("HcommKitCommTopology"):
+            return Topology.single_server(self.size)
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = rt.checked.HcommKitCommTopology(self.handle, buf, len(buf))
+        if n < 0:
+            rt.check_hccl(-n, "HcommKitCommTopology")
+        return Topology.from_json(buf.value.decode())
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

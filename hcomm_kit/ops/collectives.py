@@ -23,8 +23,9 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   HcclReduceScatter (``hcomm_kit.base.dtypes.HCCL_API_REDUCE``): A2/A3 int8, int16, int32, int64,
   fp16, fp32, bf16 with sum/prod/max/min (prod not for int16/bf16); Ascend950 also uint64, fp64.
 * ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set
-  (read when the communicator is created, as HCCL does), else the kernel chooses by message size
-  and rank count.
+  (read when the communicator is created, as HCCL does), else the cheapest by the cost model of
+  :mod:`hcomm_kit.ops.selector` (allreduce, allgather, reduce_scatter, alltoall: per topology,
+  with CANN's tuner plugin), else the kernel chooses by message size and rank count.
 * Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
 """
 
@@ -66,6 +67,7 @@ ALGORITHMS: dict[str, dict[str, int]] = {
 # HCCL_ALGO spellings (CANN's level0/level1 values) -> our names.
 _HCCL_ALGO_NAMES = {"ring": "ring", "fullmesh": "mesh", "mesh": "mesh", "pairwise": "pairwise", "na": "auto",
                     "auto": "auto"}
+_SELECTED = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall"})  # chosen by ops/selector.py
 _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
 # Built-in operator -> the Python method that calls it (for the collective-call check's messages).
 _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all",
@@ -162,6 +164,32 @@ class CollectiveOps:
     _hccl_algo: str | None
     _call_check: Any
     _sig_cache: dict
+
+    # ---- plumbing -----------------------------------------------------------------------------
+    def _topo(self) -> Any:
+        """This communicator's topology (read once: it is fixed at creation)."""
+        topo = self.__dict__.get("_topology_cache")
+        if topo is None:
+            topo = self.__dict__["_topology_cache"] = self.topology  # type: ignore[attr-defined]
+        return topo
+
+    def _selected_algo(self, name: str, count: int, dt: Any) -> int:
+        """The algorithm id the cost model (and CANN's tuner plugin) picks for this call; cached
+        per (collective, bytes, dtype): every rank computes the same."""
+        cache = self.__dict__.setdefault("_selection_cache", {})
+        key = (name, count, dt.value)
+        algo = cache.get(key)
+        if algo is None:
+            from . import selector
+
+            topo = self._topo()
+            nbytes = count * dt.itemsize * (self.size if name == "alltoall" else 1)
+            chosen = selector.choose(name, nbytes, dt.value, topo, self.size, self.rt,
+                                     getattr(self, "handle", None))
+            algo = ALGORITHMS[name][chosen] if chosen is not None else _AUTO
+            if len(cache) < 1024:
+                cache[key] = algo
+        return algo
 
     # ---- plumbing -----------------------------------------------------------------------------
     def builtin_op(self, name: str) -> CustomOp:
@@ -287,9 +315,11 @@ class CollectiveOps:
         if post is not None:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
-        algo = _algo_id(name, algorithm, self._hccl_algo)
+        algo = asked = _algo_id(name, algorithm, self._hccl_algo)
+        if algo == _AUTO and name in _SELECTED:
+            algo = self._selected_algo(name, count, dt)  # the same on every rank for the same call
         if self._call_check is not None:
-            self._check_call(op, name, count, dt, reduce_op, root, algo, params)
+            self._check_call(op, name, count, dt, reduce_op, root, asked, params)  # what the caller asked
         s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,
                         {**params, "algo": algo} if params else {"algo": algo})
         if async_op == "stream":
@@ -526,7 +556,17 @@ class CollectiveOps:
                           root=peer, async_op=async_op, timeout=timeout, stream=stream, params={"direction": 1})
 
     def barrier(self, *, async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
-        """Every rank waits until every rank has reached the barrier."""
+        """Every rank waits until every rank has reached the barrier.
+
+        With links taken down (``HCOMM_KIT_LINKS_DOWN``) the built-in barrier (a mesh of channels)
+        cannot run: ``HcclBarrier`` does instead (waited for unless ``async_op="stream"``).
+        """
+        if self._topo().links_down:
+            h = getattr(stream, "handle", stream) or self.stream.handle  # type: ignore[attr-defined]
+            self.rt.checked.HcclBarrier(self.handle, h)  # type: ignore[attr-defined]
+            if async_op != "stream":
+                self.rt.checked.aclrtSynchronizeStream(h)
+            return None
         return self._call("barrier", None, in_elems=0, out_shape=None, out=None, count=0, dtype="int8",
                           async_op=async_op, timeout=timeout, stream=stream)
 

@@ -88,7 +88,11 @@ class Resources:
         ctx.localBuffer.addr, ctx.localBuffer.size = buf.value, bsize.value
         self.hccl_buffer_size = bsize.value
         self.ctx = ctx  # host copy of the engine context (op.resources(...).ctx)
-        self.acquire_channels(spec.channel_peers(rank, size), spec.channel_notifies)
+        # Peers behind a downed link (HCOMM_KIT_LINKS_DOWN) get no channel: their channels[] entry
+        # keeps handle 0 and the operator routes around them (the rank graph reports no link).
+        down = self._down_peers()
+        self.acquire_channels([(i, p) for i, p in spec.channel_peers(rank, size) if p not in down],
+                              spec.channel_notifies)
         # Engine context: device memory the kernel reads through OpParam.resCtx.
         p, psize = ctypes.c_void_p(), ctypes.c_uint64()
         tag_b = tag.encode()
@@ -106,6 +110,15 @@ class Resources:
         ctx = self.ctx
         self.rt.checked.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
 
+    def _down_peers(self) -> set[int]:
+        """Ranks this rank's links to are down (the emulator's topology; none on CANN)."""
+        comm = self.comm
+        if not hasattr(comm, "topology"):
+            return set()
+        topo = comm.topology
+        me = comm.rank
+        return {b if a == me else a for a, b in topo.links_down if me in (a, b)}
+
     def acquire_channels(self, peers: list[tuple[int, int]], notifies: int) -> None:
         """Acquire channels ``[(index in channels[], peer rank), ...]`` and fill their ChannelInfo.
 
@@ -119,9 +132,12 @@ class Resources:
                  else enums.CommProtocol.COMM_PROTOCOL_HCCS)
         descs = (structs.HcclChannelDesc * len(peers))()
         structs.channel_desc_init(descs)
+        topo = comm.topology if hasattr(comm, "topology") else None
         for d, (_, peer) in zip(descs, peers):
             d.remoteRank = peer
-            d.channelProtocol = int(proto)
+            # a peer on another server (another super-pod) is reached over RoCE
+            remote = topo is not None and topo.link_type(comm.rank, peer) == "RoCE"
+            d.channelProtocol = int(enums.CommProtocol.COMM_PROTOCOL_ROCE if remote else proto)
             d.notifyNum = notifies
         handles = (ctypes.c_uint64 * len(peers))()
         hc.HcclChannelAcquire(comm.handle, AICPU_TS, descs, len(peers), handles)

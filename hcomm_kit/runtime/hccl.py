@@ -158,6 +158,9 @@ DECLS: tuple[Decl, ...] = (
     # (HcommKitSetCheck / HcommKitCommReport return values, not status codes: C hosts only.)
     _host("HcommKitCallCheck", _vp, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),
     _host("HcommKitCommSetConnectTimeout", _vp, c_uint32, required=False),
+    Decl("HcommKitCommTopology", c_int32, (_vp, c_char_p, c_uint64), "value", required=False),
+    Decl("HcommKitTunerSelect", c_int32, (_vp, c_int32, c_uint64, c_int32, _vp, _vp, _vp, c_uint32), "value",
+         required=False),
     # ---- §3.10 alternative launcher (950) ------------------------------------------------
     _host("HcclAicpuKernelLaunch", _vp, POINTER(HcclOpDesc), POINTER(HcclKernelFuncInfo), _h, _vp,
           POINTER(HcclKernelLaunchCfg), required=False),

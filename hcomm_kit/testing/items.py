@@ -72,8 +72,30 @@ def _item_timeout(item) -> float:
 
 def _item_env(item) -> tuple[tuple[str, str], ...]:
     m = item.get_closest_marker("mpi")
-    env = (m.kwargs.get("env") if m is not None else None) or {}
+    env = dict((m.kwargs.get("env") if m is not None else None) or {})
+    if m is not None and m.kwargs.get("topology"):
+        env.update(_topology_env(str(m.kwargs["topology"])))
+    if m is not None and m.kwargs.get("links_down"):
+        env["HCOMM_KIT_LINKS_DOWN"] = str(m.kwargs["links_down"])
     return tuple(sorted((str(k), str(v)) for k, v in env.items()))
+
+
+def _topology_env(topology: str) -> dict[str, str]:
+    """``topology="A2:2x4"`` of the marker: the job's HCOMM_KIT_TOPOLOGY, HCOMM_KIT_SOC and
+    HCOMM_KIT_DEVICE_COUNT (as ``--topology`` sets them)."""
+    from hcomm_kit.base import envs
+
+    saved = os.environ.get("HCOMM_KIT_TOPOLOGY")
+    os.environ["HCOMM_KIT_TOPOLOGY"] = topology
+    try:
+        product, servers, npus = envs.topology()  # type: ignore[misc]
+    finally:
+        if saved is None:
+            os.environ.pop("HCOMM_KIT_TOPOLOGY", None)
+        else:
+            os.environ["HCOMM_KIT_TOPOLOGY"] = saved
+    return {"HCOMM_KIT_TOPOLOGY": topology, "HCOMM_KIT_SOC": envs.TOPOLOGY_PRODUCTS[product],
+            "HCOMM_KIT_DEVICE_COUNT": str(max(8, servers * npus))}
 
 
 def _outer_item(item) -> bool:

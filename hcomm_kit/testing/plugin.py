@@ -46,8 +46,9 @@ from .items import (ENV_NP, ENV_RESULTS, _inner, _item_np, _marker_params, _oute
 from .results import _captured, _FailureRepr
 from .runner import _run_group
 
-_MARKER_HELP = ("mpi(np=[2, 3, 4], timeout=120, env={}): run the test on each rank count under mpirun, "
-                "with extra environment variables for the job (hcomm_kit.testing.plugin)")
+_MARKER_HELP = ("mpi(np=[2, 3, 4], timeout=120, env={}, topology='A2:2x4', links_down='0-1'): run the test on "
+                "each rank count under mpirun, with extra environment variables for the job, its cluster topology "
+                "and links taken down (hcomm_kit.testing.plugin)")
 _COMM = None
 
 

@@ -38,6 +38,20 @@ int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, co
  * communicator that is not live or more than 86400 s. */
 HcclResult HcommKitCommSetConnectTimeout(HcclComm comm, uint32_t seconds);
 
+/* The communicator's cluster topology as one line of JSON: {"product", "source", "servers":
+ * [[ranks of server 0], ...], "pods": [[servers of super-pod 0], ...], "down": [[a, b], ...]}.
+ * Returns the full length (written truncated to bufLen - 1), or minus an HCCL code. */
+int32_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen);
+
+/* Algorithm selection of the built-in collectives (hcomm_kit/ops/selector.py): n entries (CANN's
+ * algorithm names, template names, costs in seconds from the cost model). Runs CANN's tuner
+ * plugin (HCCL_TUNER_PLUGIN, hccl_tuner_plugin.h) over them, which may rewrite costs[] (< 0
+ * disables, 0 prefers), logs the choice at info level (HCOMM_KIT_LOG=info, rank 0) and returns
+ * the index of the cheapest enabled entry; -1 when every entry is disabled; minus an HCCL code
+ * on bad arguments. */
+int32_t HcommKitTunerSelect(HcclComm comm, int32_t collType, uint64_t nBytes, int32_t dataType, const char** algNames,
+                            const char** templates, float* costs, uint32_t n);
+
 /* What every rank of the communicator waits for, as text (the hang report without a verdict).
  * Returns the length written, truncated to bufLen - 1. */
 uint64_t HcommKitCommReport(HcclComm comm, char* buf, uint64_t bufLen);

@@ -49,6 +49,7 @@ void trace_task(const HTask& t, const HThread* self, uint64_t t0, uint64_t t1);
 void trace_flow(bool start, uint64_t id, const HThread* self, uint64_t ts);
 void trace_kernel(Stream* s, const char* name, uint64_t t0, uint64_t t1, const std::vector<Comm*>& comms);
 void trace_launch(Stream* s, const char* name);
+void trace_note(Comm* c, const char* name, const std::string& args);
 
 }  // namespace emu
 

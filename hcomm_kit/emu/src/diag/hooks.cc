@@ -36,6 +36,7 @@ struct Registrar {
         hccl_hooks.comm_added = diag_comm_added;
         hccl_hooks.comm_removed = diag_comm_removed;
         hccl_hooks.comm_report = diag_comm_report;
+        hccl_hooks.trace_note = trace_note;
     }
 } g_registrar;
 

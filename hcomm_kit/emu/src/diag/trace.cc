@@ -307,4 +307,17 @@ void trace_launch(Stream* s, const char* name) {
     push(std::move(e));
 }
 
+void trace_note(Comm* c, const char* name, const std::string& args) {
+    if (!on()) return;
+    Ev e{};
+    e.ph = 'i';
+    e.cat = CLaunch;
+    e.pid = (int32_t)c->rank;
+    e.tid = kTrackHost;
+    e.ts = now_ns();
+    e.name = name;
+    e.args = args;
+    push(std::move(e));
+}
+
 }  // namespace emu

@@ -221,6 +221,8 @@ struct InitArgs {
     std::string jobid;
     std::string name;        /* "" = default */
     uint64_t buf_size = 0;   /* 0 = default */
+    bool has_topo = false;   /* false: HCOMM_KIT_TOPOLOGY, else one server */
+    Topology topo;
 };
 
 int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, const char* api) {
@@ -234,6 +236,8 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     c->ctx = ctx;
     c->rank = rank;
     c->nranks = nranks;
+    if (a.has_topo) c->topo = a.topo;
+    else if (int rc = topology_from_env(nranks, &c->topo, api)) return rc;
     note_local_ranks(nranks);
     c->jobid = a.jobid;
     c->name = a.name.empty() ? "hcomm_kit_" + a.jobid : a.name;
@@ -467,8 +471,14 @@ int init_cluster(const char* path, uint32_t rank, HcclCommConfig* config, HcclCo
             return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: \"status\" is \"%s\", expected \"completed\"", path,
                           json_str(stv).c_str());
     std::map<uint32_t, uint32_t> ranks; /* rank id -> device id */
+    std::map<uint32_t, uint32_t> rank_server; /* rank id -> index in server_list */
+    std::map<std::string, uint32_t> server_ids; /* server_id -> index in server_list */
     for (size_t si = 0; si < sl->arr.size(); si++) {
         const json::Value& s = sl->arr[si];
+        std::string sid = json_str(s.get("server_id"));
+        if (!sid.empty() && !server_ids.emplace(sid, (uint32_t)si).second)
+            return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: server_list[%zu].server_id \"%s\" appears twice",
+                                      path, si, sid.c_str());
         const json::Value* devs = s.get("device");
         if (!devs || !devs->is_array())
             return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: server_list[%zu] has no \"device\" array", path, si);
@@ -483,6 +493,7 @@ int init_cluster(const char* path, uint32_t rank, HcclCommConfig* config, HcclCo
                               "missing or not a non-negative integer", path, si, di);
             if (!ranks.emplace(rid, did).second)
                 return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: \"rank_id\" %u appears twice", path, rid);
+            rank_server[rid] = (uint32_t)si;
         }
     }
     uint32_t n = (uint32_t)ranks.size();
@@ -493,6 +504,39 @@ int init_cluster(const char* path, uint32_t rank, HcclCommConfig* config, HcclCo
             return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: rank ids are not 0..%u (rank_id %u is missing)", path, n - 1, r);
     if (rank >= n)
         return (HcclResult)seterr(HCCL_E_PARA, api, "rank %u is not in rank table %s (%u ranks)", rank, path, n);
+    /* Topology: server_list entries are servers; super_pod_list (CANN's A3 rank table,
+     * hicann/hccl docs/zh/user_guide/cluster_info_config/rank_table_config_a3.md) groups them into
+     * super-pods; without it, "AI Server mode" (every server on its own). */
+    std::vector<uint32_t> servers(n), pods;
+    for (uint32_t r = 0; r < n; r++) servers[r] = rank_server[r];
+    if (const json::Value* spl = v.get("super_pod_list")) {
+        if (!spl->is_array())
+            return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: \"super_pod_list\" is not an array", path);
+        std::vector<int64_t> pod_of_server(sl->arr.size(), -1);
+        for (size_t pi = 0; pi < spl->arr.size(); pi++) {
+            const json::Value* psl = spl->arr[pi].get("server_list");
+            if (!psl || !psl->is_array())
+                return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: super_pod_list[%zu] has no \"server_list\" array",
+                                          path, pi);
+            for (size_t k = 0; k < psl->arr.size(); k++) {
+                std::string sid = json_str(psl->arr[k].get("server_id"));
+                auto it = server_ids.find(sid);
+                if (it == server_ids.end())
+                    return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: super_pod_list[%zu].server_list[%zu] names "
+                                              "server_id \"%s\", which server_list does not have", path, pi, k, sid.c_str());
+                if (pod_of_server[it->second] >= 0)
+                    return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: server_id \"%s\" is in super-pods %lld and %zu",
+                                              path, sid.c_str(), (long long)pod_of_server[it->second], pi);
+                pod_of_server[it->second] = (int64_t)pi;
+            }
+        }
+        for (size_t si = 0; si < sl->arr.size(); si++)
+            if (pod_of_server[si] < 0)
+                return (HcclResult)seterr(HCCL_E_PARA, api, "rank table %s: server_list[%zu] (server_id \"%s\") is in no "
+                                          "super-pod of \"super_pod_list\"", path, si, json_str(sl->arr[si].get("server_id")).c_str());
+        pods.resize(n);
+        for (uint32_t r = 0; r < n; r++) pods[r] = (uint32_t)pod_of_server[servers[r]];
+    }
     Context* ctx = current_ctx();
     if (ctx && (uint32_t)ctx->dev->id != ranks[rank])
         EMU_LOG(LOG_WARN, "%s: rank %u is listed on device_id %u in %s but this thread's device is %d", api, rank,
@@ -504,6 +548,8 @@ int init_cluster(const char* path, uint32_t rank, HcclCommConfig* config, HcclCo
     a.jobid = job_id_of(rp + '\0' + text + '\0' + std::to_string(getuid()));
     if (config)
         if (int r = apply_config(config, &a, api)) return r;
+    a.has_topo = true;
+    if (int r = topology_build(&a.topo, soc_product(), std::string("rank table ") + path, servers, pods, api)) return r;
     return comm_init(n, rank, a, comm, api);
 }
 
@@ -583,6 +629,8 @@ EMU_API HcclResult HcclCreateSubCommConfig(HcclComm* comm, uint32_t rankNum, uin
     a.jobid = job_id_of(key);
     if (int r = apply_config(config, &a, __func__)) return (HcclResult)r;
     if (a.name.empty()) a.name = parent->name + strprintf("_sub%llu", (unsigned long long)subCommId);
+    a.has_topo = true;
+    a.topo = parent->topo.restrict_to(std::vector<uint32_t>(rankIds, rankIds + rankNum));
     return (HcclResult)comm_init(rankNum, subCommRankId, a, subComm, __func__);
 }
 

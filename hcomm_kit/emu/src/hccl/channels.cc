@@ -43,6 +43,11 @@ int check_desc(Comm* c, const HcclChannelDesc& d, uint32_t i, const char* api) {
                       c->nranks);
     if (d.remoteRank == c->rank)
         return (HcclResult)seterr(HCCL_E_PARA, api, "channelDescs[%u].remoteRank %u is this rank itself", i, d.remoteRank);
+    if (c->topo.is_down(c->rank, d.remoteRank))
+        return (HcclResult)seterr(HCCL_E_NETWORK, api, "channelDescs[%u]: the %s link between rank %u and rank %u is down "
+                                  "(HCOMM_KIT_LINKS_DOWN=%s): route through another rank", i,
+                                  link_type_name(c->topo.link(c->rank, d.remoteRank)), c->rank, d.remoteRank,
+                                  getenv("HCOMM_KIT_LINKS_DOWN") ? getenv("HCOMM_KIT_LINKS_DOWN") : "");
     if (d.notifyNum > 1024)
         return (HcclResult)seterr(HCCL_E_PARA, api, "channelDescs[%u].notifyNum %u is above 1024", i, d.notifyNum);
     if (!proto_ok((int)d.channelProtocol))

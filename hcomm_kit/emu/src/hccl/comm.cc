@@ -491,6 +491,7 @@ bool comm_teardown(Comm* c) {
 EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
     RESOLVE_COMM(c, comm);
     if (hccl_hooks.comm_removed) hccl_hooks.comm_removed(c); /* before it leaves g_comms: the monitor reports leftovers, then forgets it */
+    tuner_forget(c);
     {
         std::lock_guard<std::mutex> g(g_comms_m);
         g_comms.erase(c);

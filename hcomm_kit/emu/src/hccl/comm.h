@@ -12,6 +12,7 @@
 #define HCOMM_KIT_EMU_COMM_H
 
 #include "hcomm/dataplane.h"
+#include "hccl/topology.h"
 
 #include <tuple>
 
@@ -345,7 +346,8 @@ struct Comm {
     /* rank-graph answers (valid until the next query) */
     std::vector<CommLink> links;
     std::vector<uint32_t> graph_list;
-    uint32_t layer0 = 0;
+    std::vector<uint32_t> layer_list;
+    Topology topo; /* fixed at init (hccl/topology.h) */
 };
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */
@@ -395,6 +397,8 @@ Stream* comm_stream(Comm* c, aclrtStream stream, const char* api, int* rc);
 
 /* The host is blocked in a control-plane call of c (what = nullptr: it returned); hang analysis. */
 void comm_note_host_call(Comm* c, const char* what);
+/* Drops CANN's tuner plugin state of a communicator (tuner.cc; HcclCommDestroy). */
+void tuner_forget(Comm* c);
 /* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
 void comm_note_connect(Comm* c, uint64_t peers);
 

@@ -18,6 +18,9 @@ struct HcclHooks {
     void (*comm_removed)(Comm* c);
     /* Cross-rank report of everything communicator c waits for, under headline (launch timeouts). */
     std::string (*comm_report)(Comm* c, const char* headline);
+    /* An instant on communicator c's host track of the trace (HCOMM_KIT_TRACE): name is static,
+     * args the body of a JSON object (the algorithm selection, hccl/tuner.cc). */
+    void (*trace_note)(Comm* c, const char* name, const std::string& args);
 };
 extern HcclHooks hccl_hooks;
 
