@@ -73,7 +73,7 @@ def _env(ranks: int, **extra: str) -> dict[str, str]:
     return hccl_capi.env(ranks, extra.pop("soc", "Ascend910B"), **extra)
 
 
-@pytest.mark.parametrize("ranks", [2, 3, 4])
+@pytest.mark.parametrize("ranks", [2, pytest.param(3, marks=pytest.mark.slow), NP4])
 def test_c_host_threads(host: Path, ranks: int) -> None:
     r = subprocess.run([str(host), "threads"], env=_env(ranks), capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr[-6000:]
@@ -112,7 +112,7 @@ def test_c_host_product_gate(tmp_path: Path) -> None:
 
 # ---- the Python invoker, under mpirun ------------------------------------------------------------
 
-@pytest.mark.mpi(np=[2, 3, NP4], timeout=300)
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow), NP4], timeout=300)
 def test_invoker_matches_load_op(comm) -> None:
     import hcomm_kit.aclnn as aclnn
     from hcomm_kit.core.device import DeviceBuffer

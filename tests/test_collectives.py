@@ -30,7 +30,7 @@ SMALL_BUF = {"HCCL_BUFFSIZE": "1"}
 NP8 = pytest.param(8, marks=pytest.mark.slow)  # the 8-rank matrices: full suite only
 NP4 = pytest.param(4, marks=pytest.mark.slow)  # big matrices: 2 and 3 ranks in the quick run, 1 and 4 in the
 NP1 = pytest.param(1, marks=pytest.mark.slow)  # full one too (test_api_forms covers 1 rank in the quick run)
-NP3 = pytest.param(3, marks=pytest.mark.slow)  # the sliced (past the HCCL buffer) matrices: 2 ranks in the quick run
+NP3 = pytest.param(3, marks=pytest.mark.slow)  # 3 ranks: the full run (the quick one runs 2 and 4)
 
 
 def data(rank: int, count: int, dtype: str, rop: str = "sum", seed: int = 0) -> np.ndarray:
@@ -104,7 +104,7 @@ def _reductions_per_table(comm) -> None:
                     call()
 
 
-@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env=A950, timeout=600)
+@pytest.mark.mpi(np=[NP1, 2, NP3, NP4, NP8], env=A950, timeout=600)
 def test_reductions_every_dtype_and_op(comm) -> None:
     _reductions_per_table(comm)
 
@@ -120,7 +120,7 @@ def test_reductions_per_table_a3(comm) -> None:
     _reductions_per_table(comm)
 
 
-@pytest.mark.mpi(np=[NP1, 2, 3, NP4, NP8], env=A950, timeout=600)
+@pytest.mark.mpi(np=[NP1, 2, NP3, NP4, NP8], env=A950, timeout=600)
 def test_data_movement_every_dtype(comm) -> None:
     n, r = comm.size, comm.rank
     for dtype in ALL_DTYPES:
@@ -219,7 +219,7 @@ def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
                                       reference.scatter(blocks, n - 1)[r])
 
 
-@pytest.mark.mpi(np=[2, 3, 4, NP8], env=A950)
+@pytest.mark.mpi(np=[2, NP3, 4, NP8], env=A950)
 def test_against_mpi4py(comm) -> None:
     from mpi4py import MPI
 
@@ -250,7 +250,7 @@ def test_against_mpi4py(comm) -> None:
             np.testing.assert_array_equal(comm.broadcast(x, n - 1), ref)
 
 
-@pytest.mark.mpi(np=[2, 3, 4], env=A950)
+@pytest.mark.mpi(np=[2, NP3, 4], env=A950)
 def test_bit_identical_across_ranks_and_runs(comm) -> None:
     mc = comm.mpi_comm
     rng = np.random.default_rng(comm.rank)
@@ -268,7 +268,7 @@ def test_bit_identical_across_ranks_and_runs(comm) -> None:
                                            atol=5e-2 if dtype == np.float16 else 1e-5)
 
 
-@pytest.mark.mpi(np=[2, 3, 4])
+@pytest.mark.mpi(np=[2, NP3, 4])
 def test_back_to_back_mixed_collectives(comm) -> None:
     """Built-ins share channels, notify slots and the HCCL buffer: interleave them with random sizes."""
     n, r = comm.size, comm.rank
@@ -303,7 +303,7 @@ def test_back_to_back_mixed_collectives(comm) -> None:
 
 
 # ---- API: out=, in place, device buffers, async, avg, alltoallv, send/recv ---------------------
-@pytest.mark.mpi(np=[1, 2, 3, 4])
+@pytest.mark.mpi(np=[1, 2, NP3, 4])
 def test_api_forms(comm) -> None:
     n, r = comm.size, comm.rank
     ins = all_data(n, 11, "int32")
@@ -343,7 +343,7 @@ def test_api_forms(comm) -> None:
         assert comm.barrier() is None                           # back to back must not hang
 
 
-@pytest.mark.mpi(np=[1, 2, 3, 4])
+@pytest.mark.mpi(np=[1, 2, NP3, 4])
 def test_stream_ordered_calls(comm) -> None:
     """async_op="stream": calls queue back to back on the stream (as the HCCL C API), one sync at the end.
     As with the C API, the inputs must stay alive until then (kept in ``keep``)."""
@@ -397,7 +397,7 @@ def test_stream_ordered_calls(comm) -> None:
     np.testing.assert_array_equal(comm.all_reduce(x), np.full(3, n, np.float32))  # still usable
 
 
-@pytest.mark.mpi(np=[2, 3, 4])
+@pytest.mark.mpi(np=[2, NP3, 4])
 def test_alltoallv_and_send_recv(comm) -> None:
     n, r = comm.size, comm.rank
     rng = np.random.default_rng(99)
@@ -426,7 +426,7 @@ def test_alltoallv_and_send_recv(comm) -> None:
         np.testing.assert_array_equal(buf, data(src, count, "int16"))
 
 
-@pytest.mark.mpi(np=[3, 4])
+@pytest.mark.mpi(np=[NP3, 4])
 def test_sub_comm_members_only(comm) -> None:
     """HcclCreateSubCommConfig through comm.sub_comm: only the members call it (the others go on
     with other work), ranks in the given order; bad rank lists get HCCL_E_PARA naming the value."""
@@ -490,7 +490,7 @@ def test_errors_and_product_gate(comm) -> None:
     np.testing.assert_array_equal(comm.all_reduce(np.ones(3, np.float32)), np.full(3, 2.0, np.float32))
 
 
-@pytest.mark.mpi(np=[2, 3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"})
+@pytest.mark.mpi(np=[2, NP3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"})
 def test_hccl_algo_override(comm) -> None:
     from hcomm_kit.ops.collectives import _algo_id
 

@@ -19,6 +19,8 @@ import pytest
 from test_emu_comm import _shm_entries
 from test_orchestrator import scaffold
 
+NP3_SLOW = pytest.param(3, marks=pytest.mark.slow)  # 2 (and 4) ranks in the quick run, 3 in the full one
+
 # ---- collective mismatch (every rank fails, before data moves, naming each rank's call) -----------
 
 
@@ -34,7 +36,7 @@ def _expect_mismatch(c, fn, *needles: str) -> None:
         assert n in text, text
 
 
-@pytest.mark.mpi(np=[2, 3, 4], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW, 4], timeout=120)
 def test_mismatched_count(comm) -> None:
     c = comm.split(0)
     x = np.ones(100 if c.rank == 1 else 200, np.float32)
@@ -52,7 +54,7 @@ def test_mismatched_count(comm) -> None:
     c.close()
 
 
-@pytest.mark.mpi(np=[2, 3], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
 def test_mismatched_dtype_and_reduce_op(comm) -> None:
     c = comm.split(0)
     x = np.ones(64, np.int32 if c.rank == 0 else np.float32)
@@ -64,7 +66,7 @@ def test_mismatched_dtype_and_reduce_op(comm) -> None:
     c.close()
 
 
-@pytest.mark.mpi(np=[2, 3], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
 def test_mismatched_collectives_and_roots(comm) -> None:
     c = comm.split(0)
     x = np.arange(12, dtype=np.float32)
@@ -85,7 +87,7 @@ def test_mismatched_send_recv(comm) -> None:
     c.close()
 
 
-@pytest.mark.mpi(np=[2, 3], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
 def test_matching_calls_pass_and_close_is_checked(comm) -> None:
     c = comm.split(0)
     for n in (1, 7, 1000):
@@ -108,7 +110,7 @@ def _skipping_program(c, skip: int):
     return c.all_reduce(np.full(1000, 2, np.float32))
 
 
-@pytest.mark.mpi(np=[2, 3, 4], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW, 4], timeout=120)
 def test_skipped_call_fails_on_every_rank_naming_both_call_sites(comm) -> None:
     from hcomm_kit.base.errors import CollectiveMismatchError
 
@@ -139,7 +141,7 @@ def test_skipped_call_fails_on_every_rank_naming_both_call_sites(comm) -> None:
     c.close()
 
 
-@pytest.mark.mpi(np=[2, 3], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
 def test_same_call_from_different_lines_on_purpose_stays_quiet(comm) -> None:
     """Ranks that make one collective from different lines say so (same_call, with or without a
     label) or turn sites off (HCOMM_KIT_CALL_CHECK=loose, read when a communicator is made); the
@@ -201,7 +203,7 @@ def test_call_site_is_the_first_frame_outside_hcomm_kit() -> None:
                 pass
 
 
-@pytest.mark.mpi(np=[2, 3], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
 def test_unordered_send_recv_ring_fails_fast_naming_the_cycle(comm) -> None:
     """Every rank sends to the next before receiving from the previous: a send waits for its
     receiver, so nothing can move. At 3 ranks the hosts block in HcclChannelAcquire (each waits for
@@ -248,7 +250,7 @@ def _buggy_op(kind: str) -> Path:
     return scaffold("p2p", name=f"dg_{kind}", exec_op=body)
 
 
-@pytest.mark.mpi(np=[2, 3], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
 def test_planted_bugs_through_python(comm) -> None:
     from hcomm_kit.base.errors import CheckError, DeadlockError, RemoteError
 
@@ -297,7 +299,7 @@ def _shifted_op(pattern: str) -> Path:
     return scaffold(pattern, name=name, exec_op=body)
 
 
-@pytest.mark.mpi(np=[2, 3, 4], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW, pytest.param(4, marks=pytest.mark.slow)], timeout=120)
 def test_partly_stale_read_through_python(comm) -> None:
     """Issue 18: a scaffolded operator reading one element off (most of the read fresh, 4 bytes
     not written in this call) fails its first call with the finding, never returns the shifted data."""

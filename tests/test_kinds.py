@@ -216,7 +216,12 @@ def test_run_checks_every_kind_and_fails_each_planted_bug(ops, tmp_path: Path) -
     assert [r["ok"] for r in rows["bug"]] == [False] * 4, rows["bug"]
 
 
-@pytest.mark.parametrize("pattern", list(BUGS))
+def _quick_first(patterns: list[str]) -> list:
+    """The first pattern in the quick run, the others in the full run (each costs seconds of mpirun jobs)."""
+    return [patterns[0], *(pytest.param(p, marks=pytest.mark.slow) for p in patterns[1:])]
+
+
+@pytest.mark.parametrize("pattern", _quick_first(list(BUGS)))
 def test_test_and_bench_fail_the_planted_bug(ops, pattern: str) -> None:
     bug = str(ops["bug"][pattern])
     r = _hk("test", bug, "--np", "3", "--", "-k", "int32 and 1031")
@@ -237,7 +242,7 @@ def test_bench_passes_a_correct_reduce_and_compares_it_with_the_builtin_and_mpi(
     assert "checked against the numpy reference hcomm_kit.ops.reference:reduce_root on the root" in r.stdout
 
 
-@pytest.mark.parametrize("pattern", list(BUGS))
+@pytest.mark.parametrize("pattern", _quick_first(list(BUGS)))
 def test_generated_tests_pass_with_every_root(ops, pattern: str) -> None:
     r = _hk("test", str(ops["good"][pattern]), "--np", "3", "--", "-k", "int32 or fp16")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+NP3_SLOW = pytest.param(3, marks=pytest.mark.slow)  # 2 and 4 ranks in the quick run
 PATTERNS = ("empty", "p2p", "ring-allreduce", "mesh-allgather")
 HANDSHAKES = ("thread-notify", "acl-notify")
 OPS_DIR_ENV = "HCOMM_KIT_TEST_OPS_DIR"  # set by tests/conftest.py: where scaffold() puts the operators
@@ -236,7 +237,7 @@ def test_patterns(comm, pattern: str, handshake: str) -> None:
         np.testing.assert_array_equal(out, expected(pattern, comm.rank, comm.size, count, dtype))
 
 
-@pytest.mark.mpi(np=[2, 3])
+@pytest.mark.mpi(np=[2, NP3_SLOW])
 def test_reduce_ops_async_and_device_buffers(comm) -> None:
     op = comm.load_op(scaffold("ring-allreduce"))
     x = make_input(comm.rank, 61, "int32")
@@ -257,7 +258,7 @@ def test_reduce_ops_async_and_device_buffers(comm) -> None:
     assert w2.is_completed()
 
 
-@pytest.mark.mpi(np=[2, 3], env={"HCCL_BUFFSIZE": "1"})
+@pytest.mark.mpi(np=[2, NP3_SLOW], env={"HCCL_BUFFSIZE": "1"})
 @pytest.mark.parametrize("pattern", ["ring-allreduce", "mesh-allgather"])
 def test_larger_than_hccl_buffer(comm, pattern: str) -> None:
     """HCCL_BUFFSIZE=1 (MB) for the job: the kernels slice through the buffer; a prime count."""
