@@ -269,7 +269,6 @@ __attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const Op
     const uint64_t limitS = param.notifyTimeout != 0 ? param.notifyTimeout : 1836;
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    struct timespec probed = start;
     for (uint32_t spin = 0; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != token; ++spin) {
         if (spin < 64) {
             continue;
@@ -281,18 +280,6 @@ __attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const Op
             OP_LOG_ERROR("the thread's tasks did not finish within %llu s (staged reduction), tag %s",
                          static_cast<unsigned long long>(limitS), param.tag);
             return HCCL_E_TIMEOUT;
-        }
-        // Every 50 ms: an empty batch tells whether the operation failed (a peer died, a task
-        // failed), in which case the token never lands and waiting on would last the whole timeout.
-        if ((now.tv_sec - probed.tv_sec) * 1000000000L + (now.tv_nsec - probed.tv_nsec) > 50000000L) {
-            probed = now;
-            const HcclResult ended = static_cast<HcclResult>(HcommBatchModeEnd(param.tag));
-            OP_CHECK(param.tag, HcommBatchModeStart(param.tag));
-            if (ended != HCCL_SUCCESS) {
-                OP_LOG_ERROR("the operation failed while its reduction was staged (%d), tag %s",
-                             static_cast<int>(ended), param.tag);
-                return ended;
-            }
         }
     }
     return HCCL_SUCCESS;

@@ -29,9 +29,6 @@ struct AclHooks {
     /* hccl/: a kernel working on communicator c failed with msg: abort c on every rank ("rank R:
      * msg"); true when this was the communicator's first abort. */
     bool (*kernel_failed)(Comm* c, const std::string& msg, AbortKind kind);
-    /* hccl/: the aclError of communicator c's abort as this rank sees it, 0 when c is not aborted
-     * (a kernel that fails because its communicator was aborted reports the abort, not itself). */
-    int (*comm_abort_code)(Comm* c);
     /* hccl/: the watchdog abandoned a kernel working on c (what: why): abort c with a report. */
     void (*kernel_overran)(Comm* c, const std::string& what);
     /* diag/: the host wrote n bytes at dst (aclrtMemcpy, aclrtMemset, ...; race checker). */

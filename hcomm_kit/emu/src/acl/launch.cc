@@ -167,16 +167,6 @@ int KernelTask::run(Stream* s, std::string* msg) {
     }
     if (acl_hooks.kernel_submitted) acl_hooks.kernel_submitted(s, helper_follows);
     if (!crashed && ret == 0 && left.empty()) return 0;
-    /* A kernel that gave up because its communicator was aborted (a peer died, another rank's part
-     * failed): the abort is the cause, reported as such (a remote error naming the rank). */
-    if (!crashed && ret != 0 && acl_hooks.comm_abort_code)
-        for (Comm* c : used)
-            if (int code = acl_hooks.comm_abort_code(c)) {
-                *msg = strprintf("AICPU kernel %s returned %u: its communicator was aborted", kname, ret);
-                if (!first_err.empty()) *msg += "; first error in the kernel: " + first_err;
-                rank_log("kernel stopped: %s", msg->c_str());
-                return code;
-            }
     if (crashed) {
         *msg = strprintf("AICPU kernel %s crashed with %s at %s (fault address %p)", kname, strsignal(crashed),
                          code_location(fault_pc).c_str(), fault_addr);

@@ -328,16 +328,8 @@ void kernel_overran(Comm* c, const std::string& what) {
     comm_abort(c, rep, AbortKind::KernelTimeout);
 }
 
-/* AclHooks::comm_abort_code. */
-int aborted_code(Comm* c) {
-    AbortKind k;
-    int r;
-    return comm_abort_info(c, &k, &r) ? comm_abort_code(c) : 0;
-}
-
 struct Registrar {
     Registrar() {
-        acl_hooks.comm_abort_code = aborted_code;
         acl_hooks.kernel_failed = kernel_failed;
         acl_hooks.kernel_overran = kernel_overran;
     }

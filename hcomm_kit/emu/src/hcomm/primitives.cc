@@ -717,17 +717,6 @@ EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
         for (HTask& h : p.second) h.bsize = (uint32_t)p.second.size();
         hthread_submit(p.first, std::move(p.second));
     }
-    /* A kernel whose communicator was aborted (a peer died, a task of the operation failed) learns it
-     * here: its tasks will not run, so a kernel waiting for them (e.g. the built-ins' staged
-     * reductions polling a flag) stops instead of waiting out its timeout. */
-    KernelCtx& k = kctx();
-    if (k.active) {
-        std::string why;
-        for (Comm* c : k.acquired)
-            if (comm_aborted(c, &why))
-                return seterr(HCCL_E_REMOTE, __func__, "rank %d: communicator %s was aborted: %s", comm_rank(c),
-                              comm_name(c), why.c_str());
-    }
     return HCCL_SUCCESS;
 }
 
