@@ -147,7 +147,6 @@ def test_same_call_from_different_lines_on_purpose_stays_quiet(comm) -> None:
     label) or turn sites off (HCOMM_KIT_CALL_CHECK=loose, read when a communicator is made); the
     results are the reductions numpy computes. Arguments are still compared inside same_call."""
     import hcomm_kit
-    from hcomm_kit.base.errors import CollectiveMismatchError
 
     c = comm.split(0)
     xs = [np.arange(16, dtype=np.float32) * (r + 1) for r in range(c.size)]

@@ -25,15 +25,14 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..base import dtypes as _dtypes
-from ..base.errors import AclError, ConfigError, HcommKitError
+from ..base.errors import AclError, ConfigError
 from ..base.validate import check_out_array
-from ..build.aclnnbuild import AclnnBuild, aclnn_name, build_aclnn
+from ..build.aclnnbuild import AclnnBuild, build_aclnn
 from ..build.opspec import PARAM_TYPES, OpSpec
 from ..core.device import DeviceBuffer, Event, Stream, as_host_array, host_ptr
 from ..runtime import codes

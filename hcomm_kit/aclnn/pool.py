@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from ..base.errors import HcommKitError
 from ..core.device import Stream, _malloc
 
 __all__ = ["ALIGN", "MIN_BLOCK", "Block", "WorkspacePool", "StreamPool", "workspace_pool", "stream_pool", "close_pools"]

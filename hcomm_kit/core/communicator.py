@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import envs
 from ..base.errors import BackendError, ConfigError, HcommKitError
@@ -20,6 +20,9 @@ from ..runtime import enums, structs
 from .bootstrap import Bootstrap, detect
 from .device import DeviceBuffer, Device, Stream
 from ..base.validate import as_color
+
+if TYPE_CHECKING:
+    from .topology import Topology
 
 __all__ = ["Communicator", "init"]
 

@@ -21,7 +21,6 @@ import ctypes
 import threading
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..base import dtypes as _dtypes
