@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_emu_comm import _unlocked
 
 
 pytestmark = pytest.mark.slow  # the quick run has one torch smoke test (test_torch_pg.py)
@@ -188,9 +189,11 @@ def _shm_of(pids: set[int]) -> list[str]:
 
 
 def _jobs() -> set[str]:
-    """The emulator's job segments in /dev/shm (one per communicator, shared by its ranks)."""
-    return {e.name for e in SHM.iterdir() if e.name.startswith("hcomm_kit.") and ".job." in e.name} \
-        if SHM.is_dir() else set()
+    """The emulator's job segments in /dev/shm (one per communicator, shared by its ranks) that no
+    living process holds: a live one belongs to a job still running (another test session or
+    pytest-xdist worker), a leaked one has no holder left."""
+    return {e.name for e in SHM.iterdir() if e.name.startswith("hcomm_kit.") and ".job." in e.name
+            and _unlocked(e.name)} if SHM.is_dir() else set()
 
 
 def _assert_no_shm_left(pids: set[int], jobs_before: set[str]) -> None:
