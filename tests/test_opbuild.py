@@ -56,8 +56,14 @@ def _op(tmp_path: Path, name: str = "op1", pattern: str = "p2p", handshake: str 
     return tmp_path / name
 
 
-@pytest.mark.parametrize("handshake", HANDSHAKES)
-@pytest.mark.parametrize("pattern", PATTERNS)
+def _pattern_handshakes() -> list:
+    """Every pattern with every handshake; the quick run builds each pattern once, the handshakes
+    taking turns (so both appear), the other half runs in the full run."""
+    return [pytest.param(p, h, marks=[] if (i + j) % 2 == 0 else [pytest.mark.slow])
+            for i, p in enumerate(PATTERNS) for j, h in enumerate(HANDSHAKES)]
+
+
+@pytest.mark.parametrize(("pattern", "handshake"), _pattern_handshakes())
 def test_every_pattern_builds_for_emu(tmp_path: Path, emu_lib: Path, pattern: str, handshake: str) -> None:
     opdir = _op(tmp_path, f"b_{pattern.replace('-', '_')}_{handshake[:3]}", pattern, handshake)
     res = opbuild.build_op(opdir)
