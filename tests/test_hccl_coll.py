@@ -98,3 +98,33 @@ def test_collectives_under_sanitizers(tmp_path: Path, mode: str) -> None:
     assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{text[-20000:]}"
     assert proc.returncode == 0, text[-20000:]
     hccl_capi.check_outputs(out, 3, "Ascend910B")
+
+
+@pytest.mark.parametrize("case", ["mismatch", "mismatch0"])
+def test_mismatched_c_calls_fail_every_rank_naming_both(exe: Path, tmp_path: Path, case: str) -> None:
+    """A C program whose rank 1 passes another count (16, or 0: CANN returns at once for 0) to the
+    same HcclAllReduce fails that call on every rank, naming both calls, instead of reducing
+    mismatched buffers or waiting out the timeout; nothing leaks."""
+    before = _shm_entries()
+    env = {**hccl_capi.env(3, "Ascend910B"), "HCCL_EXEC_TIMEOUT": "60"}
+    proc = subprocess.Popen([str(exe), "threads", str(tmp_path), case], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    out = stdout + stderr[-4000:]
+    print(out)
+    assert proc.returncode == 0, out
+    lines = re.findall(r"^MISMATCH rank (\d+) call (-?\d+) sync (-?\d+) next (-?\d+) msg (.*)$", stdout, re.M)
+    assert sorted(int(r) for r, *_ in lines) == [0, 1, 2], out
+    other = "count=0" if case == "mismatch0" else "count=16"
+    named = 0
+    for rank, call, sync, nxt, msg in lines:
+        # every rank's call fails; rank 1's empty call ("mismatch0") may return before the others look
+        assert int(call) != 0 or int(sync) != 0 or (case == "mismatch0" and rank == "1"), out
+        assert int(nxt) != 0, out  # the communicator is aborted: every later call fails
+        named += "collective mismatch" in msg and "HcclAllReduce(count=8, dtype=fp32, op=sum)" in msg and other in msg
+    assert named >= 1, out  # the rank that found it names both calls (the others may name the abort)
+    assert _leaked(before, [proc.pid]) == []
+

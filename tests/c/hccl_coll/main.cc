@@ -20,6 +20,7 @@
  *                                               (OMPI_COMM_WORLD_RANK/SIZE; root info through
  *                                               <outdir>/root.bin)
  * cases: a comma-separated list of kinds to run (default: all). Prints "OK rank <r>" per rank.
+ * cases "mismatch" / "mismatch0": the collective-call check instead (see Mismatch()).
  */
 #include <unistd.h>
 
@@ -529,12 +530,51 @@ int Manifest(Rank& R, const std::vector<Case>& cs)
     return 0;
 }
 
+/* cases "mismatch" / "mismatch0": every rank makes one matching HcclAllReduce of 8 fp32, then a
+ * second one where rank 1 passes 16 elements ("mismatch") or 0 ("mismatch0") and the others 8. The
+ * collective-call check must fail that call on every rank, at the call or at the stream's
+ * synchronisation, naming both calls (a rank whose call moves nothing may return at once, before the
+ * others find the mismatch), and every later call fails. Prints "MISMATCH rank <r> call <rc> sync
+ * <rc> next <rc> msg <text>". */
+int Mismatch(Rank& R, bool zero)
+{
+    void* d = nullptr;
+    ACLCHECK(aclrtMalloc(&d, 64 * sizeof(float), ACL_MEM_MALLOC_HUGE_FIRST));
+    ACLCHECK(aclrtMemset(d, 64 * sizeof(float), 0, 64 * sizeof(float)));
+    ACLCHECK(HcclAllReduce(d, d, 8, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, R.comm, R.stream));
+    ACLCHECK(aclrtSynchronizeStream(R.stream));
+    uint64_t count = R.rank == 1 ? (zero ? 0 : 16) : 8;
+    int call = HcclAllReduce(d, d, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, R.comm, R.stream);
+    auto recent = [] {
+        const char* m = aclGetRecentErrMsg(); /* reading it clears it */
+        return std::string(m ? m : "");
+    };
+    std::string msg = recent();
+    int sync = aclrtSynchronizeStream(R.stream);
+    if (sync != 0 && call == 0) msg = recent();
+    for (char& ch : msg)
+        if (ch == '\n') ch = ' ';
+    /* the communicator is aborted now: the next call fails on every rank (also on a rank whose
+     * empty call returned at once before the others found the mismatch) */
+    int next = HcclAllReduce(d, d, 8, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, R.comm, R.stream);
+    if (next == 0) next = aclrtSynchronizeStream(R.stream);
+    recent();
+    printf("MISMATCH rank %u call %d sync %d next %d msg %s\n", R.rank, call, sync, next, msg.c_str());
+    /* the communicator is aborted: destroying it must still work */
+    ACLCHECK(HcclCommDestroy(R.comm));
+    ACLCHECK(aclrtDestroyStream(R.stream));
+    ACLCHECK(aclrtFree(d));
+    ACLCHECK(aclrtResetDevice(R.device));
+    return 0;
+}
+
 int RunRank(Rank& R, const HcclRootInfo* root, const std::string& only)
 {
     ACLCHECK(aclrtSetDevice(R.device));
     ACLCHECK(HcclCommInitRootInfo(R.n, root, R.rank, &R.comm));
     ACLCHECK(aclrtCreateStream(&R.stream));
     R.is950 = strcmp(aclrtGetSocName(), "Ascend950") == 0;
+    if (only == "mismatch" || only == "mismatch0") return Mismatch(R, only == "mismatch0");
     if (only.empty() || only.find("args") != std::string::npos) {
         if (Args(R)) return 1;
     }

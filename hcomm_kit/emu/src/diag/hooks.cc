@@ -37,6 +37,7 @@ struct Registrar {
         hccl_hooks.comm_removed = diag_comm_removed;
         hccl_hooks.comm_report = diag_comm_report;
         hccl_hooks.trace_note = trace_note;
+        hccl_hooks.call_check = call_check;
     }
 } g_registrar;
 

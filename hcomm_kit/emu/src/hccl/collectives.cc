@@ -22,6 +22,7 @@
  */
 #include "hccl/comm.h"
 #include "hccl/hccl_api_support.h"
+#include "hccl/hooks.h"
 #include "base/reduce.h"
 
 #pragma GCC visibility push(default)
@@ -361,6 +362,27 @@ int launch(Call& k, BuiltinId b, P& param, int op_type) {
     return HCCL_SUCCESS;
 }
 
+/* The collective-call check for C callers (diag/call_check.cc; hcomm-kit's Python collectives post
+ * their own descriptions): posts this rank's description of the call, e.g. "HcclAllReduce(count=8,
+ * dtype=fp32, op=sum)". When another rank's call of the same number differs, the communicator is
+ * aborted and the call fails naming every rank's call, instead of exchanging mismatched buffers or
+ * waiting for a call that never comes. Posted after the local argument checks and before any
+ * early return for an empty call, so that a rank with nothing to move still takes its turn. */
+int posted(Call& k, const std::string& desc) {
+    if (!hccl_hooks.call_check || k.c->nranks < 2) return HCCL_SUCCESS;
+    std::string bad = hccl_hooks.call_check(k.c, -1, desc.c_str(), desc.c_str());
+    return bad.empty() ? HCCL_SUCCESS : seterr_str(HCCL_E_PARA, k.api, bad);
+}
+
+/* A call with count 0 succeeds at once (CANN), but on a live communicator it still takes its turn in
+ * the call check: a rank passing 0 where the others pass 8 is a mismatch, not a silent no-op. */
+int empty_call(Call& k, HcclComm comm, const std::string& desc) {
+    Comm* c = comm ? comm_from_handle(comm) : nullptr;
+    if (!c) return HCCL_SUCCESS;
+    k.c = c;
+    return posted(k, desc);
+}
+
 /* ------------------------------------------------------------------ argument checks (CANN's) */
 
 /* CheckDataType(dataType, needReduce = false): CANN refuses INT128 and unknown values with
@@ -581,11 +603,14 @@ using namespace emu::coll;
 EMU_API HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType dataType, HcclReduceOp op,
                                  HcclComm comm, aclrtStream stream) {
     Call k(__func__);
-    if (count == 0) return HCCL_SUCCESS;
+    std::string desc = strprintf("HcclAllReduce(count=%llu, dtype=%s, op=%s)", (unsigned long long)count,
+                                 dtype_name((int)dataType), redop_name((int)op));
+    if (count == 0) return (HcclResult)empty_call(k, comm, desc);
     TRY(begin(k, comm, stream));
     NEED(sendBuf);
     NEED(recvBuf);
     TRY(check_reduce((int)dataType, (int)op, k.api));
+    TRY(posted(k, desc));
     return simple<op_allreduce::OpParam>(k, B_ALLREDUCE, HCCL_CMD_ALLREDUCE, sendBuf, recvBuf, count, (int)dataType,
                                          (int)op, 0);
 }
@@ -593,22 +618,28 @@ EMU_API HcclResult HcclAllReduce(void* sendBuf, void* recvBuf, uint64_t count, H
 EMU_API HcclResult HcclBroadcast(void* buf, uint64_t count, HcclDataType dataType, uint32_t root, HcclComm comm,
                                  aclrtStream stream) {
     Call k(__func__);
-    if (count == 0) return HCCL_SUCCESS;
+    std::string desc = strprintf("HcclBroadcast(count=%llu, dtype=%s, root=%u)", (unsigned long long)count,
+                                 dtype_name((int)dataType), root);
+    if (count == 0) return (HcclResult)empty_call(k, comm, desc);
     TRY(begin(k, comm, stream));
     NEED(buf);
     TRY(check_dtype((int)dataType, "dataType", k.api));
     TRY(check_root(k, root));
+    TRY(posted(k, desc));
     return simple<op_broadcast::OpParam>(k, B_BROADCAST, HCCL_CMD_BROADCAST, buf, buf, count, (int)dataType, 0, root);
 }
 
 EMU_API HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t sendCount, HcclDataType dataType,
                                  HcclComm comm, aclrtStream stream) {
     Call k(__func__);
-    if (sendCount == 0) return HCCL_SUCCESS;
+    std::string desc = strprintf("HcclAllGather(sendCount=%llu, dtype=%s)", (unsigned long long)sendCount,
+                                 dtype_name((int)dataType));
+    if (sendCount == 0) return (HcclResult)empty_call(k, comm, desc);
     TRY(begin(k, comm, stream));
     NEED(sendBuf);
     NEED(recvBuf);
     TRY(check_dtype((int)dataType, "dataType", k.api));
+    TRY(posted(k, desc));
     return simple<op_allgather::OpParam>(k, B_ALLGATHER, HCCL_CMD_ALLGATHER, sendBuf, recvBuf, sendCount,
                                          (int)dataType, 0, 0);
 }
@@ -616,11 +647,14 @@ EMU_API HcclResult HcclAllGather(void* sendBuf, void* recvBuf, uint64_t sendCoun
 EMU_API HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64_t recvCount, HcclDataType dataType,
                                      HcclReduceOp op, HcclComm comm, aclrtStream stream) {
     Call k(__func__);
-    if (recvCount == 0) return HCCL_SUCCESS;
+    std::string desc = strprintf("HcclReduceScatter(recvCount=%llu, dtype=%s, op=%s)", (unsigned long long)recvCount,
+                                 dtype_name((int)dataType), redop_name((int)op));
+    if (recvCount == 0) return (HcclResult)empty_call(k, comm, desc);
     TRY(begin(k, comm, stream));
     NEED(sendBuf);
     NEED(recvBuf);
     TRY(check_reduce((int)dataType, (int)op, k.api));
+    TRY(posted(k, desc));
     return simple<op_reduce_scatter::OpParam>(k, B_REDUCE_SCATTER, HCCL_CMD_REDUCE_SCATTER, sendBuf, recvBuf,
                                               recvCount, (int)dataType, (int)op, 0);
 }
@@ -628,12 +662,15 @@ EMU_API HcclResult HcclReduceScatter(void* sendBuf, void* recvBuf, uint64_t recv
 EMU_API HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t count, HcclDataType dataType, HcclReduceOp op,
                               uint32_t root, HcclComm comm, aclrtStream stream) {
     Call k(__func__);
-    if (count == 0) return HCCL_SUCCESS;
+    std::string desc = strprintf("HcclReduce(count=%llu, dtype=%s, op=%s, root=%u)", (unsigned long long)count,
+                                 dtype_name((int)dataType), redop_name((int)op), root);
+    if (count == 0) return (HcclResult)empty_call(k, comm, desc);
     TRY(begin(k, comm, stream));
     NEED(sendBuf);
     NEED(recvBuf); /* CANN requires it on every rank; on non-roots the operator uses it as scratch */
     TRY(check_reduce((int)dataType, (int)op, k.api));
     TRY(check_root(k, root));
+    TRY(posted(k, desc));
     return simple<op_reduce::OpParam>(k, B_REDUCE, HCCL_CMD_REDUCE, sendBuf, recvBuf, count, (int)dataType, (int)op,
                                       root);
 }
@@ -641,12 +678,15 @@ EMU_API HcclResult HcclReduce(void* sendBuf, void* recvBuf, uint64_t count, Hccl
 EMU_API HcclResult HcclScatter(void* sendBuf, void* recvBuf, uint64_t recvCount, HcclDataType dataType, uint32_t root,
                                HcclComm comm, aclrtStream stream) {
     Call k(__func__);
-    if (recvCount == 0) return HCCL_SUCCESS;
+    std::string desc = strprintf("HcclScatter(recvCount=%llu, dtype=%s, root=%u)", (unsigned long long)recvCount,
+                                 dtype_name((int)dataType), root);
+    if (recvCount == 0) return (HcclResult)empty_call(k, comm, desc);
     TRY(begin(k, comm, stream));
     TRY(check_root(k, root));
     if (k.c->rank == root) NEED(sendBuf); /* only the root sends */
     NEED(recvBuf);
     TRY(check_dtype((int)dataType, "dataType", k.api));
+    TRY(posted(k, desc));
     return simple<op_scatter::OpParam>(k, B_SCATTER, HCCL_CMD_SCATTER, sendBuf, recvBuf, recvCount, (int)dataType, 0,
                                        root);
 }
@@ -654,7 +694,9 @@ EMU_API HcclResult HcclScatter(void* sendBuf, void* recvBuf, uint64_t recvCount,
 EMU_API HcclResult HcclAlltoAll(const void* sendBuf, uint64_t sendCount, HcclDataType sendType, const void* recvBuf,
                                 uint64_t recvCount, HcclDataType recvType, HcclComm comm, aclrtStream stream) {
     Call k(__func__);
-    if (sendCount == 0 && recvCount == 0) return HCCL_SUCCESS;
+    std::string desc = strprintf("HcclAlltoAll(count=%llu, dtype=%s)", (unsigned long long)sendCount,
+                                 dtype_name((int)sendType));
+    if (sendCount == 0 && recvCount == 0) return (HcclResult)empty_call(k, comm, desc);
     TRY(begin(k, comm, stream));
     NEED(sendBuf);
     NEED(recvBuf);
@@ -664,6 +706,7 @@ EMU_API HcclResult HcclAlltoAll(const void* sendBuf, uint64_t sendCount, HcclDat
                                   "amount to and from every rank)", (unsigned long long)sendCount,
                                   (unsigned long long)recvCount);
     if (sendBuf == recvBuf) return (HcclResult)seterr(HCCL_E_PARA, k.api, "recvBuf must not be sendBuf");
+    TRY(posted(k, desc));
     return simple<op_alltoall::OpParam>(k, B_ALLTOALL, HCCL_CMD_ALLTOALL, const_cast<void*>(sendBuf),
                                         const_cast<void*>(recvBuf), sendCount, (int)sendType, 0, 0);
 }
@@ -690,6 +733,8 @@ EMU_API HcclResult HcclAlltoAllV(const void* sendBuf, const void* sendCounts, co
     if (recvs && !recvBuf) NEED(recvBuf);
     TRY(check_table(k, sc, static_cast<const uint64_t*>(sdispls), n, unit, "sendCounts/sdispls"));
     TRY(check_table(k, rc, static_cast<const uint64_t*>(rdispls), n, unit, "recvCounts/rdispls"));
+    /* the counts differ per rank by design: the element type is what every rank must agree on */
+    TRY(posted(k, strprintf("HcclAlltoAllV(dtype=%s)", dtype_name((int)sendType))));
     if (sends == 0 && recvs == 0) return HCCL_SUCCESS;
     return alltoallv(k, HCCL_CMD_ALLTOALLV, sendBuf, sc, static_cast<const uint64_t*>(sdispls),
                      const_cast<void*>(recvBuf), rc, static_cast<const uint64_t*>(rdispls), (int)sendType);
@@ -717,6 +762,7 @@ EMU_API HcclResult HcclAlltoAllVC(const void* sendBuf, const void* sendCountMatr
     }
     if (so && !sendBuf) NEED(sendBuf);
     if (ro && !recvBuf) NEED(recvBuf);
+    TRY(posted(k, strprintf("HcclAlltoAllVC(dtype=%s)", dtype_name((int)sendType))));
     if (so == 0 && ro == 0) return HCCL_SUCCESS;
     return alltoallv(k, HCCL_CMD_ALLTOALLVC, sendBuf, sc, sd, const_cast<void*>(recvBuf), rc, rd, (int)sendType);
 }
@@ -739,6 +785,9 @@ EMU_API HcclResult HcclAllGatherV(void* sendBuf, uint64_t sendCount, void* recvB
     if (sendCount && !sendBuf) NEED(sendBuf);
     if (recvs && !recvBuf) NEED(recvBuf);
     TRY(check_table(k, rc, rd, n, dtype_size((int)dataType), "recvCounts/recvDispls"));
+    /* recvCounts is the same table on every rank: its total is compared too */
+    TRY(posted(k, strprintf("HcclAllGatherV(dtype=%s, total=%llu)", dtype_name((int)dataType),
+                            (unsigned long long)recvs)));
     if (recvs == 0) return HCCL_SUCCESS;
     /* Every rank sends its whole input to every rank (an alltoallv with the same source block). */
     uint64_t sc[kV], sd[kV];
@@ -771,6 +820,9 @@ EMU_API HcclResult HcclReduceScatterV(void* sendBuf, const void* sendCounts, con
     }
     if (total && !sendBuf) NEED(sendBuf);
     if (recvCount && !recvBuf) NEED(recvBuf);
+    /* sendCounts is the same table on every rank: its total is compared too */
+    TRY(posted(k, strprintf("HcclReduceScatterV(dtype=%s, op=%s, total=%llu)", dtype_name((int)dataType),
+                            redop_name((int)op), (unsigned long long)total)));
     if (maxc == 0) return HCCL_SUCCESS;
     if (maxc > UINT64_MAX / unit / (n + 1))
         return (HcclResult)seterr(HCCL_E_PARA, k.api, "sendCounts are too large (%llu elements)", (unsigned long long)maxc);

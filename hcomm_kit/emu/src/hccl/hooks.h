@@ -21,6 +21,9 @@ struct HcclHooks {
     /* An instant on communicator c's host track of the trace (HCOMM_KIT_TRACE): name is static,
      * args the body of a JSON object (the algorithm selection, hccl/tuner.cc). */
     void (*trace_note)(Comm* c, const char* name, const std::string& args);
+    /* The collective-call check (diag/call_check.cc): posts this rank's description of its next
+     * collective call (peer < 0); "" or the mismatch found (the communicator is then aborted). */
+    std::string (*call_check)(Comm* c, int peer, const char* mine, const char* expect);
 };
 extern HcclHooks hccl_hooks;
 
