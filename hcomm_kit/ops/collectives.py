@@ -97,6 +97,10 @@ def parse_hccl_algo(value: str | None, collective: str) -> str | None:
 
     if parse_algo_rules(value) is not None:
         return None
+    if "{" in value or "not(" in value.replace(" ", "").lower():
+        raise ConfigError(f"HCCL_ALGO={value!r} is not CANN's executor grammar: '[op:]executor{{level0=template,"
+                          f"level1=template}}', '[op:]template' or 'not(...)', segments separated by ';' "
+                          f"(executors sole, sequence, ...; templates mesh, meshoneshot, nhr, ...)", key="HCCL_ALGO")
     text = value.strip()
     chosen: str | None = None
     for part in text.split("/"):
