@@ -382,7 +382,21 @@ _COUNTS = [0, 1, 3, 37, 300001]
 @pytest.mark.slow  # the quick run has test_python_view_and_two_level_through_the_launcher
 @pytest.mark.mpi(np=4, topology="A2:2x2", env={"HCCL_BUFFSIZE": "1"}, timeout=600)
 def test_two_level_a2_two_servers_of_two(comm) -> None:
+    """Also the degenerate layouts, forced: one server of two ranks (level 0 only) and two
+    servers of one rank (level 1 only); the selector offers neither."""
     _two_level_check(comm, _COUNTS, 300001)
+    for ranks, servers, sub_id in (([0, 1], ((0, 1),), 21), ([1, 3], ((0,), (1,)), 22)):
+        if comm.rank not in ranks:
+            continue
+        sub = comm.sub_comm(ranks, sub_id)
+        assert sub.topology.servers == servers
+        for count in (1, 300001):
+            ins = [np.arange(count, dtype=np.int64) % 11 - q for q in range(2)]
+            np.testing.assert_array_equal(sub.all_reduce(ins[sub.rank], "min", algorithm="hierarchical"),
+                                          reference.reduce(ins, "min", "int64"))
+            np.testing.assert_array_equal(sub.all_gather(ins[sub.rank], algorithm="hierarchical"),
+                                          np.concatenate(ins))
+        sub.close()
 
 
 @pytest.mark.slow
