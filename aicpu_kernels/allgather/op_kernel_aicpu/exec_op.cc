@@ -127,7 +127,8 @@ HcclResult HierSlice(const Ctx &c, const HkHier &h, uint64_t off, uint64_t len, 
                 continue;
             }
             HK_TRY(c.Wait(main, p, HK_ACK));
-            OP_CHECK(c.param.tag, HcommReadOnThread(main, c.Ch(p), c.myBuf + t * region, c.PeerBuf(p) + t * region, len));
+            OP_CHECK(c.param.tag,
+                     HcommReadOnThread(main, c.Ch(p), c.myBuf + t * region, c.PeerBuf(p) + t * region, len));
         }
         HK_TRY(HkHierRecord(c.param, c.res, h, 1, HK_DATA));
     }
@@ -148,8 +149,8 @@ HcclResult HierSlice(const Ctx &c, const HkHier &h, uint64_t off, uint64_t len, 
             }
             HK_TRY(c.Wait(main, p, HK_ACK));
             for (uint32_t t = 0; t < h.S; ++t) {
-                OP_CHECK(c.param.tag, HcommReadOnThread(main, c.Ch(p), c.output + h.grid[t * h.L + j] * c.blockBytes + off,
-                                                        c.PeerBuf(p) + t * region, len));
+                uint8_t *dst = c.output + h.grid[t * h.L + j] * c.blockBytes + off;
+                OP_CHECK(c.param.tag, HcommReadOnThread(main, c.Ch(p), dst, c.PeerBuf(p) + t * region, len));
             }
         }
         HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_DATA));

@@ -269,7 +269,8 @@ struct Hier {
                 continue;
             }
             if (i == 0) {
-                OP_CHECK(c.param.tag, HcommReadOnThread(c.thread, c.Ch(p), dst, c.PeerBuf(p) + peerOff, count * c.unit));
+                OP_CHECK(c.param.tag,
+                         HcommReadOnThread(c.thread, c.Ch(p), dst, c.PeerBuf(p) + peerOff, count * c.unit));
             } else {
                 HK_TRY(HkReadReduce(c.param, c.res, c.thread, c.Ch(p), dst, c.PeerBuf(p) + peerOff, count, c.unit,
                                     c.scratch, c.sync));
