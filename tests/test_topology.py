@@ -13,9 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from hcomm_kit.base.errors import ConfigError
 from hcomm_kit.build import emulator as _emulator
+from hcomm_kit.ops import reference
+from hcomm_kit.ops.collectives import ALGORITHMS
 
 TESTS_C = Path(__file__).resolve().parent / "c"
 
@@ -77,28 +81,75 @@ def test_bad_links_down(program: Path) -> None:
 
 
 _VIEW = """
+import os
+
+import numpy as np
+
 import hcomm_kit
+from hcomm_kit.base.errors import ConfigError
+from hcomm_kit.ops import reference
+
 comm = hcomm_kit.init()
 t = comm.topology
 assert t.product == "A2" and t.source == "HCOMM_KIT_TOPOLOGY=A2:2x2", t
-assert t.servers == ((0, 1), (2, 3)) and t.links_down == ((0, 1),), t
-assert t.link_type(0, 1) == "HCCS" and t.link(0, 1) is None and t.link(0, 2) == "RoCE" and t.link(2, 3) == "HCCS"
+assert t.servers == ((0, 1), (2, 3)) and t.links_down == ((0, 3),), t
+assert t.link_type(0, 3) == "RoCE" and t.link(0, 3) is None and t.link(0, 2) == "RoCE" and t.link(0, 1) == "HCCS"
 print("VIEW-OK", comm.rank, flush=True)
+
+# The two-level built-ins: 0-3 joins local indices 0 and 1 of the two servers, which only the
+# flat ring and mesh need, so the selector runs the hierarchical ones; forced, element sizes 1, 2
+# and 8 and A2's staged int64 prod; counts with empty chunks, odd, past the 1 MB HCCL buffer.
+assert os.environ["HCCL_BUFFSIZE"] == "1"
+r, n = comm.rank, comm.size
+
+
+def data(q, count, dtype, op="sum"):
+    v = np.random.default_rng([q, count]).integers(1, 3, count) if op == "prod" else (np.arange(count) * 7 + q) % 9 - 4
+    return hcomm_kit.base.dtypes.float32_to_bf16_bits(v.astype(np.float32)) if dtype == "bf16" else v.astype(dtype)
+
+
+for count in (0, 1, 37, 300001):
+    for dtype, op, algo in (("float32", "sum", None), ("int8", "max", "hierarchical"), ("bf16", "min", "hierarchical"),
+                            ("int64", "prod", "hierarchical")):
+        ins = [data(q, count, dtype, op) for q in range(n)]
+        got = comm.all_reduce(ins[r], op, dtype="bf16" if dtype == "bf16" else None, algorithm=algo)
+        assert np.array_equal(got, reference.reduce(ins, op, "bf16" if dtype == "bf16" else dtype)), (count, dtype, op)
+    for dtype, algo in (("float32", None), ("int64", "hierarchical")):
+        ins = [data(q, count, dtype) for q in range(n)]
+        assert np.array_equal(comm.all_gather(ins[r], algorithm=algo), np.concatenate(ins)), (count, dtype)
+sub = comm.sub_comm([0, 2, 1, 3], 11)  # servers (0, 2) and (1, 3): interleaved ranks, output in rank order
+assert sub.topology.servers == ((0, 2), (1, 3)), sub.topology
+ins = [np.arange(1001, dtype=np.int32) * 10 + q for q in range(n)]
+assert np.array_equal(sub.all_gather(ins[sub.rank], algorithm="hierarchical"), np.concatenate(ins))
+assert np.array_equal(sub.all_reduce(ins[sub.rank], "max", algorithm="hierarchical"), ins[3])
+sub.close()
+if r < 3:  # servers of 2 and 1 ranks: refused before anything is launched
+    odd = comm.sub_comm([0, 1, 2], 12)
+    try:
+        odd.all_gather(np.ones(4, np.float32), algorithm="hierarchical")
+        raise AssertionError("servers of 2 and 1 ranks ran the hierarchical algorithm")
+    except ConfigError as exc:
+        assert "different numbers of ranks (server 0: 2, server 1: 1)" in str(exc), exc
+    odd.close()
+print("TWO-LEVEL-OK", r, flush=True)
 comm.close()
 """
 
 
-def test_python_view_through_the_launcher(tmp_path: Path) -> None:
-    """--topology / --links-down reach every rank; comm.topology reads the emulator's answer."""
+def test_python_view_and_two_level_through_the_launcher(tmp_path: Path) -> None:
+    """--topology / --links-down reach every rank; comm.topology reads the emulator's answer; the
+    two-level built-ins run there against numpy (auto-selected around the downed link, forced,
+    on interleaved servers, refused on servers of different sizes)."""
     script = tmp_path / "view.py"
     script.write_text(_VIEW)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), HCCL_BUFFSIZE="1")
     env.pop("HCOMM_KIT_SOC", None)
     res = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "4", "--topology", "A2:2x2",
-                          "--links-down", "1-0", "--", sys.executable, str(script)],
+                          "--links-down", "3-0", "--", sys.executable, str(script)],
                          env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.count("VIEW-OK") == 4, res.stdout + res.stderr
+    assert res.stdout.count("TWO-LEVEL-OK") == 4, res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -131,17 +182,19 @@ def _run_cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-@pytest.mark.slow  # four jobs of 2-8 ranks: full suite only
+@pytest.mark.slow  # five jobs of 2-8 ranks: full suite only
 def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
-    """The cost model picks per topology (A2:2x4, 1 MiB: the ring, RoCE ports shared by the
-    one-shot's remote reads); CANN's tuner plugin interface changes the choice (a plugin that
-    prefers the ring on one server, where the model picks the one-shot mesh); a downed link
-    leaves the built-ins no algorithm and says so."""
+    """The cost model picks per topology (A2:2x4, 1 MiB: the two-level algorithm, then the ring:
+    the one-shot's remote reads share the RoCE ports); CANN's tuner plugin interface changes the
+    choice (a plugin that prefers the ring, on one server where the model picks the one-shot mesh
+    and on two where it picks the two-level one, whose entry it sees with executor "sequence"); a
+    downed link leaves the built-ins no algorithm and says so."""
     from hcomm_kit.build import emulator
 
     res = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:2x4", "--count", "262144"])
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "AicpuAllReduceSoleRing 0.000133 s -> AicpuAllReduceSoleRing" in res.stdout + res.stderr
+    assert ("AicpuAllReduceSoleRing 0.000133 s, AicpuAllReduceSequenceMeshMesh 5.18e-05 s -> "
+            "AicpuAllReduceSequenceMeshMesh") in res.stdout + res.stderr
 
     plugin = tmp_path / "prefer_ring.so"
     cmd = ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{emulator.get_include()}",
@@ -160,6 +213,16 @@ def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
     text = trace.read_text()
     assert text.count('"name":"algorithm selection"') >= 2  # one per rank (and call)
     assert '"chosen":"AicpuAllReduceSoleRing","tuner_matched":1' in text
+
+    # two servers: the plugin is shown the two-level entry (executor "sequence") and still prefers the ring
+    two = _run_cli(["run", "allreduce", "--np", "4", "--topology", "A2:2x2", "--count", "262144"],
+                   HCCL_TUNER_PLUGIN=str(plugin))
+    out = two.stdout + two.stderr
+    assert two.returncode == 0, out
+    assert ("prefer_ring sees AicpuAllReduceSequenceMeshMesh: engine aicpu executor sequence template mesh cost "
+            in out), out
+    assert "prefer_ring sees AicpuAllReduceSoleRing: engine aicpu executor sole template ring" in out
+    assert "AicpuAllReduceSequenceMeshMesh -1 s (cost model" in out and "-> AicpuAllReduceSoleRing (tuner" in out
 
     down = _run_cli(["run", "allreduce", "--np", "4", "--links-down", "0-1"])
     assert down.returncode != 0
@@ -202,3 +265,153 @@ def test_builtins_on_two_servers_of_16(op: str) -> None:
     res = _run_cli(["run", op, "--np", "32", "--topology", "A3:2x16", "--count", "4096"])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "success |      0" in res.stdout, res.stdout[-3000:]
+
+
+# ---- the two-level (hierarchical) built-ins -----------------------------------------------------
+def _topo(servers: tuple[tuple[int, ...], ...], down: tuple[tuple[int, int], ...] = ()):
+    from hcomm_kit.core.topology import Topology
+
+    return Topology(product="A2", source="test", servers=servers, pods=tuple((i,) for i in range(len(servers))),
+                    links_down=down)
+
+
+def test_two_level_is_offered_with_its_cost() -> None:
+    """A2:2x4, 1 MiB: the two-level allreduce costs the sum of its levels and is the cheapest
+    (the flat ones cross the RoCE ports with 7/8 or all of the message); it is not offered on one
+    server, on servers of one rank, on servers of different sizes, or over a downed link it needs."""
+    from hcomm_kit.ops import selector
+
+    d = 1 << 20
+    topo = _topo(((0, 1, 2, 3), (4, 5, 6, 7)))
+    entries = {e.algorithm: e for e in selector.offer("allreduce", d, topo, 8)}
+    hier = entries["hierarchical"]
+    assert (hier.alg_name, hier.executor, hier.levels, hier.template) == (
+        "AicpuAllReduceSequenceMeshMesh", "sequence", ("mesh", "mesh"), "mesh")
+    c = d / 4  # one chunk: reduce-scatter over HCCS, allreduce of the chunk over RoCE, allgather over HCCS
+    want = (c / 56e9 + 3 * c / 483e9 + d / 750e9) + (c / 25e9 + c / 483e9) + (c / 56e9 + c / 750e9) + 2e-6 * 2 * 7
+    assert hier.cost == pytest.approx(want, rel=1e-12)
+    assert hier.cost < entries["ring"].cost < entries["mesh"].cost, entries
+    assert selector.choose("allreduce", d, 0, topo, 8) == "hierarchical"
+    gather = {e.algorithm: e for e in selector.offer("allgather", d, topo, 8)}
+    assert gather["hierarchical"].alg_name == "AicpuAllGatherSequenceMeshMesh"
+    assert gather["hierarchical"].cost < min(gather["mesh"].cost, gather["ring"].cost)
+    assert selector.choose("allgather", d, 0, topo, 8) == "hierarchical"
+    assert "hierarchical" not in {e.algorithm for e in selector.offer("reduce_scatter", d, topo, 8)}
+    for servers in (((0, 1, 2, 3),), ((0,), (1,), (2,)), ((0, 1, 2), (3, 4))):
+        n = sum(map(len, servers))
+        assert "hierarchical" not in {e.algorithm for e in selector.offer("allreduce", d, _topo(servers), n)}
+    assert "different numbers of ranks (server 0: 3, server 1: 2)" in selector.two_level(_topo(((0, 1, 2), (3, 4))), 5)
+    # 0-7 joins local indices 0 and 3 of different servers: only the flat ring and mesh need it
+    down = {e.algorithm: e for e in selector.offer("allreduce", d, _topo(topo.servers, ((0, 7),)), 8)}
+    assert down["ring"].cost < 0 and down["mesh"].cost < 0 and down["hierarchical"].cost > 0
+    down = {e.algorithm: e for e in selector.offer("allreduce", d, _topo(topo.servers, ((1, 5),)), 8)}
+    assert down["hierarchical"].cost < 0 and "needs the 1-5 link" in down["hierarchical"].why
+
+
+def test_hccl_algo_executor_grammar_forces_and_forbids() -> None:
+    """HCCL_ALGO in CANN's alg_parse.cc grammar filters the entries (UpdateCostModelWithAlgo): a
+    matching rule keeps only its matches, not(...) drops them, a rule matching nothing leaves the
+    model's choice; CANN's documented level0/level1 form keeps naming one flat algorithm."""
+    from hcomm_kit.ops import selector
+    from hcomm_kit.ops.collectives import parse_hccl_algo
+
+    topo = _topo(((0, 1, 2, 3), (4, 5, 6, 7)))
+    rules = selector.parse_algo_rules
+
+    def pick(text: str, coll: str = "allreduce", d: int = 1 << 20, t=topo) -> str | None:
+        return selector.choose(coll, d, 0, t, t.nranks, rules=rules(text))
+
+    assert rules("allreduce:sequence{level0=mesh, level1=mesh}") == (
+        selector.AlgoRule("allreduce", "sequence", (("mesh", True), ("mesh", True))),)
+    assert rules("not(sequence{})") == (selector.AlgoRule(None, "sequence", (), False),)
+    assert rules("level0:NA;level1:ring") is None and rules("allreduce=level0:NA;level1:ring") is None
+    assert rules("allreduce:sequence{level0=bogus}") is None and rules("allreduce:ring") is None
+    assert pick("allreduce:not(sequence{})") == "ring"           # forbidden: the next cheapest
+    assert pick("not(sequence{level0=mesh,level1=mesh})", "allgather") == "mesh"
+    assert pick("allreduce:meshoneshot") == "mesh"               # forced flat one-shot
+    assert pick("allreduce:meshoneshot;allreduce:sequence{}", d=16) == "hierarchical"  # the last rule wins
+    assert pick("allgather:sequence{}", "allreduce") == "hierarchical"                  # other op: no effect
+    one = _topo(((0, 1, 2, 3),))
+    assert pick("allreduce:sequence{}", d=16, t=one) == "mesh"   # not offered on one server: the model decides
+    with pytest.raises(ConfigError, match="HCCL_ALGO excludes every algorithm"):
+        pick("allreduce:not(sole{});allreduce:not(sequence{})", t=one)
+    assert parse_hccl_algo("allreduce:sequence{level0=mesh,level1=mesh}", "allreduce") is None
+    assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
+    with pytest.raises(ConfigError, match="is not CANN's executor grammar"):
+        parse_hccl_algo("allreduce:sequnce{level0=mesh}", "allreduce")
+    with pytest.raises(ConfigError, match="nor CANN's executor grammar"):
+        parse_hccl_algo("hierarchical", "allreduce")
+
+
+def _two_level_check(comm, counts: list[int], big: int) -> None:
+    """Forced two-level allreduce (CANN's dtype x op table of this product, prod where 2**ranks
+    fits) and allgather (every dtype) against numpy; the auto choice for `big` elements."""
+    from test_collectives import ALL_DTYPES, all_data, prod_ok
+
+    from hcomm_kit.base import dtypes as D
+
+    n, r = comm.size, comm.rank
+    accepted = D.HCCL_API_REDUCE["HcclAllReduce"][comm.device.soc]
+    pairs = [(d, op) for d in ALL_DTYPES for op in ("sum", "prod", "max", "min") if d in accepted.get(op, ())
+             and (op != "prod" or prod_ok(d, n))]
+    for dtype, op in pairs:
+        for count in counts:
+            ins = all_data(n, count, dtype, op)
+            got = comm.all_reduce(ins[r], op, dtype=dtype, algorithm="hierarchical")
+            np.testing.assert_array_equal(got, reference.reduce(ins, op, dtype),
+                                          err_msg=f"hierarchical allreduce {dtype} {op} count {count}")
+    for dtype in ALL_DTYPES:
+        for count in counts:
+            ins = all_data(n, count, dtype)
+            got = comm.all_gather(ins[r], dtype=dtype, algorithm="hierarchical")
+            np.testing.assert_array_equal(got, np.concatenate(ins), err_msg=f"hierarchical allgather {dtype} {count}")
+    # auto: the model's choice on two servers or more for a large message is the two-level one
+    ins = all_data(n, big, "fp32")
+    dt = D.get_dtype("fp32")
+    assert comm._selected_algo("allreduce", big, dt) == ALGORITHMS["allreduce"]["hierarchical"]
+    assert comm._selected_algo("allgather", big, dt) == ALGORITHMS["allgather"]["hierarchical"]
+    np.testing.assert_array_equal(comm.all_reduce(ins[r]), reference.reduce(ins, "sum", "fp32"))
+    np.testing.assert_array_equal(comm.all_gather(ins[r]), np.concatenate(ins))
+
+
+# counts: empty, fewer elements than ranks per server (empty chunks), odd, and past the 1 MB HCCL
+# buffer (several slices, a short last one)
+_COUNTS = [0, 1, 3, 37, 300001]
+
+
+@pytest.mark.slow  # the quick run has test_python_view_and_two_level_through_the_launcher
+@pytest.mark.mpi(np=4, topology="A2:2x2", env={"HCCL_BUFFSIZE": "1"}, timeout=600)
+def test_two_level_a2_two_servers_of_two(comm) -> None:
+    """Also the degenerate layouts, forced: one server of two ranks (level 0 only) and two
+    servers of one rank (level 1 only); the selector offers neither."""
+    _two_level_check(comm, _COUNTS, 300001)
+    for ranks, servers, sub_id in (([0, 1], ((0, 1),), 21), ([1, 3], ((0,), (1,)), 22)):
+        if comm.rank not in ranks:
+            continue
+        sub = comm.sub_comm(ranks, sub_id)
+        assert sub.topology.servers == servers
+        for count in (1, 300001):
+            ins = [np.arange(count, dtype=np.int64) % 11 - q for q in range(2)]
+            np.testing.assert_array_equal(sub.all_reduce(ins[sub.rank], "min", algorithm="hierarchical"),
+                                          reference.reduce(ins, "min", "int64"))
+            np.testing.assert_array_equal(sub.all_gather(ins[sub.rank], algorithm="hierarchical"),
+                                          np.concatenate(ins))
+        sub.close()
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(np=6, topology="A3:2x3", env={"HCCL_BUFFSIZE": "1"}, timeout=900)
+def test_two_level_a3_two_servers_of_three(comm) -> None:
+    _two_level_check(comm, _COUNTS, 300001)
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(np=6, topology="950:3x2", env={"HCCL_BUFFSIZE": "1"}, timeout=900)
+def test_two_level_950_three_servers(comm) -> None:
+    _two_level_check(comm, _COUNTS, 300001)
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(np=8, topology="A2:2x4", env={"HCCL_BUFFSIZE": "1"}, timeout=1200)
+def test_two_level_a2_two_servers_of_four(comm) -> None:
+    _two_level_check(comm, _COUNTS, 300001)

@@ -16,7 +16,7 @@
  *    slot HK_SLOT_START) and joined by HkFanIn (thread slot HK_SLOT_FINISH, a reverse chain, so two
  *    slots per thread suffice for any rank count; op.toml notifies_per_thread = 2);
  *  - algorithm ids (OpParam.algo; 0 = let the kernel choose by size and rank count) are below and
- *    mirrored in hcomm_kit/collectives.py (ALGORITHMS), checked by tests/test_collectives.py;
+ *    mirrored in hcomm_kit/ops/collectives.py (ALGORITHMS), checked by tests/test_collectives.py;
  *  - results are deterministic: a reduction always combines contributions in the same order for a
  *    given (count, rank count, algorithm, HCCL buffer size).
  */
@@ -37,6 +37,7 @@
 #define HK_ALGO_RING 1u       /* allreduce (reduce-scatter + allgather), allgather, reduce-scatter */
 #define HK_ALGO_MESH 2u       /* one-shot: every rank talks to every peer directly (thread per peer) */
 #define HK_ALGO_PAIRWISE 3u   /* alltoall(v): step s exchanges with rank +/- s */
+#define HK_ALGO_HIERARCHICAL 4u /* allreduce, allgather: two levels, servers (OpParam.hierInfo, below) */
 
 /* ---- channel and thread notify slots -------------------------------------------------------- */
 #define HK_ACK 0u              /* channel, the "initiative" slot: e.g. "my slice is staged" / "you may write" */
@@ -692,6 +693,115 @@ static inline HcclResult HkBlockSlices(const OpParam &param, const AlgResourceCt
         OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u ranks), tag %s",
                      static_cast<unsigned long long>(bufferBytes), resCtx.rankSize, param.tag);
         return HCCL_E_MEMORY;
+    }
+    return HCCL_SUCCESS;
+}
+
+/* ---- two-level layout (added with HK_ALGO_HIERARCHICAL, issue 20) ----------------------------
+ * A two-level collective needs the communicator's servers. CANN's own operators learn them on the
+ * host: TopoMatchMultilevel (hicann/hccl src/ops/op_common/topo/topo_match_multilevel.cc; its
+ * rank-graph queries are host code, compiled out of the AICPU build) reads the rank graph, the
+ * executor serializes the per-level rank lists (AlgHierarchyInfoForAllLevel) into device memory
+ * and the kernel finds them through a pointer in its OpParam. The built-ins do the same: the host
+ * sets OpParam.hierInfo to a device copy of these words, made once per communicator from its
+ * topology (hcomm_kit/ops/collectives.py, from comm.topology = the emulator's rank graph):
+ *     uint32_t words[2 + rankSize] = { rankSize, serverNum, server of rank 0, ..., of rank n-1 }
+ * Level 0 = the ranks of my server, ascending (my local index = my place among them); level 1 =
+ * the ranks with my local index, one per server, in server order. Every server must hold the
+ * same number of ranks (CANN's sequence executors are symmetric too). */
+#define HK_HIER_MAX_RANKS 64u
+
+struct HkHier {
+    uint32_t L;                         /* ranks per server (level 0) */
+    uint32_t S;                         /* servers (level 1) */
+    uint32_t li;                        /* my local index */
+    uint32_t si;                        /* my server */
+    uint32_t grid[HK_HIER_MAX_RANKS];   /* grid[t * L + j]: local index j of server t */
+    uint64_t bufferBytes;               /* usable in my HCCL buffer and every level peer's */
+
+    uint32_t Local(uint32_t j) const { return grid[si * L + j]; }  /* my server's ranks */
+    uint32_t Inter(uint32_t t) const { return grid[t * L + li]; }  /* my level-1 group */
+};
+
+/* Reads OpParam.hierInfo (`info`) into *h and checks it: the layout names this communicator's
+ * ranks, servers are equal, and every level-0 and level-1 peer has a channel (only those: a link
+ * between other pairs may be down). HCCL_E_PARA with an error logged otherwise. */
+static inline HcclResult HkHierLayout(const OpParam &param, const AlgResourceCtx &resCtx, const void *info,
+                                      HkHier *h)
+{
+    const uint32_t n = resCtx.rankSize;
+    if (info == nullptr) {
+        OP_LOG_ERROR("the hierarchical algorithm needs OpParam.hierInfo (the host's two-level layout), got null, "
+                     "tag %s", param.tag);
+        return HCCL_E_PARA;
+    }
+    uint32_t head[2];
+    memcpy(head, info, sizeof head);
+    if (head[0] != n || n > HK_HIER_MAX_RANKS || head[1] == 0 || head[1] > n) {
+        OP_LOG_ERROR("OpParam.hierInfo describes %u ranks in %u servers; the communicator has %u ranks (at most %u), "
+                     "tag %s", head[0], head[1], n, HK_HIER_MAX_RANKS, param.tag);
+        return HCCL_E_PARA;
+    }
+    uint32_t server[HK_HIER_MAX_RANKS];
+    memcpy(server, static_cast<const uint32_t *>(info) + 2, n * sizeof(uint32_t));
+    h->S = head[1];
+    h->L = n / h->S;
+    h->li = 0;
+    h->si = 0;
+    uint32_t fill[HK_HIER_MAX_RANKS] = {0};
+    for (uint32_t r = 0; r < n; ++r) {
+        const uint32_t s = server[r];
+        if (s >= h->S || fill[s] >= h->L || n % h->S != 0) {
+            OP_LOG_ERROR("OpParam.hierInfo: rank %u is on server %u; the %u servers must hold %u/%u ranks each "
+                         "(the two-level algorithm needs servers of equal size), tag %s", r, s, h->S, n, h->S,
+                         param.tag);
+            return HCCL_E_PARA;
+        }
+        if (r == resCtx.rank) {
+            h->si = s;
+            h->li = fill[s];
+        }
+        h->grid[s * h->L + fill[s]++] = r;
+    }
+    h->bufferBytes = resCtx.localBuffer.size;
+    for (uint32_t k = 0; k < h->L + h->S; ++k) {
+        const uint32_t peer = k < h->L ? h->Local(k) : h->Inter(k - h->L);
+        if (peer == resCtx.rank) {
+            continue;
+        }
+        if (HkChannel(param, resCtx, peer) == 0) {
+            return HCCL_E_PARA;
+        }
+        h->bufferBytes = HkMin(h->bufferBytes, resCtx.channels[peer].remoteBuffer.size);
+    }
+    return HCCL_SUCCESS;
+}
+
+/* On the main thread: record notify `slot` to my level-0 peers (level = 0) or level-1 peers (1). */
+static inline HcclResult HkHierRecord(const OpParam &param, const AlgResourceCtx &resCtx, const HkHier &h,
+                                      uint32_t level, uint32_t slot)
+{
+    const uint32_t k = level == 0 ? h.L : h.S;
+    for (uint32_t i = 0; i < k; ++i) {
+        const uint32_t p = level == 0 ? h.Local(i) : h.Inter(i);
+        if (p != resCtx.rank) {
+            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(resCtx.threads[0], resCtx.channels[p].handle, slot));
+        }
+    }
+    return HCCL_SUCCESS;
+}
+
+/* On the main thread: wait notify `slot` from my level-0 (level = 0) or level-1 (1) peers. */
+static inline HcclResult HkHierWait(const OpParam &param, const AlgResourceCtx &resCtx, const HkHier &h,
+                                    uint32_t level, uint32_t slot)
+{
+    const uint32_t k = level == 0 ? h.L : h.S;
+    for (uint32_t i = 0; i < k; ++i) {
+        const uint32_t p = level == 0 ? h.Local(i) : h.Inter(i);
+        if (p != resCtx.rank) {
+            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(resCtx.threads[0], resCtx.channels[p].handle, slot,
+                                                               param.notifyTimeout));
+        }
     }
     return HCCL_SUCCESS;
 }

@@ -26,6 +26,8 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   (read when the communicator is created, as HCCL does), else the cheapest by the cost model of
   :mod:`hcomm_kit.ops.selector` (allreduce, allgather, reduce_scatter, alltoall: per topology,
   with CANN's tuner plugin), else the kernel chooses by message size and rank count.
+  ``"hierarchical"`` (allreduce, allgather) is the two-level algorithm: it needs servers of equal
+  size (ConfigError otherwise) and gets their layout from the topology (``OpParam.hierInfo``).
 * Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
 """
 
@@ -50,10 +52,10 @@ _H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
 _D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 
 # Algorithm names -> OpParam.algo (HK_ALGO_* in aicpu_kernels/_common/hk_coll.h; checked by a test).
-_AUTO, _RING, _MESH, _PAIRWISE = 0, 1, 2, 3
+_AUTO, _RING, _MESH, _PAIRWISE, _HIER = 0, 1, 2, 3, 4
 ALGORITHMS: dict[str, dict[str, int]] = {
-    "allreduce": {"auto": _AUTO, "ring": _RING, "mesh": _MESH},
-    "allgather": {"auto": _AUTO, "ring": _RING, "mesh": _MESH},
+    "allreduce": {"auto": _AUTO, "ring": _RING, "mesh": _MESH, "hierarchical": _HIER},
+    "allgather": {"auto": _AUTO, "ring": _RING, "mesh": _MESH, "hierarchical": _HIER},
     "reduce_scatter": {"auto": _AUTO, "ring": _RING, "mesh": _MESH},
     "alltoall": {"auto": _AUTO, "pairwise": _PAIRWISE, "mesh": _MESH},
     "alltoallv": {"auto": _AUTO, "pairwise": _PAIRWISE, "mesh": _MESH},
@@ -77,17 +79,28 @@ _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
 
 
 def parse_hccl_algo(value: str | None, collective: str) -> str | None:
-    """The algorithm name ``HCCL_ALGO`` asks for ``collective``, or None.
+    """The flat algorithm name ``HCCL_ALGO`` asks for ``collective``, or None.
 
-    Accepted forms (CANN's): ``"level0:NA;level1:ring"`` for every collective, and per collective
-    ``"allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"``. The first level that is not
-    ``NA`` wins (the emulator is one server). Values: ring, fullmesh (= mesh), pairwise, NA.
+    Accepted forms (CANN's documented ones): ``"level0:NA;level1:ring"`` for every collective, and
+    per collective ``"allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"``. The first
+    level that is not ``NA`` wins and names one flat algorithm. Values: ring, fullmesh (= mesh),
+    pairwise, NA. Text in CANN's executor grammar (``allreduce:sequence{level0=mesh,level1=mesh}``,
+    ``not(...)``; :func:`hcomm_kit.ops.selector.parse_algo_rules`) gives None here: it filters
+    the selector's entries instead, which is how the two-level algorithm is forced or forbidden.
 
     Raises:
         ConfigError: malformed text or an algorithm hcomm-kit does not implement for it.
     """
     if not value or not value.strip():
         return None
+    from .selector import parse_algo_rules
+
+    if parse_algo_rules(value) is not None:
+        return None
+    if "{" in value or "not(" in value.replace(" ", "").lower():
+        raise ConfigError(f"HCCL_ALGO={value!r} is not CANN's executor grammar: '[op:]executor{{level0=template,"
+                          f"level1=template}}', '[op:]template' or 'not(...)', segments separated by ';' "
+                          f"(executors sole, sequence, ...; templates mesh, meshoneshot, nhr, ...)", key="HCCL_ALGO")
     text = value.strip()
     chosen: str | None = None
     for part in text.split("/"):
@@ -103,7 +116,8 @@ def parse_hccl_algo(value: str | None, collective: str) -> str | None:
         for level in part.split(";"):
             if ":" not in level:
                 raise ConfigError(f"HCCL_ALGO={value!r}: {level!r} is not 'levelN:algorithm' "
-                                  f"(e.g. 'level0:NA;level1:ring')", key="HCCL_ALGO")
+                                  f"(e.g. 'level0:NA;level1:ring'), nor CANN's executor grammar "
+                                  f"(e.g. 'allreduce:sequence{{level0=mesh,level1=mesh}}')", key="HCCL_ALGO")
             name = level.split(":", 1)[1].strip().lower()
             mapped = _HCCL_ALGO_NAMES.get(name)
             if mapped is None:
@@ -185,11 +199,34 @@ class CollectiveOps:
             topo = self._topo()
             nbytes = count * dt.itemsize * (self.size if name == "alltoall" else 1)
             chosen = selector.choose(name, nbytes, dt.value, topo, self.size, self.rt,
-                                     getattr(self, "handle", None))
+                                     getattr(self, "handle", None), selector.parse_algo_rules(self._hccl_algo))
             algo = ALGORITHMS[name][chosen] if chosen is not None else _AUTO
             if len(cache) < 1024:
                 cache[key] = algo
         return algo
+
+    def _hier_info(self, name: str) -> int:
+        """Device address of this communicator's two-level layout (``OpParam.hierInfo``, the words
+        of aicpu_kernels/_common/hk_coll.h: rank count, server count, each rank's server), made
+        once from the topology; ConfigError when its servers differ in size."""
+        info = self.__dict__.get("_hier_info_cache")
+        if info is None:
+            from .selector import two_level
+
+            servers = two_level(self._topo(), self.size)
+            if isinstance(servers, str):
+                info = servers
+            else:
+                words = np.zeros(2 + self.size, np.uint32)
+                words[0], words[1] = self.size, len(servers)
+                for s, ranks in enumerate(servers):
+                    words[2 + np.asarray(ranks)] = s
+                info = DeviceBuffer.from_numpy(words, rt=self.rt)
+            self.__dict__["_hier_info_cache"] = info
+        if isinstance(info, str):
+            raise ConfigError(f"{name}: the hierarchical algorithm cannot run on this communicator: {info} "
+                              f"({self._topo().source})", key="algorithm")
+        return info.ptr
 
     # ---- plumbing -----------------------------------------------------------------------------
     def builtin_op(self, name: str) -> CustomOp:
@@ -318,8 +355,11 @@ class CollectiveOps:
         algo = asked = _algo_id(name, algorithm, self._hccl_algo)
         if algo == _AUTO and name in _SELECTED:
             algo = self._selected_algo(name, count, dt)  # the same on every rank for the same call
+        hier = self._hier_info(name) if algo == _HIER else 0  # raises before the call is posted
         if self._call_check is not None:
             self._check_call(op, name, count, dt, reduce_op, root, asked, params)  # what the caller asked
+        if hier:
+            params = {**(params or {}), "hierInfo": hier}
         s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,
                         {**params, "algo": algo} if params else {"algo": algo})
         if async_op == "stream":

@@ -5,7 +5,11 @@
  *   HK_ALGO_MESH  every rank stages its block in its HCCL buffer and every peer reads it straight
  *                 into its output (one device thread per peer when rankSize > 2);
  *   HK_ALGO_RING  blocks travel rank -> rank+1 by writes into region `block` of next's buffer;
- *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLGATHER, ...) of hk_coll.h.
+ *   HK_ALGO_HIERARCHICAL  two levels (servers; OpParam.hierInfo, hk_coll.h): first among the
+ *                 ranks with my local index (one per server, over RoCE), then inside my server
+ *                 (HierSlice below);
+ *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLGATHER, ...) of hk_coll.h (never the hierarchical one:
+ *                 the host's selector, hcomm_kit/ops/selector.py, knows the topology).
  * Blocks are cut into slices of at most HK_CACHE_SLICE_BYTES that also fit the buffer regions
  * (the last one shorter); each slice runs the whole protocol and ends in a clean state
  * (hk_coll.h: clean exit, ACK/DATA rules).
@@ -92,6 +96,93 @@ HcclResult RingSlice(const Ctx &c, uint64_t off, uint64_t len, uint64_t region)
     return HCCL_SUCCESS;
 }
 
+/*
+ * Two-level (hierarchical) slice [off, off + len) of every block, level 1 first and level 0
+ * second, as CANN's AICPU sequence executor does ("先inter再intra", hicann/hccl
+ * src/ops/all_gather/executor/ins_v2_all_gather_sequence_executor_aicpu.cc): each rank crosses the
+ * servers with its own block only (S - 1 blocks in over RoCE instead of (S - 1) * L), then the
+ * server peers exchange what they gathered. My buffer holds S regions G[0..S-1] of `region`
+ * bytes, G[t] = the block of the rank with my local index on server t (G[si] = mine):
+ *  1. level 1: copy my input slice into G[si]; ACK my level-1 peers; read G[t] of each (its own
+ *     block) into my G[t] after its ACK; DATA to them ("done reading yours");
+ *  2. level 0: ACK my server peers ("my G is complete"); copy my G[t] into output block
+ *     grid[t][li] (mine from the input); after each server peer j's ACK read its G[t] into output
+ *     block grid[t][j], for every t; DATA to them; wait their DATA and my level-1 peers' DATA
+ *     (nobody reads my G any more: clean exit, the next slice may stage again).
+ * Output block r is rank r's input wherever r sits (the grid comes from the layout, so servers
+ * need not hold consecutive ranks). Slot hand-over as in the mesh: every ACK of a slice is
+ * answered by a DATA that is waited before the slice ends; each DATA follows the peer's ACK.
+ */
+HcclResult HierSlice(const Ctx &c, const HkHier &h, uint64_t off, uint64_t len, uint64_t region)
+{
+    const ThreadHandle main = c.res.threads[0];
+    uint8_t *mine = c.myBuf + h.si * region;
+    OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, mine, c.input + off, len));
+    // 1. level 1
+    if (h.S > 1) {
+        HK_TRY(HkHierRecord(c.param, c.res, h, 1, HK_ACK));
+        for (uint32_t t = 0; t < h.S; ++t) {
+            const uint32_t p = h.Inter(t);
+            if (t == h.si) {
+                continue;
+            }
+            HK_TRY(c.Wait(main, p, HK_ACK));
+            OP_CHECK(c.param.tag,
+                     HcommReadOnThread(main, c.Ch(p), c.myBuf + t * region, c.PeerBuf(p) + t * region, len));
+        }
+        HK_TRY(HkHierRecord(c.param, c.res, h, 1, HK_DATA));
+    }
+    // 2. level 0
+    if (h.L > 1) {
+        HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_ACK));
+    }
+    for (uint32_t t = 0; t < h.S; ++t) {
+        const uint8_t *src = t == h.si ? c.input + off : c.myBuf + t * region;
+        OP_CHECK(c.param.tag,
+                 HcommLocalCopyOnThread(main, c.output + h.grid[t * h.L + h.li] * c.blockBytes + off, src, len));
+    }
+    if (h.L > 1) {
+        for (uint32_t j = 0; j < h.L; ++j) {
+            const uint32_t p = h.Local(j);
+            if (j == h.li) {
+                continue;
+            }
+            HK_TRY(c.Wait(main, p, HK_ACK));
+            for (uint32_t t = 0; t < h.S; ++t) {
+                uint8_t *dst = c.output + h.grid[t * h.L + j] * c.blockBytes + off;
+                OP_CHECK(c.param.tag, HcommReadOnThread(main, c.Ch(p), dst, c.PeerBuf(p) + t * region, len));
+            }
+        }
+        HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_DATA));
+        HK_TRY(HkHierWait(c.param, c.res, h, 0, HK_DATA));
+    }
+    if (h.S > 1) {
+        HK_TRY(HkHierWait(c.param, c.res, h, 1, HK_DATA));
+    }
+    return HCCL_SUCCESS;
+}
+
+/* HK_ALGO_HIERARCHICAL: the layout, S cache-sized regions per slice, then slice by slice. */
+HcclResult HierRun(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t unit, uint64_t blockBytes)
+{
+    HkHier h;
+    HK_TRY(HkHierLayout(param, resCtx, param.hierInfo, &h));
+    const Ctx c{{param, resCtx},
+                resCtx.rank,
+                resCtx.rankSize,
+                static_cast<const uint8_t *>(param.inputPtr),
+                static_cast<uint8_t *>(param.outputPtr),
+                blockBytes,
+                static_cast<uint8_t *>(resCtx.localBuffer.addr)};
+    uint64_t region = 0;
+    uint64_t slice = 0;
+    HK_TRY(HkBlockSlices(param, resCtx, h.bufferBytes, h.S, unit, &region, &slice));
+    for (uint64_t off = 0; off < blockBytes; off += slice) {
+        HK_TRY(HierSlice(c, h, off, HkMin(slice, blockBytes - off), region));
+    }
+    return HCCL_SUCCESS;
+}
+
 }  // namespace
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
@@ -104,6 +195,9 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint64_t blockBytes = param.count * unit;
     if (n == 1 || blockBytes == 0) {
         return HkCopy(param, resCtx.threads[0], param.outputPtr, param.inputPtr, blockBytes);
+    }
+    if (param.algo == HK_ALGO_HIERARCHICAL) {  // before the mesh checks: it needs its levels' channels only
+        return HierRun(param, resCtx, unit, blockBytes);
     }
     const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
     if (bufferBytes == 0) {

@@ -101,6 +101,7 @@ typedef struct OpParam {
     ThreadHandle aicpuThreadOnCpu;                  /* main AICPU thread exported to CPU_TS */
     AlgResourceCtx* resCtx;                         /* engine context, device memory */
     uint32_t algo;                                  /* user parameter (op.toml [[param]]) */
+    void* hierInfo;                                 /* user parameter (op.toml [[param]]) */
 } OpParam;
 
 #endif /* OPS_ALLREDUCE_PARAM_H */

@@ -6,7 +6,11 @@
  *                 in rank order, so all ranks compute bit-identical results;
  *   HK_ALGO_RING  reduce-scatter over the ring rank-1 -> rank -> rank+1, then every rank reads the
  *                 reduced chunks directly from their owners (mesh channels);
- *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLREDUCE, ...) of hk_coll.h.
+ *   HK_ALGO_HIERARCHICAL  two levels (servers; OpParam.hierInfo, hk_coll.h): reduce-scatter
+ *                 inside each server, allreduce among the ranks with the same local index (one per
+ *                 server, over RoCE), allgather inside each server (HierSlice below);
+ *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLREDUCE, ...) of hk_coll.h (never the hierarchical one:
+ *                 the host's selector, hcomm_kit/ops/selector.py, knows the topology).
  * Messages are cut into slices of cache-sized chunks (HK_CACHE_SLICE_BYTES) that also fit the
  * HCCL buffer (the last one shorter); each slice runs the whole protocol and ends in a clean
  * state (see hk_coll.h: clean exit, ACK/DATA rules).
@@ -210,6 +214,174 @@ HcclResult RingSlice(const Ctx &c, uint64_t off, uint64_t count)
     return HCCL_SUCCESS;
 }
 
+/*
+ * Two-level (hierarchical) allreduce, CANN's sequence executor shape (hicann/hccl
+ * docs/zh/user_guide/coll_algo_intro/hierarchical_comm_principle.md: "Server内ReduceScatter,
+ * Server间AllReduce, Server内AllGather"), level 0 and level 1 both one-shot meshes. L ranks per
+ * server, S servers; I am local index li on server si. Per slice of `count` elements, cut into L
+ * chunks (HkChunkRange; chunk j may be empty), the regions A (the staged input slice, L chunk
+ * regions), B (my chunk reduced over my server) and C (my chunk reduced over everything) sit at
+ * the same offsets in every rank's HCCL buffer:
+ *  1. level 0, reduce-scatter: copy my input slice into A, ACK my server peers; B = chunk li of
+ *     every server rank's input, combined in local order (my own from my input, the others read
+ *     from their A after their ACK); DATA to my server peers ("done reading your A");
+ *  2. level 1, allreduce: ACK my level-1 peers ("B ready"); C = B of server 0 op B of server 1 op
+ *     ... (server order: the S ranks of a level-1 group compute the same bits); DATA to them;
+ *  3. level 0, allgather: wait my server peers' DATA of step 1 (nobody reads A any more, and they
+ *     consumed my ACK of step 1), copy C into my output chunk, ACK my server peers ("C ready"),
+ *     read each peer's C into its output chunk, DATA to them; then wait their DATA and my level-1
+ *     peers' DATA (nobody reads my B or C any more: clean exit, the next slice may stage again).
+ * Every rank's output chunk j is one rank's C, so all ranks hold identical bits. Reductions run
+ * through HkReadReduce / HkLocalReduce, so the A2/A3 staged path (int64, prod) works here too
+ * (the scratch region behind C, the drain words at the end of the buffer). Slot hand-over: an
+ * ACK to a peer follows the wait of that peer's DATA answering my previous ACK (step 3 after the
+ * wait of step 1's DATA; the next slice after the final waits); a DATA to a peer follows the wait
+ * of that peer's ACK of the same step.
+ */
+struct Hier {
+    const Ctx &c;
+    const HkHier &h;
+    uint64_t cmb;  // bytes of one chunk region (A holds L of them)
+
+    uint64_t OffA() const { return 0; }
+    uint64_t OffB() const { return h.L * cmb; }
+    uint64_t OffC() const { return (h.L + 1) * cmb; }
+
+    /* dst (count elements) = the `group` ranks' src regions combined in group order; my own
+     * contribution is `mine` (local memory), the peers' at `peerOff` of their HCCL buffer, each
+     * read after that peer's ACK. */
+    HcclResult Combine(uint32_t level, uint32_t self, uint8_t *dst, const uint8_t *mine, uint64_t peerOff,
+                       uint64_t count) const
+    {
+        const uint32_t k = level == 0 ? h.L : h.S;
+        for (uint32_t i = 0; i < k; ++i) {
+            const uint32_t p = level == 0 ? h.Local(i) : h.Inter(i);
+            if (i == self) {
+                if (i == 0) {
+                    HK_TRY(HkCopy(c.param, c.thread, dst, mine, count * c.unit));
+                } else if (count != 0) {
+                    HK_TRY(HkLocalReduce(c.param, c.res, c.thread, c.sync, dst, mine, count));
+                }
+                continue;
+            }
+            HK_TRY(c.Wait(p, HK_ACK));
+            if (count == 0) {
+                continue;
+            }
+            if (i == 0) {
+                OP_CHECK(c.param.tag,
+                         HcommReadOnThread(c.thread, c.Ch(p), dst, c.PeerBuf(p) + peerOff, count * c.unit));
+            } else {
+                HK_TRY(HkReadReduce(c.param, c.res, c.thread, c.Ch(p), dst, c.PeerBuf(p) + peerOff, count, c.unit,
+                                    c.scratch, c.sync));
+            }
+        }
+        return HCCL_SUCCESS;
+    }
+
+    HcclResult Slice(uint64_t off, uint64_t count) const
+    {
+        const uint64_t unit = c.unit;
+        const uint8_t *in = c.input + off * unit;
+        uint8_t *out = c.output + off * unit;
+        uint64_t first = 0, cnt = 0;
+        HkChunkRange(count, h.L, h.li, &first, &cnt);
+        uint8_t *regB = c.myBuf + OffB();
+        uint8_t *regC = c.myBuf + OffC();
+        // 1. level 0: reduce-scatter into B
+        if (h.L > 1) {
+            HK_TRY(HkCopy(c.param, c.thread, c.myBuf + OffA(), in, count * unit));
+            HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_ACK));
+        }
+        HK_TRY(Combine(0, h.li, regB, in + first * unit, OffA() + first * unit, cnt));
+        if (h.L > 1) {
+            HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_DATA));
+        }
+        // 2. level 1: allreduce of chunk li into C
+        if (h.S > 1) {
+            HK_TRY(HkHierRecord(c.param, c.res, h, 1, HK_ACK));
+        }
+        HK_TRY(Combine(1, h.si, regC, regB, OffB(), cnt));
+        if (h.S > 1) {
+            HK_TRY(HkHierRecord(c.param, c.res, h, 1, HK_DATA));
+        }
+        // 3. level 0: allgather of the C chunks
+        HK_TRY(HkCopy(c.param, c.thread, out + first * unit, regC, cnt * unit));
+        if (h.L > 1) {
+            HK_TRY(HkHierWait(c.param, c.res, h, 0, HK_DATA));
+            HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_ACK));
+            for (uint32_t j = 0; j < h.L; ++j) {
+                if (j == h.li) {
+                    continue;
+                }
+                const uint32_t p = h.Local(j);
+                uint64_t jFirst = 0, jCnt = 0;
+                HkChunkRange(count, h.L, j, &jFirst, &jCnt);
+                HK_TRY(c.Wait(p, HK_ACK));
+                if (jCnt != 0) {
+                    OP_CHECK(c.param.tag, HcommReadOnThread(c.thread, c.Ch(p), out + jFirst * unit,
+                                                            c.PeerBuf(p) + OffC(), jCnt * unit));
+                }
+            }
+            HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_DATA));
+            HK_TRY(HkHierWait(c.param, c.res, h, 0, HK_DATA));
+        }
+        if (h.S > 1) {
+            HK_TRY(HkHierWait(c.param, c.res, h, 1, HK_DATA));
+        }
+        return HCCL_SUCCESS;
+    }
+};
+
+/* HK_ALGO_HIERARCHICAL: the layout, the buffer plan (A, B, C and, for a staged reduction, the
+ * scratch region: L + 3 chunk regions of at most HK_CACHE_SLICE_BYTES), then slice by slice. */
+HcclResult HierRun(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t unit)
+{
+    HkHier h;
+    HK_TRY(HkHierLayout(param, resCtx, param.hierInfo, &h));
+    uint64_t bufferBytes = h.bufferBytes;
+    uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
+    uint8_t *sync = nullptr;
+    const bool staged = !HkPrimitiveReduces(param);
+    if (staged) {
+        if (bufferBytes <= HK_SYNC_BYTES) {
+            OP_LOG_ERROR("HCCL buffer too small (%llu bytes), tag %s", static_cast<unsigned long long>(bufferBytes),
+                         param.tag);
+            return HCCL_E_MEMORY;
+        }
+        bufferBytes -= HK_SYNC_BYTES;
+        sync = myBuf + bufferBytes;
+    }
+    const uint64_t regions = h.L + 2 + (staged ? 1 : 0);
+    const uint64_t cmb = HkSliceBytes(HkMin(bufferBytes / regions, HK_CACHE_SLICE_BYTES));
+    const uint64_t chunkMax = cmb / unit;
+    if (chunkMax == 0) {
+        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %llu regions of the hierarchical allreduce), tag %s",
+                     static_cast<unsigned long long>(bufferBytes), static_cast<unsigned long long>(regions),
+                     param.tag);
+        return HCCL_E_MEMORY;
+    }
+    const Ctx c{{param, resCtx},
+                unit,
+                static_cast<HcommDataType>(param.dataType),
+                static_cast<HcommReduceOp>(param.reduceOp),
+                resCtx.rank,
+                resCtx.rankSize,
+                resCtx.threads[0],
+                static_cast<const uint8_t *>(param.inputPtr),
+                static_cast<uint8_t *>(param.outputPtr),
+                myBuf,
+                bufferBytes,
+                staged ? myBuf + (h.L + 2) * cmb : nullptr,
+                sync};
+    const Hier run{c, h, cmb};
+    const uint64_t maxCount = chunkMax * h.L;
+    for (uint64_t off = 0; off < param.count; off += maxCount) {
+        HK_TRY(run.Slice(off, HkMin(maxCount, param.count - off)));
+    }
+    return HCCL_SUCCESS;
+}
+
 }  // namespace
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
@@ -222,6 +394,9 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const ThreadHandle thread = resCtx.threads[0];
     if (n == 1 || param.count == 0) {
         return HkCopy(param, thread, param.outputPtr, param.inputPtr, param.count * unit);
+    }
+    if (param.algo == HK_ALGO_HIERARCHICAL) {  // before the mesh checks: it needs its levels' channels only
+        return HierRun(param, resCtx, unit);
     }
     uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
     if (bufferBytes == 0) {
@@ -275,7 +450,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         } else if (algo == HK_ALGO_RING) {
             HK_TRY(RingSlice(c, off, count));
         } else {
-            OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh), tag %s", algo, param.tag);
+            OP_LOG_ERROR("unknown algo %u (1 = ring, 2 = mesh, 4 = hierarchical), tag %s", algo, param.tag);
             return HCCL_E_PARA;
         }
     }

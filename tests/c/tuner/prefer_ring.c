@@ -1,7 +1,7 @@
 /* A CANN tuner plugin (hccl_tuner_plugin.h, hcclTunerPlugin_v1) for tests/test_topology.py: on
  * allreduce it prefers the ring (cost 0) and disables every other template (cost -1); it keeps
  * a per-communicator counter in a context block (ctxCreate at init, ctxGet per call) and logs
- * through the host's log function. */
+ * through the host's log function (init, and every entry it is shown). */
 #include <hccl_tuner_plugin.h>
 
 #include <stdio.h>
@@ -26,6 +26,10 @@ static HcclResult tuner_get(HcclComm comm, const hcclTunerCollInfo_t* coll, hccl
     int i;
     if (g_host.ctxGet(comm, "prefer_ring", &ctx, &size) != HCCL_SUCCESS || size != sizeof(unsigned)) return HCCL_E_INTERNAL;
     ++*(unsigned*)ctx;
+    for (i = 0; i < n; i++)
+        g_host.logFunction(HCCL_TUNER_LOG_INFO, __FILE__, __LINE__, "prefer_ring sees %s: engine %s executor %s "
+                           "template %s cost %g", e[i].algName, e[i].engineName, e[i].executorName, e[i].templateName,
+                           (double)e[i].cost);
     if (coll->collType != HCCL_CMD_ALLREDUCE) return HCCL_SUCCESS;
     for (i = 0; i < n; i++) e[i].cost = strcmp(e[i].templateName, "ring") == 0 ? 0.0f : -1.0f;
     *matched = 1;

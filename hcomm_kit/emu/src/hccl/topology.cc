@@ -33,7 +33,8 @@ namespace {
  * 又称计算节点，通常是8卡或16卡的昇腾NPU设备组成的服务器" (an AI Server holds 8 or 16 NPUs); A2
  * servers (Atlas 800T A2, rank_table_config_a2.md's examples, env_config_info.md: "每个AI
  * Server节点有8个Device") hold 8; A3 servers 16 (docs/zh/rfcs/0001-add-batch-invariant-
- * reducescatter.md: "A3/16P topology"). 950: 8, hcomm-kit's assumption (no CANN document found). */
+ * reducescatter.md: "A3/16P topology"). 950: 8 (CANN's HCCL Performance Tester page, hiascend.com
+ * HCCLpertest_16_0007: NPUs per compute node 1-8 on Ascend 950PR/950DT, 1-16 on A3, 1-8 on A2). */
 uint32_t max_per_server(const std::string& product) { return product == "A3" ? 16 : 8; }
 
 bool parse_u32(const char* s, const char* end, uint32_t* out) {

@@ -87,6 +87,17 @@ void tuner_log(int level, const char* file, int line, const char* fmt, ...) {
     emu::logf(level, "[Tuner plugin %s:%d] %s", base ? base + 1 : (file ? file : "?"), line, buf);
 }
 
+/* The executor of an entry, read from its algName as CANN composes it (Engine + Op + Executor +
+ * templates, hicann/hccl src/common/alg_parse.cc EXECUTOR_TYPES): "AicpuAllReduceSequenceMeshMesh"
+ * -> "sequence" (the two-level built-ins), else "sole". */
+const char* executor_of(const char* algName) {
+    static const char* const kExec[][2] = {{"Sequence", "sequence"}, {"Parallel", "parallel"}, {"PipeLine", "pipeline"},
+                                           {"Concur", "concur"}, {"StrictOrdered", "strictordered"}};
+    for (const auto& e : kExec)
+        if (algName && strstr(algName, e[0])) return e[1];
+    return "sole";
+}
+
 const char* coll_name(int t) {
     switch (t) {
         case HCCL_CMD_ALLREDUCE: return "allreduce";
@@ -145,7 +156,7 @@ EMU_API int32_t HcommKitTunerSelect(HcclComm comm, int32_t collType, uint64_t nB
                 for (uint32_t i = 0; i < n; i++) {
                     e[i].algName = algNames[i];
                     e[i].engineName = "aicpu";
-                    e[i].executorName = "sole";
+                    e[i].executorName = executor_of(algNames[i]);
                     e[i].templateName = templates[i];
                     e[i].cost = costs[i];
                     e[i].structSize = sizeof e[i];
