@@ -7,6 +7,12 @@
   output view (staged through the workspace), an output view at an offset with untouched
   neighbours, a repeatable executor run 3 times, every refusal of phase one (NULLs, dtype, shape,
   group, reduce op, root, host memory, aliasing) and of phase two (workspace), the product gate;
+* the vendor package of a CANN-shaped tree (``hcomm-kit config --ascend-home``): one
+  ``op_api/lib/libcust_opapi.so`` holding the built-in collectives' ``aclnnHk*`` and ring_sum
+  (installed as ``hcomm-kit build`` does), hosts linked with ``-lcust_opapi``: ring_sum's host, and
+  tests/c/aclnn_coll/main.cc calling every built-in collective through aclnn (contiguous, strided
+  and transposed views in and out, a repeatable executor, every refusal) at 2, 3 and 4 ranks as
+  threads and under mpirun, every output checked against numpy (tests/hccl_capi.py);
 * the Python invoker (hcomm_kit.aclnn) under mpirun: numpy, DeviceBuffer and torch inputs,
   identical results to comm.load_op(dir), two streams, refusals as AclError with the ACLNN code,
   and the workspace pool reusing its memory across 1000 calls.
@@ -25,6 +31,7 @@ import pytest
 from test_orchestrator import expected, make_input, scaffold
 
 C_HOST = Path(__file__).parent / "c" / "aclnn_host" / "main.cc"
+C_COLL = Path(__file__).parent / "c" / "aclnn_coll" / "main.cc"
 NP4 = pytest.param(4, marks=pytest.mark.slow)
 
 
@@ -108,6 +115,103 @@ def test_c_host_product_gate(tmp_path: Path) -> None:
                     "-pthread", f"-Wl,-rpath,{api.lib_dir}", f"-Wl,-rpath,{lib}"], check=True, timeout=300)
     r = subprocess.run([str(exe), "product"], env=_env(1, soc="Ascend950"), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "OK product refused" in r.stdout, r.stdout + r.stderr
+
+
+# ---- the vendor package of a CANN-shaped tree: built-in collectives + installed operators ---------
+
+def _link(src: Path, exe: Path, tree: Path, *extra: str) -> Path:
+    """Compile a host against the tree as on Ascend: -I$ASCEND_HOME_PATH/include, the vendor's
+    op_api/include, -lcust_opapi -lnnopbase -lhccl -lascendcl."""
+    api = tree / "opp" / "vendors" / "cust" / "op_api"
+    cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", *extra, f"-I{tree / 'include'}",
+           f"-I{api / 'include'}", str(src), "-o", str(exe), f"-L{api / 'lib'}", "-lcust_opapi",
+           f"-L{tree / 'lib64'}", "-lnnopbase", "-lhccl", "-lascendcl", "-pthread", f"-Wl,-rpath,{api / 'lib'}",
+           f"-Wl,-rpath,{tree / 'lib64'}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, " ".join(cmd) + "\n" + r.stdout + r.stderr
+    return exe
+
+
+def _vendor_tree(root: Path, sanitize: str = "") -> Path:
+    """A CANN-shaped tree with ring_sum installed into vendor cust (as `hcomm-kit build` does)."""
+    from hcomm_kit.build import cann_tree
+    from hcomm_kit.build.aclnnbuild import build_aclnn, install
+    from hcomm_kit.build.opbuild import build_op
+
+    tree = cann_tree.write_tree(root, sanitize=sanitize)
+    assert cann_tree.check_tree(tree) == []
+    res = build_op(scaffold("ring-allreduce", name="ring_sum"))
+    inst = install(build_aclnn(res.spec, res.json_path), res.spec, tree)
+    assert inst.library == tree / "opp" / "vendors" / "cust" / "op_api" / "lib" / "libcust_opapi.so"
+    return tree
+
+
+@pytest.fixture(scope="module")
+def vendor(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tree, the collectives host and ring_sum's host, both linked with -lcust_opapi."""
+    out = tmp_path_factory.mktemp("aclnn_vendor")
+    tree = _vendor_tree(out / "cann")
+    return {"tree": tree, "coll": _link(C_COLL, out / "aclnn_coll", tree),
+            "ring": _link(C_HOST, out / "aclnn_ring", tree)}
+
+
+def test_vendor_package_is_one_library(vendor: dict[str, Path]) -> None:
+    """CANN's layout: one libcust_opapi.so per vendor with every operator (built-ins and ring_sum),
+    one header per operator; reinstalling an operator relinks, never duplicates."""
+    from hcomm_kit.base.errors import BuildError
+    from hcomm_kit.build.aclnnbuild import AclnnBuild, build_aclnn, install
+    from hcomm_kit.build.builtins import BUILTIN_ACLNN
+    from hcomm_kit.build.opbuild import build_op
+
+    api = vendor["tree"] / "opp" / "vendors" / "cust" / "op_api"
+    assert sorted(p.name for p in (api / "lib").iterdir()) == ["libcust_opapi.so"]
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(api / "lib" / "libcust_opapi.so")], capture_output=True,
+                          text=True, check=True).stdout
+    names = set(re.findall(r" T (aclnn\w+)", syms))
+    want = {f"aclnn{n}{p}" for n in [*BUILTIN_ACLNN, "RingSum"] for p in ("", "GetWorkspaceSize")}
+    assert names == want, names ^ want
+    headers = {p.name for p in (api / "include").iterdir()}
+    assert {"aclnn_ring_sum.h", "aclnn_hk_all_reduce.h", "aclnn_hk_send.h", "aclnn_hk_collectives.h"} <= headers
+    res = build_op(scaffold("ring-allreduce", name="ring_sum"))
+    install(build_aclnn(res.spec, res.json_path), res.spec, vendor["tree"])
+    assert sorted(p.name for p in (api / "obj").iterdir()) == ["aclnn_hk_collectives.o", "aclnn_ring_sum.o"]
+    # an operator named like a built-in is refused (the vendor's library would define it twice)
+    built = build_aclnn(res.spec, res.json_path)
+    with pytest.raises(BuildError, match="aclnnHkAllReduce"):
+        install(AclnnBuild("aclnnHkAllReduce", built.header, built.library, built.obj), res.spec, vendor["tree"])
+
+
+@pytest.mark.parametrize("ranks,soc", [(2, "Ascend910B"), pytest.param(3, "Ascend910_93", marks=pytest.mark.slow),
+                                       pytest.param(4, "Ascend950", marks=pytest.mark.slow)])
+def test_builtin_collectives_threads(vendor: dict[str, Path], tmp_path: Path, ranks: int, soc: str) -> None:
+    import hccl_capi
+
+    r = subprocess.run([str(vendor["coll"]), "threads", str(tmp_path)], env=_env(ranks, soc=soc),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == ranks, r.stdout
+    assert hccl_capi.check_outputs(tmp_path, ranks, soc) >= 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks,soc", [(2, "Ascend950"), (3, "Ascend910B"), (4, "Ascend910_93")])
+def test_builtin_collectives_mpirun(vendor: dict[str, Path], tmp_path: Path, ranks: int, soc: str) -> None:
+    import hccl_capi
+
+    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", str(ranks), "--timeout", "200", "--",
+                        str(vendor["coll"]), "mpi", str(tmp_path)], env=_env(ranks, soc=soc), capture_output=True,
+                       text=True, timeout=260)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"OK rank \d+", r.stdout)) == ranks, r.stdout
+    assert hccl_capi.check_outputs(tmp_path, ranks, soc) >= 30
+
+
+@pytest.mark.slow
+def test_installed_operator_through_vendor_library(vendor: dict[str, Path]) -> None:
+    """ring_sum's host linked with -lcust_opapi (the vendor's one library) at 3 ranks."""
+    r = subprocess.run([str(vendor["ring"]), "threads"], env=_env(3), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == 3, r.stdout
 
 
 # ---- the Python invoker, under mpirun ------------------------------------------------------------
