@@ -257,6 +257,80 @@ def test_invoker_matches_load_op(comm) -> None:
     other.close()
 
 
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=300)
+def test_invoker_views(comm) -> None:
+    """Non-contiguous views go to the operator as views (aclTensor shape / strides / offset): numpy
+    slices, columns, transposes and offsets, torch views and DeviceViews, in and out; each result
+    equals numpy's on the same view of every rank's data and load_op's on a contiguous copy, and an
+    ``out`` view gets its elements written, nothing else."""
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.aclnn.invoker import _span
+    from hcomm_kit.core.device import DeviceBuffer
+
+    opdir = scaffold("ring-allreduce", name="ring_sum")
+    aclnn.load(opdir)
+    direct = comm.load_op(opdir)
+    n, r = comm.size, comm.rank
+
+    def data(rank: int, dtype: str = "fp32") -> np.ndarray:
+        return make_input(rank, 6 * 40, dtype).reshape(6, 40)
+
+    views = {"stride": lambda a: a.ravel()[1::2], "column": lambda a: a[:, 7], "transpose": lambda a: a.T,
+             "offset": lambda a: a.ravel()[13:], "block": lambda a: a[1:5, 3:30:3], "reversed": lambda a: a[:, ::-1],
+             "sparse": lambda a: a.ravel()[::50]}
+    for rop, dtype in (("sum", "fp32"), ("max", "int32")):
+        reduce = {"sum": np.add, "max": np.maximum}[rop]
+        for name, view in views.items():
+            xv = view(data(r, dtype))
+            want = view(data(0, dtype)).copy()
+            for q in range(1, n):
+                want = reduce(want, view(data(q, dtype)))
+            got = aclnn.invoke("RingSum", xv, group=comm, reduce_op=rop).wait()
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            np.testing.assert_array_equal(got.ravel(), direct(np.ascontiguousarray(xv), reduce_op=rop).ravel(),
+                                          err_msg=name)
+            # into a view of a larger array: only the view's elements change
+            big = np.full((6, 40), -7, dtype=xv.dtype)
+            outv = view(big)
+            if outv.shape == xv.shape:
+                assert aclnn.invoke("RingSum", xv, out=outv, group=comm, reduce_op=rop).wait() is outv
+                np.testing.assert_array_equal(outv, want, err_msg=name)
+                mask = np.ones(big.shape, bool)
+                view(mask)[...] = False
+                assert (big[mask] == -7).all(), name
+    # staged as views: their spans; compacted: negative strides, and views far sparser than their bytes
+    assert _span(views["stride"](data(r))) == (956, (2,)) and _span(views["transpose"](data(r))) == (960, (1, 40))
+    assert _span(views["reversed"](data(r))) is None and _span(np.zeros(100000, np.float32)[::1000]) is None
+    # device memory: column 1 of a [100, 2] matrix in, a strided view of a [100, 3] matrix out
+    m = make_input(r, 200, "fp32").reshape(100, 2)
+    dm = DeviceBuffer.from_numpy(m)
+    dy = DeviceBuffer.from_numpy(np.zeros((100, 3), np.float32))
+    w = aclnn.invoke("RingSum", aclnn.DeviceView(dm, (100,), (2,), 1), out=aclnn.DeviceView(dy, (100,), (3,), 2),
+                     group=comm)
+    w.wait(timeout=60)
+    want = sum(make_input(q, 200, "fp32").reshape(100, 2)[:, 1] for q in range(n))
+    y = dy.numpy()
+    np.testing.assert_array_equal(y[:, 2], want)
+    assert (y[:, :2] == 0).all()
+    try:
+        import torch
+    except ImportError:
+        return
+    t = torch.from_numpy(data(r))
+    for name, tv in (("column", t[:, 3]), ("transpose", t.t()), ("offset", t[2:, 5:]), ("step", t[:, ::4])):
+        assert not tv.is_contiguous() or name == "offset"
+        want = sum(np.asarray(tv_q) for tv_q in [{"column": lambda a: a[:, 3], "transpose": lambda a: a.T,
+                                                   "offset": lambda a: a[2:, 5:], "step": lambda a: a[:, ::4]}[name](
+                                                       data(q)) for q in range(n)])
+        got = aclnn.invoke("RingSum", tv, group=comm).wait()
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        out = torch.zeros(6, 40)
+        ov = {"column": out[:, 3], "transpose": out.t(), "offset": out[2:, 5:], "step": out[:, ::4]}[name]
+        aclnn.invoke("RingSum", tv, out=ov, group=comm).wait()
+        np.testing.assert_array_equal(ov.numpy(), want, err_msg=name)
+        assert float(out.abs().sum()) == float(np.abs(want).sum()), name  # nothing outside the view
+
+
 @pytest.mark.mpi(np=[2], timeout=300)
 def test_invoker_refusals(comm) -> None:
     import hcomm_kit.aclnn as aclnn
