@@ -331,6 +331,75 @@ def test_invoker_views(comm) -> None:
         assert float(out.abs().sum()) == float(np.abs(want).sum()), name  # nothing outside the view
 
 
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=300)
+def test_torch_run_op_and_op_hook_via_aclnn(comm) -> None:
+    """The torch backend runs a custom operator through its aclnn interface (run_op(via="aclnn"),
+    op_hook(via="aclnn")) with results identical to comm.load_op's (via="load_op"): contiguous and
+    non-contiguous tensors in and out, sum / max, bf16, and a few DDP steps with each hook."""
+    torch = pytest.importorskip("torch")
+    import datetime
+
+    import torch.distributed as dist
+
+    import hcomm_kit.torch
+    from hcomm_kit.base.errors import ConfigError
+
+    opdir = scaffold("ring-allreduce", name="ring_sum")
+    dist.init_process_group("hcomm", timeout=datetime.timedelta(seconds=120))
+    try:
+        pg = dist.group.WORLD
+        r, n = comm.rank, comm.size
+        for dtype, rop in ((torch.float32, "sum"), (torch.int32, "max"), (torch.bfloat16, "sum")):
+            base = torch.from_numpy(make_input(r, 300, "fp32").reshape(10, 30)).to(dtype)
+            for name, view in (("whole", lambda t: t), ("column", lambda t: t[:, 4]), ("transpose", lambda t: t.t()),
+                               ("step", lambda t: t[1:, ::3])):
+                x = view(base.clone())
+                outs = {}
+                for via in ("load_op", "aclnn"):
+                    out = torch.full((10, 30), -1, dtype=dtype)
+                    y = view(out)
+                    pg.run_op(opdir, x, y, reduce_op=rop, via=via).wait()
+                    outs[via] = out
+                assert torch.equal(outs["load_op"], outs["aclnn"]), (dtype, name)
+                want = view(torch.from_numpy(make_input(0, 300, "fp32").reshape(10, 30)).to(dtype))
+                for q in range(1, n):
+                    other = view(torch.from_numpy(make_input(q, 300, "fp32").reshape(10, 30)).to(dtype))
+                    want = want + other if rop == "sum" else torch.maximum(want, other)
+                assert torch.equal(view(outs["aclnn"]), want), (dtype, name)
+        with pytest.raises(ConfigError, match="prod"):
+            pg.run_op(opdir, torch.ones(4), reduce_op="prod", via="aclnn")
+        with pytest.raises(ConfigError, match="via"):
+            pg.run_op(opdir, torch.ones(4), via="ctypes")
+        # DDP: a few steps with each hook from the same start end with identical parameters
+        params = {}
+        for via in ("load_op", "aclnn"):
+            torch.manual_seed(0)
+            model = torch.nn.parallel.DistributedDataParallel(
+                torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)),
+                bucket_cap_mb=0.001)
+            hook, calls = hcomm_kit.torch.op_hook(opdir, via=via), [0]
+
+            def counted(state, bucket, hook=hook, calls=calls):
+                calls[0] += 1
+                return hook(state, bucket)
+            model.register_comm_hook(None, counted)
+            start = [p.detach().clone() for p in model.parameters()]
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(3):
+                g = torch.Generator().manual_seed(100 * step + r)
+                x = torch.randn(8, 16, generator=g)
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), torch.sin(x[:, :4])).backward()
+                opt.step()
+            params[via] = [p.detach().clone() for p in model.parameters()]
+            assert calls[0] >= 3 and not all(torch.equal(a, b) for a, b in zip(start, params[via])), via
+        assert str(opdir) in {str(k) for k in pg._aclnn_ops} or len(pg._aclnn_ops) == 1  # run through aclnn
+        for a, b in zip(params["load_op"], params["aclnn"]):
+            assert torch.equal(a, b)
+    finally:
+        dist.destroy_process_group()
+
+
 @pytest.mark.mpi(np=[2], timeout=300)
 def test_invoker_refusals(comm) -> None:
     import hcomm_kit.aclnn as aclnn
