@@ -13,9 +13,10 @@ CANN packs every operator of a vendor package into one ``op_api/lib/libcust_opap
 ``-lcust_opapi``, frameworks dlopen it from ``ASCEND_CUSTOM_OPP_PATH``). hcomm-kit builds operators
 one at a time, so :func:`install` keeps each operator's object in
 ``<ASCEND_HOME_PATH>/opp/vendors/<vendor>/op_api/obj/`` and relinks the vendor's
-``libcust_opapi.so`` from all of them (:func:`link_vendor_library`; the built-in collectives'
+``libcust_opapi.so`` from all of them (the built-in collectives'
 ``aclnnHk*`` are one of them, installed by ``hcomm-kit config --ascend-home``), with the header in
-``op_api/include``. The cache's ``libcust_opapi_<name>.so`` stays for a host that links one operator.
+``op_api/include`` (:mod:`.op_api`). The cache's ``libcust_opapi_<name>.so`` stays for a host that
+links one operator.
 
 Names: ``ring_sum`` -> ``aclnnRingSum`` (:func:`aclnn_name`, CANN camel-cases operator types).
 """
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,21 +32,17 @@ from .._version import __version__
 from ..base import dtypes as _dtypes
 from ..base.errors import BuildError
 from . import cache
+from .op_api import OBJ_DIR, install_objects, link_op_api
 from .opspec import A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS, PRODUCTS, OpSpec
 from .templating import make_environment, render_template, templates_dir
 
-__all__ = ["AclnnBuild", "aclnn_name", "render_sources", "build_aclnn", "install", "library_name", "VENDOR_LIBRARY",
-           "OBJ_DIR", "link_op_api", "link_vendor_library", "install_objects"]
+__all__ = ["AclnnBuild", "aclnn_name", "render_sources", "build_aclnn", "install", "library_name"]
 
 _TOPOLOGY = {"none": 0, "p2p": 1, "ring": 2, "mesh": 3, "peer": 4}
 _OUTPUT = {"count": 0, "count*ranks": 1, "count/ranks": 2}
 _THREAD_RULE = {"ranks": 0, "ranks-1": -1, "peers": -2}
 _OP_TYPE = {"ring-allreduce": 2, "mesh-allgather": 6, "p2p": 4}  # HcclCMDType, as CustomOp sets OpParam.opType
 _FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
-#: CANN's name of a vendor package's host library (every operator of the vendor in one).
-VENDOR_LIBRARY = "libcust_opapi.so"
-#: Beside ``op_api/include`` and ``op_api/lib`` of an installed vendor: the objects its library is linked from.
-OBJ_DIR = "obj"
 
 
 @dataclass(frozen=True)
@@ -208,58 +204,6 @@ def build_aclnn(spec: OpSpec, kernel_json: Path, *, verbose: bool = False) -> Ac
     directory = cache.cached_dir(f"aclnn-{spec.name}", key, build, validate=_ok)
     return AclnnBuild(api, directory / "op_api" / "include" / f"aclnn_{spec.name}.h",
                       directory / "op_api" / "lib" / library_name(spec), directory / OBJ_DIR / f"aclnn_{spec.name}.o")
-
-
-def link_op_api(objects: list[Path], library: Path, *, lib_dir: Path, rpath: str, cxx: str | None = None,
-                verbose: bool = False) -> Path:
-    """Link aclnn host objects into the shared library ``library`` (its soname is its file name)
-    against the emulator library in ``lib_dir``; written atomically (a temp name, then rename)."""
-    cxx = cxx or cache.default_cxx()
-    tmp = library.with_name(f".{library.name}.tmp{os.getpid()}")
-    cmd = [*shlex.split(cxx), "-shared", *map(str, objects), "-o", str(tmp), f"-Wl,-soname,{library.name}",
-           f"-L{lib_dir}", "-lhcomm_emu", f"-Wl,-rpath,{rpath}", "-Wl,--no-undefined"]
-    try:
-        cache.run_compiler(cmd, sources=objects, verbose=verbose)
-        os.replace(tmp, library)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return library
-
-
-def link_vendor_library(vendor: Path, *, verbose: bool = False) -> Path:
-    """(Re)link ``<vendor>/op_api/lib/libcust_opapi.so`` from every object in ``<vendor>/op_api/obj``,
-    against the tree's ``lib64/libhcomm_emu.so`` (``vendor`` is ``<tree>/opp/vendors/<name>``)."""
-    from .emulator import LIB_NAME
-
-    objects = sorted((vendor / "op_api" / OBJ_DIR).glob("*.o"))
-    lib64 = vendor.parents[2] / "lib64"
-    if not (lib64 / LIB_NAME).is_file():
-        raise BuildError(f"{lib64 / LIB_NAME} does not exist: {vendor.parents[2]} is not a tree written by "
-                         "hcomm-kit config --ascend-home")
-    if not objects:
-        raise BuildError(f"no aclnn objects in {vendor / 'op_api' / OBJ_DIR} to link {VENDOR_LIBRARY} from")
-    out = vendor / "op_api" / "lib"
-    out.mkdir(parents=True, exist_ok=True)
-    # $ORIGIN = <tree>/opp/vendors/<vendor>/op_api/lib: the tree's lib64 is five levels up
-    return link_op_api(objects, out / VENDOR_LIBRARY, lib_dir=lib64, rpath="$ORIGIN/../../../../../lib64",
-                       verbose=verbose)
-
-
-def install_objects(vendor: Path, headers: list[Path], objects: list[Path], *, verbose: bool = False) -> Path:
-    """Copy headers into ``<vendor>/op_api/include`` and objects into ``<vendor>/op_api/obj``, then
-    relink the vendor's ``libcust_opapi.so`` (under a file lock: installs may run concurrently)."""
-    from filelock import FileLock
-
-    api = vendor / "op_api"
-    for sub in ("include", "lib", OBJ_DIR):
-        (api / sub).mkdir(parents=True, exist_ok=True)
-    with FileLock(str(api / ".install.lock")):
-        for src, dst_dir in [*((h, api / "include") for h in headers), *((o, api / OBJ_DIR) for o in objects)]:
-            dst = dst_dir / src.name
-            tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
-            shutil.copy2(src, tmp)
-            os.replace(tmp, dst)
-        return link_vendor_library(vendor, verbose=verbose)
 
 
 def install(built: AclnnBuild, spec: OpSpec, ascend_home: str | os.PathLike[str], *,

@@ -122,7 +122,7 @@ def build_builtin_op_api(out: Path, *, lib_dir: Path, include: Path, cxx: str, v
     Raises:
         CompileError: the sources do not compile.
     """
-    from .aclnnbuild import OBJ_DIR, VENDOR_LIBRARY, link_op_api
+    from .op_api import OBJ_DIR, VENDOR_LIBRARY, link_op_api
 
     sources, headers = op_api_sources()
     if not sources:

@@ -45,7 +45,7 @@ from .._version import __version__
 from . import cache
 from ..base.errors import BuildError, ConfigError
 from ..base.resources import emu_dir
-from .aclnnbuild import OBJ_DIR, VENDOR_LIBRARY, install_objects
+from .op_api import OBJ_DIR, VENDOR_LIBRARY, install_objects
 from .builtins import OP_API_DIR
 
 __all__ = ["EMULATED_LIBS", "STUB_LIBS", "CROSS_TOOLS", "write_tree"]
