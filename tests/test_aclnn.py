@@ -132,6 +132,19 @@ def _link(src: Path, exe: Path, tree: Path, *extra: str) -> Path:
     return exe
 
 
+def test_config_op_api_flags() -> None:
+    """`hcomm-kit config --op-api`: the built-ins' aclnn package beside the emulator library."""
+    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "config", "--op-api"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    flags = r.stdout.split()
+    inc, lib = Path(flags[0][2:]), Path(flags[1][2:])
+    assert flags[2] == "-lcust_opapi" and (inc / "aclnn_hk_all_reduce.h").is_file()
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(lib / "libcust_opapi.so")], capture_output=True,
+                          text=True, check=True).stdout
+    assert "aclnnHkAllReduceGetWorkspaceSize" in syms and "aclnnHkRecv" in syms
+
+
 def _vendor_tree(root: Path, sanitize: str = "") -> Path:
     """A CANN-shaped tree with ring_sum installed into vendor cust (as `hcomm-kit build` does)."""
     from hcomm_kit.build import cann_tree
@@ -212,6 +225,36 @@ def test_installed_operator_through_vendor_library(vendor: dict[str, Path]) -> N
     r = subprocess.run([str(vendor["ring"]), "threads"], env=_env(3), capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr[-6000:]
     assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == 3, r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_aclnn_hosts_under_thread_sanitizer(tmp_path: Path) -> None:
+    """Both C hosts (the built-in collectives' and ring_sum's, through the vendor's libcust_opapi.so)
+    built with -fsanitize=thread against the ThreadSanitizer build of the emulator (a CANN-shaped
+    tree of it), at 3 ranks as threads and the collectives at 2 under mpirun: no report."""
+    import hccl_capi
+    from test_sanitizers import SANITIZER_ERROR_RE
+
+    tree = _vendor_tree(tmp_path / "cann", sanitize="thread")
+    flags = ("-fsanitize=thread", "-g")
+    coll = _link(C_COLL, tmp_path / "aclnn_coll_tsan", tree, *flags)
+    ring = _link(C_HOST, tmp_path / "aclnn_ring_tsan", tree, *flags)
+    tsan = {"TSAN_OPTIONS": "second_deadlock_stack=1:halt_on_error=0:report_signal_unsafe=0"}
+    runs = [([str(coll), "threads", str(tmp_path / "t")], 3, "t"), ([str(ring), "threads"], 3, None),
+            ([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "600", "--", str(coll), "mpi",
+              str(tmp_path / "m")], 2, "m")]
+    for argv, ranks, out in runs:
+        if out:
+            (tmp_path / out).mkdir()
+        env = {**_env(ranks, HCCL_EXEC_TIMEOUT="600"), **tsan}
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+        text = proc.stdout + proc.stderr
+        reports = SANITIZER_ERROR_RE.findall(text)
+        assert not reports, f"{len(reports)} ThreadSanitizer report(s) from {argv[-2:]}:\n{text[-30000:]}"
+        assert proc.returncode == 0 and len(re.findall(r"OK rank \d+", proc.stdout)) == ranks, text[-20000:]
+        if out:
+            assert hccl_capi.check_outputs(tmp_path / out, ranks, "Ascend910B") >= 30
 
 
 # ---- the Python invoker, under mpirun ------------------------------------------------------------
