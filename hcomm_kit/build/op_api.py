@@ -33,7 +33,9 @@ def link_op_api(objects: list[Path], library: Path, *, lib_dir: Path, rpath: str
     cxx = cxx or cache.default_cxx()
     tmp = library.with_name(f".{library.name}.tmp{os.getpid()}")
     cmd = [*shlex.split(cxx), "-shared", *map(str, objects), "-o", str(tmp), f"-Wl,-soname,{library.name}",
-           f"-L{lib_dir}", "-lhcomm_emu", f"-Wl,-rpath,{rpath}", "-Wl,--no-undefined"]
+           f"-L{lib_dir}", "-lhcomm_emu", "-lc", f"-Wl,-rpath,{rpath}", "-Wl,--no-undefined"]
+    # -lc: the ThreadSanitizer build of the emulator leaves atexit to libtsan; without libc named after
+    # it, ld pulls libc_nonshared's atexit into a library that uses no C++ runtime and fails --no-undefined
     try:
         cache.run_compiler(cmd, sources=objects, verbose=verbose)
         os.replace(tmp, library)

@@ -136,7 +136,8 @@ EMU_API aclnnStatus HkAclnnCollGetWorkspaceSize(int32_t coll, const aclTensor* x
     const char* api = api1.c_str();
     clear_err();
     if (check_init(api)) return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "%s", last_err().c_str());
-    if (ci.x == REQUIRED && !x) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "%s is NULL", coll == HK_COLL_BROADCAST ? "selfRef" : "x");
+    if (ci.x == REQUIRED && !x)
+        return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "%s is NULL", coll == HK_COLL_BROADCAST ? "selfRef" : "x");
     if (ci.out == REQUIRED && !out) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "out is NULL");
     if (!group) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "group is NULL");
     if (!workspaceSize) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "workspaceSize is NULL");
