@@ -7,6 +7,12 @@
   output view (staged through the workspace), an output view at an offset with untouched
   neighbours, a repeatable executor run 3 times, every refusal of phase one (NULLs, dtype, shape,
   group, reduce op, root, host memory, aliasing) and of phase two (workspace), the product gate;
+* the vendor package of a CANN-shaped tree (``hcomm-kit config --ascend-home``): one
+  ``op_api/lib/libcust_opapi.so`` holding the built-in collectives' ``aclnnHk*`` and ring_sum
+  (installed as ``hcomm-kit build`` does), hosts linked with ``-lcust_opapi``: ring_sum's host, and
+  tests/c/aclnn_coll/main.cc calling every built-in collective through aclnn (contiguous, strided
+  and transposed views in and out, a repeatable executor, every refusal) at 2, 3 and 4 ranks as
+  threads and under mpirun, every output checked against numpy (tests/hccl_capi.py);
 * the Python invoker (hcomm_kit.aclnn) under mpirun: numpy, DeviceBuffer and torch inputs,
   identical results to comm.load_op(dir), two streams, refusals as AclError with the ACLNN code,
   and the workspace pool reusing its memory across 1000 calls.
@@ -25,6 +31,7 @@ import pytest
 from test_orchestrator import expected, make_input, scaffold
 
 C_HOST = Path(__file__).parent / "c" / "aclnn_host" / "main.cc"
+C_COLL = Path(__file__).parent / "c" / "aclnn_coll" / "main.cc"
 NP4 = pytest.param(4, marks=pytest.mark.slow)
 
 
@@ -110,6 +117,146 @@ def test_c_host_product_gate(tmp_path: Path) -> None:
     assert r.returncode == 0 and "OK product refused" in r.stdout, r.stdout + r.stderr
 
 
+# ---- the vendor package of a CANN-shaped tree: built-in collectives + installed operators ---------
+
+def _link(src: Path, exe: Path, tree: Path, *extra: str) -> Path:
+    """Compile a host against the tree as on Ascend: -I$ASCEND_HOME_PATH/include, the vendor's
+    op_api/include, -lcust_opapi -lnnopbase -lhccl -lascendcl."""
+    api = tree / "opp" / "vendors" / "cust" / "op_api"
+    cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", *extra, f"-I{tree / 'include'}",
+           f"-I{api / 'include'}", str(src), "-o", str(exe), f"-L{api / 'lib'}", "-lcust_opapi",
+           f"-L{tree / 'lib64'}", "-lnnopbase", "-lhccl", "-lascendcl", "-pthread", f"-Wl,-rpath,{api / 'lib'}",
+           f"-Wl,-rpath,{tree / 'lib64'}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, " ".join(cmd) + "\n" + r.stdout + r.stderr
+    return exe
+
+
+def test_config_op_api_flags() -> None:
+    """`hcomm-kit config --op-api`: the built-ins' aclnn package beside the emulator library."""
+    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "config", "--op-api"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    flags = r.stdout.split()
+    inc, lib = Path(flags[0][2:]), Path(flags[1][2:])
+    assert flags[2] == "-lcust_opapi" and (inc / "aclnn_hk_all_reduce.h").is_file()
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(lib / "libcust_opapi.so")], capture_output=True,
+                          text=True, check=True).stdout
+    assert "aclnnHkAllReduceGetWorkspaceSize" in syms and "aclnnHkRecv" in syms
+
+
+def _vendor_tree(root: Path, sanitize: str = "") -> Path:
+    """A CANN-shaped tree with ring_sum installed into vendor cust (as `hcomm-kit build` does)."""
+    from hcomm_kit.build import cann_tree
+    from hcomm_kit.build.aclnnbuild import build_aclnn, install
+    from hcomm_kit.build.opbuild import build_op
+
+    tree = cann_tree.write_tree(root, sanitize=sanitize)
+    assert cann_tree.check_tree(tree) == []
+    res = build_op(scaffold("ring-allreduce", name="ring_sum"))
+    inst = install(build_aclnn(res.spec, res.json_path), res.spec, tree)
+    assert inst.library == tree / "opp" / "vendors" / "cust" / "op_api" / "lib" / "libcust_opapi.so"
+    return tree
+
+
+@pytest.fixture(scope="module")
+def vendor(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tree, the collectives host and ring_sum's host, both linked with -lcust_opapi."""
+    out = tmp_path_factory.mktemp("aclnn_vendor")
+    tree = _vendor_tree(out / "cann")
+    return {"tree": tree, "coll": _link(C_COLL, out / "aclnn_coll", tree),
+            "ring": _link(C_HOST, out / "aclnn_ring", tree)}
+
+
+def test_vendor_package_is_one_library(vendor: dict[str, Path]) -> None:
+    """CANN's layout: one libcust_opapi.so per vendor with every operator (built-ins and ring_sum),
+    one header per operator; reinstalling an operator relinks, never duplicates."""
+    from hcomm_kit.base.errors import BuildError
+    from hcomm_kit.build.aclnnbuild import AclnnBuild, build_aclnn, install
+    from hcomm_kit.build.builtins import BUILTIN_ACLNN
+    from hcomm_kit.build.opbuild import build_op
+
+    api = vendor["tree"] / "opp" / "vendors" / "cust" / "op_api"
+    assert sorted(p.name for p in (api / "lib").iterdir()) == ["libcust_opapi.so"]
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(api / "lib" / "libcust_opapi.so")], capture_output=True,
+                          text=True, check=True).stdout
+    names = set(re.findall(r" T (aclnn\w+)", syms))
+    want = {f"aclnn{n}{p}" for n in [*BUILTIN_ACLNN, "RingSum"] for p in ("", "GetWorkspaceSize")}
+    assert names == want, names ^ want
+    headers = {p.name for p in (api / "include").iterdir()}
+    assert {"aclnn_ring_sum.h", "aclnn_hk_all_reduce.h", "aclnn_hk_send.h", "aclnn_hk_collectives.h"} <= headers
+    res = build_op(scaffold("ring-allreduce", name="ring_sum"))
+    install(build_aclnn(res.spec, res.json_path), res.spec, vendor["tree"])
+    assert sorted(p.name for p in (api / "obj").iterdir()) == ["aclnn_hk_collectives.o", "aclnn_ring_sum.o"]
+    # an operator named like a built-in is refused (the vendor's library would define it twice)
+    built = build_aclnn(res.spec, res.json_path)
+    with pytest.raises(BuildError, match="aclnnHkAllReduce"):
+        install(AclnnBuild("aclnnHkAllReduce", built.header, built.library, built.obj), res.spec, vendor["tree"])
+
+
+@pytest.mark.parametrize("ranks,soc", [(2, "Ascend910B"), pytest.param(3, "Ascend910_93", marks=pytest.mark.slow),
+                                       pytest.param(4, "Ascend950", marks=pytest.mark.slow)])
+def test_builtin_collectives_threads(vendor: dict[str, Path], tmp_path: Path, ranks: int, soc: str) -> None:
+    import hccl_capi
+
+    r = subprocess.run([str(vendor["coll"]), "threads", str(tmp_path)], env=_env(ranks, soc=soc),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == ranks, r.stdout
+    assert hccl_capi.check_outputs(tmp_path, ranks, soc) >= 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks,soc", [(2, "Ascend950"), (3, "Ascend910B"), (4, "Ascend910_93")])
+def test_builtin_collectives_mpirun(vendor: dict[str, Path], tmp_path: Path, ranks: int, soc: str) -> None:
+    import hccl_capi
+
+    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", str(ranks), "--timeout", "200", "--",
+                        str(vendor["coll"]), "mpi", str(tmp_path)], env=_env(ranks, soc=soc), capture_output=True,
+                       text=True, timeout=260)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"OK rank \d+", r.stdout)) == ranks, r.stdout
+    assert hccl_capi.check_outputs(tmp_path, ranks, soc) >= 30
+
+
+@pytest.mark.slow
+def test_installed_operator_through_vendor_library(vendor: dict[str, Path]) -> None:
+    """ring_sum's host linked with -lcust_opapi (the vendor's one library) at 3 ranks."""
+    r = subprocess.run([str(vendor["ring"]), "threads"], env=_env(3), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == 3, r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_aclnn_hosts_under_thread_sanitizer(tmp_path: Path) -> None:
+    """Both C hosts (the built-in collectives' and ring_sum's, through the vendor's libcust_opapi.so)
+    built with -fsanitize=thread against the ThreadSanitizer build of the emulator (a CANN-shaped
+    tree of it), at 3 ranks as threads and the collectives at 2 under mpirun: no report."""
+    import hccl_capi
+    from test_sanitizers import SANITIZER_ERROR_RE
+
+    tree = _vendor_tree(tmp_path / "cann", sanitize="thread")
+    flags = ("-fsanitize=thread", "-g")
+    coll = _link(C_COLL, tmp_path / "aclnn_coll_tsan", tree, *flags)
+    ring = _link(C_HOST, tmp_path / "aclnn_ring_tsan", tree, *flags)
+    tsan = {"TSAN_OPTIONS": "second_deadlock_stack=1:halt_on_error=0:report_signal_unsafe=0"}
+    runs = [([str(coll), "threads", str(tmp_path / "t")], 3, "t"), ([str(ring), "threads"], 3, None),
+            ([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "600", "--", str(coll), "mpi",
+              str(tmp_path / "m")], 2, "m")]
+    for argv, ranks, out in runs:
+        if out:
+            (tmp_path / out).mkdir()
+        env = {**_env(ranks, HCCL_EXEC_TIMEOUT="600"), **tsan}
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+        text = proc.stdout + proc.stderr
+        reports = SANITIZER_ERROR_RE.findall(text)
+        assert not reports, f"{len(reports)} ThreadSanitizer report(s) from {argv[-2:]}:\n{text[-30000:]}"
+        assert proc.returncode == 0 and len(re.findall(r"OK rank \d+", proc.stdout)) == ranks, text[-20000:]
+        if out:
+            assert hccl_capi.check_outputs(tmp_path / out, ranks, "Ascend910B") >= 30
+
+
 # ---- the Python invoker, under mpirun ------------------------------------------------------------
 
 @pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow), NP4], timeout=300)
@@ -151,6 +298,173 @@ def test_invoker_matches_load_op(comm) -> None:
         got = aclnn.invoke("RingSum", t, group=comm.name).wait()
         np.testing.assert_array_equal(got, expected("ring-allreduce", comm.rank, comm.size, 128, "fp32"))
     other.close()
+
+
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=300)
+def test_invoker_views(comm) -> None:
+    """Non-contiguous views go to the operator as views (aclTensor shape / strides / offset): numpy
+    slices, columns, transposes and offsets, torch views and DeviceViews, in and out; each result
+    equals numpy's on the same view of every rank's data and load_op's on a contiguous copy, and an
+    ``out`` view gets its elements written, nothing else."""
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.aclnn.invoker import _span
+    from hcomm_kit.core.device import DeviceBuffer
+
+    opdir = scaffold("ring-allreduce", name="ring_sum")
+    aclnn.load(opdir)
+    direct = comm.load_op(opdir)
+    n, r = comm.size, comm.rank
+
+    def data(rank: int, dtype: str = "fp32") -> np.ndarray:
+        return make_input(rank, 6 * 40, dtype).reshape(6, 40)
+
+    views = {"stride": lambda a: a.ravel()[1::2], "column": lambda a: a[:, 7], "transpose": lambda a: a.T,
+             "offset": lambda a: a.ravel()[13:], "block": lambda a: a[1:5, 3:30:3], "reversed": lambda a: a[:, ::-1],
+             "sparse": lambda a: a.ravel()[::50]}
+    for rop, dtype in (("sum", "fp32"),) + ((("max", "int32"),) if n > 2 else ()):  # int32 max: full run
+        reduce = {"sum": np.add, "max": np.maximum}[rop]
+        for name, view in views.items():
+            xv = view(data(r, dtype))
+            want = view(data(0, dtype)).copy()
+            for q in range(1, n):
+                want = reduce(want, view(data(q, dtype)))
+            got = aclnn.invoke("RingSum", xv, group=comm, reduce_op=rop).wait()
+            np.testing.assert_array_equal(got, want, err_msg=name)
+            np.testing.assert_array_equal(got.ravel(), direct(np.ascontiguousarray(xv), reduce_op=rop).ravel(),
+                                          err_msg=name)
+            # into a view of a larger array: only the view's elements change
+            big = np.full((6, 40), -7, dtype=xv.dtype)
+            outv = view(big)
+            if outv.shape == xv.shape:
+                assert aclnn.invoke("RingSum", xv, out=outv, group=comm, reduce_op=rop).wait() is outv
+                np.testing.assert_array_equal(outv, want, err_msg=name)
+                mask = np.ones(big.shape, bool)
+                view(mask)[...] = False
+                assert (big[mask] == -7).all(), name
+    # staged as views: their spans; compacted: negative strides, and views far sparser than their bytes
+    assert _span(views["stride"](data(r))) == (956, (2,)) and _span(views["transpose"](data(r))) == (960, (1, 40))
+    assert _span(views["reversed"](data(r))) is None and _span(np.zeros(100000, np.float32)[::1000]) is None
+    # device memory: column 1 of a [100, 2] matrix in, a strided view of a [100, 3] matrix out
+    m = make_input(r, 200, "fp32").reshape(100, 2)
+    dm = DeviceBuffer.from_numpy(m)
+    dy = DeviceBuffer.from_numpy(np.zeros((100, 3), np.float32))
+    w = aclnn.invoke("RingSum", aclnn.DeviceView(dm, (100,), (2,), 1), out=aclnn.DeviceView(dy, (100,), (3,), 2),
+                     group=comm)
+    w.wait(timeout=60)
+    want = sum(make_input(q, 200, "fp32").reshape(100, 2)[:, 1] for q in range(n))
+    y = dy.numpy()
+    np.testing.assert_array_equal(y[:, 2], want)
+    assert (y[:, :2] == 0).all()
+    try:
+        import torch
+    except ImportError:
+        return
+    t = torch.from_numpy(data(r))
+    for name, tv in (("column", t[:, 3]), ("transpose", t.t()), ("offset", t[2:, 5:]), ("step", t[:, ::4])):
+        assert not tv.is_contiguous() or name == "offset"
+        want = sum(np.asarray(tv_q) for tv_q in [{"column": lambda a: a[:, 3], "transpose": lambda a: a.T,
+                                                   "offset": lambda a: a[2:, 5:], "step": lambda a: a[:, ::4]}[name](
+                                                       data(q)) for q in range(n)])
+        got = aclnn.invoke("RingSum", tv, group=comm).wait()
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        out = torch.zeros(6, 40)
+        ov = {"column": out[:, 3], "transpose": out.t(), "offset": out[2:, 5:], "step": out[:, ::4]}[name]
+        aclnn.invoke("RingSum", tv, out=ov, group=comm).wait()
+        np.testing.assert_array_equal(ov.numpy(), want, err_msg=name)
+        assert float(out.abs().sum()) == float(np.abs(want).sum()), name  # nothing outside the view
+
+
+@pytest.fixture
+def torch_world(comm):
+    """The default "hcomm" torch process group of this job (torch skipped when missing); None in
+    the outer pytest process, which only starts the mpirun job."""
+    from hcomm_kit.core.bootstrap import under_mpi
+
+    if not under_mpi():
+        yield None
+        return
+    torch = pytest.importorskip("torch")
+    import datetime
+
+    import torch.distributed as dist
+
+    import hcomm_kit.torch  # noqa: F401 - registers "hcomm"
+
+    dist.init_process_group("hcomm", timeout=datetime.timedelta(seconds=120))
+    try:
+        yield torch, dist.group.WORLD
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=300)
+def test_torch_run_op_via_aclnn(comm, torch_world) -> None:
+    """The torch backend runs a custom operator through its aclnn interface (run_op(via="aclnn"))
+    with results identical to comm.load_op's (via="load_op") and to the sum / max over ranks:
+    contiguous and non-contiguous tensors in and out (fp32 and bf16; int32 max and more views in the
+    full run)."""
+    torch, pg = torch_world
+    from hcomm_kit.base.errors import ConfigError
+
+    opdir = scaffold("ring-allreduce", name="ring_sum")
+    r, n = comm.rank, comm.size
+    cases = [(torch.float32, "sum"), (torch.bfloat16, "sum")] + ([(torch.int32, "max")] if n > 2 else [])
+    views = [("whole", lambda t: t), ("column", lambda t: t[:, 4]), ("transpose", lambda t: t.t())]
+    views += [("step", lambda t: t[1:, ::3])] if n > 2 else []
+    for dtype, rop in cases:
+        base = torch.from_numpy(make_input(r, 300, "fp32").reshape(10, 30)).to(dtype)
+        for name, view in views:
+            x = view(base.clone())
+            outs = {}
+            for via in ("load_op", "aclnn"):
+                out = torch.full((10, 30), -1, dtype=dtype)
+                pg.run_op(opdir, x, view(out), reduce_op=rop, via=via).wait()
+                outs[via] = out
+            assert torch.equal(outs["load_op"], outs["aclnn"]), (dtype, name)  # the -1 outside the view too
+            want = view(torch.from_numpy(make_input(0, 300, "fp32").reshape(10, 30)).to(dtype))
+            for q in range(1, n):
+                other = view(torch.from_numpy(make_input(q, 300, "fp32").reshape(10, 30)).to(dtype))
+                want = want + other if rop == "sum" else torch.maximum(want, other)
+            assert torch.equal(view(outs["aclnn"]), want), (dtype, name)
+    assert len(pg._aclnn_ops) == 1  # ran through the operator's aclnn library
+    with pytest.raises(ConfigError, match="prod"):
+        pg.run_op(opdir, torch.ones(4), reduce_op="prod", via="aclnn")
+    with pytest.raises(ConfigError, match="via"):
+        pg.run_op(opdir, torch.ones(4), via="ctypes")
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(np=[2, 3], timeout=300)
+def test_torch_op_hook_via_aclnn(comm, torch_world) -> None:
+    """DDP steps with op_hook(via="aclnn") end with parameters identical to op_hook(via="load_op")."""
+    torch, pg = torch_world
+    import hcomm_kit.torch
+
+    opdir = scaffold("ring-allreduce", name="ring_sum")
+    params = {}
+    for via in ("load_op", "aclnn"):
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(
+            torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)))
+        hook, calls = hcomm_kit.torch.op_hook(opdir, via=via), [0]
+
+        def counted(state, bucket, hook=hook, calls=calls):
+            calls[0] += 1
+            return hook(state, bucket)
+        model.register_comm_hook(None, counted)
+        start = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            g = torch.Generator().manual_seed(100 * step + comm.rank)
+            x = torch.randn(8, 16, generator=g)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), torch.sin(x[:, :4])).backward()
+            opt.step()
+        params[via] = [p.detach().clone() for p in model.parameters()]
+        assert calls[0] >= 3 and not all(torch.equal(a, b) for a, b in zip(start, params[via])), via
+    assert len(pg._aclnn_ops) == 1
+    for a, b in zip(params["load_op"], params["aclnn"]):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.mpi(np=[2], timeout=300)

@@ -11,7 +11,11 @@ and registers it under its aclnn name; :func:`invoke` then runs::
 
 Inputs: numpy arrays (and anything :func:`~hcomm_kit.core.device.as_host_array` takes: torch CPU
 tensors, DLPack, the buffer protocol) are staged through pooled device blocks; a
-:class:`~hcomm_kit.core.device.DeviceBuffer` is used in place.
+:class:`~hcomm_kit.core.device.DeviceBuffer` (or a :class:`DeviceView` of one) is used in place.
+Views are passed as views: a strided or offset array (``x[::2]``, ``m[:, 1]``, ``m.T``, torch views)
+becomes an ``aclTensor`` with its shape, strides and offset over the bytes it spans (staged as
+they are), and the operator's library stages it for the kernel (the workspace phase one sizes).
+An ``out=`` view gets exactly its elements written.
 
 Example::
 
@@ -25,13 +29,14 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..base import dtypes as _dtypes
-from ..base.errors import AclError, ConfigError
-from ..base.validate import check_out_array
+from ..base.errors import AclError, ConfigError, OpTimeoutError
+from ..base.validate import check_timeout
 from ..build.aclnnbuild import AclnnBuild, build_aclnn
 from ..build.opspec import PARAM_TYPES, OpSpec
 from ..core.device import DeviceBuffer, Event, Stream, as_host_array, host_ptr
@@ -39,9 +44,11 @@ from ..runtime import codes
 from .meta import MetaApi, TensorDesc, check_status, meta_api
 from .pool import Block, WorkspacePool, stream_pool, workspace_pool
 
-__all__ = ["AclnnOp", "Work", "load", "invoke", "get_op", "registered"]
+__all__ = ["AclnnOp", "Work", "DeviceView", "load", "invoke", "get_op", "registered"]
 
 _H2D, _D2H = 1, 2
+_EVENT_SYNC_TIMEOUT = 507047  # aclrtSynchronizeEventWithTimeout expired
+_SPAN_FACTOR = 4              # a host view spanning more than 4x its bytes is staged compacted
 _REGISTRY: dict[str, "AclnnOp"] = {}
 _REG_LOCK = threading.Lock()
 
@@ -159,25 +166,136 @@ class Work:
     def is_completed(self) -> bool:
         return self._done or self._event.query()
 
-    def wait(self) -> Any:
-        """Wait for the operator, raise its error, return the output."""
+    def wait(self, timeout: float | None = None) -> Any:
+        """Wait for the operator (at most ``timeout`` seconds), raise its error, return the output.
+
+        Raises:
+            OpTimeoutError: not finished within ``timeout`` (the operator may still be running:
+                its memory stays with it until the process ends).
+            AclError: the operator failed (the ACL code and the runtime's message).
+        """
+        check_timeout(timeout)
         if not self._done:
             self._done = True
             rt = self._op.rt
+            timed_out = False
             try:
-                ret = rt.acl.aclrtSynchronizeEvent(self._event.handle)
+                if timeout is None:
+                    ret, api = rt.acl.aclrtSynchronizeEvent(self._event.handle), "aclrtSynchronizeEvent"
+                else:
+                    api = "aclrtSynchronizeEventWithTimeout"
+                    ret = rt.acl.aclrtSynchronizeEventWithTimeout(self._event.handle, max(1, int(timeout * 1000)))
+                if ret == _EVENT_SYNC_TIMEOUT:
+                    rt.recent_error_message()  # consumed: the message below says it better
+                    timed_out = True
+                    raise OpTimeoutError(ret, codes.acl_name(ret), api,
+                                         f"{self._op.api} did not finish within the {timeout:.3g} s of "
+                                         f"Work.wait(timeout=...); it may still be running",
+                                         op=self._op.api, timeout=float(timeout))
                 if ret:
-                    raise AclError(ret, codes.acl_name(ret), f"{self._op.api} (aclrtSynchronizeEvent)",
-                                   rt.recent_error_message())
+                    raise AclError(ret, codes.acl_name(ret), f"{self._op.api} ({api})", rt.recent_error_message())
                 self._result = self._finish()
             except BaseException as exc:
                 self._error = exc
             finally:
-                self._cleanup()
-                self._event.close()
+                if not timed_out:  # a running operator keeps its workspace and staging blocks
+                    self._cleanup()
+                    self._event.close()
         if self._error is not None:
             raise self._error
         return self._result
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """A view of device memory for :func:`invoke`: ``shape`` with ``strides`` (elements; None =
+    C-contiguous) starting ``offset`` elements into ``buffer``.
+
+    Example: column 1 of a ``[n, 2]`` DeviceBuffer ``m``: ``DeviceView(m, (n,), (2,), 1)``.
+    """
+
+    buffer: DeviceBuffer
+    shape: Sequence[int]
+    strides: Sequence[int] | None = None
+    offset: int = 0
+
+
+class _Operand:
+    """One tensor of a call: the aclTensor's view over device memory, and how a host array gets
+    there and back."""
+
+    __slots__ = ("ptr", "shape", "strides", "offset", "storage", "host", "span", "block")
+
+    def __init__(self) -> None:
+        self.ptr, self.shape, self.strides, self.offset, self.storage = 0, (), None, 0, None
+        self.host: np.ndarray | None = None  # the host array this operand stages (None: device memory)
+        self.span = 0                        # bytes of the host array's span staged
+        self.block: Block | None = None
+
+
+def _span(a: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
+    """(bytes spanned, element strides) of a host view that can be staged as it is (non-negative
+    strides in whole elements, not much sparser than its elements); None: compact it instead."""
+    item = a.itemsize
+    if a.size == 0 or any(st < 0 or st % item for st in a.strides):
+        return None
+    strides = tuple(st // item for st in a.strides)
+    span = (1 + sum((n - 1) * st for n, st in zip(a.shape, strides))) * item
+    return (span, strides) if span <= _SPAN_FACTOR * a.nbytes + 4096 else None
+
+
+def _host_operand(rt, pool: WorkspacePool, a: np.ndarray, *, read: bool, blocks: list[Block]) -> _Operand:
+    """Stage host array ``a`` (any view) into a pooled block: its span as it is, with the view's
+    strides in the aclTensor (copied in when ``read``), or a compact copy when the view cannot be."""
+    o = _Operand()
+    o.host, o.shape = a, a.shape
+    if a.flags.c_contiguous or _span(a) is None:
+        o.span = a.nbytes
+        src = np.ascontiguousarray(a) if read else None
+    else:
+        o.span, o.strides = _span(a)
+        src = None
+    b = pool.acquire(o.span)
+    if b is not None:
+        blocks.append(b)
+    o.block, o.ptr = b, (b.ptr if b else 0)
+    o.storage = (o.span // a.itemsize,)
+    if read and o.span:
+        if src is not None:
+            rt.checked.aclrtMemcpy(o.ptr, b.capacity, host_ptr(src), o.span, _H2D)
+        else:  # the bytes the view spans, from its first element
+            rt.checked.aclrtMemcpy(o.ptr, b.capacity, a.__array_interface__["data"][0], o.span, _H2D)
+    return o
+
+
+def _copy_out(rt, o: _Operand) -> None:
+    """After the call: the result's elements from the device block into the host array (a view)."""
+    a = o.host
+    if not o.span:
+        return
+    if o.strides is None and a.flags.c_contiguous:
+        rt.checked.aclrtMemcpy(host_ptr(a), o.span, o.ptr, o.span, _D2H)
+        return
+    tmp = np.empty(o.span // a.itemsize, dtype=a.dtype)
+    rt.checked.aclrtMemcpy(host_ptr(tmp), o.span, o.ptr, o.span, _D2H)
+    if o.strides is None:  # staged compacted
+        a[...] = tmp.reshape(a.shape)
+    else:
+        a[...] = np.lib.stride_tricks.as_strided(tmp, a.shape, a.strides)
+
+
+def _device_operand(x: "DeviceBuffer | DeviceView", dt) -> _Operand:
+    o = _Operand()
+    buf = x.buffer if isinstance(x, DeviceView) else x
+    o.ptr = buf.ptr
+    o.storage = (buf.nbytes // dt.itemsize,) if isinstance(x, DeviceView) else None
+    if isinstance(x, DeviceView):
+        o.shape = tuple(int(v) for v in x.shape)
+        o.strides = None if x.strides is None else tuple(int(v) for v in x.strides)
+        o.offset = int(x.offset)
+    else:
+        o.shape = buf.shape
+    return o
 
 
 def _stream_handle(stream: "Stream | int | None", rt) -> int:
@@ -193,9 +311,11 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
 
     Args:
         name: ``"RingSum"`` (or ``"aclnnRingSum"``), loaded with :func:`load`.
-        x: numpy array / torch CPU tensor / array-like (staged), or a :class:`DeviceBuffer`.
-        out: None (a new numpy array, or a new DeviceBuffer for a DeviceBuffer ``x``), a numpy
-            array to fill, or a DeviceBuffer.
+        x: numpy array / torch CPU tensor / array-like, any view (staged), or a
+            :class:`DeviceBuffer` / :class:`DeviceView` (used in place).
+        out: None (a new numpy array shaped like ``x`` or by ``[io].output``, or a new DeviceBuffer
+            for device input), a numpy array or torch tensor to fill (any view: only its
+            elements are written), or a DeviceBuffer / DeviceView.
         group: the communicator's name (``comm.name``, HcclGetCommName), or the communicator.
         reduce_op: ``"sum"`` (default) / ``"prod"`` / ``"max"`` / ``"min"`` (reductions).
         root: root rank / peer (operators that take one).
@@ -210,6 +330,7 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
 
     Raises:
         AclError: phase one or two refused (code ``ACLNN_ERR_*``, the runtime's message).
+        ConfigError: an ``out`` of the wrong dtype / size, or read-only.
     """
     op = get_op(name)
     rt = op.rt
@@ -227,45 +348,38 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
             pool.release(b)
 
     try:
-        if isinstance(x, DeviceBuffer):
-            dt = _dtypes.get_dtype(dtype if dtype is not None else x.dtype)
-            shape, x_ptr, host_x = x.shape, x.ptr, None
+        on_device = isinstance(x, (DeviceBuffer, DeviceView))
+        if on_device:
+            buf = x.buffer if isinstance(x, DeviceView) else x
+            dt = _dtypes.get_dtype(dtype if dtype is not None else buf.dtype)
+            xo = _device_operand(x, dt)
         else:
             host_x = as_host_array(x)
             dt = _dtypes.get_dtype(dtype if dtype is not None else host_x.dtype)
             if host_x.dtype.itemsize != dt.itemsize:
                 raise ConfigError(f"x holds {host_x.dtype} elements, not {dt.name}", key="dtype")
-            host_x = np.ascontiguousarray(host_x)
-            shape = host_x.shape
-            b = pool.acquire(host_x.nbytes)
-            blocks.append(b) if b else None
-            x_ptr = b.ptr if b else 0
-            if host_x.nbytes:
-                rt.checked.aclrtMemcpy(x_ptr, b.capacity, host_ptr(host_x), host_x.nbytes, _H2D)
-        n = int(np.prod(shape, dtype=np.int64))
+            xo = _host_operand(rt, pool, host_x, read=True, blocks=blocks)
+        n = int(np.prod(xo.shape, dtype=np.int64))
         if ranks is None:
             ranks = _group_size(group)
         out_n = op.output_count(n, ranks)
-        host_out = None
+        result: Any = out
         if out is None:
-            if host_x is None:
-                out = DeviceBuffer.empty(out_n, dt, rt=rt)
+            if on_device:
+                out = result = DeviceBuffer.empty(out_n, dt, rt=rt)
             else:
-                host_out = np.empty(out_n if op.spec.output != "count" else shape, dtype=dt.numpy)
-        elif not isinstance(out, DeviceBuffer):
-            host_out = out if isinstance(out, np.ndarray) else as_host_array(out)
-            check_out_array(host_out, dt.numpy, out_n, dt.name, f"{op.api} out", "out")
-        if host_out is not None:
-            b = pool.acquire(host_out.nbytes)
-            blocks.append(b) if b else None
-            out_ptr, out_shape = (b.ptr if b else 0), host_out.shape
+                out = result = np.empty(out_n if op.spec.output != "count" else xo.shape, dtype=dt.numpy)
+        if isinstance(out, (DeviceBuffer, DeviceView)):
+            yo = _device_operand(out, dt)
         else:
-            out_ptr, out_shape = out.ptr, out.shape
-        tx = TensorDesc(op.meta, x_ptr, shape, dt)
-        tensors.append(tx)
-        ty = TensorDesc(op.meta, out_ptr, out_shape, dt)
-        tensors.append(ty)
-        size, ex = op.get_workspace_size(tx, ty, group=group, reduce_op=reduce_op, root=root, **params)
+            host_out = out if isinstance(out, np.ndarray) else as_host_array(out)
+            _check_out(host_out, dt, out_n, op.api)
+            yo = _host_operand(rt, pool, host_out, read=False, blocks=blocks)
+        for o in (xo, yo):
+            tensors.append(TensorDesc(op.meta, o.ptr, o.shape, dt, strides=o.strides, offset=o.offset,
+                                      storage=o.storage))
+        size, ex = op.get_workspace_size(tensors[0], tensors[1], group=group, reduce_op=reduce_op, root=root,
+                                         **params)
         ws = pool.acquire(size)
         if ws is not None:
             blocks.append(ws)
@@ -278,14 +392,20 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
         raise
 
     def finish() -> Any:
-        if host_out is None:
-            return out
-        nbytes = host_out.nbytes
-        if nbytes:
-            rt.checked.aclrtMemcpy(host_ptr(host_out), nbytes, out_ptr, nbytes, _D2H)
-        return host_out
+        if yo.host is not None:
+            _copy_out(rt, yo)
+        return result
 
     return Work(op, ev, finish, cleanup)
+
+
+def _check_out(a: np.ndarray, dt, nelems: int, api: str) -> None:
+    """A host ``out``: ``nelems`` elements of the call's dtype, writable (any view)."""
+    if a.dtype == np.dtype(dt.numpy) and a.size == nelems and a.flags.writeable:
+        return
+    raise ConfigError(f"{api} out: needs a writable array of {nelems} {dt.name} elements (numpy dtype "
+                      f"{np.dtype(dt.numpy)}), got {a.size} x {a.dtype}{'' if a.flags.writeable else ', read-only'}",
+                      key="out")
 
 
 def _group_size(group: str) -> int:

@@ -6,11 +6,17 @@ emulator's ``HkAclnnGetWorkspaceSize`` / ``HkAclnnRun``, see ``hcomm_kit/aclnn_e
 build cache laid out as CANN lays out a custom operator package::
 
     <cache>/aclnn-<name>-<key>/op_api/include/aclnn_<name>.h
-    <cache>/aclnn-<name>-<key>/op_api/lib/libcust_opapi_<name>.so
+    <cache>/aclnn-<name>-<key>/op_api/lib/libcust_opapi_<name>.so    this operator alone
+    <cache>/aclnn-<name>-<key>/obj/aclnn_<name>.o                    for the vendor's library
 
-(CANN's packer puts a vendor's operators in one ``libcust_opapi.so``; hcomm-kit builds operators
-one at a time, so the library carries the operator's name.) :func:`install` copies both into
-``<ASCEND_HOME_PATH>/opp/vendors/<vendor>/op_api/{include,lib}`` of a CANN-shaped tree.
+CANN packs every operator of a vendor package into one ``op_api/lib/libcust_opapi.so`` (hosts link
+``-lcust_opapi``, frameworks dlopen it from ``ASCEND_CUSTOM_OPP_PATH``). hcomm-kit builds operators
+one at a time, so :func:`install` keeps each operator's object in
+``<ASCEND_HOME_PATH>/opp/vendors/<vendor>/op_api/obj/`` and relinks the vendor's
+``libcust_opapi.so`` from all of them (the built-in collectives'
+``aclnnHk*`` are one of them, installed by ``hcomm-kit config --ascend-home``), with the header in
+``op_api/include`` (:mod:`.op_api`). The cache's ``libcust_opapi_<name>.so`` stays for a host that
+links one operator.
 
 Names: ``ring_sum`` -> ``aclnnRingSum`` (:func:`aclnn_name`, CANN camel-cases operator types).
 """
@@ -19,7 +25,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +32,7 @@ from .._version import __version__
 from ..base import dtypes as _dtypes
 from ..base.errors import BuildError
 from . import cache
+from .op_api import OBJ_DIR, install_objects, link_op_api
 from .opspec import A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS, PRODUCTS, OpSpec
 from .templating import make_environment, render_template, templates_dir
 
@@ -36,7 +42,7 @@ _TOPOLOGY = {"none": 0, "p2p": 1, "ring": 2, "mesh": 3, "peer": 4}
 _OUTPUT = {"count": 0, "count*ranks": 1, "count/ranks": 2}
 _THREAD_RULE = {"ranks": 0, "ranks-1": -1, "peers": -2}
 _OP_TYPE = {"ring-allreduce": 2, "mesh-allgather": 6, "p2p": 4}  # HcclCMDType, as CustomOp sets OpParam.opType
-_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
+_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
 
 
 @dataclass(frozen=True)
@@ -46,12 +52,14 @@ class AclnnBuild:
     Attributes:
         api: ``aclnnRingSum`` (phase one is ``api + "GetWorkspaceSize"``).
         header: ``.../op_api/include/aclnn_<name>.h``.
-        library: ``.../op_api/lib/libcust_opapi_<name>.so``.
+        library: ``.../op_api/lib/libcust_opapi_<name>.so`` (installed: the vendor's ``libcust_opapi.so``).
+        obj: the operator's object file (what the vendor's library is linked from).
     """
 
     api: str
     header: Path
     library: Path
+    obj: Path
 
     @property
     def include_dir(self) -> Path:
@@ -146,7 +154,7 @@ def render_sources(spec: OpSpec) -> dict[str, str]:
 
 
 def _ok(directory: Path) -> bool:
-    return any((directory / "op_api" / "lib").glob("libcust_opapi_*.so"))
+    return any((directory / "op_api" / "lib").glob("libcust_opapi_*.so")) and any((directory / OBJ_DIR).glob("*.o"))
 
 
 def build_aclnn(spec: OpSpec, kernel_json: Path, *, verbose: bool = False) -> AclnnBuild:
@@ -180,37 +188,46 @@ def build_aclnn(spec: OpSpec, kernel_json: Path, *, verbose: bool = False) -> Ac
         inc = tmp / "op_api" / "include"
         out = tmp / "op_api" / "lib"
         src = tmp / "src"
-        for d in (inc, out, src):
+        obj_dir = tmp / OBJ_DIR
+        for d in (inc, out, src, obj_dir):
             d.mkdir(parents=True)
         (inc / f"aclnn_{spec.name}.h").write_text(sources[f"aclnn_{spec.name}.h"])
         cc = src / f"aclnn_{spec.name}.cc"
         cc.write_text(sources[f"aclnn_{spec.name}.cc"])
         define = f'-DHK_OP_INFO_JSON="{kernel_json}"'
-        cmd = [*shlex.split(cxx), *_FLAGS, define, f"-I{inc}", f"-I{spec.path('inc')}", f"-I{include}", str(cc),
-               "-o", str(out / library_name(spec)), f"-Wl,-soname,{library_name(spec)}", f"-L{lib.parent}",
-               "-lhcomm_emu", f"-Wl,-rpath,{lib.parent}", "-Wl,--no-undefined"]
-        cache.run_compiler(cmd, sources=[cc], verbose=verbose)
+        obj = obj_dir / f"aclnn_{spec.name}.o"
+        cache.run_compiler([*shlex.split(cxx), *_FLAGS, define, f"-I{inc}", f"-I{spec.path('inc')}", f"-I{include}",
+                            "-c", str(cc), "-o", str(obj)], sources=[cc], verbose=verbose)
+        link_op_api([obj], out / library_name(spec), lib_dir=lib.parent, rpath=str(lib.parent), cxx=cxx,
+                    verbose=verbose)
 
     directory = cache.cached_dir(f"aclnn-{spec.name}", key, build, validate=_ok)
     return AclnnBuild(api, directory / "op_api" / "include" / f"aclnn_{spec.name}.h",
-                      directory / "op_api" / "lib" / library_name(spec))
+                      directory / "op_api" / "lib" / library_name(spec), directory / OBJ_DIR / f"aclnn_{spec.name}.o")
 
 
-def install(built: AclnnBuild, spec: OpSpec, ascend_home: str | os.PathLike[str]) -> AclnnBuild:
-    """Copy the header and library into ``<ascend_home>/opp/vendors/<vendor>/op_api/{include,lib}``
-    (CANN's custom operator package layout); returns the installed paths."""
+def install(built: AclnnBuild, spec: OpSpec, ascend_home: str | os.PathLike[str], *,
+            verbose: bool = False) -> AclnnBuild:
+    """Install the operator into ``<ascend_home>/opp/vendors/<vendor>/op_api`` as CANN lays out a
+    custom operator package: its header into ``include/``, its object into ``obj/`` and the
+    vendor's ``lib/libcust_opapi.so`` relinked from every installed object. Returns the installed
+    paths (``library`` is the vendor's ``libcust_opapi.so``).
+
+    Raises:
+        BuildError: not a CANN-shaped tree of ``hcomm-kit config --ascend-home`` with that vendor,
+            or the operator's aclnn name is one of the built-in collectives'.
+    """
+    from .builtins import BUILTIN_ACLNN
+
     vendor = Path(ascend_home) / "opp" / "vendors" / spec.vendor
     if not vendor.is_dir():
         raise BuildError(f"{vendor} does not exist: {ascend_home} is not a CANN-shaped tree with vendor "
                          f"{spec.vendor!r} (hcomm-kit config --ascend-home DIR --vendor {spec.vendor})")
-    inc = vendor / "op_api" / "include"
-    lib = vendor / "op_api" / "lib"
-    inc.mkdir(parents=True, exist_ok=True)
-    lib.mkdir(parents=True, exist_ok=True)
-    header = inc / built.header.name
-    library = lib / built.library.name
-    for src, dst in ((built.header, header), (built.library, library)):
-        tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
-        shutil.copy2(src, tmp)
-        os.replace(tmp, dst)
-    return AclnnBuild(built.api, header, library)
+    if built.api[len("aclnn"):] in BUILTIN_ACLNN:
+        raise BuildError(f"operator {spec.name} is called {built.api}, as a built-in collective of the vendor package "
+                         f"(aclnnHk*): rename it in {spec.opdir / 'op.toml'} [op].name")
+    old = vendor / "op_api" / "lib" / library_name(spec)  # the one-library-per-operator layout of earlier versions
+    old.unlink(missing_ok=True)
+    library = install_objects(vendor, [built.header], [built.obj], verbose=verbose)
+    return AclnnBuild(built.api, vendor / "op_api" / "include" / built.header.name, library,
+                      vendor / "op_api" / OBJ_DIR / built.obj.name)

@@ -8,6 +8,11 @@ library looks them up from its own path (``dladdr``). The Python collectives kee
 same sources through :func:`hcomm_kit.build.opbuild.build_op`; each operator's ``op.toml`` stays
 the single source of truth of its kernel name, file names and ``OpParam`` layout (the emulator
 includes the generated ``inc/<name>_param.h``).
+
+The built-ins also get CANN's two-phase aclnn interface (:data:`BUILTIN_ACLNN`: ``aclnnHkAllReduce``
+...): the host library of ``aicpu_kernels/_op_api/`` is compiled beside them into
+``<library dir>/op_api/{include,lib,obj}`` (:func:`build_builtin_op_api`), the layout of a CANN
+vendor package (``lib/libcust_opapi.so``), and installed into the vendor of a CANN-shaped tree.
 """
 
 from __future__ import annotations
@@ -22,13 +27,23 @@ from ..base.errors import BuildError
 from ..base.resources import aicpu_kernels_dir
 from . import cache
 
-__all__ = ["BUILTIN_FLAGS", "LINK_FLAGS", "builtin_dirs", "builtin_inputs", "build_builtins"]
+__all__ = ["BUILTIN_FLAGS", "LINK_FLAGS", "BUILTIN_ACLNN", "OP_API_DIR", "builtin_dirs", "builtin_inputs",
+           "build_builtins", "op_api_sources", "build_builtin_op_api"]
 
 BUILTIN_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
 # --no-undefined: a device-API call the emulator lacks fails here, not at load time.
 # -Bsymbolic: the kernel binds its own symbols to itself even where the emulator cannot load it
 # with RTLD_DEEPBIND (sanitizer builds), as it would on the device.
 LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
+#: The built-in collectives' aclnn operator names (``aclnn<Name>GetWorkspaceSize`` / ``aclnn<Name>``),
+#: declared in ``aicpu_kernels/_op_api/include/aclnn_hk_<snake>.h``; each runs as the HCCL API named.
+BUILTIN_ACLNN = {
+    "HkAllReduce": "HcclAllReduce", "HkAllGather": "HcclAllGather", "HkReduceScatter": "HcclReduceScatter",
+    "HkBroadcast": "HcclBroadcast", "HkReduce": "HcclReduce", "HkScatter": "HcclScatter",
+    "HkAllToAll": "HcclAlltoAll", "HkSend": "HcclSend", "HkRecv": "HcclRecv",
+}
+#: Beside the emulator library: the built-ins' aclnn package (``include/``, ``lib/libcust_opapi.so``, ``obj/``).
+OP_API_DIR = "op_api"
 
 
 def builtin_dirs() -> list[Path]:
@@ -91,3 +106,38 @@ def build_builtins(out: Path, *, lib_dir: Path, include: Path, cxx: str, verbose
         print(f"hcomm-kit: built {len(built)} built-in operators into {out}")
     return built
 
+
+
+def op_api_sources() -> tuple[list[Path], list[Path]]:
+    """The built-ins' aclnn host library: (sources, headers) of ``aicpu_kernels/_op_api/``."""
+    root = aicpu_kernels_dir() / "_op_api"
+    return sorted(root.glob("*.cc")), sorted((root / "include").glob("*.h"))
+
+
+def build_builtin_op_api(out: Path, *, lib_dir: Path, include: Path, cxx: str, verbose: bool = False) -> Path:
+    """Compile the built-ins' aclnn host library into ``out`` (``include/``: the headers,
+    ``obj/``: the object, ``lib/libcust_opapi.so``: the library, linked against ``lib_dir``'s
+    emulator with a relative rpath). Returns the library.
+
+    Raises:
+        CompileError: the sources do not compile.
+    """
+    from .op_api import OBJ_DIR, VENDOR_LIBRARY, link_op_api
+
+    sources, headers = op_api_sources()
+    if not sources:
+        raise BuildError(f"no aclnn host sources in {aicpu_kernels_dir() / '_op_api'}; the package install is incomplete")
+    inc, obj_dir, lib = out / "include", out / OBJ_DIR, out / "lib"
+    for d in (inc, obj_dir, lib):
+        d.mkdir(parents=True, exist_ok=True)
+    for h in headers:
+        (inc / h.name).write_bytes(h.read_bytes())
+    objects = []
+    for src in sources:
+        obj = obj_dir / (src.stem + ".o")
+        cache.run_compiler([*shlex.split(cxx), "-std=c++17", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-Wall",
+                            "-Wextra", "-Werror", f"-I{inc}", f"-I{include}", "-c", str(src), "-o", str(obj)],
+                           sources=[src, *headers], verbose=verbose)
+        objects.append(obj)
+    # $ORIGIN = <library dir>/op_api/lib
+    return link_op_api(objects, lib / VENDOR_LIBRARY, lib_dir=lib_dir, rpath="$ORIGIN/../..", cxx=cxx, verbose=verbose)

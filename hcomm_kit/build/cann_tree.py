@@ -15,7 +15,10 @@ what they expect there:
                                    the ASC and AICPU languages and CANN's packaging functions
                                    (see ``emu/cann/cmake``)
 ``devlib/device/``                 ``libccl_kernel.so`` (the kernels' device API = the emulator)
-``opp/vendors/<vendor>/``          ``aicpu/{kernel,config}``, ``include``, ``lib64``, ``scripts``
+``opp/vendors/<vendor>/``          ``aicpu/{kernel,config}``, ``include``, ``lib64``, ``scripts``;
+                                   ``op_api/{include,lib}``: the vendor's aclnn package, one
+                                   ``libcust_opapi.so`` with the built-in collectives'
+                                   ``aclnnHk*`` and every operator ``hcomm-kit build`` installs
 ``toolkit/toolchain/hcc/bin/``     ``aarch64-target-linux-gnu-*``: the host tools (the emulator
                                    runs AICPU kernels on the host)
 ``bin/``                           ``hk-asc`` (ASC compiler), ``setenv.bash``
@@ -42,6 +45,8 @@ from .._version import __version__
 from . import cache
 from ..base.errors import BuildError, ConfigError
 from ..base.resources import emu_dir
+from .op_api import OBJ_DIR, VENDOR_LIBRARY, install_objects
+from .builtins import OP_API_DIR
 
 __all__ = ["EMULATED_LIBS", "STUB_LIBS", "CROSS_TOOLS", "write_tree"]
 
@@ -69,6 +74,10 @@ Emulated: the ACL runtime, HCCL (communicators, collectives, resources), the Hco
 AICPU kernels (built for the host: the AICPU language and the aarch64-target-linux-gnu tools of
 toolkit/ are the host compiler). Link-only stubs: {stubs}. Not emulated: AI Core / AIV kernels
 (ccec, kernel_operator.h stop with a message).
+
+Collectives through aclnn (no HCCL collective API needed): the aclnnHk* operators of
+opp/vendors/<vendor>/op_api (include/aclnn_hk_*.h, lib/libcust_opapi.so, link -lcust_opapi).
+`hcomm-kit build OPDIR` installs an operator's aclnn interface into the same library.
 
 Custom operators: build the device pass (-DKERNEL_MODE=ON) and the host pass of the operator's
 CMake project and install both into this tree (CMAKE_INSTALL_PREFIX defaults to it); the kernel
@@ -202,19 +211,24 @@ def write_tree(dest: str | os.PathLike[str], *, sanitize: str | None = None, ven
     for sub in ("aicpu/kernel", "aicpu/config", "include", "lib64", "scripts"):
         (opp / sub).mkdir(parents=True, exist_ok=True)
     (root / "opp" / "built-in" / "op_impl" / "aicpu" / "config").mkdir(parents=True, exist_ok=True)
+    # the built-in collectives' aclnn interface (aclnnHk*) joins the vendor's libcust_opapi.so
+    pkg = lib.parent / OP_API_DIR
+    install_objects(opp, sorted((pkg / "include").glob("*.h")), sorted((pkg / OBJ_DIR).glob("*.o")))
     _write(root / "version.info", f"Version=hcomm-kit-emu-{__version__}\n")
     _write(root / "README.hcomm-kit.md", _README.format(dest=root, version=__version__, lib=lib,
                                                         stubs=", ".join(f"lib{s}.so" for s in STUB_LIBS)))
     return root
 
 
-def check_tree(root: Path) -> list[str]:
+def check_tree(root: Path, vendor: str = "cust") -> list[str]:
     """Problems of a written tree (missing parts), empty when complete. Used by tests and doctor."""
     root = Path(root)
     need = [root / "set_env.sh", root / "include" / "hccl" / "hccl.h", root / "include" / "acl" / "acl.h",
             root / "lib64" / _emulator.LIB_NAME, root / "share" / "cmake" / "ASC" / "ASCConfig.cmake",
             root / "share" / "cmake" / "AICPU" / "AICPUConfig.cmake", root / "devlib" / "device" / "libccl_kernel.so",
-            root / "bin" / "hk-asc", *(root / "lib64" / f"lib{n}.so" for n in (*EMULATED_LIBS, *STUB_LIBS))]
+            root / "bin" / "hk-asc", *(root / "lib64" / f"lib{n}.so" for n in (*EMULATED_LIBS, *STUB_LIBS)),
+            root / "opp" / "vendors" / vendor / "op_api" / "lib" / VENDOR_LIBRARY,
+            root / "opp" / "vendors" / vendor / "op_api" / "include" / "aclnn_hk_all_reduce.h"]
     problems = [f"missing {p}" for p in need if not p.exists()]
     try:
         out = subprocess.run(["nm", "-D", "--defined-only", str(root / "lib64" / "libhccl.so")], capture_output=True,

@@ -152,9 +152,10 @@ def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str
     for name in COMPAT_NAMES:
         os.symlink(LIB_NAME, out / name)
     if builtins:
-        from .builtins import build_builtins
+        from .builtins import OP_API_DIR, build_builtin_op_api, build_builtins
 
         build_builtins(out / BUILTIN_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
+        build_builtin_op_api(out / OP_API_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
 
 
 def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Path | None = None) -> Path:

@@ -4,6 +4,8 @@ Examples:
   g++ $(hcomm-kit config --cflags) my.cc $(hcomm-kit config --libs)
   hcomm-kit config --include        # header directory
   hcomm-kit config --library-dir    # directory with libhcomm_emu.so and libascendcl.so etc.
+  g++ $(hcomm-kit config --cflags --op-api) my.cc $(hcomm-kit config --libs) -lnnopbase -lhccl -lascendcl
+                                    # the built-in collectives through aclnn (aclnn_hk_*.h, -lcust_opapi)
   hcomm-kit config --ascend-home ~/cann-emu && source ~/cann-emu/set_env.sh
                                     # a directory laid out like a CANN install ($ASCEND_HOME_PATH):
                                     # CANN's own Makefiles / CMake projects then build unchanged
@@ -23,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--libs", action="store_true", help="link flags (-L<dir> -lhcomm_emu -Wl,-rpath,<dir>); builds the library if needed")
     parser.add_argument("--include", action="store_true", help="the include directory")
     parser.add_argument("--library-dir", action="store_true", help="the library directory; builds the library if needed")
+    parser.add_argument("--op-api", action="store_true",
+                        help="flags of the built-in collectives' aclnn package (-I<op_api/include> -L<op_api/lib> "
+                             "-lcust_opapi -Wl,-rpath,<op_api/lib>: aclnnHkAllReduce ...); builds the library if needed")
     parser.add_argument("--sanitize", choices=("", "address", "thread"), default=None,
                         help="sanitizer variant of the library (default: $HCOMM_KIT_SANITIZE)")
     parser.add_argument("--ascend-home", metavar="DIR", default=None,
@@ -52,8 +57,13 @@ def run(args: argparse.Namespace) -> int:
         out.append(str(_emulator.get_include()))
     if args.library_dir:
         out.append(str(_emulator.library_dir(args.sanitize)))
+    if args.op_api:
+        from ..build.builtins import OP_API_DIR
+
+        d = _emulator.library_dir(args.sanitize) / OP_API_DIR
+        out.append(f"-I{d / 'include'} -L{d / 'lib'} -lcust_opapi -Wl,-rpath,{d / 'lib'}")
     if not out:
-        print("hcomm-kit config: give at least one of --cflags, --libs, --include, --library-dir, --ascend-home DIR",
+        print("hcomm-kit config: give at least one of --cflags, --libs, --include, --library-dir, --op-api, --ascend-home DIR",
               file=sys.stderr)
         return 2
     print(" ".join(out))

@@ -12,7 +12,9 @@ When the runtime cannot register the memory (a CANN without ``aclrtHostRegister`
 refuses), the tensor goes through the collectives' staging path instead: a numpy view of the
 tensor, copied into pooled device buffers and back (one copy each way).
 
-A non-contiguous tensor is copied to a contiguous temporary and, for outputs, copied back.
+A non-contiguous tensor is copied to a contiguous temporary and, for outputs, copied back; for an
+operator run through its aclnn interface (:meth:`Operands.view`) it is passed as the view it is
+(shape, strides, storage offset over its registered storage) and the operator stages it.
 """
 
 from __future__ import annotations
@@ -153,6 +155,27 @@ class Operands:
         if write:
             self._writeback.append((t, tmp))
         return tmp
+
+    def view(self, t: torch.Tensor, dt: "_dtypes.DType") -> Any:
+        """``t`` as the view it is, for :func:`hcomm_kit.aclnn.invoke`: a DeviceView over its registered
+        storage with its shape, strides and storage offset, or a (strided) numpy view to stage."""
+        from ..aclnn.invoker import DeviceView
+
+        self._keep.append(t)
+        if self.zero_copy and t.numel():
+            storage = t.untyped_storage()
+            base = storage.data_ptr()
+            dev = _REGISTRY.acquire(self.rt, base, storage.nbytes())
+            if dev is not None:
+                self._held.append(base)
+                elems = storage.nbytes() // t.element_size()
+                buf = DeviceBuffer(self.rt, dev, storage.nbytes(), (elems,), dt, owned=False)
+                return DeviceView(buf, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        if t.numel():
+            _REGISTRY.staged += 1
+        view_dtype = _DTYPES[t.dtype][1]
+        d = t.detach()
+        return (d.view(view_dtype) if view_dtype != t.dtype else d).numpy()
 
     def operand(self, t: torch.Tensor, dt: "_dtypes.DType") -> Any:
         """A DeviceBuffer on ``t``'s memory, or a numpy view for the staging path (``t`` contiguous)."""

@@ -53,7 +53,7 @@ def allreduce_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[
     return pg.allreduce([bucket.buffer()], opts).get_future().then(lambda fut: fut.value()[0])
 
 
-def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: bool = True,
+def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: bool = True, via: str = "load_op",
             **params: Any) -> Callable[[Any, dist.GradBucket], "torch.futures.Future[torch.Tensor]"]:
     """A DDP comm hook that reduces each gradient bucket with the custom operator in ``path``.
 
@@ -65,6 +65,8 @@ def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: 
         path: the operator directory (or its op.toml).
         reduce_op: passed to the operator (``"sum"`` for a gradient allreduce).
         average: divide the result by the rank count (DDP's gradient average).
+        via: ``"load_op"`` (default) or ``"aclnn"``: the operator's generated aclnn interface, as
+            torch_npu reaches custom operators (:meth:`ProcessGroupHcomm.run_op`); same results.
         **params: the operator's ``[[param]]`` values.
 
     Returns:
@@ -79,13 +81,19 @@ def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: 
         raise ConfigError(f"op_hook needs an operator whose output has the input's size ([io].output = \"count\", "
                           f"an allreduce); {spec.name} has [io].output = {spec.output!r}", key="[io].output",
                           path=spec.opdir / "op.toml")
+    if via not in ("load_op", "aclnn"):
+        raise ConfigError(f"op_hook(via={via!r}): use 'load_op' or 'aclnn'", key="via")
     spec = build_op(path).spec
     opdir = spec.opdir
+    if via == "aclnn":
+        from ..aclnn import load
+
+        load(opdir)  # the aclnn host library too, now: a broken one fails at registration
 
     def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         pg = _group(state, "op_hook")
         buf = bucket.buffer()
-        work = pg.run_op(opdir, buf, reduce_op=reduce_op, **params)
+        work = pg.run_op(opdir, buf, reduce_op=reduce_op, via=via, **params)
         n = pg.size()
 
         def done(fut: "torch.futures.Future[list[torch.Tensor]]") -> torch.Tensor:
@@ -93,6 +101,6 @@ def op_hook(path: "str | os.PathLike[str]", *, reduce_op: str = "sum", average: 
             return out.div_(n) if average else out
         return work.get_future().then(done)
 
-    hook.__name__ = f"op_hook[{spec.name}]"
+    hook.__name__ = f"op_hook[{spec.name}{', aclnn' if via == 'aclnn' else ''}]"
     hook.__qualname__ = hook.__name__
     return hook

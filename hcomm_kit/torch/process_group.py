@@ -89,6 +89,7 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
         self._id = next(ProcessGroupHcomm._seq_counter)
         self._group_name = ""
         self._group_desc = ""
+        self._aclnn_ops: dict[str, Any] = {}   # operator dir -> its loaded aclnn interface (run_op via="aclnn")
         if comm is None:
             boot = Bootstrap.from_store(store, rank, size, _process.local_rank(rank))
             # No CPU pinning unless HCOMM_KIT_PIN=1: a rank's torch compute would share the one CPU
@@ -279,18 +280,27 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
 
     # ---- custom operators ------------------------------------------------------------------------
     def run_op(self, path: "str | os.PathLike[str]", input: torch.Tensor, output: torch.Tensor | None = None, *,
-               reduce_op: str | None = None, root: int | None = None, **params: Any) -> HcommWork:
+               reduce_op: str | None = None, root: int | None = None, via: str = "load_op",
+               **params: Any) -> HcommWork:
         """Run the custom operator directory ``path`` (every rank of the group calls it) on tensors.
 
         It runs like the group's collectives (in issue order, with the group's timeout) and reads/writes the
         tensors' memory directly. ``output`` defaults to a new tensor sized by the operator's
         ``[io].output`` rule; the Work's future value is ``[output]``.
 
+        Args:
+            via: ``"load_op"`` (``comm.load_op``, the launch protocol from Python) or ``"aclnn"``
+                (the operator's generated ``aclnn<Name>`` pair, :func:`hcomm_kit.aclnn.invoke`, on the
+                group's stream; non-contiguous tensors go as views). Both give the same results.
+
         Raises:
-            ConfigError: dtype / reduce op / parameter not accepted by the operator's op.toml.
+            ConfigError: dtype / reduce op / parameter not accepted by the operator's op.toml, or an
+                unknown ``via``.
         """
         from ..build.opbuild import build_op
 
+        if via not in ("load_op", "aclnn"):
+            raise ConfigError(f"hcomm: run_op(via={via!r}): use 'load_op' or 'aclnn'", key="via")
         self._check_cpu("run_op", input, *([output] if output is not None else []))
         spec = build_op(path).spec  # cached; compiles here (caller thread) on first use
         dt = hk_dtype(input.dtype, f"operator {spec.name}")
@@ -305,6 +315,8 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
             raise ValueError(f"hcomm: operator {spec.name}: output needs {out_n} x {input.dtype} "
                              f"([io].output = {spec.output!r}), got {output.numel()} x {output.dtype}")
         comm, tmo, out = self.comm, self._timeout_s, output
+        if via == "aclnn":
+            return self._run_aclnn(spec, path, input, out, dt, reduce_op, root, params)
 
         def run(st: _Stage) -> None:
             op = comm.load_op(path)
@@ -314,6 +326,36 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
                 st.works.append(op(st.ops.operand(x, dt), st.ops.operand(y, dt), count=n, dtype=dt,
                                    reduce_op=reduce_op, root=root, timeout=tmo, async_op=True, **params))
         return self._submit(f"operator {spec.name}", [output], run)
+
+    def _run_aclnn(self, spec: Any, path: Any, input: torch.Tensor, out: torch.Tensor, dt: Any, reduce_op: Any,
+                   root: int | None, params: dict) -> HcommWork:
+        """:meth:`run_op` through the operator's aclnn interface (arguments checked before anything is
+        enqueued: a refusal of phase one would otherwise fail the group)."""
+        from .. import aclnn
+        from ..base import dtypes as _dtypes
+
+        rop = None
+        if spec.is_reduction:
+            rop = _dtypes.get_reduce_op(spec.default_reduce_op(reduce_op)).name
+            if rop not in spec.reduce_ops:
+                raise ConfigError(f"operator {spec.name} does not support reduce op {rop}; op.toml [op].reduce_ops = "
+                                  f"{list(spec.reduce_ops)}", key="reduce_op", path=spec.opdir / "op.toml")
+        elif reduce_op is not None:
+            raise ConfigError(f"operator {spec.name} is not a reduction (op.toml [op].reduce_ops = []); drop "
+                              f"reduce_op={reduce_op!r}", key="reduce_op", path=spec.opdir / "op.toml")
+        r = self._root(0 if root is None else root, f"operator {spec.name}")
+        key = str(spec.opdir)
+        op = self._aclnn_ops.get(key)
+        if op is None:
+            op = self._aclnn_ops[key] = aclnn.load(path)
+        comm = self.comm
+
+        def run(st: _Stage) -> None:
+            if input.numel():
+                st.works.append(aclnn.invoke(op.name, st.ops.view(input, dt), out=st.ops.view(out, dt), group=comm.name,
+                                             ranks=comm.size, reduce_op=rop, root=r, stream=comm.stream, dtype=dt,
+                                             **params))
+        return self._submit(f"operator {spec.name} (aclnn)", [out], run)
 
     # ---- lifetime -------------------------------------------------------------------------------
     def _chain(self, op: str, outputs: list, calls: list[Callable[[], HcommWork]]) -> HcommWork:

@@ -71,6 +71,29 @@ aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc *desc, const aclTensor *
 aclnnStatus HkAclnnRun(const HkAclnnOpDesc *desc, void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
                        aclrtStream stream);
 
+/* The built-in collectives' aclnn interface (aclnnHkAllReduce ..., the host library built with
+ * the emulator from aicpu_kernels/_op_api/): each aclnnHk<Name> pair hands its arguments here.
+ * Phase one checks them as CANN's aclnn operators do (ACLNN codes, aclGetRecentErrMsg) against
+ * the HCCL API the collective runs as (its dtype / reduce-op table of the product); phase two
+ * stages non-contiguous views through the workspace and enqueues HcclAllReduce & co. */
+enum HkAclnnColl {
+    HK_COLL_ALL_REDUCE = 0,
+    HK_COLL_ALL_GATHER = 1,
+    HK_COLL_REDUCE_SCATTER = 2,
+    HK_COLL_BROADCAST = 3, /* in place: x is out */
+    HK_COLL_REDUCE = 4,
+    HK_COLL_SCATTER = 5,   /* x: read on the root only (may be NULL elsewhere) */
+    HK_COLL_ALL_TO_ALL = 6,
+    HK_COLL_SEND = 7,      /* x only; root = the destination rank */
+    HK_COLL_RECV = 8,      /* out only; root = the source rank */
+    HK_COLL_COUNT = 9
+};
+aclnnStatus HkAclnnCollGetWorkspaceSize(int32_t coll, const aclTensor *x, const aclTensor *out, int64_t reduceOp,
+                                        int64_t root, const char *group, uint64_t *workspaceSize,
+                                        aclOpExecutor **executor);
+aclnnStatus HkAclnnCollRun(int32_t coll, void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                           aclrtStream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 #define HCOMM_KIT_EMU_ACLNN_IMPL_H
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,42 @@ struct aclTensorList {
     std::vector<aclTensor*> v;
 };
 
-/* One contiguous byte run of a strided view, relative to the tensor's data pointer. */
+/* One contiguous byte run of a strided view, relative to its first byte. */
 struct HkRun {
     uint64_t off, len;
+};
+
+/* A tensor as phase two moves it: its first byte and, for a non-contiguous view, its shape as
+ * contiguous byte runs (size-1 dimensions dropped, adjacent dimensions fused): `outer` (count,
+ * byte stride) pairs, outermost first, of runs of `run` bytes. A contiguous view (outer empty) is
+ * used in place; a non-contiguous one is staged through the workspace at offset `ws`. */
+struct HkView {
+    char* first = nullptr;   /* first byte of the view (data + offset) */
+    uint64_t bytes = 0;      /* elements x element size */
+    uint64_t extent = 0;     /* first byte to one past the last element */
+    uint64_t run = 0;        /* bytes of one contiguous run */
+    std::vector<std::pair<uint64_t, uint64_t>> outer; /* empty = contiguous */
+    uint64_t ws = 0;         /* staging offset in the workspace (staged) */
+    bool staged() const { return !outer.empty(); }
+    uint64_t runs() const { return run ? bytes / run : 0; }
+    /* f(offset from first, length) for every run, in row-major order of the view */
+    template <class F>
+    void for_each_run(F f) const {
+        if (!staged()) {
+            if (bytes) f(0, bytes);
+            return;
+        }
+        std::vector<uint64_t> idx(outer.size(), 0);
+        for (uint64_t r = 0, n = runs(); r < n; r++) {
+            uint64_t off = 0;
+            for (size_t i = 0; i < outer.size(); i++) off += idx[i] * outer[i].second;
+            f(off, run);
+            for (size_t i = outer.size(); i-- > 0;) {
+                if (++idx[i] < outer[i].first) break;
+                idx[i] = 0;
+            }
+        }
+    }
 };
 
 struct aclOpExecutor {
@@ -77,13 +111,33 @@ struct aclOpExecutor {
     void* comm = nullptr; /* HcclComm */
     std::string group;
     std::vector<unsigned char> param; /* OpParam, filled but for the stream-dependent fields */
-    char* in = nullptr;  /* first byte of the input view */
-    char* out = nullptr; /* first byte of the output view */
-    std::vector<HkRun> in_runs, out_runs; /* empty = contiguous (used in place) */
-    uint64_t in_bytes = 0, out_bytes = 0;
-    uint64_t ws_in = 0, ws_out = 0, ws_size = 0; /* staging offsets in the workspace */
+    HkView in, out;                   /* x and out */
+    uint64_t ws_size = 0;             /* workspace phase one asked for */
+    /* a built-in collective (aclnnHk*, coll.cc); coll < 0: an operator of the engine (op.cc) */
+    int coll = -1;
+    int32_t hccl_dtype = 0, reduce_op = 0;
+    uint32_t root = 0;      /* root, or the peer of Send / Recv */
+    uint64_t count = 0;     /* the HCCL API's count argument */
     bool repeatable = false;
     bool ran = false;
 };
+
+namespace emu {
+/* Shared by op.cc and coll.cc (view.cc). */
+constexpr uint64_t kMaxOverlapRuns = 1u << 20; /* runs compared by the partial-overlap check */
+constexpr uint64_t kAlign = 512;        /* workspace staging alignment, bytes */
+std::string shape_str(const aclTensor* t);
+/* Checks one tensor of phase one (live, ND-like format, device memory) and describes it; owner
+ * names the operator in messages. Returns 0 or an ACLNN code. */
+int check_view(const char* api, const char* what, const char* owner, const aclTensor* t, size_t es, HkView* v);
+/* Refuses x and out sharing bytes, unless out is x itself (same contiguous bytes) and inplace. */
+int check_overlap(const char* api, const char* owner, const HkView& x, const HkView& out, bool inplace);
+/* Gives every staged view its place in the workspace; returns the workspace size. */
+uint64_t layout_workspace(std::initializer_list<HkView*> views);
+/* Enqueues the gather of a staged view into dst / the scatter of src into it: one stream task
+ * that copies every run (the stream's order: after what was enqueued before, before what follows). */
+int stage_gather(const char* api, const char* what, const HkView& v, char* dst, aclrtStream s);
+int stage_scatter(const char* api, const char* what, const HkView& v, const char* src, aclrtStream s);
+}  // namespace emu
 
 #endif

@@ -38,67 +38,9 @@
 namespace emu {
 namespace {
 
-constexpr uint64_t kMaxRuns = 1u << 16; /* contiguous runs of a staged view (one copy task each) */
-constexpr uint64_t kAlign = 512;        /* workspace staging alignment, bytes */
-
 template <class T>
 void put(std::vector<unsigned char>& b, uint32_t off, T v) {
     memcpy(b.data() + off, &v, sizeof v);
-}
-
-/* ------------------------------------------------------------------ views */
-
-/* The contiguous byte runs of t's view (relative to its first element), merged; returns false when
- * there are more than kMaxRuns. A contiguous view gives one run. */
-bool view_runs(const aclTensor* t, size_t es, std::vector<HkRun>* runs) {
-    /* merge dims: drop size-1 dims, fuse (i, i+1) when stride[i] == stride[i+1] * dim[i+1] */
-    std::vector<std::pair<int64_t, int64_t>> d; /* (size, stride) outer -> inner */
-    for (size_t i = 0; i < t->view.size(); i++)
-        if (t->view[i] != 1) d.emplace_back(t->view[i], t->stride[i]);
-    std::vector<std::pair<int64_t, int64_t>> m;
-    for (auto& x : d) {
-        if (!m.empty() && m.back().second == x.first * x.second) {
-            m.back().first *= x.first;
-            m.back().second = x.second;
-        } else {
-            m.push_back(x);
-        }
-    }
-    runs->clear();
-    uint64_t n = t->numel();
-    if (n == 0) return true;
-    uint64_t inner = 1;
-    if (!m.empty() && m.back().second == 1) {
-        inner = (uint64_t)m.back().first;
-        m.pop_back();
-    }
-    uint64_t count = n / inner;
-    if (count > kMaxRuns) return false;
-    std::vector<int64_t> idx(m.size(), 0);
-    for (uint64_t r = 0; r < count; r++) {
-        uint64_t off = 0;
-        for (size_t i = 0; i < m.size(); i++) off += (uint64_t)idx[i] * (uint64_t)m[i].second;
-        runs->push_back({off * es, inner * es});
-        for (size_t i = m.size(); i-- > 0;) {
-            if (++idx[i] < m[i].first) break;
-            idx[i] = 0;
-        }
-    }
-    return true;
-}
-
-/* Bytes from the first element of the view to one past its last. */
-uint64_t view_extent(const aclTensor* t, size_t es) {
-    if (t->numel() == 0) return 0;
-    uint64_t last = 0;
-    for (size_t i = 0; i < t->view.size(); i++) last += (uint64_t)(t->view[i] - 1) * (uint64_t)t->stride[i];
-    return (last + 1) * es;
-}
-
-std::string shape_str(const aclTensor* t) {
-    std::string s = "[";
-    for (size_t i = 0; i < t->view.size(); i++) s += strprintf("%s%lld", i ? ", " : "", (long long)t->view[i]);
-    return s + "]";
 }
 
 /* ------------------------------------------------------------------ kernels */
@@ -319,35 +261,6 @@ std::string mask_names(uint32_t mask, const char* (*name)(int)) {
     return s.empty() ? "-" : s;
 }
 
-/* Checks one tensor of phase one; fills its first byte, byte runs (empty = contiguous) and size. */
-int check_tensor(const HkAclnnOpDesc* d, const char* api, const char* what, const aclTensor* t, size_t es,
-                 char** first, std::vector<HkRun>* runs, uint64_t* bytes) {
-    if (!tensor_live(t))
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s = %p is not a live aclTensor (aclCreateTensor)", what, (const void*)t);
-    if (t->format == ACL_FORMAT_NC1HWC0 || t->format == ACL_FORMAT_FRACTAL_Z || t->format == ACL_FORMAT_FRACTAL_NZ)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api,
-                      "%s has the private format %d: operator %s takes ND (or NCHW/NHWC) tensors", what, (int)t->format,
-                      d->opName);
-    uint64_t n = t->numel();
-    *bytes = n * es;
-    *first = static_cast<char*>(t->data) + (uint64_t)t->offset * es;
-    runs->clear();
-    if (n == 0) return 0;
-    if (!t->data) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "%s has no data (tensorData NULL)", what);
-    uint64_t extent = view_extent(t, es);
-    if (check_side(api, what, *first, extent, 1, "aclTensor"))
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s (shape %s, offset %lld): %s", what, shape_str(t).c_str(),
-                      (long long)t->offset, last_err().c_str());
-    std::vector<HkRun> r;
-    if (!view_runs(t, es, &r))
-        return seterr(ACLNN_ERR_PARAM_INVALID, api,
-                      "%s (shape %s) is a non-contiguous view of more than %llu contiguous pieces: operator %s stages a "
-                      "non-contiguous view piece by piece; make it contiguous first", what, shape_str(t).c_str(),
-                      (unsigned long long)kMaxRuns, d->opName);
-    if (!(r.size() == 1 && r[0].off == 0)) *runs = std::move(r);
-    return 0;
-}
-
 }  // namespace
 }  // namespace emu
 
@@ -441,41 +354,12 @@ EMU_API aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc* d, const aclTen
                       d->opName, (unsigned long long)want, shape_str(x).c_str(), c->nranks, rule);
     std::unique_ptr<aclOpExecutor, void (*)(aclOpExecutor*)> e(executor_new(), executor_free);
     if (!e) return seterr(ACLNN_ERR_INNER_CREATE_EXECUTOR, api, "out of memory");
-    if (int rc = check_tensor(d, api, "x", x, es, &e->in, &e->in_runs, &e->in_bytes)) return rc;
-    if (int rc = check_tensor(d, api, "out", out, es, &e->out, &e->out_runs, &e->out_bytes)) return rc;
-    /* aliasing: byte runs of x and out that intersect (interleaved views of one storage may not) */
-    uint64_t xe = view_extent(x, es), oe = view_extent(out, es);
-    bool same = e->in == e->out && e->in_runs.empty() && e->out_runs.empty() && xe == oe;
-    if (xe && oe && e->in < e->out + oe && e->out < e->in + xe && !(same && d->inplace)) {
-        std::vector<HkRun> a = e->in_runs.empty() ? std::vector<HkRun>{{0, e->in_bytes}} : e->in_runs;
-        std::vector<HkRun> b = e->out_runs.empty() ? std::vector<HkRun>{{0, e->out_bytes}} : e->out_runs;
-        auto by_off = [](const HkRun& l, const HkRun& r) { return l.off < r.off; };
-        std::sort(a.begin(), a.end(), by_off);
-        std::sort(b.begin(), b.end(), by_off);
-        const uintptr_t ia = (uintptr_t)e->in, ib = (uintptr_t)e->out;
-        size_t i = 0, j = 0;
-        bool hit = false;
-        while (i < a.size() && j < b.size() && !hit) {
-            uintptr_t a0 = ia + a[i].off, a1 = a0 + a[i].len, b0 = ib + b[j].off, b1 = b0 + b[j].len;
-            if (a0 < b1 && b0 < a1) hit = true;
-            else if (a1 <= b1) i++;
-            else j++;
-        }
-        if (hit)
-            return seterr(ACLNN_ERR_PARAM_INVALID, api, "x and out overlap%s: operator %s %s", same ? "" : " partially",
-                          d->opName, d->inplace ? "runs in place only when out is x (same contiguous memory)"
-                                                : "does not run in place ([io].inplace = false)");
-    }
+    const std::string owner = strprintf("operator %s", d->opName);
+    if (int rc = check_view(api, "x", owner.c_str(), x, es, &e->in)) return rc;
+    if (int rc = check_view(api, "out", owner.c_str(), out, es, &e->out)) return rc;
+    if (int rc = check_overlap(api, owner.c_str(), e->in, e->out, d->inplace != 0)) return rc;
     /* workspace: staging of non-contiguous views */
-    uint64_t ws = 0;
-    if (!e->in_runs.empty()) {
-        e->ws_in = ws;
-        ws += (e->in_bytes + kAlign - 1) / kAlign * kAlign;
-    }
-    if (!e->out_runs.empty()) {
-        e->ws_out = ws;
-        ws += (e->out_bytes + kAlign - 1) / kAlign * kAlign;
-    }
+    uint64_t ws = layout_workspace({&e->in, &e->out});
     e->ws_size = ws;
     /* OpParam */
     e->api = d->api;
@@ -556,17 +440,10 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
         }
     }
     char* ws = static_cast<char*>(workspace);
-    char* in = e->in_runs.empty() ? e->in : ws + e->ws_in;
-    char* out = e->out_runs.empty() ? e->out : ws + e->ws_out;
-    auto copy = [&](char* dst, const char* src, uint64_t n) {
-        return aclrtMemcpyAsync(dst, n, src, n, ACL_MEMCPY_DEVICE_TO_DEVICE, s);
-    };
-    uint64_t pos = 0;
-    for (const HkRun& run : e->in_runs) {
-        if (int rc = copy(in + pos, e->in + run.off, run.len))
-            return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "staging x into the workspace: %s (aclError %d)", last_err().c_str(), rc);
-        pos += run.len;
-    }
+    char* in = e->in.staged() ? ws + e->in.ws : e->in.first;
+    char* out = e->out.staged() ? ws + e->out.ws : e->out.first;
+    if (e->in.staged())
+        if (int rc = stage_gather(api, "x", e->in, in, s)) return rc;
     std::vector<unsigned char> p = e->param;
     put<void*>(p, d->pInputPtr, in);
     put<void*>(p, d->pOutputPtr, out);
@@ -591,12 +468,7 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
     } else if ((rc = aclrtWaitAndResetNotify(r.notify[1], s, tmo))) {
         return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "aclrtWaitAndResetNotify (\"done\"): %s", last_err().c_str());
     }
-    pos = 0;
-    for (const HkRun& run : e->out_runs) {
-        if ((rc = copy(e->out + run.off, out + pos, run.len)))
-            return seterr(ACLNN_ERR_RUNTIME_ERROR, api, "copying the result out of the workspace: %s (aclError %d)",
-                          last_err().c_str(), rc);
-        pos += run.len;
-    }
+    if (e->out.staged())
+        if (int rc = stage_scatter(api, "the result", e->out, out, s)) return rc;
     return ACLNN_SUCCESS;
 }

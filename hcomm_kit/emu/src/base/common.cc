@@ -28,7 +28,9 @@ thread_local std::string tl_err;
 thread_local int tl_rt_code = 0;
 constexpr int kFirstAclCode = 100000;
 std::mutex g_cfg_m;
-Config g_cfg;
+/* Never destroyed: detached background threads (the diagnosis monitor, stream workers) read the
+ * configuration until the process is gone, after exit() has run the static destructors. */
+Config& g_cfg = *new Config();
 bool g_cfg_loaded = false;
 }  // namespace
 
