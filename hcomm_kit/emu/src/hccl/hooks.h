@@ -21,6 +21,8 @@ struct HcclHooks {
     /* An instant on communicator c's host track of the trace (HCOMM_KIT_TRACE): name is static,
      * args the body of a JSON object (the algorithm selection, hccl/tuner.cc). */
     void (*trace_note)(Comm* c, const char* name, const std::string& args);
+    /* The timing model (model/) forgets what it cached of a communicator being destroyed. */
+    void (*model_comm_removed)(Comm* c);
 };
 extern HcclHooks hccl_hooks;
 
