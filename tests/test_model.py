@@ -193,6 +193,7 @@ def _burn(seconds: float) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()+{seconds}\nwhile time.time()<t: pass"])
 
 
+@pytest.mark.slow
 def test_same_figure_quiet_and_busy(tmp_path: Path) -> None:
     """The same allreduce twice, the second time with a CPU-burning process beside it: the same
     modelled time to the last bit (the host's timing goes nowhere into it)."""
