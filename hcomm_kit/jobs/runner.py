@@ -160,19 +160,19 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
 
 
 def _model_time(comm) -> float | None:
-    """Predicted Ascend time (us) of the communicator's last call (timing model; rank 0 simulates,
-    every rank gets it); None without a model or when it fails (the reason is printed)."""
+    """Predicted Ascend time (us) of the communicator's last call (timing model). Every rank asks
+    for itself (the simulation is deterministic: the same figure everywhere, no MPI call added);
+    None without a model or when it fails (rank 0 prints the reason)."""
     from ..base.errors import HcommKitError
 
-    us: float | None = None
-    if comm.rank == 0:
-        try:
-            us = comm.last_model_time
-        except HcommKitError as exc:
+    if not hasattr(comm, "last_model_time"):
+        return None
+    try:
+        return comm.last_model_time
+    except HcommKitError as exc:
+        if comm.rank == 0:
             print(f"note: no predicted time: {exc}", file=sys.stderr, flush=True)
-    if comm.mpi_comm is not None and comm.size > 1:
-        us = comm.mpi_comm.bcast(us, root=0)
-    return us
+        return None
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
