@@ -68,7 +68,7 @@ HcclResult HcommKitModelLastTime(HcclComm comm, double* us);
  * "tasks", "critical_path": [{"rank", "thread", "task", "bytes", "peer", "link", "issue_us",
  * "start_us", "end_us", "why"}, ...], "notes"} and, with allTasks, "all" (every task). Returns the
  * full length (written truncated to bufLen - 1), or minus an HCCL code. */
-int64_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf, uint64_t bufLen);
+int32_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf, uint64_t bufLen);
 
 #ifdef __cplusplus
 }

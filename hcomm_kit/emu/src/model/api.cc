@@ -3,6 +3,7 @@
 #include "hccl/hooks.h"
 #include "model/model.h"
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -174,18 +175,20 @@ EMU_API HcclResult HcommKitModelLastTime(HcclComm comm, double* us) {
     return HCCL_SUCCESS;
 }
 
-EMU_API int64_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf, uint64_t bufLen) {
+EMU_API int32_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf, uint64_t bufLen) {
     Comm* c = comm_from_handle(comm);
-    if (!comm) return -(int64_t)seterr(HCCL_E_PTR, __func__, "comm is NULL");
-    if (!c) return -(int64_t)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)comm);
+    if (!comm) return -(int32_t)seterr(HCCL_E_PTR, __func__, "comm is NULL");
+    if (!c) return -(int32_t)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)comm);
     ModelResult r;
     std::string err;
-    if (int rc = model_last(c, wait_default(), &r, &err)) return -(int64_t)seterr_str(rc, __func__, err);
+    if (int rc = model_last(c, wait_default(), &r, &err)) return -(int32_t)seterr_str(rc, __func__, err);
     std::string j = r.json(allTasks != 0);
+    if (j.size() >= (size_t)INT32_MAX)
+        return -(int32_t)seterr(HCCL_E_MEMORY, __func__, "the simulation's JSON is %zu bytes (2 GiB at most)", j.size());
     if (buf && bufLen) {
         size_t n = std::min<size_t>(j.size(), (size_t)bufLen - 1);
         memcpy(buf, j.data(), n);
         buf[n] = 0;
     }
-    return (int64_t)j.size();
+    return (int32_t)j.size();
 }
