@@ -34,6 +34,7 @@ __all__ = [
     "debug",
     "quiet",
     "call_check",
+    "model_enabled",
     "progress_file",
     "hccl_buffsize_mb",
     "hccl_exec_timeout_s",
@@ -182,6 +183,16 @@ _TABLE: tuple[EnvVar, ...] = (
            "directory for one log file per rank (operator launches, every failed call) and the JSON hang reports"),
     EnvVar("HCOMM_KIT_TRACE", "path", None,
            "write one Chrome/Perfetto trace of every rank's device threads and host launches to this file"),
+    EnvVar("HCOMM_KIT_MODEL", "choice", "1",
+           "timing model: 1 = every rank logs the tasks its kernels issue, so the modelled Ascend time of an "
+           "operation can be asked for (bench, run --json, comm.last_model_time); 0 = no log, no model",
+           choices=("1", "0")),
+    EnvVar("HCOMM_KIT_MODEL_WAIT", "int", 30,
+           "timing model: seconds a rank asking for a modelled time waits for every rank to finish the same call",
+           minimum=1, maximum=86400),
+    EnvVar("HCOMM_KIT_MODEL_PARAMS", "path", None,
+           "timing model: a JSON parameter file replacing the packaged ones (the format hcomm_kit.base.model_params."
+           "to_json writes; default: model_params.json beside the emulator library)"),
     EnvVar("HCOMM_KIT_PROGRESS_SECONDS", "int", 10,
            "emulator: a wait longer than this prints a progress line on stderr (and again every such interval)",
            minimum=1, maximum=86400),
@@ -297,6 +308,11 @@ def check_mode() -> str:
 def call_check() -> str:
     """HCOMM_KIT_CALL_CHECK: ``'strict'`` (call sites compared) or ``'loose'`` (arguments only)."""
     return str(get("HCOMM_KIT_CALL_CHECK"))
+
+
+def model_enabled() -> bool:
+    """HCOMM_KIT_MODEL: the timing model's log is on (the default)."""
+    return get("HCOMM_KIT_MODEL") == "1"
 
 
 def quiet() -> bool:

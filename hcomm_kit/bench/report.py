@@ -32,7 +32,8 @@ def _backend(comm) -> str:
     return comm.rt.backend
 
 
-_COLS = ("data_size(Bytes)", "aveg_time(us)", "alg_bandwidth(GB/s)", "bus_bandwidth(GB/s)", "check_result", "#wrong")
+_COLS = ("data_size(Bytes)", "aveg_time(us)", "alg_bandwidth(GB/s)", "bus_bandwidth(GB/s)", "check_result", "#wrong",
+         "model_time(us)", "model_algbw(GB/s)", "model_busbw(GB/s)")
 
 
 def _compares(compare: "tuple[str, ...] | list[str] | str | None") -> tuple[str, ...]:
@@ -69,6 +70,13 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
                         if "builtin" in compare and target.builtin else ""))
     lines.append("# data_size = bytes taking part per rank (hccl_test); algbw = S/time, busbw = algbw x factor "
                  "(nccl-tests, GB = 1e9 bytes); time = mean per call, max over ranks (device events)")
+    if backend == "emu":
+        topo = comm.topology
+        shape = f"{len(topo.servers)} server(s) x {len(topo.servers[0]) if topo.servers else 0}"
+        down = f", links down {', '.join(f'{a}-{b}' for a, b in topo.links_down)}" if topo.links_down else ""
+        lines.append(f"# model_* = predicted Ascend time of the last timed call: the tasks it issued on every rank, "
+                     f"simulated on the {topo.product} parameters ({shape}{down}; README \"Predicted time\"), "
+                     f"not this host's timing")
     cols = list(_COLS)
     if "builtin" in compare:
         cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin"]
@@ -89,7 +97,9 @@ def format_row(row: dict[str, Any], compare: "tuple[str, ...] | str | None" = ()
     compare = _compares(compare)
     wrong = "NULL" if row["wrong"] is None else str(row["wrong"])
     cells = [f"{row['size']:>16d}", f"{row['time_us']:>13.2f}", _cell(row["algbw"], 19, ".4f"),
-             _cell(row["busbw"], 19, ".4f"), f"{row['check']:>12s}", f"{wrong:>6s}"]
+             _cell(row["busbw"], 19, ".4f"), f"{row['check']:>12s}", f"{wrong:>6s}",
+             _cell(row.get("model_time_us"), 14, ".2f"), _cell(row.get("model_algbw"), 17, ".4f"),
+             _cell(row.get("model_busbw"), 17, ".4f")]
     for c, w1, w2 in (("builtin", 16, 19), ("mpi", 12, 15)):
         if c in compare:
             t, b, v = row.get(f"{c}_time_us"), row.get(f"{c}_busbw"), row.get(f"vs_{c}")
@@ -143,6 +153,10 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     label = f"{rows[0]['collective']} (hcomm-kit, {rows[0]['backend']})" if rows else "hcomm-kit"
     ax1.plot(xs, ys("busbw"), marker="o", label=label)
     ax2.plot(xs, ys("time_us"), marker="o", label=label)
+    if rows and any(r.get("model_time_us") for r in rows):
+        mlabel = f"{rows[0]['collective']} (model: predicted Ascend {rows[0].get('model_product') or ''})"
+        ax1.plot(xs, ys("model_busbw"), marker="D", linestyle="--", label=mlabel)
+        ax2.plot(xs, ys("model_time_us"), marker="D", linestyle="--", label=mlabel)
     series = (("builtin", f"built-in {rows[0].get('builtin')}" if rows else "built-in", "^"),
               ("mpi", "Open MPI (mpi4py)", "s"))
     for key, name, marker in series:

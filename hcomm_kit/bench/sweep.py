@@ -33,6 +33,22 @@ __all__ = ["COLLECTIVES", "Collective", "OpTarget", "op_target", "parse_size", "
            "format_row", "COMPARES", "ALIASES", "CHECKED_CALLS", "check_target", "write_json", "plot", "plot_title"]
 
 
+def _model_time(comm) -> float | None:
+    """The timing model's figure for the last timed call (rank 0 simulates, every rank gets it);
+    None where there is no model (CANN backend, one rank, HCOMM_KIT_MODEL=0)."""
+    from ..base.errors import HcommKitError
+
+    us: float | None = None
+    if comm.rank == 0:
+        try:
+            us = comm.last_model_time
+        except HcommKitError as exc:  # e.g. more tasks than the model's log keeps: the row says NULL
+            print(f"# model: {exc}", flush=True)
+    if comm.mpi_comm is not None and comm.size > 1:
+        us = comm.mpi_comm.bcast(us, root=0)
+    return us
+
+
 def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str | None = None, root: int = 0,
               iters: int = 20, warmup: int = 5, check: int = 1, fill: str = "rand", inplace: bool = False,
               algorithm: str | None = None, baseline: str | None = None, blocking: bool = False,
@@ -109,6 +125,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             if set_check is not None:
                 _checked_calls(case, set_check)
             us = _time_ours(case, iters, warmup, blocking)
+            model_us = _model_time(comm)
             wrong, first, holdable = case.check() if check else (0, None, True)
             if comm.mpi_comm is not None and comm.size > 1:
                 wrong = int(comm.mpi_comm.allreduce(wrong))
@@ -116,12 +133,15 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                 first = next((f for f in (firsts or []) if f), None)
                 holdable = bool(comm.mpi_comm.allreduce(int(holdable), op=_mpi().MIN))
             alg, bus = _bw(coll, case.data_size, us, comm.size)
+            m_alg, m_bus = _bw(coll, case.data_size, model_us, comm.size) if model_us else (None, None)
             status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")
             row = {"collective": name, "algorithm": algorithm or "auto", "ranks": comm.size, "dtype": dt.name,
                    "op": rop if coll.reduction else None, "root": root if coll.rooted else None,
                    "size": case.data_size, "time_us": us, "algbw": alg, "busbw": bus, "check": status,
                    "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
-                   "soc": comm.soc, "host": socket.gethostname(), "blocking": blocking}
+                   "soc": comm.soc, "host": socket.gethostname(), "blocking": blocking,
+                   "model_time_us": model_us, "model_algbw": m_alg, "model_busbw": m_bus,
+                   "model_product": comm.topology.product if model_us else None}
             if target is not None:
                 row.update(operator=target.opdir, pattern=target.spec.pattern, kind=target.kind,
                            reference=target.spec.reference or target.spec.kind_info.reference)

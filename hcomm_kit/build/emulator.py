@@ -43,6 +43,8 @@ LIB_NAME = "libhcomm_emu.so"
 #: Directory beside the library holding the built-in operators (``<stem>.so`` + ``<stem>.json``),
 #: found by the library itself (dladdr) when a program calls HcclAllReduce and friends.
 BUILTIN_DIR = "builtin_kernels"
+#: The timing model's parameters beside the library (from model/params/*.toml, read by model/params.cc).
+MODEL_PARAMS = "model_params.json"
 COMPAT_NAMES = ("libascendcl.so", "libacl_rt.so", "libhccl.so", "libhcomm.so", "libc_sec.so",
                 "libnnopbase.so", "libopapi.so")  # the last two: the aclnn meta API (aclnn/acl_meta.h)
 BASE_FLAGS = (
@@ -122,7 +124,7 @@ def validate(directory: Path) -> bool:
                 return False
     except OSError:
         return False
-    return all((Path(directory) / name).exists() for name in COMPAT_NAMES)
+    return all((Path(directory) / name).exists() for name in (*COMPAT_NAMES, MODEL_PARAMS))
 
 
 def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str], verbose: bool,
@@ -149,6 +151,9 @@ def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str
         cache.run_compiler(link, sources=sources, verbose=verbose)
         bar.advance(detail="link")
     shutil.rmtree(objdir)
+    from ..base import model_params
+
+    (out / MODEL_PARAMS).write_text(model_params.to_json())  # the timing model's parameters (C reads)
     for name in COMPAT_NAMES:
         os.symlink(LIB_NAME, out / name)
     if builtins:

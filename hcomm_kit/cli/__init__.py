@@ -45,6 +45,7 @@ SUBCOMMANDS: dict[str, str] = {
     "test": "hcomm_kit.cli.test",
     "demo": "hcomm_kit.cli.demo",
     "trace": "hcomm_kit.cli.trace",
+    "model": "hcomm_kit.cli.model",
     "docs": "hcomm_kit.cli.docs",
 }
 

@@ -267,6 +267,47 @@ class Communicator:
             rt.check_hccl(-n, "HcommKitCommTopology")
         return Topology.from_json(buf.value.decode())
 
+    # ---- the timing model (README "Predicted time") -----------------------------------------
+    @property
+    def last_model_time(self) -> float | None:
+        """Modelled Ascend time (us) of the latest operation this rank ran on this communicator
+        (built-in collective or custom operator): the task graph its kernel issued on every rank,
+        simulated on the product's parameters (``hcomm_kit/emu/src/model/params``). Waits until
+        every rank has finished that call (``HCOMM_KIT_MODEL_WAIT`` s). None on the CANN backend,
+        on one rank (no Hcomm tasks) and with ``HCOMM_KIT_MODEL=0``."""
+        self._check_open()
+        rt = self.rt
+        if rt.backend != "emu" or not rt.has("HcommKitModelLastTime") or self.size < 2:
+            return None
+        from ..base import envs
+
+        if not envs.model_enabled():
+            return None
+        us = ctypes.c_double()
+        rt.checked.HcommKitModelLastTime(self.handle, ctypes.byref(us))
+        return us.value
+
+    def model_explain(self, all_tasks: bool = False) -> dict[str, Any]:
+        """The simulation of :attr:`last_model_time` in full: ``time_us``, ``product``, ``op``,
+        ``ranks``, ``critical_path`` (the tasks, ranks and links that made up the time: ``rank``,
+        ``thread``, ``task``, ``bytes``, ``peer``, ``link``, ``issue_us``, ``start_us``, ``end_us``,
+        ``why``), ``notes`` and, with ``all_tasks``, ``all`` (every task)."""
+        import json
+
+        self._check_open()
+        rt = self.rt
+        if rt.backend != "emu" or not rt.has("HcommKitModelExplain"):
+            raise HcommKitError("the timing model needs the emulator backend")
+        size = 1 << 20
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = rt.checked.HcommKitModelExplain(self.handle, int(all_tasks), buf, len(buf))
+            if n < 0:
+                rt.check_hccl(-n, "HcommKitModelExplain")
+            if n < size:
+                return json.loads(buf.value.decode())
+            size = n + 1
+
     @property
     def closed(self) -> bool:
         return self._closed

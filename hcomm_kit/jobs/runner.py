@@ -6,6 +6,7 @@ Executed on each rank (under mpirun); rank 0 prints one table row per operator.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,7 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
             for _ in range(iters):
                 op(x, dtype=dtype, reduce_op=rop, root=root, **call)
             dt_us = (time.perf_counter() - t0) / iters * 1e6
+        model_us = _model_time(comm)  # the last call (the checked one when nothing was timed)
         if comm.mpi_comm is not None:
             from mpi4py import MPI
 
@@ -153,14 +155,30 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
                      "reference": spec.reference or spec.kind_info.reference,
                      "checked": spec.kind_info.checked if has_ref else None,
                      "max_error": (err if math.isfinite(err) else "inf") if has_ref else None,
-                     "us_per_call": dt_us, "iters": iters, "ok": ok})
+                     "us_per_call": dt_us, "iters": iters, "ok": ok, "model_time_us": model_us})
     return rows
+
+
+def _model_time(comm) -> float | None:
+    """Predicted Ascend time (us) of the communicator's last call (timing model). Every rank asks
+    for itself (the simulation is deterministic: the same figure everywhere, no MPI call added);
+    None without a model or when it fails (rank 0 prints the reason)."""
+    from ..base.errors import HcommKitError
+
+    if not hasattr(comm, "last_model_time"):
+        return None
+    try:
+        return comm.last_model_time
+    except HcommKitError as exc:
+        if comm.rank == 0:
+            print(f"note: no predicted time: {exc}", file=sys.stderr, flush=True)
+        return None
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The rows of :func:`run_ops` as a text table (time/call "-" when nothing was timed)."""
     head = ("operator", "kind", "handshake", "ranks", "dtype", "op", "root", "count", "max error", "time/call",
-            "check")
+            "model/call", "check")
     lines = []
     for r in rows:
         check = {True: "OK", False: "MISMATCH", None: "(no reference)"}[r["ok"]]
@@ -168,8 +186,9 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         err = "-" if e is None else e if isinstance(e, str) else f"{e:g}"
         us = "-" if r["us_per_call"] is None else f"{r['us_per_call']:.0f} us"
         root = "-" if r.get("root") is None else str(r["root"])
+        model = "-" if r.get("model_time_us") is None else f"{r['model_time_us']:.1f} us"
         lines.append((r["op"], r["kind"], r["handshake"], str(r["ranks"]), r["dtype"], r["reduce_op"], root,
-                      str(r["count"]), err, us, check))
+                      str(r["count"]), err, us, model, check))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]

@@ -601,6 +601,18 @@ class CustomOp:
         self._pool.close()
         self._res_by_stream.clear()
 
+    @property
+    def last_model_time(self) -> float | None:
+        """Modelled Ascend time (us) of this operator's latest call (README "Predicted time"): the
+        tasks every rank's kernel issued for it, simulated on the product's parameters (the
+        communicator's latest operation, see ``comm.last_model_time``; call it before another
+        operation runs on the communicator). None where there is no model."""
+        return self.comm.last_model_time
+
+    def model_explain(self, all_tasks: bool = False) -> dict[str, Any]:
+        """The simulation of :attr:`last_model_time` in full (``comm.model_explain``)."""
+        return self.comm.model_explain(all_tasks)
+
     def __repr__(self) -> str:
         s = self.spec
         return (f"<CustomOp {s.name} kind={s.kind} kernel={s.kernel} pattern={s.pattern} handshake={s.handshake} "

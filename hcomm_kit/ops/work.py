@@ -32,6 +32,15 @@ class Work:
         self._done = False
         self._error: BaseException | None = None
 
+    @property
+    def model_time(self) -> float | None:
+        """Modelled Ascend time (us) of this call (README "Predicted time"): waits for the call,
+        then simulates the tasks every rank's kernel issued for it. It is the communicator's
+        latest operation, so ask before enqueueing another one on it. None where there is no
+        model (CANN backend, one rank, ``HCOMM_KIT_MODEL=0``)."""
+        self.wait()
+        return self._op.comm.last_model_time
+
     def is_completed(self) -> bool:
         """True when the operator has finished (successfully or not); never blocks."""
         if self._done:

@@ -8,7 +8,7 @@ enums (``CommEngine``, ``HcommDataType``, ...) -> ``c_int``. Device-side functio
 
 from __future__ import annotations
 
-from ctypes import POINTER, c_bool, c_char_p, c_float, c_int, c_int32, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, c_bool, c_char_p, c_double, c_float, c_int, c_int32, c_uint32, c_uint64, c_void_p
 
 from .acl import Decl
 from .structs import (
@@ -159,6 +159,8 @@ DECLS: tuple[Decl, ...] = (
     _host("HcommKitCallCheck", _vp, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),
     _host("HcommKitCommSetConnectTimeout", _vp, c_uint32, required=False),
     Decl("HcommKitCommTopology", c_int32, (_vp, c_char_p, c_uint64), "value", required=False),
+    _host("HcommKitModelLastTime", _vp, POINTER(c_double), required=False),
+    Decl("HcommKitModelExplain", c_int32, (_vp, c_int32, c_char_p, c_uint64), "value", required=False),
     Decl("HcommKitTunerSelect", c_int32, (_vp, c_int32, c_uint64, c_int32, _vp, _vp, _vp, c_uint32), "value",
          required=False),
     # ---- §3.10 alternative launcher (950) ------------------------------------------------

@@ -56,6 +56,20 @@ int32_t HcommKitTunerSelect(HcclComm comm, int32_t collType, uint64_t nBytes, in
  * Returns the length written, truncated to bufLen - 1. */
 uint64_t HcommKitCommReport(HcclComm comm, char* buf, uint64_t bufLen);
 
+/* Timing model (README "Predicted time"): the modelled Ascend time in microseconds of the latest
+ * operation this rank ran on comm (its last kernel launch that queued Hcomm tasks), simulated from
+ * the tasks every rank's kernel issued for that call and the product's parameters. Waits (at most
+ * HCOMM_KIT_MODEL_WAIT seconds, default 30) until every rank has finished the same call;
+ * HCCL_E_TIMEOUT naming the rank that has not, HCCL_E_NOT_FOUND before any operation,
+ * HCCL_E_NOT_SUPPORT when the log is off (HCOMM_KIT_MODEL=0) or the product has no parameters. */
+HcclResult HcommKitModelLastTime(HcclComm comm, double* us);
+
+/* The same simulation as one line of JSON: {"time_us", "product", "op", "instance", "ranks",
+ * "tasks", "critical_path": [{"rank", "thread", "task", "bytes", "peer", "link", "issue_us",
+ * "start_us", "end_us", "why"}, ...], "notes"} and, with allTasks, "all" (every task). Returns the
+ * full length (written truncated to bufLen - 1), or minus an HCCL code. */
+int32_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf, uint64_t bufLen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,7 +69,7 @@ Device* device_get(int id, int* err_code, const char* api) {
     }
     d->ctl = static_cast<DevCtl*>(d->ctl_seg.addr);
     d->ctl->magic = kDevCtlMagic;
-    d->ctl->version = 1;
+    d->ctl->version = 2; /* 2: mrec[] (timing model) */
     d->ctl->pid = (int32_t)getpid();
     d->ctl->device = id;
     g_devices[id] = d;

@@ -55,6 +55,9 @@ struct DevCtl {
     std::atomic<uint64_t> src[kMaxSlots];
     /* Trace flow id of the record that set the flag (HCOMM_KIT_TRACE only). */
     std::atomic<uint64_t> flow[kMaxSlots];
+    /* Timing model (model/): id of the recorded task whose record set the flag (HTask::mid), taken
+     * (and cleared) by the wait that consumes it; 0 = not a modelled record. */
+    std::atomic<uint64_t> mrec[kMaxSlots];
 };
 
 /* Provenance of a notify record (DevCtl::src): recorder rank and thread, its operation (op tag
@@ -174,6 +177,14 @@ void slots_free(Device* d, uint32_t base, uint32_t n);
 
 enum class HOp : uint8_t { Copy, Reduce, Record, Wait, Nop };
 
+/* What a task is for the timing model (HTask::mkind). */
+namespace mkind {
+enum : uint8_t {
+    Nop = 0, LocalCopy, LocalReduce, Write, WriteReduce, Read, ReadReduce,
+    RecordThread, RecordChannel, RecordAcl, WaitThread, WaitChannel, WaitAcl, Count
+};
+}
+
 /* Describes a slot for diagnostics: "thread t0 slot 1", "channel to rank 3 slot 0", "ACL notify 12". */
 struct SlotDesc {
     uint8_t kind = 0; /* 0 thread slot, 1 channel slot, 2 ACL notify */
@@ -213,6 +224,11 @@ struct HTask {
     int16_t post_rank = -1;       /* rank owning post_ctl */
     bool chan_rec = false;        /* Record / post record goes through a channel */
     const void* caller = nullptr; /* return address of the Hcomm call in the kernel (source line) */
+    /* Timing model (model/): what the task is (MKind, set where it is made), the peer a transfer or
+     * channel notify goes to, and its id in the rank's model log (0: not recorded). */
+    uint8_t mkind = 0;
+    int16_t mpeer = -1;
+    uint64_t mid = 0;
     /* HCCL-buffer bytes it reads / writes (race checker): owner rank, offset, length, kind */
     struct Access {
         int16_t rank = -1;        /* owner of the buffer; -1 = no access */

@@ -482,6 +482,7 @@ bool comm_teardown(Comm* c) {
 
 EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
     RESOLVE_COMM(c, comm);
+    if (hccl_hooks.model_comm_removed) hccl_hooks.model_comm_removed(c);
     if (hccl_hooks.comm_removed) hccl_hooks.comm_removed(c); /* before it leaves g_comms: the monitor reports leftovers, then forgets it */
     tuner_forget(c);
     {

@@ -21,7 +21,7 @@ namespace emu {
 constexpr uint32_t kMaxRanks = 64;
 constexpr uint32_t kMailDepth = 32;          /* channel requests in flight per ordered rank pair */
 constexpr uint32_t kJobMagic = 0x484b4a42;   /* "HKJB" */
-constexpr uint32_t kJobVersion = 2;
+constexpr uint32_t kJobVersion = 3; /* 3: ModelArea */
 constexpr uint32_t kCommMagic = 0x434f4d4d;  /* "COMM" */
 constexpr uint32_t kRootMagic = 0x524b4348;  /* "HCKR" read as little-endian bytes */
 
@@ -225,6 +225,46 @@ struct P2PSig {                /* the same for point-to-point calls, per ordered
     char text[120];
 };
 
+/* ------------------------------------------------------------------ timing model (model/)
+ * Every rank logs the tasks its kernels queue (model/record.cc): one ModelTask per task in a ring,
+ * one ModelLaunch per kernel launch that queued tasks on this communicator. A wait task gets the
+ * id of the record it consumed when it runs (DevCtl::mrec); a launch is complete when its kernel
+ * returned and every wait of it ran. Any rank reads every rank's log to simulate one operation
+ * (model/sim.cc). Task ids: kModelIdValid | rank << 48 | position in the rank's ring. */
+constexpr uint32_t kModelTasks = 1u << 15;   /* task records kept per rank */
+constexpr uint32_t kModelLaunches = 64;      /* launches kept per rank */
+constexpr uint64_t kModelIdValid = 1ull << 63;
+
+struct ModelTask {
+    uint32_t launch;              /* launch number on its rank (ModelLaunch::number) */
+    uint16_t thread;              /* thread code */
+    uint8_t kind;                 /* mkind:: */
+    uint8_t dtype;
+    int16_t peer;                 /* remote rank (transfers, channel notifies), -1 */
+    uint16_t pad;
+    uint32_t index;               /* notify index (records, waits) */
+    uint64_t bytes;               /* data bytes (copies, transfers, reductions) */
+    std::atomic<uint64_t> matched; /* waits: id of the record consumed (0 not yet, kModelIdValid alone: not modelled) */
+};
+struct ModelLaunch {
+    std::atomic<uint32_t> number; /* 0 while (re)written; launch l lives at l % kModelLaunches */
+    std::atomic<uint32_t> closed; /* its kernel returned: no more tasks */
+    std::atomic<int32_t> pending; /* waits not run yet */
+    uint32_t tag16, inst;         /* its operation (op tag hash, instance on this rank) */
+    std::atomic<uint32_t> overflow; /* more tasks than the ring holds */
+    uint64_t first;               /* ring position of its first task */
+    std::atomic<uint64_t> end;    /* one past its last task */
+    uint64_t kseq;
+    char tag[56];
+};
+struct ModelArea {
+    std::atomic<uint64_t> next;     /* positions handed out */
+    std::atomic<uint32_t> launches; /* launches started (the latest is number `launches`) */
+    uint32_t pad;
+    ModelLaunch l[kModelLaunches];
+    ModelTask t[kModelTasks];
+};
+
 /* Rank states in the job segment. */
 enum : uint32_t { kRankFree = 0, kRankClaimed = 1, kRankPublished = 2, kRankAttached = 3, kRankGone = 4 };
 
@@ -283,6 +323,7 @@ struct JobSeg {
     CallSig calls[kMaxRanks][kCallDepth];  /* calls[rank][seq % kCallDepth] */
     P2PSig p2p[kMaxRanks][kMaxRanks][kP2PDepth]; /* p2p[from][to][seq % kP2PDepth] */
     RaceArea race[kMaxRanks];
+    ModelArea model[kMaxRanks];
 };
 
 struct EngineCtxBlock {

@@ -24,6 +24,8 @@ struct HcclHooks {
     /* The collective-call check (diag/call_check.cc): posts this rank's description of its next
      * collective call (peer < 0); "" or the mismatch found (the communicator is then aborted). */
     std::string (*call_check)(Comm* c, int peer, const char* mine, const char* expect);
+    /* The timing model (model/) forgets what it cached of a communicator being destroyed. */
+    void (*model_comm_removed)(Comm* c);
 };
 extern HcclHooks hccl_hooks;
 

@@ -21,6 +21,12 @@ struct HcommHooks {
     /* HCOMM_KIT_TRACE: whether it is on, and a task that ran from t0 to t1. */
     bool (*trace_on)();
     void (*trace_task)(const HTask& t, const HThread* self, uint64_t t0, uint64_t t1);
+    /* The timing model (model/): a kernel queues task t on thread th (sets t.mid when it logs it);
+     * the wait t consumed the record of task `rec` (DevCtl::mrec, 0: not a modelled one); the
+     * running kernel returned. */
+    void (*model_emit)(HTask& t, HThread* th);
+    void (*model_matched)(const HTask& t, uint64_t rec);
+    void (*model_kernel_end)();
 };
 extern HcommHooks hcomm_hooks;
 
@@ -29,14 +35,21 @@ extern HcommHooks hcomm_hooks;
 namespace hooks {
 /* Sets the flag of slot for task t run by self; "" or a lost-signal finding. */
 inline std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan) {
+    /* before the flag (its store releases this one): the wait that takes the flag reads the id */
+    ctl->mrec[slot].store(t.mid, std::memory_order_relaxed);
     if (hcomm_hooks.record_slot) return hcomm_hooks.record_slot(t, self, ctl, slot, slot_rank, chan);
     slot_record(ctl, slot);
     return "";
 }
 /* Takes the flag of t's slot: true when it was set (*finding: a record from another operation). */
 inline bool consume_slot(const HTask& t, HThread* self, std::string* finding) {
-    if (hcomm_hooks.consume_slot) return hcomm_hooks.consume_slot(t, self, finding);
-    return slot_consume(t.slot_ctl, t.slot);
+    bool got = hcomm_hooks.consume_slot ? hcomm_hooks.consume_slot(t, self, finding) : slot_consume(t.slot_ctl, t.slot);
+    if (got) {
+        /* taken with the flag: the next record of this slot comes after this thread's next task */
+        uint64_t rec = t.slot_ctl->mrec[t.slot].exchange(0, std::memory_order_acquire);
+        if (t.mid && hcomm_hooks.model_matched) hcomm_hooks.model_matched(t, rec);
+    }
+    return got;
 }
 inline void check_op_begin(const HTask& t, HThread* self) {
     if (hcomm_hooks.check_op_begin) hcomm_hooks.check_op_begin(t, self);
@@ -50,6 +63,12 @@ inline std::string wait_report(Comm* c, const HTask& t, const HThread* self, con
 inline bool trace_on() { return hcomm_hooks.trace_on && hcomm_hooks.trace_on(); }
 inline void trace_task(const HTask& t, const HThread* self, uint64_t t0, uint64_t t1) {
     if (hcomm_hooks.trace_task) hcomm_hooks.trace_task(t, self, t0, t1);
+}
+inline void model_emit(HTask& t, HThread* th) {
+    if (hcomm_hooks.model_emit) hcomm_hooks.model_emit(t, th);
+}
+inline void model_kernel_end() {
+    if (hcomm_hooks.model_kernel_end) hcomm_hooks.model_kernel_end();
 }
 }  // namespace hooks
 

@@ -8,6 +8,7 @@
 #include "acl/hooks.h"
 #include "base/reduce.h"
 #include "hcomm/dataplane.h"
+#include "hcomm/hooks.h"
 
 #include <climits>
 #include <cmath>
@@ -127,6 +128,8 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
     if (kc.active) {
         stamp_op(kc, b, c, ch, h);
         if (kc.run) kc.run->last_task_ns.store(now_ns(), std::memory_order_relaxed);
+        /* the timing model logs every task a kernel queues (not one refused below) */
+        if (b.active || c.t->stream_bound || is_950()) hooks::model_emit(h, c.t);
     }
     if (b.active) {
         for (auto& p : b.pending)
@@ -262,6 +265,8 @@ HTask wait_task(DevCtl* ctl, uint32_t slot, uint32_t timeout, uint8_t kind, int 
     h.desc.peer = (uint16_t)(peer < 0 ? 0 : peer);
     h.desc.index = index;
     h.peer_rank = peer;
+    h.mkind = kind == 1 ? mkind::WaitChannel : kind == 2 ? mkind::WaitAcl : mkind::WaitThread;
+    h.mpeer = (int16_t)(kind == 1 ? peer : -1);
     return h;
 }
 
@@ -278,6 +283,8 @@ HTask record_task(DevCtl* ctl, uint32_t slot, int rank, uint8_t kind, uint32_t i
     h.desc.index = index;
     h.desc.thread_no = thread;
     h.desc.peer = (uint16_t)(rank < 0 ? 0 : rank);
+    h.mkind = kind == 1 ? mkind::RecordChannel : kind == 2 ? mkind::RecordAcl : mkind::RecordThread;
+    h.mpeer = (int16_t)(kind == 1 ? rank : -1);
     return h;
 }
 
@@ -312,6 +319,8 @@ int transfer(const char* api, ThreadHandle thread, ChannelHandle channel, void* 
     h.n = n;
     h.dtype = (uint8_t)dtype;
     h.redop = (uint8_t)op;
+    h.mkind = write ? (reduce ? mkind::WriteReduce : mkind::Write) : (reduce ? mkind::ReadReduce : mkind::Read);
+    h.mpeer = (int16_t)ch->remote_rank;
     if (write) {
         remote_access(ch, h.acc[0], dst, bytes, reduce ? 2 : 1);
         local_access(c, h.acc[1], src, bytes, 0);
@@ -360,6 +369,7 @@ int not_on_aicpu(const char* api) {
 /* AclHooks::kernel_returned, when a kernel returns: its operation instances and channel uses count
  * as submitted (every task of theirs is queued), and what it left open is closed. */
 static std::string kernel_returned(KernelCtx& k) {
+    hooks::model_kernel_end();
     for (auto& o : k.ops)
         if (o.c) comm_op_submitted(o.c, o.tag16, o.inst);
     for (auto& u : k.chans) {
@@ -408,6 +418,7 @@ EMU_API int32_t HcommLocalCopyOnThread(ThreadHandle thread, void* dst, const voi
     h.dst = dst;
     h.src = src;
     h.n = len;
+    h.mkind = mkind::LocalCopy;
     local_access(c, h.acc[0], dst, len, 1);
     local_access(c, h.acc[1], src, len, 0);
     return emit(c, std::move(h));
@@ -432,6 +443,7 @@ EMU_API int32_t HcommLocalReduceOnThread(ThreadHandle thread, void* dst, const v
     h.n = count;
     h.dtype = (uint8_t)dt;
     h.redop = (uint8_t)op;
+    h.mkind = mkind::LocalReduce;
     local_access(c, h.acc[0], dst, bytes, 2);
     local_access(c, h.acc[1], src, bytes, 0);
     return emit(c, std::move(h));

@@ -1,0 +1,194 @@
+/* The timing model's C extensions (hcomm_kit/emu_ext.h) and the gathering of one operation's
+ * logs from every rank's ModelArea. */
+#include "hccl/hooks.h"
+#include "model/model.h"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace emu {
+
+namespace {
+
+bool complete(const ModelLaunch& L, uint32_t number) {
+    return L.number.load(std::memory_order_acquire) == number && L.closed.load(std::memory_order_acquire) &&
+           L.pending.load(std::memory_order_acquire) <= 0;
+}
+
+/* The number of rank r's launch of operation (tag16, inst), 0 when not (yet) logged. */
+uint32_t find_launch(const ModelArea& a, uint32_t tag16, uint32_t inst) {
+    uint32_t best = 0;
+    for (uint32_t k = 0; k < kModelLaunches; k++) {
+        const ModelLaunch& L = a.l[k];
+        uint32_t n = L.number.load(std::memory_order_acquire);
+        if (n && L.tag16 == tag16 && L.inst == inst && n > best) best = n;
+    }
+    return best;
+}
+
+double wait_default() {
+    const char* v = getenv("HCOMM_KIT_MODEL_WAIT");
+    double s = v && *v ? atof(v) : 30.0;
+    return s > 0 ? s : 30.0;
+}
+
+struct Cached {
+    uint32_t number = 0;
+    uint64_t next = 0;
+    ModelResult r;
+};
+std::mutex g_cache_m;
+std::map<Comm*, Cached>& g_cache = *new std::map<Comm*, Cached>();
+
+}  // namespace
+
+int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err) {
+    if (!model_logging()) {
+        *err = "the timing model's log is off (HCOMM_KIT_MODEL=0)";
+        return HCCL_E_NOT_SUPPORT;
+    }
+    std::string perr;
+    const ModelParams* p = model_params(c->topo.product, &perr);
+    if (!p) {
+        *err = perr;
+        return HCCL_E_NOT_SUPPORT;
+    }
+    ModelArea& mine = c->job->model[c->rank];
+    uint32_t number = mine.launches.load(std::memory_order_acquire);
+    if (number == 0) {
+        *err = strprintf("rank %u ran no kernel that queued Hcomm tasks on communicator '%s' yet: nothing to model",
+                         c->rank, c->name.c_str());
+        return HCCL_E_NOT_FOUND;
+    }
+    const ModelLaunch& L = mine.l[number % kModelLaunches];
+    uint32_t tag16 = L.tag16, inst = L.inst;
+    std::string tag = L.tag;
+    uint64_t deadline = now_ns() + (uint64_t)(wait_s * 1e9);
+    std::vector<uint32_t> numbers(c->nranks, 0);
+    for (;;) {
+        std::string why;
+        if (comm_aborted(c, &why)) {
+            *err = "the communicator was aborted: " + why;
+            return HCCL_E_INTERNAL;
+        }
+        uint32_t missing = UINT32_MAX;
+        for (uint32_t r = 0; r < c->nranks && missing == UINT32_MAX; r++) {
+            const ModelArea& a = c->job->model[r];
+            uint32_t n = r == c->rank ? number : find_launch(a, tag16, inst);
+            if (!n || !complete(a.l[n % kModelLaunches], n)) missing = r;
+            numbers[r] = n;
+        }
+        if (missing == UINT32_MAX) break;
+        if (now_ns() >= deadline) {
+            *err = strprintf("rank %u has not logged a finished launch of operation '%s' #%u within %.0f s (every "
+                             "rank of communicator '%s' must run the same operation call; HCOMM_KIT_MODEL_WAIT "
+                             "sets the wait)",
+                             missing, tag.c_str(), inst, wait_s, c->name.c_str());
+            return HCCL_E_TIMEOUT;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    {
+        std::lock_guard<std::mutex> g(g_cache_m);
+        auto it = g_cache.find(c);
+        if (it != g_cache.end() && it->second.number == number &&
+            it->second.next == mine.next.load(std::memory_order_acquire)) {
+            *out = it->second.r;
+            return HCCL_SUCCESS;
+        }
+    }
+    std::vector<std::vector<ModelInputTask>> tasks(c->nranks);
+    std::vector<uint32_t> ranks;
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        ranks.push_back(r);
+        const ModelArea& a = c->job->model[r];
+        const ModelLaunch& l = a.l[numbers[r] % kModelLaunches];
+        uint64_t first = l.first, end = l.end.load(std::memory_order_acquire);
+        if (l.overflow.load() || a.next.load(std::memory_order_acquire) - first > kModelTasks) {
+            *err = strprintf("rank %u's launch of '%s' #%u queued more tasks than the model's log keeps (%u per rank), "
+                             "or later launches overwrote it",
+                             r, tag.c_str(), inst, kModelTasks);
+            return HCCL_E_INTERNAL;
+        }
+        for (uint64_t pos = first; pos < end; pos++) {
+            const ModelTask& m = a.t[pos % kModelTasks];
+            if (m.launch != numbers[r]) continue;
+            ModelInputTask t;
+            t.thread = m.thread;
+            t.kind = m.kind;
+            t.dtype = m.dtype;
+            t.peer = m.peer;
+            t.index = m.index;
+            t.bytes = m.bytes;
+            t.id = kModelIdValid | ((uint64_t)r << 48) | pos;
+            t.matched = m.matched.load(std::memory_order_acquire);
+            tasks[r].push_back(t);
+        }
+        if (l.number.load(std::memory_order_acquire) != numbers[r]) {
+            *err = strprintf("rank %u's log of '%s' #%u was overwritten while it was read", r, tag.c_str(), inst);
+            return HCCL_E_INTERNAL;
+        }
+    }
+    ModelResult res;
+    res.product = p->product;
+    res.tag = tag;
+    res.inst = inst;
+    res.ranks = ranks;
+    model_simulate(*p, c->topo, ranks, tasks, &res);
+    {
+        std::lock_guard<std::mutex> g(g_cache_m);
+        Cached& k = g_cache[c];
+        k.number = number;
+        k.next = mine.next.load(std::memory_order_acquire);
+        k.r = res;
+    }
+    *out = std::move(res);
+    return HCCL_SUCCESS;
+}
+
+namespace {
+void model_forget(Comm* c) {
+    std::lock_guard<std::mutex> g(g_cache_m);
+    g_cache.erase(c);
+}
+struct Registrar {
+    Registrar() { hccl_hooks.model_comm_removed = model_forget; }
+} g_registrar;
+}  // namespace
+
+}  // namespace emu
+
+using namespace emu;
+
+EMU_API HcclResult HcommKitModelLastTime(HcclComm comm, double* us) {
+    Comm* c = comm_from_handle(comm);
+    if (!comm) return (HcclResult)seterr(HCCL_E_PTR, __func__, "comm is NULL");
+    if (!c) return (HcclResult)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)comm);
+    if (!us) return (HcclResult)seterr(HCCL_E_PTR, __func__, "us is NULL");
+    ModelResult r;
+    std::string err;
+    if (int rc = model_last(c, wait_default(), &r, &err)) return (HcclResult)seterr_str(rc, __func__, err);
+    *us = r.time_us;
+    return HCCL_SUCCESS;
+}
+
+EMU_API int32_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf, uint64_t bufLen) {
+    Comm* c = comm_from_handle(comm);
+    if (!comm) return -(int32_t)seterr(HCCL_E_PTR, __func__, "comm is NULL");
+    if (!c) return -(int32_t)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", (void*)comm);
+    ModelResult r;
+    std::string err;
+    if (int rc = model_last(c, wait_default(), &r, &err)) return -(int32_t)seterr_str(rc, __func__, err);
+    std::string j = r.json(allTasks != 0);
+    if (j.size() >= (size_t)INT32_MAX)
+        return -(int32_t)seterr(HCCL_E_MEMORY, __func__, "the simulation's JSON is %zu bytes (2 GiB at most)", j.size());
+    if (buf && bufLen) {
+        size_t n = std::min<size_t>(j.size(), (size_t)bufLen - 1);
+        memcpy(buf, j.data(), n);
+        buf[n] = 0;
+    }
+    return (int32_t)j.size();
+}

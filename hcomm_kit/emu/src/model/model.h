@@ -1,0 +1,104 @@
+/*
+ * hcomm-kit CPU emulator, the timing model: a deterministic discrete-event simulation of the task
+ * graph a kernel really issued, on per-product parameters (model/params/<product>.toml, compiled
+ * into model_params.json beside the library by hcomm_kit/build/emulator.py).
+ *
+ *   record.cc  logs every task a kernel queues into the rank's ModelArea of the job segment
+ *              (hcomm hooks: emit, a wait's matched record, kernel end);
+ *   params.cc  reads the parameters of a product;
+ *   sim.cc     gathers every rank's log of one operation and simulates it;
+ *   api.cc     the C extensions (HcommKitModelLastTime, HcommKitModelExplain).
+ *
+ * The modelled time never depends on the host: only the logged graph (what the kernel issued and
+ * which record each wait consumed) and the parameters go in.
+ */
+#ifndef HCOMM_KIT_EMU_MODEL_MODEL_H
+#define HCOMM_KIT_EMU_MODEL_MODEL_H
+
+#include "hccl/comm.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace emu {
+
+/* One link type's parameters. A transfer of B bytes takes latency_us, then moves its bytes at
+ * min(bandwidth x utilisation(B), the link's share, the ports' shares). */
+struct LinkParams {
+    double latency_us = 0;      /* before the first byte moves */
+    double bandwidth = 0;       /* bytes/us of one link between two NPUs, one direction */
+    double port = 0;            /* bytes/us of an NPU's ports of this type together, per direction (0: no limit) */
+    double notify_us = 0;       /* a notify record reaches the peer after this */
+    std::vector<std::pair<double, double>> util; /* (bytes, utilisation), ascending; log-linear between */
+    double utilisation(double bytes) const;
+};
+
+struct ModelParams {
+    std::string product, file;
+    double task_us = 0;         /* the AICPU issues one task per task_us, in the kernel's order */
+    double launch_us = 0;       /* host launch of the kernel until its first task is issued */
+    double thread_notify_us = 0; /* a thread notify (same NPU) reaches its waiter */
+    double copy = 0;            /* local copy, bytes/us */
+    double reduce = 0;          /* local reduce, bytes/us (default for every dtype) */
+    std::vector<std::pair<int, double>> reduce_dtype; /* (dtype, bytes/us) where it differs */
+    LinkParams link[4];         /* by LinkType (HCCS, UB, RoCE; None unused) */
+    double reduce_bw(int dtype) const;
+};
+
+/* The parameters of product ("A2", "A3", "950"); nullptr with *err naming the file or the value. */
+const ModelParams* model_params(const std::string& product, std::string* err);
+
+/* Logging on (HCOMM_KIT_MODEL unset or 1) or off (0). */
+bool model_logging();
+
+/* One simulated operation. */
+struct ModelTaskTime {
+    uint32_t rank = 0;
+    uint16_t thread = 0;
+    uint8_t kind = 0;
+    uint8_t dtype = 0;
+    int16_t peer = -1;
+    LinkType link = LinkType::None;
+    uint32_t index = 0;
+    uint64_t bytes = 0;
+    uint32_t seq = 0;           /* position in its rank's issue order */
+    double issue = 0, start = 0, end = 0; /* us from the host launch */
+    int pred = -1;              /* the task whose end decided this one's start (critical path), -1: its issue */
+    uint8_t why = 0;            /* 0 issued (AICPU), 1 its thread's previous task, 2 the notify it waited for, 3 link sharing */
+    uint64_t id = 0;            /* model id (rank << 48 | ring position) */
+    int src = -1;               /* waits: the task whose record it consumed (-1: none of this operation) */
+};
+struct ModelResult {
+    double time_us = 0;
+    std::string product, tag;
+    uint32_t inst = 0;
+    std::vector<uint32_t> ranks;
+    std::vector<ModelTaskTime> tasks;
+    std::vector<int> critical;  /* task indices, first to last */
+    std::vector<std::string> notes;
+    std::string json(bool all_tasks) const;
+};
+
+/* Simulates the latest operation this rank ran on c (its last launch that queued tasks) with the
+ * launches of every rank of c for the same operation call (op tag and instance). Waits up to
+ * wait_s for every rank to have logged and finished it. 0, or an HCCL code with *err. */
+int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err);
+
+/* The simulation itself: per rank (ranks[i]) its tasks in issue order. */
+struct ModelInputTask {
+    uint16_t thread;
+    uint8_t kind, dtype;
+    int16_t peer;
+    uint32_t index;
+    uint64_t bytes;
+    uint64_t id, matched;
+};
+void model_simulate(const ModelParams& p, const Topology& topo, const std::vector<uint32_t>& ranks,
+                    const std::vector<std::vector<ModelInputTask>>& tasks, ModelResult* out);
+
+const char* mkind_name(uint8_t kind);
+
+}  // namespace emu
+
+#endif

@@ -1,0 +1,225 @@
+"""The timing model (hcomm_kit/emu/src/model/, README "Predicted time").
+
+The model is deterministic, so these are ordinary tests, not timed ones:
+ (a) calibration: a 2-rank operator whose kernel writes one block to its peer, run through the
+     emulator; the modelled write (its issue plus its execution) reproduces HIXL's published
+     point-to-point figures (the [[calibration]] points of model/params/<product>.toml) within 15 %;
+ (b) the built-in ring and mesh collectives at 8 ranks on one A2 server against HCCL's
+     alpha-beta formulas (hicann/hccl docs/zh/user_guide/coll_algo_intro/Ring.md, Mesh.md),
+     evaluated with the same parameters, within 10 % from 1 KiB to 64 MiB;
+ (c) crossing servers changes a transfer's prediction as the per-link formula says;
+ (d) the same figure on repeated runs and on a busy host.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hcomm_kit.base import model_params
+
+from test_orchestrator import scaffold
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Rank side: one call of OP (a built-in name or an operator directory) per size, then rank 0
+# prints the simulation of that call as one JSON line.
+_RANK = r"""
+import json, os, sys
+import numpy as np
+import hcomm_kit
+from hcomm_kit.bench import sweep as bench
+
+what, sizes, alg = sys.argv[1], [int(s) for s in sys.argv[2].split(",")], sys.argv[3] or None
+comm = hcomm_kit.init()
+op = comm.load_op(what) if os.path.isdir(what) else None
+for nb in sizes:
+    if op is not None:
+        op(np.ones(nb // 4, np.float32))
+    else:
+        with open(os.devnull, "w") as q:
+            bench.run_bench(comm, what, [nb], iters=1, warmup=0, check=0, algorithm=alg, out=q)
+    if comm.rank == 0:
+        sim = comm.model_explain(all_tasks=True)
+        per_rank = {}
+        for t in sim["all"]:
+            per_rank[t["rank"]] = per_rank.get(t["rank"], 0) + 1
+        writes = [t for t in sim["all"] if t["task"] == "write" and t["rank"] == 0]
+        print("SIM " + json.dumps({"bytes": nb, "time_us": sim["time_us"], "max_tasks": max(per_rank.values()),
+                                   "writes": writes, "notes": sim["notes"]}), flush=True)
+comm.close()
+"""
+
+
+def _run(tmp_path: Path, np_: int, topology: str, what: str, sizes: list[int], algorithm: str = "",
+         env: dict | None = None) -> list[dict]:
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK)
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    e.pop("HCOMM_KIT_SOC", None)
+    e.update(env or {})
+    cmd = [sys.executable, "-m", "hcomm_kit", "launch", "--np", str(np_), "--topology", topology, "--",
+           sys.executable, str(script), what, ",".join(map(str, sizes)), algorithm]
+    res = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = [json.loads(line.split("SIM ", 1)[1]) for line in res.stdout.splitlines() if "SIM " in line]
+    assert len(out) == len(sizes), res.stdout + res.stderr
+    return out
+
+
+def _writer() -> str:
+    """A 2-rank operator whose kernel writes its whole input into the peer's HCCL buffer at once."""
+    return str(scaffold("mesh-allgather"))
+
+
+# ---------------------------------------------------------------- (a) calibration
+
+def _calibration(product: str, link: str) -> list[dict]:
+    return [c for c in model_params.load(product).calibration if c["link"] == link]
+
+
+@pytest.mark.parametrize("product,link,topology", [
+    ("A2", "HCCS", "A2:1x2"),
+    pytest.param("A2", "RoCE", "A2:2x1", marks=pytest.mark.slow),
+    pytest.param("A3", "UB", "A3:1x2", marks=pytest.mark.slow),
+    pytest.param("A3", "RoCE", "A3:2x1", marks=pytest.mark.slow),
+])
+def test_reproduces_hixl_point_to_point(tmp_path: Path, product: str, link: str, topology: str) -> None:
+    points = _calibration(product, link)
+    assert points, f"{product}.toml has no calibration points for {link}"
+    p = model_params.load(product)
+    sims = _run(tmp_path, 2, topology, _writer(), [c["bytes"] for c in points])
+    for c, sim in zip(points, sims):
+        w = [t for t in sim["writes"] if t["bytes"] == c["bytes"]]
+        assert len(w) == 1, sim
+        assert w[0]["link"] == link, w
+        us = p.task_us + (w[0]["end_us"] - w[0]["start_us"])  # its issue, then its execution
+        gbps = c["bytes"] / us / 1e3
+        assert abs(gbps - c["GBps"]) / c["GBps"] <= 0.15, (
+            f"{product} {link} {c['bytes']} B: model {gbps:.3f} GB/s, HIXL {c['GBps']} GB/s ({c['source']})")
+
+
+# ---------------------------------------------------------------- (b) HCCL's alpha-beta formulas
+
+P = 8
+SIZES = [1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26]  # 1 KiB .. 64 MiB (hcomm-kit bench data_size)
+
+
+def _formula(coll: str, alg: str, size: int, p: int, prm: model_params.ModelParams, tasks: int) -> float:
+    """HCCL's time for the built-in as it is implemented, with the model's parameters.
+
+    alpha-beta-gamma (algo_intro.md: D = alpha + n beta + n gamma per step), n the bytes of the
+    whole operation as Ring.md / Mesh.md count them:
+      ring allgather      (p-1) alpha + (p-1)/p n beta                         Ring.md AllGather
+      ring reduce-scatter (p-1) alpha + (p-1)/p n beta + (p-1)/p n gamma       Ring.md ReduceScatter
+      ring allreduce      2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma      Ring.md AllReduce
+      mesh allgather      alpha + 1/p n beta                                   Mesh.md AllGather
+      mesh reduce-scatter alpha + 1/p n beta + (p-1)/p n gamma                 Mesh.md ReduceScatter
+      mesh allreduce      (p-1)(alpha + n beta + n gamma)                      Ring.md Reduce: the
+          built-in's mesh allreduce is one-shot (aicpu_kernels/allreduce: every rank reads every
+          peer's whole input in turn on one thread and reduces it), i.e. a reduce to every rank.
+    beta = 1 / (link bandwidth x utilisation), gamma = 1 / local reduce bandwidth, alpha = the
+    link latency. HCCL's cost model (cost_model.cc CalcLatencyParams, "aicpu unfolding time is
+    taken as max at the end") bounds it below by the AICPU issuing the kernel's tasks: task_us per
+    task of the busiest rank; plus the host launch."""
+    link = prm.links["HCCS"]
+    beta = 1 / (link.bandwidth_GBps * 1e3)
+    gamma = 1 / (prm.reduce_GBps * 1e3)
+    a = link.latency_us
+    n = float(size)
+    if (coll, alg) == ("allgather", "ring"):
+        t = (p - 1) * a + (p - 1) / p * n * beta
+    elif (coll, alg) == ("reduce_scatter", "ring"):
+        t = (p - 1) * a + (p - 1) / p * n * (beta + gamma)
+    elif (coll, alg) == ("allreduce", "ring"):
+        t = 2 * (p - 1) * a + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
+    elif (coll, alg) == ("allgather", "mesh"):
+        t = a + n / p * beta
+    elif (coll, alg) == ("reduce_scatter", "mesh"):
+        t = a + n / p * beta + (p - 1) / p * n * gamma
+    else:
+        t = (p - 1) * (a + n * beta + n * gamma)
+    return prm.launch_us + max(t, tasks * prm.task_us)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coll", ["allgather", "reduce_scatter", "allreduce"])
+@pytest.mark.parametrize("alg", ["ring", "mesh"])
+def test_builtins_match_hccl_formulas(tmp_path: Path, coll: str, alg: str) -> None:
+    prm = model_params.load("A2")
+    sims = _run(tmp_path, P, "A2:1x8", coll, SIZES, alg)
+    for size, sim in zip(SIZES, sims):
+        want = _formula(coll, alg, size, P, prm, sim["max_tasks"])
+        assert abs(sim["time_us"] - want) / want <= 0.10, (
+            f"{coll} {alg} {size} B: model {sim['time_us']:.1f} us, formula {want:.1f} us ({sim['max_tasks']} tasks)")
+
+
+def test_formula_ring_allreduce_shape() -> None:
+    """The reference itself: bandwidth-bound at 64 MiB (2(p-1)/p n beta dominates), issue-bound at 1 KiB."""
+    prm = model_params.load("A2")
+    big = _formula("allreduce", "ring", 1 << 26, 8, prm, 1000)
+    assert math.isclose(big - prm.launch_us, 2 * 7 / 8 * (1 << 26) / 19.5e3 + 7 / 8 * (1 << 26) / 483e3, rel_tol=1e-9)
+    assert _formula("allreduce", "ring", 1 << 10, 8, prm, 100) == prm.launch_us + 100 * prm.task_us
+
+
+# ---------------------------------------------------------------- (c) topology changes the prediction
+
+@pytest.mark.slow
+def test_crossing_servers_changes_a_transfer_as_the_link_formula_says(tmp_path: Path) -> None:
+    """One 8 MiB write: same server (HCCS) against two servers (RoCE); each as its link's
+    task_us + latency + B / (bandwidth x utilisation), and the two differ."""
+    prm = model_params.load("A2")
+    b = 8 << 20
+    got = {}
+    for topo, link in (("A2:1x2", "HCCS"), ("A2:2x1", "RoCE")):
+        (sim,) = _run(tmp_path, 2, topo, _writer(), [b])
+        (w,) = [t for t in sim["writes"] if t["bytes"] == b]
+        assert w["link"] == link
+        got[link] = prm.task_us + w["end_us"] - w["start_us"]
+        want = prm.task_us + prm.links[link].transfer_us(b)
+        assert math.isclose(got[link], want, rel_tol=1e-6), (link, got[link], want)
+    assert got["RoCE"] < got["HCCS"]  # HIXL: one RDMA stream (22.6 GB/s) beats one HCCS stream (19.4) on A2
+
+
+# ---------------------------------------------------------------- (d) host load does not matter
+
+def _burn(seconds: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()+{seconds}\nwhile time.time()<t: pass"])
+
+
+@pytest.mark.slow
+def test_same_figure_quiet_and_busy(tmp_path: Path) -> None:
+    """The same allreduce twice, the second time with a CPU-burning process beside it: the same
+    modelled time to the last bit (the host's timing goes nowhere into it)."""
+    quiet = _run(tmp_path, 2, "A2:1x2", "allreduce", [1 << 20])
+    burners = [_burn(60) for _ in range(2)]
+    try:
+        busy = _run(tmp_path, 2, "A2:1x2", "allreduce", [1 << 20])
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    assert quiet[0]["time_us"] > 0
+    assert quiet[0]["time_us"] == busy[0]["time_us"], (quiet, busy)
+
+
+def test_params_files_are_complete() -> None:
+    """Every product file parses, has every link type, and says where its numbers come from."""
+    assert set(model_params.products()) >= {"A2", "A3", "950"}
+    for name in model_params.products():
+        p = model_params.load(name)
+        text = p.file.read_text()
+        assert "Sources" in text or "ASSUMPTION" in text, name
+        assert set(p.links) == {"HCCS", "UB", "RoCE"}
+    data = json.loads(model_params.to_json())
+    assert data["A2"]["links"]["HCCS"]["bandwidth_GBps"] == 19.5
+    # utilisation: log-linear between the points, clamped at the ends
+    h = model_params.load("A2").links["HCCS"]
+    assert h.util(1) == h.utilisation[0][1] and h.util(1 << 30) == 1.0
+    assert h.utilisation[0][1] < h.util(24576) < h.utilisation[1][1]
