@@ -400,10 +400,10 @@ def test_bench_passes_a_correct_reduce_and_compares_it_with_the_builtin_and_mpi(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pattern", NEW)
+@pytest.mark.parametrize("pattern", ["pairwise-alltoall", *NEW])
 def test_bench_passes_the_new_kinds_and_compares_them(ops, pattern: str, tmp_path: Path) -> None:
-    """Each new kind against its built-in (with the built-in's algorithm mesh) and MPI: sized by the kind
-    (data_size = count x ranks x item for the block kinds), checked, compared."""
+    """Each kind sized in blocks against its built-in (with the built-in's algorithm mesh) and MPI: sized
+    by the kind (data_size = count x ranks x item for the block kinds), checked, compared."""
     js = tmp_path / "b.jsonl"
     r = _hk("bench", str(ops["good"][pattern]), "--np", "3", "-b", "1K", "-e", "1M", "-f", "32", "-r", "1",
             "-n", "2", "-w", "1", "--compare", "builtin:mesh,mpi", "--json", str(js))

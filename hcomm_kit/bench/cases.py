@@ -325,7 +325,7 @@ class _OpCase(_Case):
         spec = target.spec
         self._v_counts = spec.kind == "alltoallv"
         super().__init__(comm, target.coll, nbytes, dt, rop or "sum", root or 0, fill, inplace, None,
-                         gathers=spec.output == "count*ranks")
+                         gathers=spec.kind_info.input == "count")  # split kinds: allgather, gather
         self.mpi_name = KINDS[target.kind].mpi or ""
         self.op_rop = rop
         # OpParam.count: HCCL's count (the block where the input holds one block per rank)
