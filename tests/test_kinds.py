@@ -360,17 +360,23 @@ def test_run_checks_every_kind_and_fails_each_planted_bug(ops, tmp_path: Path) -
 
 @pytest.mark.slow
 def test_run_checks_the_builtins_by_their_kind(tmp_path: Path) -> None:
-    """The built-ins' directories run as operators checked by their op.toml kind (count: HCCL's, a block
-    per rank for reduce_scatter, alltoall, scatter); send_recv (custom) as the bench checks it."""
+    """A built-in's directory runs the built-in collective its op.toml kind names (with its algorithm
+    selection), checked as that kind at HCCL's count (a block per rank for reduce_scatter, alltoall,
+    scatter); alltoallv with uneven counts; --algorithm picks the built-in's."""
+    from hcomm_kit.base.resources import aicpu_kernels_dir
+
     js = tmp_path / "b.jsonl"
     names = ["allreduce", "reduce", "reduce_scatter", "alltoall", "alltoallv", "scatter", "gather", "broadcast",
              "allgather", "send_recv"]
-    r = _hk("run", *names, "--np", "3", "-r", "2", "--iters", "0", "--count", "1031", "-d", "int32", "--json",
-            str(js))
+    r = _hk("run", *(str(aicpu_kernels_dir() / n) for n in names), "--np", "3", "-r", "2", "--iters", "0",
+            "--count", "1031", "-d", "int32", "--json", str(js))
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [json.loads(line) for line in js.read_text().splitlines()]
-    assert [(x["kind"], x["ok"]) for x in rows[:-1]] == [(n if n != "reduce" else "reduce", True) for n in names[:-1]]
-    assert rows[-1]["collective"] == "sendrecv" and rows[-1]["check"] == "success"
+    assert [(x["collective"], x["check"]) for x in rows] == [(n.replace("send_recv", "sendrecv"), "success")
+                                                             for n in names]
+    assert [x["size"] for x in rows if x["collective"] in ("reduce_scatter", "alltoall", "scatter")] == [1031 * 3 * 4] * 3
+    r = _hk("run", "allgather", "--np", "3", "--iters", "0", "--algorithm", "ring", "--json", str(js))
+    assert r.returncode == 0 and json.loads(js.read_text())["algorithm"] == "ring", r.stdout + r.stderr
 
 
 def _quick_first(patterns: list[str]) -> list:

@@ -4,8 +4,8 @@
   hcomm-kit run ops/my_allgather --np 3 -d bf16 --json rows.jsonl
   hcomm-kit run ops/my_allgather --np 2 --debug          (debug build, kernel logs shown)
 
-OP is an operator directory (with op.toml) or the name of a built-in operator (aicpu_kernels/,
-checked by its op.toml kind the same way). The input of each rank is deterministic; what is
+OP is an operator directory (with op.toml) or a built-in (its name or directory in
+aicpu_kernels/: the collective its op.toml kind names, with its algorithm selection). The input of each rank is deterministic; what is
 checked follows op.toml's kind (hcomm-kit docs optoml): --count is OpParam.count, HCCL's count
 (alltoall, reduce_scatter, scatter: one block per rank, the input holds count x ranks), output
 size, root (-r, default 0; operators that take none ignore it), the ranks checked (a reduce: the
@@ -136,23 +136,12 @@ def _takes_root(spec) -> bool:
 
 
 def _builtin_name(opdir: str) -> str | None:
-    """The bench name of a built-in directory that its kind cannot check (``custom`` without a
-    reference: send_recv, checked as the bench checks it, pairs exchanging); None for every other
-    directory, which runs as an operator checked by its op.toml kind (the other built-ins too)."""
-    from pathlib import Path
-
+    """The built-in collective of a directory of ``aicpu_kernels/``, by its op.toml kind (run as the
+    collective: its algorithm selection, checked by the bench's check of that kind); None for users'
+    operators and the built-ins that are no collective of their own (barrier, batch_send_recv)."""
     from ..bench import sweep as bench
-    from ..base.resources import aicpu_kernels_dir
-    from ..build.opspec import load_opspec
 
-    p = Path(opdir)
-    if p.parent.resolve() != aicpu_kernels_dir().resolve():
-        return None
-    spec = load_opspec(p)
-    if spec.reference or spec.kind_info.reference:
-        return None
-    name = bench.ALIASES.get(p.name, p.name)
-    return name if name in bench.COLLECTIVES else None
+    return bench.builtin_collective(opdir)
 
 
 def _run_rank(args, opdirs) -> int:
