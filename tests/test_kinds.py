@@ -506,9 +506,8 @@ def test_a_builtins_directory_is_tested_and_benched_by_its_kind() -> None:
 @pytest.mark.mpi(np=[2, 4])
 def test_every_new_kind_from_python(comm) -> None:
     """Each new pattern (scaffolded and built once per session) against numpy through
-    check_operator, every root; the call's signature per kind: alltoallv's counts, a block count
-    for the block kinds, None from a reduce / gather on the other ranks (an out= stays untouched),
-    algorithm= on an operator listing algorithms."""
+    check_operator, the first and the last root (the generated tests try every root, more counts
+    and dtypes); alltoallv with uneven counts given by the caller."""
     from test_orchestrator import scaffold
 
     from hcomm_kit.testing import check_operator
@@ -518,7 +517,7 @@ def test_every_new_kind_from_python(comm) -> None:
 
     n, r = comm.size, comm.rank
     ops_ = {p: comm.load_op(scaffold(p)) for p in NEW}
-    for p in NEW:  # (the generated tests try every root and more counts and dtypes)
+    for p in NEW:
         for count in ((3, 1031) if p == "pairwise-alltoallv" else (1031,)):  # 3: zero-length blocks
             for root in ((0, n - 1) if ops_[p].spec.rooted else [None]):
                 check_operator(comm, ops_[p], count, "int32", make_input, root=root)
@@ -530,6 +529,20 @@ def test_every_new_kind_from_python(comm) -> None:
     want = reference.alltoallv([np.arange(sum(i + j + 1 for j in range(n)), dtype=np.float32) + 1000 * i
                                 for i in range(n)], [[i + j + 1 for j in range(n)] for i in range(n)])[r]
     np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.mpi(np=[2])
+def test_the_call_follows_the_kind(comm) -> None:
+    """The call's signature per kind: alltoallv's counts, a block count for the block kinds (also
+    through aclnn), None from a reduce / gather on the other ranks (an out= stays untouched),
+    algorithm= on an operator listing algorithms, no root for a kind without one."""
+    from test_orchestrator import scaffold
+
+    n, r = comm.size, comm.rank
+    ops_ = {p: comm.load_op(scaffold(p)) for p in NEW}
+    v = ops_["pairwise-alltoallv"]
+    sc, rc = [r + j + 1 for j in range(n)], [i + r + 1 for i in range(n)]
+    x = np.arange(sum(sc), dtype=np.float32)
     with pytest.raises(ConfigError, match="send_counts=\\[...\\] and recv_counts"):
         v(x)
     with pytest.raises(ConfigError, match="add up to"):
