@@ -89,8 +89,9 @@ class AclnnOp:
         self._phase1, self._phase2 = p1, p2
 
     def output_count(self, count: int, ranks: int) -> int:
-        """Elements of ``out`` for ``count`` input elements on ``ranks`` ranks ([io].output)."""
-        return self.spec.output_count(count, ranks)
+        """Elements of ``out`` for ``count`` input elements on ``ranks`` ranks (the kind's rules:
+        ``OpParam.count`` is one block per rank where the input holds one, then [io].output)."""
+        return self.spec.output_count(self.spec.call_count(count, ranks), ranks)
 
     def get_workspace_size(self, x: TensorDesc, out: TensorDesc, *, group: str, reduce_op: Any = None,
                            root: int = 0, **params: Any) -> tuple[int, int]:
@@ -368,7 +369,7 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
             if on_device:
                 out = result = DeviceBuffer.empty(out_n, dt, rt=rt)
             else:
-                out = result = np.empty(out_n if op.spec.output != "count" else xo.shape, dtype=dt.numpy)
+                out = result = np.empty(xo.shape if out_n == n else out_n, dtype=dt.numpy)  # x's shape when as many
         if isinstance(out, (DeviceBuffer, DeviceView)):
             yo = _device_operand(out, dt)
         else:

@@ -75,8 +75,7 @@ def time_builtin(comm, builtin: Collective, target: OpTarget, nbytes: int, dt: A
                  inplace: bool, algorithm: str | None, iters: int, warmup: int, blocking: bool) -> float:
     """Mean time per call (us, max over ranks) of ``builtin``, the built-in counterpart of the
     operator ``target``, on the same size, data and timing as the operator (``--compare builtin``)."""
-    case = _Case(comm, builtin, nbytes, dt, rop, root, fill, inplace, algorithm,
-                 gathers=target.spec.output == "count*ranks")
+    case = _Case(comm, builtin, nbytes, dt, rop, root, fill, inplace, algorithm)  # sized as the operator: same kind
     try:
         return _time_ours(case, iters, warmup, blocking)
     finally:

@@ -19,7 +19,7 @@ from ..build.kinds import KINDS
 from ..ops import reference
 
 __all__ = ["COLLECTIVES", "COMPARES", "ALIASES", "Collective", "OpTarget", "op_target", "parse_size", "sizes",
-           "check_target"]
+           "check_target", "builtin_collective"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
     _from_kind("reduce_scatter"),
     _from_kind("allgather"),
     _from_kind("alltoall"),
+    _from_kind("alltoallv"),
     _from_kind("broadcast", inplace=True),
     _from_kind("reduce", inplace=True),
     _from_kind("gather"),
@@ -55,6 +56,7 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
 COMPARES = ("builtin", "mpi")
 ALIASES = {"all_reduce": "allreduce", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
            "reduce_scatter": "reduce_scatter", "all_gather": "allgather", "all_to_all": "alltoall",
+           "all_to_all_v": "alltoallv",
            "bcast": "broadcast", "send_recv": "sendrecv", "p2p": "sendrecv"}
 
 
@@ -176,6 +178,7 @@ class _Case:
     counterpart of a p2p operator: ``all_to_all_v`` sending everything to the next rank)."""
 
     kind = ""         # kind of a user's operator (see _OpCase)
+    _v_counts: bool | None = None  # per-rank counts (alltoallv); None: by the collective's name
     mpi_name = ""     # the MPI call of --compare mpi (the kind's; "Send/Recv": pairs of the built-in sendrecv)
 
     def __init__(self, comm, coll: Collective, nbytes: int, dt: "_dtypes.DType", rop: str, root: int, fill: str,
@@ -198,6 +201,12 @@ class _Case:
         self.inputs = [_rank_data(r, count_in, dt, rop, fill) for r in range(n)]
         mine = self.inputs[comm.rank]
         self.x = DeviceBuffer.from_numpy(mine, dt, rt=comm.rt)
+        self.counts = None  # alltoallv: row i = what rank i sends to each rank
+        if self._v_counts or (self._v_counts is None and coll.name == "alltoallv"):
+            from ..ops.expect import alltoallv_counts
+
+            self.counts = alltoallv_counts(n, count_in)
+            self.call_kw = {"send_counts": self.counts[comm.rank], "recv_counts": self.counts[:, comm.rank]}
         out_n = self._out_count(count_in)
         self.inplace = inplace and coll.inplace
         self.y = self.x if self.inplace else DeviceBuffer.empty(max(out_n, 0), dt, rt=comm.rt)
@@ -215,6 +224,8 @@ class _Case:
 
     def _out_count(self, count_in: int) -> int:
         n = self.comm.size
+        if self.counts is not None:
+            return int(self.counts[:, self.comm.rank].sum())
         return {"allgather": self.block * n, "gather": self.block * n, "reduce_scatter": self.block,
                 "scatter": self.block}.get(self.coll.name, count_in)
 
@@ -241,6 +252,8 @@ class _Case:
             return comm.scatter(x, self.root, out=y, **kw)
         if c == "shift":
             return comm.all_to_all_v(x, self.send_counts, self.recv_counts, out=y, **kw)
+        if c == "alltoallv":
+            return comm.all_to_all_v(x, self.call_kw["send_counts"], self.call_kw["recv_counts"], out=y, **kw)
         kw.pop("algorithm", None)
         if self.peer is None:
             return None
@@ -271,6 +284,8 @@ class _Case:
             return reference.scatter(ins, self.root)[r], True
         if c == "shift":
             return ins[(r - 1) % n], True
+        if c == "alltoallv":
+            return reference.alltoallv(ins, self.counts)[r], True
         if self.peer is None or r % 2 == 0:
             return None, True
         return ins[self.peer], True
@@ -303,35 +318,34 @@ class _OpCase(_Case):
     kind checks, on an output filled with a poison byte first."""
 
     def __init__(self, comm, target: OpTarget, op, nbytes: int, dt: "_dtypes.DType", rop: str | None,
-                 root: int | None, fill: str, inplace: bool) -> None:
-        from ..ops.expect import call_arguments
-
+                 root: int | None, fill: str, inplace: bool, algorithm: str | None = None) -> None:
         self.op, self.kind, self.target = op, target.kind, target
         self.op_root = root
+        self.op_algorithm = algorithm
         spec = target.spec
+        self._v_counts = spec.kind == "alltoallv"
         super().__init__(comm, target.coll, nbytes, dt, rop or "sum", root or 0, fill, inplace, None,
-                         gathers=spec.output == "count*ranks")
+                         gathers=spec.kind_info.input == "count")  # split kinds: allgather, gather
         self.mpi_name = KINDS[target.kind].mpi or ""
         self.op_rop = rop
-        self.call_kw, self.ref_kw = call_arguments(spec, comm.rank, comm.size, self.count_in, root)
-        if "recv_counts" in self.call_kw:  # alltoallv: the output holds what this rank receives
-            out_n = self._out_count(self.count_in)
-            if self.y is not self.x and self.y.size < out_n:
-                self.y.close()
-                self.y = DeviceBuffer.empty(out_n, dt, rt=comm.rt)
+        # OpParam.count: HCCL's count (the block where the input holds one block per rank)
+        self.count = spec.call_count(self.count_in, comm.size)
+        if self.counts is None:
+            self.call_kw: dict[str, Any] = {}
+        self.ref_kw = {"send_counts": self.counts} if self.counts is not None else {}
 
     def _out_count(self, count_in: int) -> int:
-        recv = getattr(self, "call_kw", {}).get("recv_counts")
-        if self.target.spec.kind_info.output == "recv_counts" and recv is None:
-            return count_in  # sized again once the counts are known
-        return self.target.spec.output_count(count_in, self.comm.size, recv)
+        if self.counts is not None:
+            return int(self.counts[:, self.comm.rank].sum())
+        spec = self.target.spec
+        return spec.output_count(spec.call_count(count_in, self.comm.size), self.comm.size)
 
     def call(self, async_op: bool | str = True):
         if async_op == "stream":
-            return self.op.launch(self.x.ptr, self.y.ptr, self.count_in, self.dt.name, reduce_op=self.op_rop,
-                                  root=self.op_root, **self.call_kw)
-        return self.op(self.x, self.y, count=self.count_in, dtype=self.dt.name, reduce_op=self.op_rop,
-                       root=self.op_root, async_op=bool(async_op), **self.call_kw)
+            return self.op.launch(self.x.ptr, self.y.ptr, self.count, self.dt.name, reduce_op=self.op_rop,
+                                  root=self.op_root, algorithm=self.op_algorithm, **self.call_kw)
+        return self.op(self.x, self.y, count=self.count, dtype=self.dt.name, reduce_op=self.op_rop,
+                       root=self.op_root, async_op=bool(async_op), algorithm=self.op_algorithm, **self.call_kw)
 
     def check(self) -> tuple[int, tuple | None, bool]:
         if self.y is not self.x:  # a kernel that leaves its output (or part of it) unwritten fails
@@ -370,27 +384,37 @@ def check_target(target: OpTarget, dtype: str, op: str | None) -> None:
 _SHIFT = Collective("shift", lambda n: 1.0, False)  # built-in counterpart of a p2p operator (all_to_all_v)
 
 
-def _target(collective: str, busbw_factor: float | None) -> OpTarget | None:
-    """None for a built-in collective name (or its directory in aicpu_kernels/), else the operator."""
+def builtin_collective(collective: str) -> str | None:
+    """The built-in collective of ``collective``: a name of :data:`COLLECTIVES` (or an alias), or a
+    directory of ``aicpu_kernels/`` named by its op.toml kind (send_recv, a ``custom`` kind: by its
+    name); None for anything else (an operator directory, an unknown name)."""
     from ..base.resources import aicpu_kernels_dir
 
     p = Path(str(collective))
-    is_dir = (p / "op.toml").is_file()
-    if is_dir and p.resolve().parent == aicpu_kernels_dir().resolve():
-        alias = ALIASES.get(p.name, p.name)
-        if alias in COLLECTIVES:
-            if busbw_factor is not None:
-                raise ConfigError("--busbw-factor is for your own operators (built-ins use nccl-tests' factors)",
-                                  key="--busbw-factor")
+    if (p / "op.toml").is_file():
+        if p.resolve().parent != aicpu_kernels_dir().resolve():
             return None
+        from ..build.opspec import load_opspec
+
+        kind = load_opspec(p).kind_info
+        name = kind.builtin if kind.builtin in COLLECTIVES else ALIASES.get(p.name, p.name)
+        return name if name in COLLECTIVES else None
+    name = ALIASES.get(collective, collective)
+    return name if name in COLLECTIVES else None
+
+
+def _target(collective: str, busbw_factor: float | None) -> OpTarget | None:
+    """None for a built-in collective (a name, or its directory in aicpu_kernels/: by its kind), else
+    the operator."""
+    p = Path(str(collective))
+    is_dir = (p / "op.toml").is_file()
+    if builtin_collective(collective) is not None:
+        if busbw_factor is not None:
+            raise ConfigError("--busbw-factor is for your own operators (built-ins use nccl-tests' factors)",
+                              key="--busbw-factor")
+        return None
     if is_dir:
         return op_target(str(p.resolve()), busbw_factor)
-    name = ALIASES.get(collective, collective)
-    if name not in COLLECTIVES:
-        raise ConfigError(f"unknown collective {collective!r}: neither a built-in collective "
-                          f"({', '.join(sorted(COLLECTIVES))}) nor an operator directory (with op.toml)",
-                          key="COLLECTIVE")
-    if busbw_factor is not None:
-        raise ConfigError("--busbw-factor is for your own operators (built-ins use nccl-tests' factors)",
-                          key="--busbw-factor")
-    return None
+    raise ConfigError(f"unknown collective {collective!r}: neither a built-in collective "
+                      f"({', '.join(sorted(COLLECTIVES))}) nor an operator directory (with op.toml)",
+                      key="COLLECTIVE")

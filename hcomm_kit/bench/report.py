@@ -44,14 +44,16 @@ def _compares(compare: "tuple[str, ...] | list[str] | str | None") -> tuple[str,
 
 def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int | None, iters: int, warmup: int,
                   inplace: bool, algorithm: str | None, compare: "tuple[str, ...] | str | None" = (),
-                  blocking: bool = False, *, target: OpTarget | None = None, checked_first: bool = False) -> str:
+                  blocking: bool = False, *, target: OpTarget | None = None, checked_first: bool = False,
+                  builtin_algorithm: str | None = None) -> str:
     """The header: what ran where, and the column names (hccl_test's first)."""
     backend = _backend(comm)
     compare = _compares(compare)
     subject = f"operator {coll.name} ({target.opdir})" if target else coll.name
     what = (f"# hcomm-kit bench {subject}: {comm.size} ranks, dtype {dtype}"
             + (f", op {op}" if op else "") + (f", root {root}" if root is not None else "")
-            + ("" if target else f", algorithm {algorithm or 'auto'}")
+            + (f", algorithm {algorithm}" if target and algorithm else "" if target
+               else f", algorithm {algorithm or 'auto'}")
             + f", {'in-place' if inplace else 'out-of-place'}"
             + f", {iters} iterations after {warmup} warm-ups"
             + (", each call waited for (--blocking)" if blocking else ", calls enqueued back to back (hccl_test)"))
@@ -67,7 +69,7 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
                    if ref else "nothing (no numpy reference: set op.toml reference)")
         lines.append(f"# {target.note}; checked against {checked}"
                      + (f"; compared with the built-in {'all_to_all_v (ring shift)' if target.builtin == 'shift' else target.builtin}"
-                        if "builtin" in compare and target.builtin else ""))
+                        f" (algorithm {builtin_algorithm or 'auto'})" if "builtin" in compare and target.builtin else ""))
     lines.append("# data_size = bytes taking part per rank (hccl_test); algbw = S/time, busbw = algbw x factor "
                  "(nccl-tests, GB = 1e9 bytes); time = mean per call, max over ranks (device events)")
     if backend == "emu":

@@ -25,12 +25,33 @@ from ..base import dtypes as _dtypes
 from ..base.errors import ConfigError
 from .baseline import time_builtin, time_mpi
 from .cases import (ALIASES, COLLECTIVES, COMPARES, _SHIFT, Collective, OpTarget, _Case, _OpCase, _target,
-                    check_target, op_target, parse_size, sizes)
+                    builtin_collective, check_target, op_target, parse_size, sizes)
 from .report import _backend, _CurrentStdout, format_header, format_row, plot, plot_title, write_json
 from .timing import CHECKED_CALLS, _bw, _checked_calls, _checker_switch, _mpi, _time_ours
 
 __all__ = ["COLLECTIVES", "Collective", "OpTarget", "op_target", "parse_size", "sizes", "run_bench", "format_header",
-           "format_row", "COMPARES", "ALIASES", "CHECKED_CALLS", "check_target", "write_json", "plot", "plot_title"]
+           "format_row", "COMPARES", "ALIASES", "CHECKED_CALLS", "check_target", "write_json", "plot", "plot_title",
+           "builtin_collective", "split_compare"]
+
+
+def split_compare(items: "tuple[str, ...] | list[str]") -> tuple[list[str], str | None]:
+    """``--compare`` values -> (the baselines of :data:`COMPARES`, the built-in's algorithm of
+    ``builtin:NAME``, else None). Raises ConfigError for anything else."""
+    out: list[str] = []
+    algo = None
+    for c in items:
+        name, _, arg = c.partition(":")
+        if name not in COMPARES or (arg and name != "builtin") or (not arg and c.endswith(":")):
+            raise ConfigError(f"--compare {c!r}: choose from {', '.join(COMPARES)} (builtin:ALGORITHM picks the "
+                              "built-in's algorithm)", key="--compare")
+        if arg:
+            if algo is not None and algo != arg:
+                raise ConfigError(f"--compare builtin:{algo} and builtin:{arg}: one algorithm of the built-in",
+                                  key="--compare")
+            algo = arg
+        if name not in out:
+            out.append(name)
+    return out, algo
 
 
 def _model_time(comm) -> float | None:
@@ -58,9 +79,12 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
 
     Args:
         collective: a built-in collective (``allreduce``, ...) or a user's operator directory.
+        algorithm: a built-in's algorithm (:data:`hcomm_kit.ops.collectives.ALGORITHMS`), or an
+            operator's (op.toml ``[op].algorithms``).
         compare: ``"mpi"`` (the same through mpi4py; ``baseline="mpi"`` is the same) and, for an
-            operator, ``"builtin"`` (the matching built-in collective): time, busbw and a ``vs_``
-            ratio (their time / ours: > 1 means ours is faster) per row.
+            operator, ``"builtin"`` (the matching built-in collective; ``"builtin:NAME"``: with its
+            algorithm NAME): time, busbw and a ``vs_`` ratio (their time / ours: > 1 means ours is
+            faster) per row.
         busbw_factor: an operator's bus bandwidth factor (default: from its pattern / output rule).
         checked_first: emulator: before each size is timed, :data:`CHECKED_CALLS` calls run with the
             notify checker on (a finding raises its :class:`~hcomm_kit.base.errors.CheckError`), then
@@ -72,12 +96,10 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
     from ..base import progress
 
     out = out if out is not None else _CurrentStdout()
-    compare = tuple(dict.fromkeys([*compare, *([baseline] if baseline else [])]))
-    for c in compare:
-        if c not in COMPARES:
-            raise ConfigError(f"--compare {c!r}: choose from {', '.join(COMPARES)}", key="--compare")
+    names, builtin_algo = split_compare([*compare, *([baseline] if baseline else [])])
+    compare = tuple(names)
     target = _target(collective, busbw_factor)
-    coll = target.coll if target else COLLECTIVES[ALIASES.get(collective, collective)]
+    coll = target.coll if target else COLLECTIVES[builtin_collective(collective) or collective]
     name = coll.name
     if target is None and "builtin" in compare:
         raise ConfigError(f"--compare builtin is for your own operators; {name} is a built-in collective",
@@ -93,6 +115,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
     if target is not None:
         check_target(target, dt.name, rop)
         custom = comm.load_op(target.opdir)
+        if algorithm is not None:
+            custom.algorithm_value(algorithm)  # raises for a name the operator does not list
     builtin = None
     if "builtin" in compare:
         if target.builtin is None:
@@ -106,7 +130,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
     if lead:
         print(format_header(comm, coll, dt.name, rop if coll.reduction else None, root if coll.rooted else None,
                             iters, warmup, inplace and coll.inplace, algorithm, compare, blocking, target=target,
-                            checked_first=set_check is not None),
+                            checked_first=set_check is not None, builtin_algorithm=builtin_algo),
               file=out, flush=True)
         if "builtin" in compare and builtin is None:
             print(f"# --compare builtin: no built-in counterpart of kind {target.kind}", file=out)
@@ -116,7 +140,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
         for nbytes in size_list:
             if target is not None:
                 case: _Case = _OpCase(comm, target, custom, nbytes, dt, rop if target.spec.is_reduction else None,
-                                      root if target.coll.rooted or target.kind == "custom" else None, fill, inplace)
+                                      root if target.coll.rooted or target.kind == "custom" else None, fill, inplace,
+                                      algorithm)
             else:
                 case = _Case(comm, coll, nbytes, dt, rop, root, fill, inplace, algorithm)
             if case.rounded and lead:
@@ -148,10 +173,11 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             if "builtin" in compare:
                 b_us = b_bus = None
                 if builtin is not None:
-                    b_us = time_builtin(comm, builtin, target, nbytes, dt, rop, root, fill, inplace, algorithm,
+                    b_us = time_builtin(comm, builtin, target, nbytes, dt, rop, root, fill, inplace, builtin_algo,
                                         iters, warmup, blocking)
                     _, b_bus = _bw(coll, case.data_size, b_us, comm.size)
-                row.update(builtin=target.builtin, builtin_time_us=b_us, builtin_busbw=b_bus,
+                row.update(builtin=target.builtin, builtin_algorithm=builtin_algo or "auto", builtin_time_us=b_us,
+                           builtin_busbw=b_bus,
                            vs_builtin=(b_us / us) if b_us and us else None)
             if "mpi" in compare:
                 mpi_us = time_mpi(case, iters, warmup)

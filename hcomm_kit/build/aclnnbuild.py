@@ -40,6 +40,7 @@ __all__ = ["AclnnBuild", "aclnn_name", "render_sources", "build_aclnn", "install
 
 _TOPOLOGY = {"none": 0, "p2p": 1, "ring": 2, "mesh": 3, "peer": 4}
 _OUTPUT = {"count": 0, "count*ranks": 1, "count/ranks": 2}
+_INPUT_BLOCKS = 0x100  # HK_OUT_INPUT_BLOCKS: x holds one block of OpParam.count per rank (HCCL's count)
 _THREAD_RULE = {"ranks": 0, "ranks-1": -1, "peers": -2}
 _OP_TYPE = {"ring-allreduce": 2, "mesh-allgather": 6, "p2p": 4}  # HcclCMDType, as CustomOp sets OpParam.opType
 _FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
@@ -131,12 +132,13 @@ def _context(spec: OpSpec, api: str) -> dict:
         "dtypes": rows,
         "dtype_names": ", ".join(spec.dtypes),
         "reduce_names": ", ".join(f"{r} {_dtypes.get_reduce_op(r).value}" for r in spec.reduce_ops),
-        "out_rule": {"count": "as many", "count*ranks": "ranks x as many", "count/ranks": "1/ranks as many"}[spec.output]
+        "out_rule": ({"count": "1/ranks as many", "count*ranks": "as many"}[spec.output] if spec.kind_info.blocks else
+                     {"count": "as many", "count*ranks": "ranks x as many", "count/ranks": "1/ranks as many"}[spec.output])
         + " as x has",
         "user_args": _user_args(spec),
         "thread_rule": spec.threads if isinstance(spec.threads, int) else _THREAD_RULE[spec.threads],
         "topology": _TOPOLOGY[spec.topology],
-        "output": _OUTPUT[spec.output],
+        "output": _OUTPUT[spec.output] | (_INPUT_BLOCKS if spec.kind_info.blocks else 0),
         "op_type": _OP_TYPE.get(spec.pattern, 0),
         "reduce_mask": _mask(reduce_values),
         "product_mask": _mask(PRODUCTS.index(p) for p in spec.products),

@@ -31,17 +31,24 @@ _REF = "hcomm_kit.ops.reference"
 class Kind:
     """One kind of collective.
 
+    ``count`` is HCCL's count of the matching API (``HcclReduceScatter``'s ``recvCount``,
+    ``HcclAlltoAll``'s ``sendCount``, ``HcclScatter``'s ``recvCount``, ...): the kernel's
+    ``OpParam.count``, a per-rank block for the kinds whose input holds one block per rank. The
+    built-in collectives of ``aicpu_kernels/`` follow it, and so do the patterns of ``hcomm-kit new``.
+
     Attributes:
         name: the op.toml value.
-        output: output element count rule for an input of ``count`` elements on ``ranks`` ranks
-            (``"count"``, ``"count*ranks"``, ``"count/ranks"``, ``"recv_counts"``: the sum of the
-            call's ``recv_counts``; ``""``: ``[io].output`` says, custom operators).
-        divisible: the input count must be a multiple of the rank count (blocks per peer).
+        input: input element count rule for a call of ``count`` on ``ranks`` ranks (``"count"``,
+            ``"count*ranks"``: one block of ``count`` per rank; ``"send_counts"``: the call's
+            ``send_counts`` reach into it, ``count`` is the input's size).
+        output: output element count rule (``"count"``, ``"count*ranks"``, ``"recv_counts"``: the
+            sum of the call's ``recv_counts``; ``""``: ``[io].output`` says, custom operators).
         bus: bus bandwidth factor expression (a key of :data:`BUS_FACTORS`; ``""``: time only).
         split: benchmarks cut data_size into one block per rank (nccl-tests' sizing).
         reduction: takes a reduce op (op.toml ``reduce_ops`` must not be empty).
         rooted: takes a root rank (call argument ``root``, ``-r``; default 0).
-        checked: whose outputs the reference checks: ``"all"`` or ``"root"``.
+        checked: whose outputs the reference checks: ``"all"`` or ``"root"`` (the other ranks'
+            calls return None in Python, as the built-in ``comm.reduce`` / ``comm.gather``).
         builtin: the built-in collective of ``--compare builtin`` (a ``hcomm-kit bench`` name).
         mpi: the MPI call of ``--compare mpi``.
         reference: the default numpy reference, ``"module:function"``.
@@ -50,6 +57,7 @@ class Kind:
     """
 
     name: str
+    input: str
     output: str
     bus: str
     split: bool
@@ -61,7 +69,6 @@ class Kind:
     reference: str | None
     call_args: tuple[str, ...]
     summary: str
-    divisible: bool = False
 
     def bus_factor(self) -> Callable[[int], float] | None:
         """busbw = algbw x factor(ranks); None: time only."""
@@ -71,31 +78,35 @@ class Kind:
         """Whether ``rank``'s output is checked against the reference."""
         return self.checked == "all" or rank == root
 
+    @property
+    def blocks(self) -> bool:
+        """The input holds one block of ``count`` elements per rank (alltoall, reduce_scatter, scatter)."""
+        return self.input == "count*ranks"
+
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("allreduce", "count", "2(n-1)/n", False, True, False, "all", "allreduce", "Allreduce",
+    Kind("allreduce", "count", "count", "2(n-1)/n", False, True, False, "all", "allreduce", "Allreduce",
          f"{_REF}:allreduce", (), "the element-wise reduction of every rank's input"),
-    Kind("reduce", "count", "1", False, True, True, "root", "reduce", "Reduce",
-         f"{_REF}:reduce_root", ("root",), "root: the element-wise reduction; other ranks: not checked"),
-    Kind("broadcast", "count", "1", False, False, True, "all", "broadcast", "Bcast",
+    Kind("reduce", "count", "count", "1", False, True, True, "root", "reduce", "Reduce",
+         f"{_REF}:reduce_root", ("root",), "root: the element-wise reduction; other ranks: None (not checked)"),
+    Kind("broadcast", "count", "count", "1", False, False, True, "all", "broadcast", "Bcast",
          f"{_REF}:broadcast", ("root",), "the root's input"),
-    Kind("allgather", "count*ranks", "(n-1)/n", True, False, False, "all", "allgather", "Allgather",
+    Kind("allgather", "count", "count*ranks", "(n-1)/n", True, False, False, "all", "allgather", "Allgather",
          f"{_REF}:allgather", (), "every rank's input, concatenated in rank order"),
-    Kind("reduce_scatter", "count/ranks", "(n-1)/n", True, True, False, "all", "reduce_scatter",
-         "Reduce_scatter_block", f"{_REF}:reduce_scatter", (), "block r of the element-wise reduction",
-         divisible=True),
-    Kind("alltoall", "count", "(n-1)/n", True, False, False, "all", "alltoall", "Alltoall",
-         f"{_REF}:alltoall", (), "block r of every rank's input, in source-rank order", divisible=True),
-    Kind("alltoallv", "recv_counts", "(n-1)/n", True, False, False, "all", "alltoallv", "Alltoallv",
-         f"{_REF}:alltoallv", ("send_counts", "recv_counts"),
-         "what every rank sends to r (send_counts[r] elements each), in source-rank order"),
-    Kind("scatter", "count/ranks", "(n-1)/n", True, False, True, "all", "scatter", "Scatter",
-         f"{_REF}:scatter", ("root",), "block r of the root's input", divisible=True),
-    Kind("gather", "count*ranks", "(n-1)/n", True, False, True, "root", "gather", "Gather",
-         f"{_REF}:gather", ("root",), "root: every rank's input concatenated; other ranks: not checked"),
-    Kind("sendrecv", "count", "1", False, False, False, "all", "shift", "Sendrecv",
+    Kind("reduce_scatter", "count*ranks", "count", "(n-1)/n", True, True, False, "all", "reduce_scatter",
+         "Reduce_scatter_block", f"{_REF}:reduce_scatter", (), "block r of the element-wise reduction"),
+    Kind("alltoall", "count*ranks", "count*ranks", "(n-1)/n", True, False, False, "all", "alltoall", "Alltoall",
+         f"{_REF}:alltoall", (), "block r of every rank's input, in source-rank order"),
+    Kind("alltoallv", "send_counts", "recv_counts", "(n-1)/n", True, False, False, "all", "alltoallv",
+         "Alltoallv", f"{_REF}:alltoallv", ("send_counts", "recv_counts"),
+         "what each rank i sends to r (its send_counts[r] elements, packed), in source-rank order"),
+    Kind("scatter", "count*ranks", "count", "(n-1)/n", True, False, True, "all", "scatter", "Scatter",
+         f"{_REF}:scatter", ("root",), "block r of the root's input"),
+    Kind("gather", "count", "count*ranks", "(n-1)/n", True, False, True, "root", "gather", "Gather",
+         f"{_REF}:gather", ("root",), "root: every rank's input concatenated; other ranks: None (not checked)"),
+    Kind("sendrecv", "count", "count", "1", False, False, False, "all", "shift", "Sendrecv",
          f"{_REF}:shift", (), "the input of rank r-1 (a ring shift: every rank sends to r+1)"),
-    Kind("custom", "", "", False, False, False, "all", None, None, None, (),
+    Kind("custom", "count", "", "", False, False, False, "all", None, None, None, (),
          "what op.toml's reference computes (no reference: not checked, time only)"),
 )}
 KIND_NAMES = tuple(KINDS)
@@ -109,9 +120,11 @@ def get_kind(name: str) -> Kind:
 def infer_kind(pattern: str, output: str, reduction: bool) -> tuple[str, str]:
     """``(kind, reference)`` of an op.toml without ``[op].kind`` (written before the key existed),
     from what ``hcomm-kit new`` generated: the pattern's kind (:data:`PATTERN_KINDS`; p2p is a
-    ring shift, empty a local copy), else a reduction of output "count" is an allreduce,
-    "count/ranks" a reduce_scatter, "count*ranks" an allgather, anything else custom without a
-    reference (not checked). ``reference`` is "" unless the pattern implies one."""
+    ring shift, empty a local copy), else a reduction of output "count" is an allreduce and
+    "count*ranks" an allgather. A reduction of output "count/ranks" (a reduce-scatter written when
+    ``count`` was the input's size) is ``custom`` with the reduce_scatter reference: its kernel
+    takes the whole input's count, where kind reduce_scatter passes HCCL's per-rank count.
+    Anything else is custom without a reference (not checked). ``reference`` is "" unless implied."""
     if pattern in PATTERN_KINDS:
         kind = KINDS[PATTERN_KINDS[pattern]]
         # Only while op.toml still describes what the pattern computes: an operator whose output
@@ -125,7 +138,7 @@ def infer_kind(pattern: str, output: str, reduction: bool) -> tuple[str, str]:
     if reduction and output == "count":
         return "allreduce", ""
     if reduction and output == "count/ranks":
-        return "reduce_scatter", ""
+        return "custom", f"{_REF}:reduce_scatter"
     return "custom", ""
 
 
@@ -133,7 +146,8 @@ def infer_kind(pattern: str, output: str, reduction: bool) -> tuple[str, str]:
 #: op.toml, see :func:`infer_kind`, as users turned them into other things before kinds existed).
 PATTERN_KINDS: dict[str, str] = {
     "empty": "custom", "p2p": "sendrecv", "direct-reduce": "reduce", "direct-broadcast": "broadcast",
-    "pairwise-alltoall": "alltoall", "halo-exchange": "custom",
+    "pairwise-alltoall": "alltoall", "halo-exchange": "custom", "pairwise-alltoallv": "alltoallv",
+    "direct-scatter": "scatter", "direct-gather": "gather", "pairwise-reduce-scatter": "reduce_scatter",
 }
 #: The reference a pattern's custom kind implies (the halo example writes its own into op.toml).
 PATTERN_REFERENCES: dict[str, str] = {"empty": f"{_REF}:copy"}
@@ -141,14 +155,14 @@ PATTERN_REFERENCES: dict[str, str] = {"empty": f"{_REF}:copy"}
 
 def kinds_table() -> str:
     """The kinds as a Markdown table (README, ``hcomm-kit docs optoml``)."""
-    rows = ["| kind | rank r's output | output count | root | reduce op | busbw factor | checked | "
+    rows = ["| kind | rank r's output | input / output count | root | reduce op | busbw factor | checked | "
             "--compare builtin / mpi |", "|---|---|---|---|---|---|---|---|"]
     for k in KINDS.values():
         extra = ", ".join(a for a in k.call_args if a != "root")
-        out = (k.output or "`[io].output`") if not k.output else f"`{k.output}`"
-        rows.append(f"| `{k.name}` | {k.summary}{' (call arguments ' + extra + ')' if extra else ''} | {out}"
-                    f"{' (count % ranks == 0)' if k.divisible else ''} | {'yes' if k.rooted else '-'} | "
-                    f"{'yes' if k.reduction else 'if reduce_ops' if k.name == 'custom' else '-'} | {k.bus or 'time only'} | "
-                    f"{'root' if k.checked == 'root' else 'every rank'} | "
+        out = f"`{k.output}`" if k.output else "`[io].output`"
+        rows.append(f"| `{k.name}` | {k.summary}{' (call arguments ' + extra + ')' if extra else ''} | "
+                    f"`{k.input}` / {out} | {'yes' if k.rooted else '-'} | "
+                    f"{'yes' if k.reduction else 'if reduce_ops' if k.name == 'custom' else '-'} | "
+                    f"{k.bus or 'time only'} | {'root' if k.checked == 'root' else 'every rank'} | "
                     f"{k.builtin or '-'} / {k.mpi or '-'} |")
     return "\n".join(rows)

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 OP_TOML = "op.toml"
 PATTERNS = ("empty", "p2p", "ring-allreduce", "mesh-allgather", "direct-reduce", "direct-broadcast",
-            "pairwise-alltoall", "halo-exchange")
+            "pairwise-alltoall", "halo-exchange", "pairwise-alltoallv", "direct-scatter", "direct-gather",
+            "pairwise-reduce-scatter")
 HANDSHAKES = ("thread-notify", "acl-notify")
 PRODUCTS = ("Ascend910B", "Ascend910_93", "Ascend950")
 A2A3 = ("Ascend910B", "Ascend910_93")
@@ -36,6 +37,14 @@ MAX_THREADS_LIMIT = 64
 MAX_NOTIFIES_PER_THREAD = 39  # + the reserved slot 0 = 40, HCCL-VM's per-thread limit
 MAX_CHANNEL_NOTIFIES = 64
 MAX_PARAM_ARRAY = 4096
+#: The [[param]] an operator with ``algorithms`` reads: 0 = none asked, i = the i-th listed (from 1).
+ALGO_PARAM = "algo"
+#: alltoallv's call arguments -> the [[param]] names that may carry them (snake case as the Python
+#: call, or HCCL's C names as the built-in alltoallv); the displacements are optional (packed).
+COUNT_PARAMS: dict[str, tuple[str, ...]] = {
+    "send_counts": ("send_counts", "sendCounts"), "recv_counts": ("recv_counts", "recvCounts"),
+    "send_displs": ("send_displs", "sdispls"), "recv_displs": ("recv_displs", "rdispls"),
+}
 NOTIFY_TIMEOUT_DEFAULT = 1836  # seconds (hcomm.md §1.7)
 TAG_LENGTH = 160
 COMM_NAME_LENGTH = 128
@@ -91,8 +100,9 @@ class OpSpec:
 
     Attributes mirror the op.toml keys (``threads`` keeps the rule as written: an int or one of
     ``"ranks"``, ``"ranks-1"``, ``"peers"``; ``kind`` is set, from the pattern when op.toml has no
-    ``kind``: ``kind_explicit`` says which; ``reference`` is "" for the kind's own). ``opdir`` is the operator directory (None when
-    parsed from text) and ``toml_sha256`` the hash of the op.toml bytes.
+    ``kind``: ``kind_explicit`` says which; ``reference`` is "" for the kind's own; ``algorithms``
+    names the values of the ``algo`` parameter, from 1). ``opdir`` is the operator directory (None
+    when parsed from text) and ``toml_sha256`` the hash of the op.toml bytes.
     """
 
     name: str
@@ -115,6 +125,7 @@ class OpSpec:
     kind: str = "custom"
     reference: str = ""
     kind_explicit: bool = False
+    algorithms: tuple[str, ...] = ()
     opdir: Path | None = None
     toml_sha256: str = ""
     _memo: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
@@ -261,12 +272,30 @@ class OpSpec:
             return None
         return given if given is not None else self.reduce_ops[0]
 
+    def input_count(self, count: int, rank_size: int) -> int:
+        """Input elements of a call of ``count`` (``OpParam.count``, HCCL's count: see
+        :class:`~hcomm_kit.build.kinds.Kind`) on ``rank_size`` ranks: ``count * rank_size`` for
+        the kinds whose input holds one block per rank, else ``count``."""
+        return count * rank_size if self.kind_info.blocks else count
+
+    def call_count(self, elements: int, rank_size: int) -> int:
+        """``OpParam.count`` of a call whose input holds ``elements`` (the inverse of
+        :meth:`input_count`).
+
+        Raises:
+            ConfigError: the kind cuts the input into one block per rank and ``elements`` does not split.
+        """
+        if not self.kind_info.blocks:
+            return elements
+        if elements % rank_size:
+            raise ConfigError(f"operator {self.name} ({self.kind}): the input's {elements} elements do not split "
+                              f"into {rank_size} equal blocks (one per rank; count is the block, as HCCL's)",
+                              key="count")
+        return elements // rank_size
+
     def output_count(self, count: int, rank_size: int, recv_counts: Any = None) -> int:
-        """Output element count for an input of ``count`` elements on ``rank_size`` ranks
+        """Output element count of a call of ``count`` (``OpParam.count``) on ``rank_size`` ranks
         (``recv_counts``: the call's, for the rule ``"recv_counts"``)."""
-        if self.kind_info.divisible and count % rank_size:
-            raise ConfigError(f"operator {self.name} ({self.kind}) needs a count divisible by the rank count "
-                              f"({count} % {rank_size} != 0)", key="count")
         if self.kind_info.output == "recv_counts":
             if recv_counts is None:
                 raise ConfigError(f"operator {self.name} ({self.kind}) needs recv_counts=[...] (one count per "
@@ -280,6 +309,33 @@ class OpSpec:
             raise ConfigError(f"operator {self.name} needs a count divisible by the rank count "
                               f"({count} % {rank_size} != 0)", key="count")
         return count // rank_size
+
+    def count_params(self) -> dict[str, str]:
+        """alltoallv: the ``[[param]]`` field of each count argument of the call that op.toml
+        declares (``{"send_counts": "sendCounts", ...}``, see :data:`COUNT_PARAMS`); {} otherwise."""
+        if self.kind != "alltoallv":
+            return {}
+        have = {p.name for p in self.params}
+        return {arg: next(n for n in names if n in have) for arg, names in COUNT_PARAMS.items()
+                if any(n in have for n in names)}
+
+    def algorithm_value(self, name: str) -> int:
+        """The ``algo`` value of the algorithm ``name`` of ``[op].algorithms`` (1 for the first).
+
+        Raises:
+            ConfigError: the operator lists no algorithms, or not this one (did-you-mean).
+        """
+        import difflib
+
+        if not self.algorithms:
+            raise ConfigError(f"operator {self.name} lists no algorithms (op.toml [op].algorithms = [...], read by "
+                              f"the kernel from OpParam.{ALGO_PARAM})", key="--algorithm")
+        if name not in self.algorithms:
+            close = difflib.get_close_matches(name, self.algorithms, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"operator {self.name} has no algorithm {name!r}{hint} (op.toml [op].algorithms: "
+                              f"{', '.join(self.algorithms)})", key="--algorithm")
+        return self.algorithms.index(name) + 1
 
     # ---- C layout (one list for the header template and the ctypes mirror) -------------------
 
@@ -316,6 +372,14 @@ class OpSpec:
                     "others may be 0")
         return "indexed by peer rank; handle 0 for this rank and for ranks without a channel"
 
+    def _count_comment(self) -> str:
+        info = self.kind_info
+        if info.input == "send_counts":
+            return f"input element count (kind {self.kind}: the counts are parameters)"
+        if not info.output:
+            return f"element count of the call: input count, output {self.output} elements"
+        return f"HCCL's count (kind {self.kind}): input {info.input}, output {info.output} elements"
+
     def param_fields(self) -> list[CField]:
         """Fields of ``OpParam`` in declaration order: the standard ones, then the user's."""
         fields = [
@@ -324,7 +388,7 @@ class OpSpec:
                    comment="HcclGetCommName(); used by HcommAcquireComm"),
             CField("inputPtr", "void*", comment="input, device memory"),
             CField("outputPtr", "void*", comment="output, device memory"),
-            CField("count", "uint64_t", comment="input element count"),
+            CField("count", "uint64_t", comment=self._count_comment()),
             CField("devType", "int32_t", comment="DeviceType: 0 A2, 1 A3, 2 A5 (Ascend950)"),
             CField("dataType", "int32_t", comment="HcclDataType"),
             CField("opType", "int32_t", comment="HcclCMDType"),
@@ -366,6 +430,7 @@ class OpSpec:
             "inplace": self.inplace, "same_args": self.same_args, "threads": self.threads,
             "notifies_per_thread": self.notifies_per_thread, "topology": self.topology,
             "channel_notifies": self.channel_notifies, "kind": self.kind, "reference": self.reference,
+            "algorithms": list(self.algorithms),
             "params": [{"name": p.name, "type": p.type, "array": p.array} for p in self.params],
         }
 

@@ -17,6 +17,7 @@ Schema (every key except ``op.name`` is optional)::
     pattern     = "mesh-allgather"               # what `new` generated (implies kind when kind is absent)
     kind        = "allgather"                    # what it computes (hcomm_kit.build.kinds.KINDS)
     reference   = "reference:myref"              # optional: module:function, the numpy reference
+    algorithms  = ["direct", "ring"]             # optional: values 1, 2 of the [[param]] algo (0 = none asked)
     products    = ["Ascend910B", "Ascend910_93", "Ascend950"]
     dtypes      = ["int8", "fp16", "fp32", ...]  # names from hcomm_kit.base.dtypes
     reduce_ops  = []                             # subset of sum/prod/max/min; [] = not a reduction
@@ -56,7 +57,7 @@ from ..base.errors import ConfigError
 from . import names
 from .opinfo import ANSWERS_FILE, check_op_info, read_answers
 from .kinds import KIND_NAMES, KINDS, infer_kind
-from .opmodel import (_DUMMY, A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS, HANDSHAKES, MAX_CHANNEL_NOTIFIES,
+from .opmodel import (_DUMMY, A2A3, ALGO_PARAM, COUNT_PARAMS, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS, HANDSHAKES, MAX_CHANNEL_NOTIFIES,
                       MAX_CHANNELS, MAX_NOTIFIES_PER_THREAD, MAX_PARAM_ARRAY, MAX_THREADS_LIMIT, OP_TOML,
                       OUTPUT_RULES, PARAM_TYPES, PATTERNS, PRODUCTS, THREAD_RULES, TOPOLOGIES, CField, OpSpec,
                       ParamField)
@@ -84,6 +85,9 @@ __all__ = [
 ]
 
 _UNSET = object()
+_INT_TYPES = ("int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t")
+#: Keywords of ``op(...)`` itself (hcomm_kit.ops.custom_op.CustomOp.__call__): no [[param]] may take them.
+_CALL_KEYWORDS = frozenset({"input", "output", "dtype", "reduce_op", "stream", "async_op", "timeout", "algorithm"})
 
 # Every accepted key per table: key -> (default, meaning). The one definition of op.toml's keys: the
 # validator accepts these and nothing else (did-you-mean), and `hcomm-kit docs optoml` / the README
@@ -106,6 +110,10 @@ _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
                       "call's arguments returning every rank's expected output (None: not checked); "
                       "`module` is a `.py` file of the operator directory or an importable module; "
                       "required to check a `custom` operator"),
+        "algorithms": ("`[]`", "names of the algorithms the kernel tells apart by `OpParam.algo` (declare "
+                       "`[[param]] name = \"algo\"`, an integer type): 1 = the first listed, 2 = the second, ..., "
+                       "0 = none asked (the kernel's choice); `--algorithm NAME` of run/test/bench, "
+                       "`op(x, algorithm=NAME)`; the generated header defines `<NAME>_ALGO_<ALGORITHM>`"),
         "products": ("all (acl-notify: A2/A3)", "products the operator runs on: " + ", ".join(PRODUCTS)),
         "dtypes": ("every dtype (reductions: the A2/A3 reduce dtypes)", "element types the kernel supports"),
         "reduce_ops": ("`[]`", "reduce ops (sum/prod/max/min), the first is the default of every command; "
@@ -142,8 +150,8 @@ def optoml_reference() -> str:
     holds it between ``<!-- optoml:begin -->`` and ``<!-- optoml:end -->`` (checked by a test)."""
     from .kinds import kinds_table
 
-    return (optoml_table() + "\n\nKinds (`[op].kind`; busbw factors as nccl-tests' PERFORMANCE.md, n = ranks):\n\n"
-            + kinds_table())
+    return (optoml_table() + "\n\nKinds (`[op].kind`; count = `OpParam.count`, HCCL's count of the matching API; "
+            "busbw factors as nccl-tests' PERFORMANCE.md, n = ranks):\n\n" + kinds_table())
 
 
 def optoml_table() -> str:
@@ -343,8 +351,10 @@ class _Validator:
         rule = KINDS[kind].output
         output = self.choice(io, "output", "io", OUTPUT_RULES, rule if rule in OUTPUT_RULES else "count")
         if rule in OUTPUT_RULES and output != rule:
+            blocks = (f" (count is HCCL's count: the input holds {KINDS[kind].input} elements)"
+                      if KINDS[kind].blocks else "")
             raise self.fail("io.output", f"io.output = {output!r} contradicts kind {kind!r}, whose output is "
-                            f"{rule!r}; remove io.output (the kind sets it) or choose another kind")
+                            f"{rule!r}{blocks}; remove io.output (the kind sets it) or choose another kind")
         inplace = self.get(io, "inplace", "io", bool, False)
         same_args = self.get(io, "same_args", "io", bool, True)
 
@@ -368,14 +378,35 @@ class _Validator:
                             "slot per channel (resources.channels.notifies >= 1; the patterns use 2: ACK, DATA)")
 
         params = self.params(doc.get("param", []))
+        algorithms = self.algorithms(op, params)
         return OpSpec(
             name=name, kernel=kernel, so=so, handshake=handshake, pattern=pattern,
             products=tuple(products), dtypes=tuple(canon_dtypes), reduce_ops=tuple(canon_ops),
             vendor=vendor, output=output, inplace=inplace, threads=threads,
             notifies_per_thread=notifies, topology=topology, channel_notifies=chan_notifies,
             params=tuple(params), same_args=same_args, kind=kind, reference=reference,
-            kind_explicit=kind_explicit, opdir=opdir, toml_sha256=sha256,
+            kind_explicit=kind_explicit, algorithms=tuple(algorithms), opdir=opdir, toml_sha256=sha256,
         )
+
+    def algorithms(self, op: dict[str, Any], params: list[ParamField]) -> list[str]:
+        """``[op].algorithms``: distinct C identifiers, read by the kernel from an integer scalar
+        ``[[param]] algo``."""
+        names_ = self.str_list(op, "algorithms", "op", [])
+        for n in names_:
+            if not n.isidentifier() or not n.isascii():
+                raise self.fail("op.algorithms", f"op.algorithms: {n!r} is not an identifier (letters, digits, '_'; "
+                                "it names the macro <NAME>_ALGO_<ALGORITHM> of the generated header)")
+        upper = [n.upper() for n in names_]
+        dups = sorted({n for n in upper if upper.count(n) > 1})
+        if dups:
+            raise self.fail("op.algorithms", f"op.algorithms: {', '.join(dups)} named twice (the macros ignore case)")
+        if names_:
+            algo = next((p for p in params if p.name == ALGO_PARAM), None)
+            if algo is None or algo.array or algo.type not in _INT_TYPES:
+                raise self.fail("op.algorithms", f"op.algorithms needs the parameter the kernel reads: add "
+                                f"[[param]] name = \"{ALGO_PARAM}\", type = \"uint32_t\" (a scalar integer; "
+                                "0 = none asked, 1 = the first listed, ...)")
+        return names_
 
     def kind(self, op: dict[str, Any], pattern: str, io: dict[str, Any],
              reduce_ops: list[str]) -> tuple[str, str, bool]:
@@ -400,7 +431,7 @@ class _Validator:
                             "(or choose a reducing kind, or \"custom\")")
         if kind == "alltoallv":
             names_ = {p.get("name") for p in self.doc.get("param", []) if isinstance(p, dict)}
-            missing = [n for n in ("send_counts", "recv_counts") if n not in names_]
+            missing = [n for n in ("send_counts", "recv_counts") if not names_ & set(COUNT_PARAMS[n])]
             if missing:
                 raise self.fail("param", f"kind 'alltoallv' passes send_counts and recv_counts to the kernel: add "
                                 f"[[param]] {', '.join(missing)} (type = \"uint64_t\", array = 64)")
@@ -422,6 +453,9 @@ class _Validator:
                                 f"({', '.join(sorted(standard))})")
             if pname in seen:
                 raise self.fail(f"{where}.name", f"parameter {pname!r} is defined twice")
+            if pname in _CALL_KEYWORDS:
+                raise self.fail(f"{where}.name", f"parameter {pname!r} clashes with a keyword of the operator's "
+                                f"Python call ({', '.join(sorted(_CALL_KEYWORDS))}); pick another name")
             if pname in names.GENERATED_SYMBOLS:
                 raise self.fail(f"{where}.name", f"parameter {pname!r} clashes with a generated symbol")
             seen.add(pname)

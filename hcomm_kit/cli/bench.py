@@ -5,12 +5,14 @@
   hcomm-kit bench broadcast --np 3 -b 64M -e 64M -r 2 -c 2
   hcomm-kit bench ops/my_allreduce --np 4 -b 1K -e 16M -f 4 --compare builtin --compare mpi
 
-COLLECTIVE: allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce, gather, scatter,
-sendrecv; or OPDIR, an operator directory (with op.toml). An operator is sized, checked, given
-bandwidth factors and compared as its op.toml kind says (`hcomm-kit docs optoml`): a reduce as
-the built-in reduce with -r ROOT, checked on the root; custom: its reference, time only unless
---busbw-factor F. -o defaults to the operator's first listed reduce op.
---compare builtin adds the matching built-in collective in the same job, --compare mpi the same
+COLLECTIVE: allreduce, reduce_scatter, allgather, alltoall, alltoallv, broadcast, reduce, gather,
+scatter, sendrecv (or its directory in aicpu_kernels/, by its op.toml kind); or OPDIR, an operator
+directory (with op.toml). An operator is sized, checked, given bandwidth factors and compared as
+its op.toml kind says (`hcomm-kit docs optoml`): a reduce as the built-in reduce with -r ROOT,
+checked on the root; custom: its reference, time only unless --busbw-factor F. -o defaults to the
+operator's first listed reduce op; --algorithm NAME is one of its op.toml algorithms (a built-in's:
+ring, mesh, ...). --compare builtin adds the matching built-in collective in the same job
+(builtin:NAME with the built-in's algorithm NAME, default its own choice), --compare mpi the same
 through mpi4py (Open MPI), each with its time, busbw and a vs_ ratio (its time / ours).
 
 data_size is the bytes taking part per rank (hccl_test); algbw/busbw follow nccl-tests. On the
@@ -44,15 +46,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--op", default=None,
                         help="reduce op: sum prod max min (default: an operator's first listed; built-ins: sum)")
     parser.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
-    parser.add_argument("--algorithm", default=None, help="algorithm name (see hcomm_kit.ops.collectives.ALGORITHMS)")
+    parser.add_argument("--algorithm", default=None,
+                        help="algorithm: a built-in's (hcomm_kit.ops.collectives.ALGORITHMS), or one of an operator's "
+                             "op.toml [op].algorithms")
     parser.add_argument("--inplace", action="store_true", help="output = input where the collective allows it")
     parser.add_argument("--blocking", action="store_true",
                         help="wait for each call before the next (default: enqueue back to back, as hccl_test)")
     parser.add_argument("--fill", choices=("rand", "const"), default="rand",
                         help="rand: seeded small integers per rank (default); const: every rank holds 2")
-    parser.add_argument("--compare", action="append", default=[], metavar="builtin|mpi",
-                        help="also measure the matching built-in collective (operators only) and/or Open MPI "
-                             "through mpi4py in the same job; repeat or comma-separate for both")
+    parser.add_argument("--compare", action="append", default=[], metavar="builtin[:ALGO]|mpi",
+                        help="also measure the matching built-in collective (operators only; builtin:ring picks its "
+                             "algorithm) and/or Open MPI through mpi4py in the same job; repeat or comma-separate")
     parser.add_argument("--baseline", choices=("mpi",), default=None, help="same as --compare mpi")
     parser.add_argument("--busbw-factor", type=float, default=None, metavar="F",
                         help="operators: busbw = algbw x F (default: from op.toml's pattern / [io].output)")
@@ -71,9 +75,7 @@ def _compare_list(args: argparse.Namespace) -> list[str]:
     out = [c.strip() for item in args.compare for c in item.split(",") if c.strip()]
     if args.baseline:
         out.append(args.baseline)
-    for c in out:
-        if c not in bench.COMPARES:
-            raise ConfigError(f"--compare {c!r}: choose from {', '.join(bench.COMPARES)}", key="--compare")
+    bench.split_compare(out)  # raises for an unknown one
     return list(dict.fromkeys(out))
 
 
@@ -94,14 +96,18 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
         compare = _compare_list(args)
         target = bench._target(args.collective, args.busbw_factor)  # raises for an unknown name
-        if target is None and "builtin" in compare:
+        names, builtin_algo = bench.split_compare(compare)
+        if target is None and "builtin" in names:
             raise ConfigError(f"--compare builtin is for your own operators; {args.collective} is a built-in "
                               f"collective (--compare mpi compares it with Open MPI)", key="--compare")
         if target is not None:
             bench.check_target(target, args.datatype, args.op)
+            from ..jobs.preflight import check_names, check_op_algorithm
+
             if args.algorithm:
-                raise ConfigError("--algorithm picks an algorithm of the built-in collectives; your operator's "
-                                  "algorithm is its exec_op.cc", key="--algorithm")
+                check_op_algorithm(target.opdir, target.spec, args.algorithm)
+            if builtin_algo is not None and target.builtin not in (None, "shift"):
+                check_names(algorithm=builtin_algo, collective=target.builtin)
         size_list = bench.sizes(bench.parse_size(args.minbytes), bench.parse_size(args.maxbytes), args.stepfactor,
                                 bench.parse_size(args.stepbytes) if args.stepbytes else None)
         if not under_mpi():
@@ -153,8 +159,8 @@ def _preflight(args: argparse.Namespace, target, size_list: list[int]) -> None:
 
     check_env()
     check_seconds(args.timeout, "--timeout")
-    coll = target.coll.name if target is not None else bench.ALIASES.get(args.collective, args.collective)
-    algo_table = {"sendrecv": "send_recv"}.get(coll, coll)
+    coll = bench.builtin_collective(args.collective) if target is None else None
+    algo_table = {"sendrecv": "send_recv"}.get(coll, coll) if coll else None
     check_names(dtype=args.datatype, reduce_op=args.op, algorithm=args.algorithm, collective=algo_table)
     if size_list:
         item = _dtypes.get_dtype(args.datatype).itemsize

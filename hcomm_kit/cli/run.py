@@ -4,13 +4,16 @@
   hcomm-kit run ops/my_allgather --np 3 -d bf16 --json rows.jsonl
   hcomm-kit run ops/my_allgather --np 2 --debug          (debug build, kernel logs shown)
 
-OP is an operator directory (with op.toml) or the name of a built-in operator. The input of
-each rank is deterministic; what is checked follows op.toml's kind (hcomm-kit docs optoml):
-output size, root (-r, default 0; operators that take none ignore it), the ranks checked (a
-reduce: the root), the numpy reference (op.toml reference overrides the kind's); the reduce op is
--o, else the operator's first listed. Outputs start filled with a poison byte, so an output the
-kernel leaves unwritten fails. Prints a table on rank 0; exit status 1 when a result does not match.
---iters 0 only checks (no timing). --json FILE writes the rows, one JSON object per line.
+OP is an operator directory (with op.toml) or a built-in (its name or directory in
+aicpu_kernels/: the collective its op.toml kind names, with its algorithm selection). The input of each rank is deterministic; what is
+checked follows op.toml's kind (hcomm-kit docs optoml): --count is OpParam.count, HCCL's count
+(alltoall, reduce_scatter, scatter: one block per rank, the input holds count x ranks), output
+size, root (-r, default 0; operators that take none ignore it), the ranks checked (a reduce: the
+root), the numpy reference (op.toml reference overrides the kind's); the reduce op is -o, else the
+operator's first listed; --algorithm NAME one of op.toml's algorithms (a built-in's: its table).
+Outputs start filled with a poison byte, so an output the kernel leaves unwritten fails. Prints a
+table on rank 0; exit status 1 when a result does not match. --iters 0 only checks (no timing).
+--json FILE writes the rows, one JSON object per line.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ HELP = "run an operator on N ranks and check it against numpy"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ops", nargs="+", metavar="OP", help="operator directory or built-in name")
     parser.add_argument("--np", "-n", type=int, default=2, metavar="N", help="number of ranks (default 2)")
-    parser.add_argument("--count", "-c", type=int, default=4096, metavar="C", help="elements per rank (default 4096)")
+    parser.add_argument("--count", "-c", type=int, default=4096, metavar="C",
+                        help="OpParam.count, HCCL's count: elements per rank, per block where the input holds one "
+                             "block per rank (default 4096)")
     parser.add_argument("-d", "--dtype", default=None, help="element type (default fp32 if supported)")
     parser.add_argument("-o", "--op", dest="reduce_op", default=None, help="reduce op for reductions (default: the operator's first listed)")
     parser.add_argument("-r", "--root", type=int, default=None, help="root rank of rooted kinds (default 0)")
+    parser.add_argument("--algorithm", default=None, metavar="NAME",
+                        help="one of the operator's algorithms (op.toml [op].algorithms; a built-in's: ring, mesh, ...)")
     parser.add_argument("--iters", type=int, default=20,
                         help="timed calls after the checked one (default 20; 0 = check only)")
     parser.add_argument("--timeout", type=float, default=300, help="kill the job after S seconds (default 300)")
@@ -69,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         _prebuild([d for d in opdirs if _builtin_name(d) is None])  # compile once, here: errors show once
         argv = [sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", str(args.np), "--count", str(args.count),
                 "--iters", str(args.iters)]
-        for flag, val in (("-d", args.dtype), ("-o", args.reduce_op), ("-r", args.root), ("--json", args.json_out)):
+        for flag, val in (("-d", args.dtype), ("-o", args.reduce_op), ("-r", args.root), ("--json", args.json_out),
+                          ("--algorithm", args.algorithm)):
             if val is not None:
                 argv += [flag, str(val)]
         return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
@@ -85,20 +93,27 @@ def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
     reduce op (also against each operator's op.toml), and the memory the run needs."""
     from ..bench import sweep as bench
     from ..base import dtypes as _dtypes
-    from ..jobs.preflight import check_env, check_memory, check_names, check_seconds
+    from ..jobs.preflight import check_env, check_memory, check_names, check_op_algorithm, check_seconds
     from ..build.opspec import load_opspec
 
     check_env()
     check_seconds(args.timeout, "--timeout")
     check_names(dtype=args.dtype, reduce_op=args.reduce_op)
-    split = False
+    elements = args.count
     rooted = []
     for d in opdirs:
         name = _builtin_name(d)
         if name is not None:
-            split = split or bench.COLLECTIVES[name].split
+            if bench.COLLECTIVES[name].split:
+                elements = max(elements, args.count * args.np)
+            if args.algorithm:
+                check_names(algorithm=args.algorithm, collective={"sendrecv": "send_recv"}.get(name, name))
             continue
         spec = load_opspec(d)
+        elements = max(elements, spec.input_count(args.count, args.np), spec.output_count(args.count, args.np)
+                       if spec.kind_info.output != "recv_counts" else 0)
+        if args.algorithm:
+            check_op_algorithm(d, spec, args.algorithm)
         if _takes_root(spec):
             rooted.append(spec.name)
         if args.dtype is not None and _dtypes.get_dtype(args.dtype).name not in spec.dtypes:
@@ -112,7 +127,7 @@ def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
         raise ConfigError(f"-r {args.root}: none of the operators takes a root (op.toml [op].kind: reduce, broadcast, "
                           "scatter, gather or custom)", key="-r")
     itemsize = _dtypes.get_dtype(args.dtype or "fp32").itemsize
-    check_memory(args.count * (args.np if split else 1), itemsize, args.np)
+    check_memory(elements, itemsize, args.np)
 
 
 def _takes_root(spec) -> bool:
@@ -121,17 +136,12 @@ def _takes_root(spec) -> bool:
 
 
 def _builtin_name(opdir: str) -> str | None:
-    """The bench name of a built-in collective directory (None for users' operators)."""
-    from pathlib import Path
-
+    """The built-in collective of a directory of ``aicpu_kernels/``, by its op.toml kind (run as the
+    collective: its algorithm selection, checked by the bench's check of that kind); None for users'
+    operators and the built-ins that are no collective of their own (barrier, batch_send_recv)."""
     from ..bench import sweep as bench
-    from ..base.resources import aicpu_kernels_dir
 
-    p = Path(opdir)
-    if p.parent.resolve() != aicpu_kernels_dir().resolve():
-        return None
-    name = bench.ALIASES.get(p.name, p.name)
-    return name if name in bench.COLLECTIVES else None
+    return bench.builtin_collective(opdir)
 
 
 def _run_rank(args, opdirs) -> int:
@@ -150,7 +160,8 @@ def _run_rank(args, opdirs) -> int:
 
             # -r goes to the operators that take a root (several operators may be listed)
             jobs = [{"op": d, "count": args.count, "dtype": args.dtype, "reduce_op": args.reduce_op,
-                     "root": args.root if _takes_root(load_opspec(d)) else None} for d in users]
+                     "root": args.root if _takes_root(load_opspec(d)) else None, "algorithm": args.algorithm}
+                    for d in users]
             rows = run_ops(comm, jobs, iters=args.iters)
             if comm.rank == 0:
                 print(format_table(rows), flush=True)
@@ -167,7 +178,7 @@ def _run_rank(args, opdirs) -> int:
                 nbytes *= comm.size
             rows = bench.run_bench(comm, name, [nbytes], dtype=dtype, op=args.reduce_op or "sum",
                                    root=args.root or 0, iters=max(1, args.iters), warmup=1 if args.iters else 0,
-                                   check=2)
+                                   check=2, algorithm=args.algorithm)
             ok = ok and all(r["check"] != "failed" for r in rows)
             all_rows += [{**r, "builtin": True} for r in rows]
         if comm.rank == 0 and args.json_out:

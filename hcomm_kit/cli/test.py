@@ -4,6 +4,8 @@
   hcomm-kit test ops/my_allgather --np 5           all tests at 5 ranks
   hcomm-kit test ops/my_allgather --np 2 -- -k fp32      (arguments after -- go to pytest)
   hcomm-kit test ops/my_allgather --debug          debug build; failures show the kernel's logs
+  hcomm-kit test ops/my_allreduce --algorithm ring only the tests of one of op.toml's algorithms
+  hcomm-kit test aicpu_kernels/reduce --np 3       a directory without tests/ (the built-ins): its kind's test
 
 Each rank count runs under mpirun with a timeout. The run stops at the first failure (the other
 rank counts are not started) unless --keep-going; a failure shows each distinct error once with
@@ -32,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep every job's log directory (default: only failed jobs', the last 10)")
     parser.add_argument("--debug", action="store_true",
                         help="test the debug build (-O0 -g); failures show the kernel's OP_LOG_INFO logs")
+    parser.add_argument("--algorithm", default=None, metavar="NAME",
+                        help="only the tests of this algorithm (op.toml [op].algorithms; a built-in's: ring, mesh, ...)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="one line per test, and Open MPI's messages in failures")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS",
@@ -40,19 +44,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # our options that may follow OPDIR (they then land in the remainder) -> attribute
 _OURS = {"--np": "np", "-n": "np", "--keep-going": "keep_going", "--keep-logs": "keep_logs", "--debug": "debug",
-         "-v": "verbose", "--verbose": "verbose", "--topology": "topology", "--links-down": "links_down"}
-_VALUED = ("topology", "links_down")  # options of _OURS that take a value (besides --np)
+         "-v": "verbose", "--verbose": "verbose", "--topology": "topology", "--links-down": "links_down",
+         "--algorithm": "algorithm"}
+_VALUED = ("topology", "links_down", "algorithm")  # options of _OURS that take a value (besides --np)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..base import envs
-    from .bench import _prebuild
-    from ..jobs.runner import resolve_op
+    import shutil
+    import tempfile
+    from pathlib import Path
+
     from ..base.errors import ConfigError
     from ..base.limits import check_np
-    from ..testing.runner import _SLOW_PLUGINS_OFF, entry_point_installed
-
-    from ..jobs.preflight import check_env, usage_errors
+    from ..base.resources import aicpu_kernels_dir
+    from ..build.opspec import load_opspec
+    from ..jobs.preflight import check_env, check_op_algorithm, usage_errors
+    from ..jobs.runner import resolve_op
+    from ..scaffold.render import render_kind_test
 
     with usage_errors():  # bad input: one line, exit 2, nothing started
         extra = _take_ours(args, list(args.pytest_args))
@@ -64,14 +72,38 @@ def run(args: argparse.Namespace) -> int:
         check_env()
         opdir = resolve_op(args.opdir).resolve()
         tests = opdir / "tests"
+        spec = load_opspec(opdir)
+        if args.algorithm:
+            check_op_algorithm(str(opdir), spec, args.algorithm)
+        rootdir = opdir
         if not tests.is_dir():
-            raise ConfigError(f"{opdir} has no tests/ directory; re-create it with `hcomm-kit new --update {opdir}`",
-                              key="OPDIR")
+            if opdir.parent != aicpu_kernels_dir().resolve():
+                raise ConfigError(f"{opdir} has no tests/ directory; re-create it with `hcomm-kit new --update "
+                                  f"{opdir}`", key="OPDIR")
+            # a built-in: its kind's generated test, written outside the package for this run
+            text = render_kind_test(spec, opdir)
+            rootdir = Path(tempfile.mkdtemp(prefix=f"hcomm_kit_test_{opdir.name}_"))
+            tests = rootdir / "tests"
+            tests.mkdir()
+            (tests / f"test_{spec.name}.py").write_text(text)
     if args.debug:
         os.environ["HCOMM_KIT_DEBUG"] = "1"
+    try:
+        return _run_pytest(args, opdir, tests, rootdir, extra)
+    finally:
+        if rootdir != opdir:
+            shutil.rmtree(rootdir, ignore_errors=True)
+
+
+def _run_pytest(args: argparse.Namespace, opdir: "Path", tests: "Path", rootdir: "Path", extra: list[str]) -> int:
+    """pytest on ``tests`` (the plugin starts the mpirun jobs); its exit status."""
+    from ..base import envs
+    from .bench import _prebuild
+    from ..testing.runner import _SLOW_PLUGINS_OFF, entry_point_installed
+
     _prebuild([str(opdir)])  # compile once, before the ranks start
     argv = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", *_SLOW_PLUGINS_OFF,
-            "--rootdir", str(opdir), "--tb=short", "-v" if args.verbose else "-q"]
+            "--rootdir", str(rootdir), "--tb=short", "-v" if args.verbose else "-q"]
     if not entry_point_installed():
         argv += ["-p", "hcomm_kit.testing.plugin"]
     if args.np is not None:
@@ -80,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
         argv.append("-x")
     if args.keep_logs:
         argv.append("--keep-logs")
+    if args.algorithm:
+        argv += ["--op-algorithm", args.algorithm]
     argv += extra
-    rc = subprocess.call(argv, cwd=str(opdir))
+    rc = subprocess.call(argv, cwd=str(rootdir))
     if rc == 5:  # pytest: no test collected
         where = f" at --np {args.np}" if args.np is not None else ""
         print(f"hcomm-kit test: no test of {tests} was selected{where}; check the -k/-m arguments after --"

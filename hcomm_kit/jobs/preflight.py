@@ -23,8 +23,8 @@ from typing import Iterator
 
 from ..base.errors import ConfigError, UsageError
 
-__all__ = ["usage_errors", "check_env", "check_seconds", "check_names", "host_bytes_per_rank", "check_memory",
-           "available_memory", "shm_free"]
+__all__ = ["usage_errors", "check_env", "check_seconds", "check_names", "check_op_algorithm", "host_bytes_per_rank",
+           "check_memory", "available_memory", "shm_free"]
 
 _PREFIXES = ("HCOMM_KIT_", "HCCL_")
 
@@ -87,6 +87,20 @@ def check_names(*, dtype: str | None = None, reduce_op: str | None = None, algor
         if table is not None and algorithm.lower() not in table and algorithm.lower() != "fullmesh":
             raise ConfigError(f"--algorithm {algorithm}: {collective} has no such algorithm; choose from "
                               f"{', '.join(sorted(table))}", key="--algorithm")
+
+
+def check_op_algorithm(opdir: str, spec, name: str) -> None:
+    """``--algorithm NAME`` of an operator: one of op.toml's ``[op].algorithms``, or for a built-in's
+    directory in ``aicpu_kernels/`` (which lists none) one of its algorithms (:func:`check_names`)."""
+    from pathlib import Path
+
+    from ..base.resources import aicpu_kernels_dir
+
+    d = Path(opdir).resolve()
+    if not spec.algorithms and d.parent == aicpu_kernels_dir().resolve():
+        check_names(algorithm=name, collective=d.name)
+        return
+    spec.algorithm_value(name)  # raises, naming op.toml's list
 
 
 def host_bytes_per_rank(count: int, itemsize: int, np: int) -> int:

@@ -71,8 +71,8 @@ POISON_BYTE = 0x5A
 
 def job_arguments(spec, rank: int, size: int, job: dict[str, Any]) -> dict[str, Any]:
     """What one row of ``run`` calls: dtype, reduce op and root by the kind's rules, the count
-    (a multiple of the ranks for kinds that cut the input in blocks), the call's keywords and the
-    reference's view of them."""
+    (``OpParam.count``, HCCL's: the input holds ``count * ranks`` for the kinds that cut it in one
+    block per rank), the input's size, the call's keywords and the reference's view of them."""
     from ..ops.expect import call_arguments
 
     dtype = job.get("dtype") or ("fp32" if "fp32" in spec.dtypes else spec.dtypes[0])
@@ -84,10 +84,11 @@ def job_arguments(spec, rank: int, size: int, job: dict[str, Any]) -> dict[str, 
     if root is None and spec.rooted:
         root = 0
     count = int(job.get("count") or 4096)
-    if spec.kind_info.divisible and count % size:
-        count -= count % size  # blocks of equal size per rank
     call, ref = call_arguments(spec, rank, size, count, root, job.get("params"))
-    return {"dtype": dtype, "reduce_op": rop, "root": root, "count": count, "call": call, "ref": ref}
+    if job.get("algorithm"):
+        call["algorithm"] = job["algorithm"]
+    return {"dtype": dtype, "reduce_op": rop, "root": root, "count": count, "elements": spec.input_count(count, size),
+            "call": call, "ref": ref}
 
 
 def checked_call(comm, op, x: np.ndarray, out_n: int, dt: "_dtypes.DType", kwargs: dict[str, Any]) -> np.ndarray:
@@ -104,7 +105,8 @@ def checked_call(comm, op, x: np.ndarray, out_n: int, dt: "_dtypes.DType", kwarg
 
 
 def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str, Any]]:
-    """Run each job ``{op, count, dtype, reduce_op, root}`` on this rank; return rows (all ranks agree).
+    """Run each job ``{op, count, dtype, reduce_op, root, algorithm}`` on this rank; return rows (all
+    ranks agree).
 
     The operator's kind (op.toml ``kind``, :data:`hcomm_kit.build.kinds.KINDS`) decides the output
     size, the default reduce op (the first listed), the root (rooted kinds: ``-r``, default 0),
@@ -117,11 +119,11 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         spec = op.spec
         a = job_arguments(spec, comm.rank, comm.size, job)
         dtype, rop, root, count, call = a["dtype"], a["reduce_op"], a["root"], a["count"], a["call"]
-        ins = [make_input(r, count, dtype) for r in range(comm.size)]
+        ins = [make_input(r, a["elements"], dtype) for r in range(comm.size)]
         x = ins[comm.rank]
         dt = _dtypes.get_dtype(dtype)
         out_n = spec.output_count(count, comm.size, call.get("recv_counts"))
-        out = checked_call(comm, op, x, out_n, dt, dict(dtype=dtype, reduce_op=rop, root=root, **call))
+        out = checked_call(comm, op, x, out_n, dt, dict(count=count, dtype=dtype, reduce_op=rop, root=root, **call))
         exps = expected_outputs(spec, ins, dtype=dtype, reduce_op=rop, root=root or 0, params=a["ref"])
         has_ref = exps is not None
         exp = exps[comm.rank] if has_ref else None
@@ -137,7 +139,7 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
             comm.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
-                op(x, dtype=dtype, reduce_op=rop, root=root, **call)
+                op(x, count=count, dtype=dtype, reduce_op=rop, root=root, **call)
             dt_us = (time.perf_counter() - t0) / iters * 1e6
         model_us = _model_time(comm)  # the last call (the checked one when nothing was timed)
         if comm.mpi_comm is not None:
@@ -152,6 +154,7 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         ok = (err == 0.0) if has_ref else None
         rows.append({"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
                      "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,
+                     "algorithm": call.get("algorithm"),
                      "reference": spec.reference or spec.kind_info.reference,
                      "checked": spec.kind_info.checked if has_ref else None,
                      "max_error": (err if math.isfinite(err) else "inf") if has_ref else None,
@@ -177,8 +180,9 @@ def _model_time(comm) -> float | None:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The rows of :func:`run_ops` as a text table (time/call "-" when nothing was timed)."""
-    head = ("operator", "kind", "handshake", "ranks", "dtype", "op", "root", "count", "max error", "time/call",
-            "model/call", "check")
+    algo = any(r.get("algorithm") for r in rows)
+    head = ("operator", "kind", "handshake", "ranks", "dtype", "op", "root", *(("algorithm",) if algo else ()),
+            "count", "max error", "time/call", "model/call", "check")
     lines = []
     for r in rows:
         check = {True: "OK", False: "MISMATCH", None: "(no reference)"}[r["ok"]]
@@ -188,7 +192,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         root = "-" if r.get("root") is None else str(r["root"])
         model = "-" if r.get("model_time_us") is None else f"{r['model_time_us']:.1f} us"
         lines.append((r["op"], r["kind"], r["handshake"], str(r["ranks"]), r["dtype"], r["reduce_op"], root,
-                      str(r["count"]), err, us, model, check))
+                      *((r.get("algorithm") or "-",) if algo else ()), str(r["count"]), err, us, model, check))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]

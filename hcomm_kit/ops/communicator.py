@@ -20,7 +20,8 @@ from typing import Any
 from ..base import envs
 from ..core import communicator as _core
 from ..core.bootstrap import Bootstrap
-from .collectives import CollectiveOps
+from ..base.resources import aicpu_kernels_dir
+from .collectives import ALGORITHMS, CollectiveOps
 
 __all__ = ["Communicator", "init"]
 
@@ -62,6 +63,10 @@ class Communicator(_core.Communicator, CollectiveOps):
             from .custom_op import CustomOp
 
             op = CustomOp(self, path, **build_options)
+            d = Path(path).resolve()
+            d = d.parent if d.name == "op.toml" else d
+            if not op.spec.algorithms and d.parent == aicpu_kernels_dir().resolve() and d.name in ALGORITHMS:
+                op.set_builtin_algorithms(ALGORITHMS[d.name])  # a built-in's directory: its algorithm names
             self._ops[key] = op
         return op
 

@@ -61,6 +61,11 @@ _KIND_OP_TYPES = {"allreduce": "ALLREDUCE", "reduce": "REDUCE", "broadcast": "BR
                   "scatter": "SCATTER", "gather": "GATHER", "sendrecv": "SEND"}
 
 
+def _none() -> None:
+    """The result of a reduce / gather on the other ranks than the root."""
+    return None
+
+
 class CustomOp:
     """A loaded custom operator bound to a communicator. Call it: ``op(input, output=None, ...)``.
 
@@ -102,6 +107,12 @@ class CustomOp:
                             (getattr(enums.HcclCMDType, f"HCCL_CMD_{kind_type}") if kind_type else 0))
         # root: rooted kinds (default 0), custom operators and peer topologies (the peer); no other kind
         self._takes_root = spec.rooted or spec.kind == "custom" or spec.topology == "peer"
+        kind = spec.kind_info
+        self._blocks = kind.blocks                   # the input holds one block of count per rank
+        self._root_only = kind.checked == "root"     # reduce, gather: other ranks get None back
+        self._count_fields = spec.count_params()     # alltoallv: send_counts=... -> its [[param]] fields
+        self._algo_cache: dict[str, int] = {}
+        self._builtin_algorithms: dict[str, int] = {}
         self._pool = BufferPool(rt)
         self._pending: Work | None = None
         self._free_events: list[Event] = []
@@ -242,6 +253,25 @@ class CustomOp:
         self._a2a3_gate = True  # the API table restricts on every product (950 too)
         self._last_key = None
 
+    @property
+    def product(self) -> str:
+        """The product this process runs as (``Ascend910B``, ``Ascend910_93``, ``Ascend950``)."""
+        return self._product
+
+    @property
+    def hccl_api(self) -> str | None:
+        """The HCCL API whose dtype / reduce-op rules this operator follows (a built-in), else None."""
+        return self._hccl_api
+
+    def check_reduce(self, dtype: Any, reduce_op: Any = None) -> None:
+        """Raise the :class:`ConfigError` a call of ``dtype`` x ``reduce_op`` (None: the first listed)
+        would raise here before launching: not in op.toml, or not reducible on the running product
+        (A2/A3 Hcomm reductions; a built-in: CANN's per-API table). Nothing for a non-reduction."""
+        dt = self._dtype(dtype, None)
+        rop = self._reduce(reduce_op)
+        if self._a2a3_gate and self._reduce_ok:
+            self._check_product_reduce(dt.value, rop)
+
     def _check_product_reduce(self, dt_value: int, rop: int) -> None:
         """Built-ins: CANN's per-API table; others: A2/A3 Hcomm reductions, int8/int16/int32/fp16/fp32/bf16
         x sum/max/min (hcomm.md §3.1)."""
@@ -260,6 +290,86 @@ class CustomOp:
 
     def _toml(self):
         return self.spec.opdir / "op.toml" if self.spec.opdir else None
+
+    @property
+    def algorithms(self) -> dict[str, int]:
+        """The algorithms ``algorithm=`` / ``--algorithm`` accepts, name -> ``OpParam.algo``: op.toml
+        ``[op].algorithms`` (1 for the first), or a built-in's (:meth:`set_builtin_algorithms`);
+        {} when there are none."""
+        if self.spec.algorithms:
+            return {a: i + 1 for i, a in enumerate(self.spec.algorithms)}
+        return dict(self._builtin_algorithms)
+
+    def set_builtin_algorithms(self, table: dict[str, int]) -> None:
+        """The algorithm names of this operator, a built-in collective loaded from its directory
+        (``comm.load_op`` passes its :data:`hcomm_kit.ops.collectives.ALGORITHMS` table)."""
+        self._builtin_algorithms = dict(table)
+        self._algo_cache.clear()
+
+    def algorithm_value(self, name: str) -> int:
+        """``OpParam.algo`` of the algorithm ``name`` (see :attr:`algorithms`).
+
+        Raises:
+            ConfigError: the operator has no such algorithm (the message lists those it has).
+        """
+        v = self._algo_cache.get(name)
+        if v is None:
+            table = self.algorithms
+            if name not in table:
+                if self.spec.algorithms or not table:
+                    self.spec.algorithm_value(str(name))  # raises, naming op.toml's list
+                close = difflib.get_close_matches(str(name), list(table), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"operator {self.name} has no algorithm {name!r}{hint} (the built-in's: "
+                                  f"{', '.join(table)})", key="algorithm")
+            v = self._algo_cache[name] = table[name]
+        return v
+
+    def _extra_params(self, params: dict, algorithm: str | None, elements: int | None) -> dict:
+        """``params`` with ``algorithm=`` as the ``algo`` field and alltoallv's ``send_counts`` /
+        ``recv_counts`` (and displacements, packed when not given) under op.toml's field names;
+        ``elements``: the input's size (checked against the send counts), None: not checked."""
+        from ..build.opmodel import ALGO_PARAM
+
+        if algorithm is not None:
+            if ALGO_PARAM in params:
+                raise ConfigError(f"operator {self.name}: pass algorithm= or {ALGO_PARAM}=, not both", key="algorithm")
+            params = {**params, ALGO_PARAM: self.algorithm_value(algorithm)}
+        if self._count_fields:
+            params = self._alltoallv_params(params, elements)
+        return params
+
+    def _alltoallv_params(self, params: dict, elements: int | None) -> dict:
+        size = self.comm.size
+        fields = self._count_fields
+        out = {k: v for k, v in params.items() if k not in fields}
+        counts = {}
+        for arg in ("send_counts", "recv_counts"):
+            if arg not in params:
+                if fields[arg] in params:  # given under the C name (the built-in's sendCounts)
+                    counts[arg] = np.asarray(params[fields[arg]], dtype=np.int64).ravel()
+                    continue
+                raise ConfigError(f"operator {self.name} is an alltoallv: pass send_counts=[...] and "
+                                  f"recv_counts=[...] (one count per rank, {size} ranks)", key=arg)
+            c = np.asarray(params[arg]).ravel()
+            if c.size != size or (c.size and (not np.issubdtype(c.dtype, np.integer) or c.min() < 0)):
+                raise ConfigError(f"operator {self.name}: {arg} must hold {size} non-negative integers (one per "
+                                  f"rank), got {list(c.tolist())[:8]}", key=arg)
+            counts[arg] = c.astype(np.int64)
+        sc, rc = counts["send_counts"], counts["recv_counts"]
+        for arg, c in (("send_displs", sc), ("recv_displs", rc)):
+            if arg in fields and arg not in params and fields[arg] not in params:
+                out[fields[arg]] = np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)
+            elif arg in params:
+                if arg not in fields:
+                    raise ConfigError(f"operator {self.name} declares no [[param]] for {arg} (its blocks are packed)",
+                                      key=arg)
+                out[fields[arg]] = params[arg]
+        if elements is not None and fields.get("send_displs") is None and int(sc.sum()) > elements:
+            raise ConfigError(f"operator {self.name}: send_counts add up to {int(sc.sum())} elements, the input has "
+                              f"{elements}", key="send_counts")
+        out[fields["send_counts"]], out[fields["recv_counts"]] = sc, rc
+        return out
 
     def _set_params(self, params: dict) -> None:
         p = self._param
@@ -288,7 +398,8 @@ class CustomOp:
     # ---- the call --------------------------------------------------------------------------
     def __call__(self, input: Any, output: Any = None, *, count: int | None = None, dtype: Any = None,
                  reduce_op: Any = None, root: int | None = None, stream: "Stream | int | None" = None,
-                 async_op: bool = False, timeout: float | None = None, **params: Any) -> Any:
+                 async_op: bool = False, timeout: float | None = None, algorithm: str | None = None,
+                 **params: Any) -> Any:
         """Run the operator on this rank (every rank of the communicator must call it).
 
         Args:
@@ -296,7 +407,9 @@ class CustomOp:
                 (used directly), or an object with DLPack / the buffer protocol.
             output: None (a new numpy array, or a new DeviceBuffer for device input), a numpy array
                 to fill, or a DeviceBuffer the kernel writes directly.
-            count: elements of ``input`` to use (default: all).
+            count: ``OpParam.count``, HCCL's count of the kind (default: from ``input``): the
+                block per rank where the input holds one block per rank (alltoall, reduce_scatter,
+                scatter: ``input`` holds ``count * ranks``), else the input elements to use.
             dtype: element type (default: from ``input``; uint16 data is bf16 only with ``dtype="bf16"``).
             reduce_op: ``"sum"``/``"prod"``/``"max"``/``"min"`` for reductions (default: the first of
                 op.toml's ``reduce_ops``).
@@ -305,6 +418,8 @@ class CustomOp:
                 refuse it.
             stream: a :class:`Stream` (default: the communicator's).
             async_op: return a :class:`Work` instead of waiting.
+            algorithm: a name of op.toml ``[op].algorithms`` (a built-in's: of
+                :data:`hcomm_kit.ops.collectives.ALGORITHMS`), passed as the ``algo`` parameter.
             timeout: seconds (kernel waits, launch timeout, host wait); default ``HCCL_EXEC_TIMEOUT``;
                 0 = no limit.
             **params: the operator's ``[[param]]`` fields (alltoallv: ``send_counts`` and
@@ -313,7 +428,9 @@ class CustomOp:
         Returns:
             The output (numpy array or DeviceBuffer), or a :class:`Work` when ``async_op``. Its
             size follows the kind (:data:`hcomm_kit.build.kinds.KINDS`): e.g. ``count * ranks``
-            for an allgather; a reduce or gather fills it on the root only.
+            for an allgather. A reduce or gather returns None on the other ranks than the root
+            (as ``comm.reduce`` / ``comm.gather``): their kernel writes a scratch buffer, ``output``
+            stays untouched.
 
         Raises:
             ConfigError: dtype / reduce op / parameter not accepted by op.toml, bad sizes.
@@ -335,10 +452,8 @@ class CustomOp:
             if arr.itemsize != dt.itemsize:
                 raise ConfigError(f"operator {self.name}: input dtype {arr.dtype} does not hold {dt.name} "
                                   f"elements ({arr.itemsize} != {dt.itemsize} bytes)", key="dtype")
-            n = arr.size if count is None else as_count(count)
-            if n > arr.size:
-                raise ConfigError(f"count={count} exceeds the input's {arr.size} elements", key="count")
-            nbytes = n * dt.itemsize
+            n, elems = self._counts(count, arr.size)
+            nbytes = elems * dt.itemsize
             in_ptr = self._pool.get("in", nbytes)[0]
             if nbytes:
                 ret = self._memcpy(in_ptr, nbytes, host_ptr(arr), nbytes, _H2D)
@@ -347,27 +462,32 @@ class CustomOp:
             device_in = False
         elif isinstance(input, DeviceBuffer):
             dt = self._dtype(dtype, input.dtype)
-            n = input.size if count is None else as_count(count)
-            if n * dt.itemsize > input.capacity:
-                raise ConfigError(f"count={count} ({n * dt.itemsize} bytes) exceeds the input buffer's "
-                                  f"{input.capacity} bytes", key="count")
+            n, elems = self._counts(count, input.capacity // dt.itemsize if count is not None else input.size)
             in_ptr = input.ptr
             device_in = True
         else:
             return self(as_host_array(input), output, count=count, dtype=dtype, reduce_op=reduce_op, root=root,
-                        stream=stream, async_op=async_op, timeout=timeout, **params)
+                        stream=stream, async_op=async_op, timeout=timeout, algorithm=algorithm, **params)
         # ---- output -------------------------------------------------------------------------
         rule = self.spec.output
         size = comm.size
         if root is not None and not self._takes_root:
             raise ConfigError(f"operator {self.name} is a {self.spec.kind} (op.toml [op].kind): it takes no root; "
                               f"drop root={root!r}", key="root", path=self._toml())
-        if rule == "count" and self.spec.kind_info.output == "count" and not self.spec.kind_info.divisible:
+        if algorithm is not None or self._count_fields:
+            params = self._extra_params(params, algorithm, elems)
+        if self._count_fields:
+            out_n = int(params[self._count_fields["recv_counts"]].sum())
+        elif rule == "count":
             out_n = n
         else:
-            out_n = self.spec.output_count(n, size, params.get("recv_counts"))
+            out_n = self.spec.output_count(n, size)
         out_nbytes = out_n * dt.itemsize
-        if output is None:
+        r = 0 if root is None else as_rank(root, size)
+        finish_none = self._root_only and comm.rank != r
+        if finish_none:  # not the root of a reduce / gather: a scratch output, None back (as comm.reduce)
+            out_ptr = self._pool.get("out", out_nbytes)[0]
+        elif output is None:
             if device_in:
                 output = DeviceBuffer.empty(out_n, dt, rt=self.rt)
                 out_ptr = output.ptr
@@ -388,7 +508,6 @@ class CustomOp:
             out_ptr = self._pool.get("out", out_nbytes)[0]
         # ---- OpParam, go, launch, done -------------------------------------------------------
         rop = self._reduce(reduce_op)
-        r = 0 if root is None else as_rank(root, size)
         if timeout is not None:
             check_timeout(timeout)
         tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
@@ -396,17 +515,31 @@ class CustomOp:
         if comm._call_check is not None:
             self._check_custom_call(n, dt, rop, r, params)
         self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
-        return self.complete(self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
-                             stream=s, timeout=timeout, async_op=async_op)
+        finish = _none if finish_none else self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt)
+        return self.complete(finish, stream=s, timeout=timeout, async_op=async_op)
+
+    def _counts(self, count: int | None, available: int) -> tuple[int, int]:
+        """``(OpParam.count, input elements)`` of a call with ``count=`` (None: from the input's
+        ``available`` elements), checked against them."""
+        if count is None:
+            n = self.spec.call_count(available, self.comm.size) if self._blocks else available
+            return n, (n * self.comm.size if self._blocks else n)
+        n = as_count(count)
+        elems = n * self.comm.size if self._blocks else n
+        if elems > available:
+            what = f" ({n} x {self.comm.size} ranks: one block per rank)" if self._blocks else ""
+            raise ConfigError(f"count={count} needs {elems} input elements{what}, the input holds {available}",
+                              key="count")
+        return n, elems
 
     def launch(self, input_ptr: int, output_ptr: int, count: int, dtype: Any, *, reduce_op: Any = None,
                root: int | None = None, stream: "Stream | int | None" = None, timeout: float | None = None,
-               **params: Any) -> None:
+               algorithm: str | None = None, **params: Any) -> None:
         """Low-level call on device pointers: fill OpParam, record "go", launch, enqueue "done".
 
         Returns as soon as everything is enqueued on ``stream``; completion is the caller's
         (``aclrtSynchronizeStream``, :meth:`synchronize`, or an event). The caller sizes the
-        buffers (no ``[io].output`` rule is applied). With ``topology = "peer"``, ``root`` names the
+        buffers (no ``[io].output`` rule is applied; ``count`` is ``OpParam.count``). With ``topology = "peer"``, ``root`` names the
         peer, whose channel is acquired on first use (both ends must make such a call).
 
         Raises:
@@ -415,6 +548,8 @@ class CustomOp:
         """
         if self._pending is not None:
             self._pending.wait()
+        if algorithm is not None or self._count_fields:
+            params = self._extra_params(params, algorithm, None)
         self._enqueue(int(input_ptr), int(output_ptr), as_count(count), dtype, reduce_op, root, stream, timeout, params)
 
     def _enqueue(self, in_ptr: int, out_ptr: int, count: int, dtype: Any, reduce_op: Any, root: int | None,
@@ -566,12 +701,17 @@ class CustomOp:
     def _check_custom_call(self, n: int, dt, rop: int, root: int, params: dict) -> None:
         """The call check of ``op(...)``: operator, dtype and reduce op; with ``[io] same_args`` (the
         default) also count, root and parameters."""
+        if self._count_fields:  # alltoallv: the counts differ per rank by design (as comm.all_to_all_v's check)
+            params = {k: v for k, v in params.items() if k not in self._count_fields.values()}
+            n = -1
         key = (n, dt.value, rop, root, repr(sorted(params.items())) if params else "")
         sig = self._sig_cache.get(key)
         if sig is None:
             rname = _dtypes.get_reduce_op(rop).name if self._reduce_ok else "-"
             if self.spec.same_args and self._peer_topology:
                 extra = f", count={n}"  # root names the partner, parameters may say the direction
+            elif self.spec.same_args and n < 0:
+                extra = f", root={root}" + (f", params={key[4]}" if params else "")
             elif self.spec.same_args:
                 extra = f", count={n}, root={root}" + (f", params={key[4]}" if params else "")
             else:

@@ -44,6 +44,7 @@ __all__ = [
     "new_op",
     "update_op",
     "read_answers",
+    "render_kind_test",
 ]
 
 USER_FILES = ("op_kernel_aicpu/exec_op.cc", "reference.py")
@@ -67,13 +68,28 @@ PATTERN_DEFAULTS: dict[str, dict[str, Any]] = {
                           dtypes=list(A2A3_REDUCE_DTYPES)),
     "direct-broadcast": dict(kind="broadcast", output="count", inplace=True, threads=1, notifies_per_thread=0,
                              topology="mesh", channel_notifies=2, reduce_ops=[]),
-    "pairwise-alltoall": dict(kind="alltoall", output="count", inplace=False, threads=1, notifies_per_thread=0,
+    "pairwise-alltoall": dict(kind="alltoall", output="count*ranks", inplace=False, threads=1, notifies_per_thread=0,
                               topology="mesh", channel_notifies=2, reduce_ops=[]),
     "halo-exchange": dict(kind="custom", reference="reference:halo", output="count", inplace=False, threads=1,
                           notifies_per_thread=0, topology="p2p", channel_notifies=2, reduce_ops=[],
                           params=[{"name": "halo", "type": "uint32_t", "array": None,
                                    "comment": "ghost cells per side, elements (0 = 1)"}]),
 }
+_COUNTS = [{"name": "send_counts", "type": "uint64_t", "array": 64,
+            "comment": "elements sent to rank j (packed in rank order in the input)"},
+           {"name": "recv_counts", "type": "uint64_t", "array": 64,
+            "comment": "elements received from rank i (packed in rank order in the output)"}]
+PATTERN_DEFAULTS.update({
+    "pairwise-alltoallv": dict(kind="alltoallv", output="", inplace=False, threads=1, notifies_per_thread=0,
+                               topology="mesh", channel_notifies=2, reduce_ops=[], params=_COUNTS),
+    "direct-scatter": dict(kind="scatter", output="count", inplace=False, threads=1, notifies_per_thread=0,
+                           topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "direct-gather": dict(kind="gather", output="count*ranks", inplace=False, threads=1, notifies_per_thread=0,
+                          topology="mesh", channel_notifies=2, reduce_ops=[]),
+    "pairwise-reduce-scatter": dict(kind="reduce_scatter", output="count", inplace=False, threads=1,
+                                    notifies_per_thread=0, topology="mesh", channel_notifies=2,
+                                    reduce_ops=["sum", "max", "min"], dtypes=list(A2A3_REDUCE_DTYPES)),
+})
 #: User files a pattern adds besides exec_op.cc: template -> path (written once, never overwritten).
 PATTERN_FILES: dict[str, dict[str, str]] = {
     "halo-exchange": {"op/reference/halo-exchange.py.jinja": "reference.py"},
@@ -120,6 +136,7 @@ def default_answers(name: str, pattern: str, handshake: str) -> dict[str, Any]:
         "vendor": "cust",
         "reference": "",
         "params": [],
+        "algorithms": [],
         **pat,
     }
 
@@ -141,8 +158,25 @@ def _context(spec: OpSpec) -> dict[str, Any]:
         "kind_test": spec.pattern not in ("empty", "p2p", "ring-allreduce", "mesh-allgather")
         or PATTERN_DEFAULTS[spec.pattern]["kind"] != spec.kind
         or spec.reference not in ("", PATTERN_DEFAULTS[spec.pattern].get("reference", "")),
+        "op_dir": None,
         **opbuild.ascend_template_context(spec),
     }
+
+
+def render_kind_test(spec: OpSpec, op_dir: Path, template_dir: Path | None = None) -> str:
+    """The generated multi-rank test of ``spec``'s kind (as ``hcomm-kit new`` writes it into
+    ``tests/``), testing the operator in ``op_dir``: ``hcomm-kit test`` runs it for a directory
+    that has no tests of its own, the built-ins of ``aicpu_kernels/``.
+
+    Raises:
+        ConfigError: the operator has nothing to check against (a ``custom`` kind without reference).
+    """
+    if not (spec.reference or spec.kind_info.reference):
+        raise ConfigError(f"operator {spec.name} is of kind {spec.kind} without a reference: there is nothing to "
+                          "test it against (set op.toml [op].reference)", key="op.reference",
+                          path=Path(op_dir) / OP_TOML)
+    ctx = {**_context(spec), "kind_test": True, "op_dir": str(Path(op_dir).resolve())}
+    return render_template(make_environment(template_dir), "op/tests/test_op.py.jinja", ctx)
 
 
 def _manifest(spec: OpSpec) -> list[tuple[str, str, str]]:

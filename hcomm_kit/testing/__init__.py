@@ -6,15 +6,16 @@
 * fixtures ``comm`` (``hcomm_kit.init()``, one per MPI run) and ``mpi_comm`` (mpi4py ``COMM_WORLD``).
 * :mod:`hcomm_kit.ops.reference`: allreduce / allgather / reduce_scatter / broadcast / alltoall.
 * :func:`check_operator` (:mod:`.kinds`): run a custom operator and assert its output against its
-  kind's (or op.toml's) reference on the ranks the kind checks; :func:`roots_to_try`.
+  kind's (or op.toml's) reference on the ranks the kind checks; :func:`roots_to_try`,
+  :func:`algorithms_to_try`, :func:`reduce_refusal` (what the generated tests use).
 
 The plugin is registered through the ``pytest11`` entry point; without the installed entry point
 use ``pytest -p hcomm_kit.testing.plugin``.
 """
 
 __all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "check_operator", "roots_to_try",
-           "input_count"]
-_KIND_HELPERS = ("check_operator", "roots_to_try", "input_count")
+           "input_count", "algorithms_to_try", "reduce_refusal"]
+_KIND_HELPERS = ("check_operator", "roots_to_try", "input_count", "algorithms_to_try", "reduce_refusal")
 
 
 def __getattr__(name: str):

@@ -95,6 +95,9 @@ def pytest_addoption(parser) -> None:
                     help="run every @pytest.mark.mpi test at these rank counts instead of its marker's")
     group.addoption("--keep-logs", action="store_true", default=False,
                     help="keep the log directory of every mpirun job (default: only failed jobs', the last 10)")
+    group.addoption("--op-algorithm", default=None, metavar="NAME",
+                    help="only the tests whose 'algorithm' parameter is NAME (hcomm-kit test --algorithm; tests "
+                         "without that parameter are kept)")
 
 
 def _override_nps(config) -> list[int] | None:
@@ -128,6 +131,13 @@ def pytest_generate_tests(metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -k / -m deselection: jobs run only the selected items
 def pytest_collection_modifyitems(session, config, items) -> None:
+    algo = config.getoption("op_algorithm", default=None)
+    if algo:
+        drop = [it for it in items if "algorithm" in getattr(getattr(it, "callspec", None), "params", {})
+                and it.callspec.params["algorithm"] != algo]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [it for it in items if it not in drop]
     world = _world_size()
     if world is not None:
         want = int(os.environ.get(ENV_NP, world))

@@ -308,7 +308,8 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
             raise ConfigError(f"operator {spec.name} does not support {input.dtype} ({dt.name}); op.toml "
                               f"[op].dtypes = {list(spec.dtypes)}", key="dtype", path=spec.opdir / "op.toml")
         n = input.numel()
-        out_n = spec.output_count(n, self.size())
+        count = spec.call_count(n, self.size())  # OpParam.count: HCCL's (one block per rank for alltoall & co)
+        out_n = spec.output_count(count, self.size(), params.get("recv_counts"))
         if output is None:
             output = torch.empty(out_n, dtype=input.dtype)
         elif output.numel() != out_n or output.dtype != input.dtype:
@@ -323,7 +324,7 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
             x = st.ops.contiguous(input, write=False)
             y = st.ops.contiguous(out, write=True)
             if n:
-                st.works.append(op(st.ops.operand(x, dt), st.ops.operand(y, dt), count=n, dtype=dt,
+                st.works.append(op(st.ops.operand(x, dt), st.ops.operand(y, dt), count=count, dtype=dt,
                                    reduce_op=reduce_op, root=root, timeout=tmo, async_op=True, **params))
         return self._submit(f"operator {spec.name}", [output], run)
 

@@ -90,7 +90,7 @@ typedef struct OpParam {
     char commName[128];                             /* HcclGetCommName(); used by HcommAcquireComm */
     void* inputPtr;                                 /* input, device memory */
     void* outputPtr;                                /* output, device memory */
-    uint64_t count;                                 /* input element count */
+    uint64_t count;                                 /* element count of the call: input count, output count elements */
     int32_t devType;                                /* DeviceType: 0 A2, 1 A3, 2 A5 (Ascend950) */
     int32_t dataType;                               /* HcclDataType */
     int32_t opType;                                 /* HcclCMDType */

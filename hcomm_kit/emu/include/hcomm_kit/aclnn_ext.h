@@ -24,6 +24,9 @@ extern "C" {
 
 enum HkAclnnTopology { HK_TOPO_NONE = 0, HK_TOPO_P2P = 1, HK_TOPO_RING = 2, HK_TOPO_MESH = 3, HK_TOPO_PEER = 4 };
 enum HkAclnnOutput { HK_OUT_COUNT = 0, HK_OUT_COUNT_TIMES_RANKS = 1, HK_OUT_COUNT_DIV_RANKS = 2 };
+/* Or'ed into HkAclnnOpDesc.output: x holds one block per rank (kinds alltoall, reduce_scatter,
+ * scatter), OpParam.count = numel(x) / ranks (HCCL's count) and the output rule applies to it. */
+#define HK_OUT_INPUT_BLOCKS 0x100u
 /* threadRule > 0: that many threads; else one of these. */
 enum HkAclnnThreads { HK_THREADS_RANKS = 0, HK_THREADS_RANKS_M1 = -1, HK_THREADS_PEERS = -2 };
 
@@ -40,7 +43,7 @@ typedef struct HkAclnnOpDesc {
     uint32_t topology;        /* HkAclnnTopology */
     uint32_t channelNotifies; /* slots per channel end */
     uint32_t maxChannels;     /* length of AlgResourceCtx.channels */
-    uint32_t output;          /* HkAclnnOutput */
+    uint32_t output;          /* HkAclnnOutput, | HK_OUT_INPUT_BLOCKS */
     uint32_t inplace;         /* output may be the input */
     int32_t opType;           /* OpParam.opType (HcclCMDType) */
     /* accepted dtypes: aclDataType -> HcclDataType, from op.toml and hcomm_kit/base/dtypes.py */

@@ -334,12 +334,20 @@ EMU_API aclnnStatus HkAclnnGetWorkspaceSize(const HkAclnnOpDesc* d, const aclTen
                       c->nranks, group);
     /* shapes */
     size_t es = acl_dtype_size(x->dtype);
+    /* OpParam.count: x's elements, or one block of them per rank (HK_OUT_INPUT_BLOCKS: HCCL's count) */
     uint64_t n = x->numel(), want;
+    const uint32_t out_rule = d->output & ~HK_OUT_INPUT_BLOCKS;
+    if ((d->output & HK_OUT_INPUT_BLOCKS) != 0) {
+        if (n % c->nranks)
+            return seterr(ACLNN_ERR_PARAM_INVALID, api, "x has %llu elements, not one block per rank of the %u ranks "
+                          "(operator %s: x holds count x ranks elements)", (unsigned long long)n, c->nranks, d->opName);
+        n /= c->nranks;
+    }
     const char* rule = "count";
-    if (d->output == HK_OUT_COUNT_TIMES_RANKS) {
+    if (out_rule == HK_OUT_COUNT_TIMES_RANKS) {
         want = n * c->nranks;
         rule = "count*ranks";
-    } else if (d->output == HK_OUT_COUNT_DIV_RANKS) {
+    } else if (out_rule == HK_OUT_COUNT_DIV_RANKS) {
         rule = "count/ranks";
         if (n % c->nranks)
             return seterr(ACLNN_ERR_PARAM_INVALID, api, "x has %llu elements, not a multiple of the %u ranks ([io].output = "
