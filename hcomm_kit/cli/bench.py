@@ -70,7 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _compare_list(args: argparse.Namespace) -> list[str]:
     from ..bench import sweep as bench
-    from ..base.errors import ConfigError
 
     out = [c.strip() for item in args.compare for c in item.split(",") if c.strip()]
     if args.baseline:

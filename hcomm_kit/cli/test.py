@@ -20,6 +20,10 @@ import argparse
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HELP = "run an operator's multi-rank tests"
 
