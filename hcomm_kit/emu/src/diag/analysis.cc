@@ -243,8 +243,14 @@ void analyse(Comm* c, Analysis& A) {
                         int s_ch = ch && w.use ? stage(w.use, ch->done, ch->submitted, ch->uses) : -1;
                         int s_op = op && w.inst ? stage(w.inst, op->done, op->submitted, op->started) : -1;
                         int lo = s_ch < 0 ? s_op : s_op < 0 ? s_ch : std::min(s_ch, s_op);
-                        if (!ch) {
-                            dead_end = strprintf("rank %u has no channel to rank %d", p, nd.rank);
+                        if (!ch && !host_stuck((int)p)) {
+                            /* rank p's host may still make it: its HcclChannelAcquire with this rank
+                             * (collective between the two ends) can return after this rank's did */
+                            stuck = false;
+                        } else if (!ch) {
+                            dead_end = strprintf("rank %u has no channel to rank %d and cannot make one: its host "
+                                                 "is blocked behind work that is stuck", p, nd.rank);
+                            through.push_back(host_blocker((int)p));
                         } else if (s_ch < 0 || s_op < 0) {
                             stuck = false; /* rank p's part cannot be matched by both numbers: no claim */
                         } else if (lo >= 2) {
