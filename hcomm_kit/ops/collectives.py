@@ -321,12 +321,13 @@ class CollectiveOps:
         if self._call_check is not None:
             self._check_call(op, name, count, dt, reduce_op, root, asked, params)  # what the caller asked
         s = op._enqueue(in_ptr, out_ptr, count, dt, reduce_op, root, stream, timeout,
-                        {**params, "algo": algo} if params else {"algo": algo})
+                        {**params, "algo": algo} if params else {"algo": algo}, sync=not async_op)
         if async_op == "stream":
             return finish()
         if async_op:
             return op.complete(finish, stream=s, timeout=timeout, async_op=True)
-        op.synchronize(s, timeout)
+        if s >= 0:  # enqueued only (CANN): wait here
+            op.synchronize(s, timeout)
         return finish()
 
     def _check_call(self, op: CustomOp, name: str, count: int, dt: "_dtypes.DType", reduce_op: Any, root: int,

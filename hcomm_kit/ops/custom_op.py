@@ -149,13 +149,26 @@ class CustomOp:
             self._go = a.aclrtRecordNotify
             self._done = a.aclrtWaitAndResetNotify
         self._thread_notify = spec.handshake == "thread-notify"
+        # Emulator: the go / launch / done sequence as one call of a cached argument block
+        # (HcommKitStreamCalls), per (stream, timeout); None on CANN.
+        self._stream_calls = a.HcommKitStreamCalls if rt.backend == "emu" and rt.has("HcommKitStreamCalls") else None
+        self._calls: dict[tuple[int, int], Any] = {}
+        self._failed = ctypes.c_uint32(0)
+        self._failed_ref = ctypes.byref(self._failed)
+        self._sync_flags = int(enums.StreamCallsFlag.HCOMM_KIT_CALLS_SYNC)  # | INLINE for the built-ins (below)
         self._peer_topology = spec.topology == "peer"
         self._product = product
         self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
         self._hccl_api: str | None = None  # a built-in standing for this HCCL API (set_hccl_api)
         opdir = Path(spec.opdir).resolve() if spec.opdir else None
-        if opdir is not None and opdir.parent == aicpu_kernels_dir().resolve() and opdir.name in BUILTIN_HCCL_API:
+        builtin = opdir is not None and opdir.parent == aicpu_kernels_dir().resolve()
+        if builtin and opdir.name in BUILTIN_HCCL_API:
             self.set_hccl_api(BUILTIN_HCCL_API[opdir.name])
+        if builtin:
+            # hcomm-kit's own kernels only enqueue tasks and return: a blocking call may run them on
+            # the calling thread (no hand-off to the stream's worker and back). A user's kernel
+            # always runs on the worker, where its launch timeout can abandon it.
+            self._sync_flags |= int(enums.StreamCallsFlag.HCOMM_KIT_CALLS_INLINE)
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------
@@ -395,9 +408,10 @@ class CustomOp:
         s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
         if comm._call_check is not None:
             self._check_custom_call(n, dt, rop, r, params)
-        self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
-        return self.complete(self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt),
-                             stream=s, timeout=timeout, async_op=async_op)
+        finish = self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt)
+        if self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout, sync=not async_op):
+            return finish()
+        return self.complete(finish, stream=s, timeout=timeout, async_op=async_op)
 
     def launch(self, input_ptr: int, output_ptr: int, count: int, dtype: Any, *, reduce_op: Any = None,
                root: int | None = None, stream: "Stream | int | None" = None, timeout: float | None = None,
@@ -418,8 +432,9 @@ class CustomOp:
         self._enqueue(int(input_ptr), int(output_ptr), as_count(count), dtype, reduce_op, root, stream, timeout, params)
 
     def _enqueue(self, in_ptr: int, out_ptr: int, count: int, dtype: Any, reduce_op: Any, root: int | None,
-                 stream: "Stream | int | None", timeout: float | None, params: dict) -> int:
-        """:meth:`launch` after the pending call finished: check, submit; returns the stream handle."""
+                 stream: "Stream | int | None", timeout: float | None, params: dict, sync: bool = False) -> int:
+        """:meth:`launch` after the pending call finished: check, submit; returns the stream handle, or
+        ``-1 - handle`` when ``sync`` and the call already synchronized the stream (see :meth:`_submit`)."""
         comm = self.comm
         if comm._closed:
             raise HcommKitError(f"operator {self.name}: the communicator is closed")
@@ -430,7 +445,8 @@ class CustomOp:
             check_timeout(timeout)
         tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
         s = comm.stream.handle if stream is None else self._stream_handle(stream)
-        self._submit(in_ptr, out_ptr, count, dt.value, rop, r, tmo, s, params, timeout)
+        if self._submit(in_ptr, out_ptr, count, dt.value, rop, r, tmo, s, params, timeout, sync=sync):
+            return -1 - s
         return s
 
     def complete(self, finish, *, stream: "Stream | int | None" = None, timeout: float | None = None,
@@ -457,8 +473,12 @@ class CustomOp:
             raise self._error(ret, "aclrtSynchronizeStream", timeout)
 
     def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
-                params: dict, timeout) -> None:
-        """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done"."""
+                params: dict, timeout, sync: bool = False) -> bool:
+        """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done".
+
+        ``sync``: the caller waits for the call; on the emulator the stream is then synchronized here
+        too (one call; the built-ins run on this thread when the stream is idle) and True returned.
+        False: only enqueued, the caller synchronizes."""
         res = self._res_by_stream.get(s) or self.resources(s)
         if self._peer_topology:
             try:
@@ -497,6 +517,12 @@ class CustomOp:
                 raise self._error(ret, "aclrtKernelArgsFinalize", timeout)
             self._last_key = key
         # ---- go, launch, done ---------------------------------------------------------------
+        if self._stream_calls is not None:
+            calls = self._calls.get((s, tmo)) or self._build_calls(res, s, tmo)
+            ret = self._stream_calls(s, calls, 3, self._sync_flags if sync else 0, self._failed_ref)
+            if ret:
+                raise self._calls_error(ret, timeout)
+            return sync
         if self._thread_notify:
             ret = self._go(res.cpu_thread, res.aicpu_on_cpu, 0)
             if ret:
@@ -516,6 +542,39 @@ class CustomOp:
             ret = self._done(res.notifies[1], s, tmo)
             if ret:
                 raise self._error(ret, "aclrtWaitAndResetNotify", timeout)
+        return False
+
+    def _build_calls(self, res: Resources, s: int, tmo: int) -> Any:
+        """The go / launch / done calls of (stream, timeout) for HcommKitStreamCalls (cached)."""
+        K = enums.StreamCallKind
+        arr = (structs.HcommKitStreamCall * 3)()
+        launch = arr[1]
+        launch.kind, launch.u32, launch.a, launch.b = int(K.HCOMM_KIT_CALL_LAUNCH), 1, self._fn, self._args
+        self._cfg(tmo)  # the launch config of this timeout, kept alive by the operator
+        launch.c = ctypes.addressof(self._cfg_by_timeout[tmo][0])
+        go, done = arr[0], arr[2]
+        if self._thread_notify:
+            go.kind, go.a, go.b, go.u32 = int(K.HCOMM_KIT_CALL_THREAD_RECORD), res.cpu_thread, res.aicpu_on_cpu, 0
+            done.kind, done.a, done.u32, done.b = int(K.HCOMM_KIT_CALL_THREAD_WAIT), res.cpu_thread, 0, tmo
+        else:
+            go.kind, go.a = int(K.HCOMM_KIT_CALL_NOTIFY_RECORD), res.notifies[0]
+            done.kind, done.a, done.u32 = int(K.HCOMM_KIT_CALL_NOTIFY_WAIT), res.notifies[1], tmo
+        if len(self._calls) >= 16:
+            self._calls.clear()
+        self._calls[(s, tmo)] = arr
+        return arr
+
+    def _calls_error(self, ret: int, timeout) -> Exception:
+        """The exception of a failed HcommKitStreamCalls: named after the call that failed."""
+        i = self._failed.value
+        if i == 1:
+            return self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
+        if i >= 3:
+            return self._error(ret, "aclrtSynchronizeStream", timeout)
+        if self._thread_notify:
+            return self._error(ret, "HcommThreadNotifyRecordOnThread" if i == 0 else "HcommThreadNotifyWaitOnThread",
+                               timeout, hccl=True)
+        return self._error(ret, "aclrtRecordNotify" if i == 0 else "aclrtWaitAndResetNotify", timeout)
 
     def _finisher(self, device_in, output, host_out, out_ptr, out_n, out_nbytes, dt):
         def finish():

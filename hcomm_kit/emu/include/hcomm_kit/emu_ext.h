@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "acl/acl_base_rt.h"
 #include "hccl/hccl_types.h"
 
 #define HCOMM_KIT_EMU_EXT 1
@@ -51,6 +52,35 @@ int32_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen);
  * on bad arguments. */
 int32_t HcommKitTunerSelect(HcclComm comm, int32_t collType, uint64_t nBytes, int32_t dataType, const char** algNames,
                             const char** templates, float* costs, uint32_t n);
+
+/* One call of HcommKitStreamCalls: the launch sequence of hcomm.md §3.11 as data, so that a host
+ * can build it once and make it with one call. */
+typedef struct {
+    uint32_t kind; /* HCOMM_KIT_CALL_* */
+    uint32_t u32;  /* LAUNCH: numBlocks; THREAD_*: notify index; NOTIFY_WAIT: timeout (s) */
+    uint64_t a;    /* LAUNCH: aclrtFuncHandle; THREAD_*: ThreadHandle; NOTIFY_*: aclrtNotify */
+    uint64_t b;    /* LAUNCH: aclrtArgsHandle; THREAD_RECORD: destination ThreadHandle; THREAD_WAIT: timeout (s) */
+    uint64_t c;    /* LAUNCH: aclrtLaunchKernelCfg* (or 0) */
+} HcommKitStreamCall;
+#define HCOMM_KIT_CALL_LAUNCH 1        /* aclrtLaunchKernelWithConfig(a, u32, stream, c, b, NULL) */
+#define HCOMM_KIT_CALL_THREAD_RECORD 2 /* HcommThreadNotifyRecordOnThread(a, b, u32) */
+#define HCOMM_KIT_CALL_THREAD_WAIT 3   /* HcommThreadNotifyWaitOnThread(a, u32, b) */
+#define HCOMM_KIT_CALL_NOTIFY_RECORD 4 /* aclrtRecordNotify(a, stream) */
+#define HCOMM_KIT_CALL_NOTIFY_WAIT 5   /* aclrtWaitAndResetNotify(a, stream, u32) */
+/* Flags of HcommKitStreamCalls. SYNC: then aclrtSynchronizeStream(stream). INLINE (with SYNC): when
+ * the stream is idle, the calling thread runs the tasks itself instead of waking the stream's
+ * worker and sleeping until it is done (no thread hand-offs); only for kernels that return by
+ * themselves (hcomm-kit's built-ins), since a launch timeout cannot take the calling thread back
+ * from a kernel stuck in a system call. */
+#define HCOMM_KIT_CALLS_SYNC 1u
+#define HCOMM_KIT_CALLS_INLINE 2u
+
+/* Makes the n calls in order with `stream`, exactly as the functions named above would (same
+ * checks, codes and messages), then synchronises when flags has SYNC. Returns 0, or the code of
+ * the first call that failed, with *failed (may be NULL) = its index (n: the synchronisation);
+ * the calls after it are not made. */
+int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall* calls, uint32_t n, uint32_t flags,
+                            uint32_t* failed);
 
 /* What every rank of the communicator waits for, as text (the hang report without a verdict).
  * Returns the length written, truncated to bufLen - 1. */

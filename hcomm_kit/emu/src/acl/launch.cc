@@ -104,6 +104,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
         s->kernel_deadline_ns = timeout_ns ? now_ns() + timeout_ns : 0;
         s->kernel_run = run;
         s->kernel_comms.clear();
+        run->on_caller = s->inline_tid == run->tid;
     }
     if (timeout_ns) watchdog_arm(s, now_ns() + timeout_ns, seq);
     install_handlers();

@@ -68,6 +68,7 @@ struct KernelRun {
     std::mutex sample_m;     /* one sampler at a time; guards the two below */
     uint64_t sampled_ns = 0; /* when `where` was last taken */
     std::string where;       /* "exec_op.cc:42 in ops_x::ExecOp(...)" or "in a system call (...)" */
+    bool on_caller = false;  /* run by a host thread (stream_inline_end), not by the stream's worker */
 };
 /* Where the kernel of r is now (its worker's PC: "file:line in function (lib+off)"), sampled at
  * most every min_interval_ns; "" when it cannot be told. Never blocks for more than ~50 ms. */
@@ -125,10 +126,21 @@ struct Stream {
     uint64_t timed_out_kseq = 0;             /* the launch the watchdog abandoned last (under m) */
     int subscriber_set = 0;
     uint64_t subscriber = 0;
+    /* Under m: the thread id of a host thread that runs the stream's tasks itself (stream_inline_*;
+     * 0: none). Meanwhile the worker leaves the queue alone and enqueues do not wake it. */
+    int inline_tid = 0;
 };
 
 /* Enqueues a task (starting the worker if needed). Returns ACL_SUCCESS or an error code. */
 int stream_enqueue(Stream* s, std::unique_ptr<Task> t);
+/* A blocking call run on the caller's thread (HcommKitStreamCalls): stream_inline_begin claims an
+ * idle stream (nothing queued or running) for the calling thread and returns true; the tasks
+ * enqueued until stream_inline_end then wait for it instead of waking the worker. stream_inline_end
+ * runs them (run = true) on the calling thread in order, as the worker would (crash guard, launch
+ * timeout, errors), hands whatever is left to the worker and then synchronises like stream_sync;
+ * with run = false it only hands the queue over (a call of the sequence failed). */
+bool stream_inline_begin(Stream* s);
+int stream_inline_end(Stream* s, bool run, const char* api);
 /* Waits for every task submitted so far; timeout_ms < 0 = forever. Returns the stream's
  * first async error (and clears it), 507046 on timeout when timeout_code != 0. */
 int stream_sync(Stream* s, int64_t timeout_ms, const char* api);
@@ -209,6 +221,10 @@ KernelCtx& kctx();
  * and freed when it ends. */
 void worker_thread_init();
 void worker_thread_fini();
+/* A host thread about to run kernels itself (stream_inline_end): the crash guard's alternate signal
+ * stack unless the thread has one (Python's faulthandler), freed when the thread ends. No
+ * scheduling change. Cheap after the first call. */
+void worker_thread_attach();
 /* Sent by the watchdog to the worker of a kernel that overran its launch timeout. */
 #define kCancelSig (SIGRTMAX - 3)
 /* The running kernel works on communicator c (told if it overruns its launch timeout). */
