@@ -143,7 +143,7 @@ HcclSendRecvType = _c_enum("HcclSendRecvType", _HCCL_TYPES, "HCCL_", "SEND RECV 
 
 # hcomm-kit emulator extension (hcomm_kit/emu_ext.h): HcommKitStreamCalls.
 StreamCallKind = _c_enum("StreamCallKind", "hcomm_kit/emu_ext.h", "HCOMM_KIT_CALL_", """
-    LAUNCH=1 THREAD_RECORD THREAD_WAIT NOTIFY_RECORD NOTIFY_WAIT""")
+    LAUNCH=1 THREAD_RECORD THREAD_WAIT NOTIFY_RECORD NOTIFY_WAIT CHECK""")
 StreamCallsFlag = _c_enum("StreamCallsFlag", "hcomm_kit/emu_ext.h", "HCOMM_KIT_CALLS_", "SYNC=1 INLINE=2", flag=True)
 
 

@@ -174,7 +174,7 @@ static void worker_main(Stream* s, uint64_t gen) {
             s->q.pop_front();
             failed = s->err_code != 0;
             s->cur = t.get();
-            s->cur_since_ns = now_ns();
+            s->cur_since_ns = now_coarse_ns();
         }
         int rc = 0;
         std::string msg;
@@ -198,7 +198,7 @@ static void worker_main(Stream* s, uint64_t gen) {
 /* ---------------------------------------------------------------- blocking calls on the caller's thread */
 
 bool stream_inline_begin(Stream* s) {
-    int tid = (int)syscall(SYS_gettid);
+    int tid = this_tid();
     std::lock_guard<std::mutex> g(s->m);
     if (s->stop || s->inline_tid || s->cur || !s->q.empty()) return false;
     s->inline_tid = tid;
@@ -218,7 +218,7 @@ static bool inline_run_one(Stream* s, uint64_t last) {
         s->q.pop_front();
         failed = s->err_code != 0;
         s->cur = t.get();
-        s->cur_since_ns = now_ns();
+        s->cur_since_ns = now_coarse_ns();
     }
     int rc = 0;
     std::string msg;

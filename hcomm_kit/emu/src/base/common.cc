@@ -285,6 +285,18 @@ uint64_t now_ns() {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t now_coarse_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int this_tid() {
+    static thread_local int tid = 0;
+    if (!tid) tid = (int)syscall(SYS_gettid);
+    return tid;
+}
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared) {
     struct timespec ts, *tsp = nullptr;
     if (timeout_ns >= 0) {

@@ -106,6 +106,11 @@ inline bool is_950() { return cfg().soc == Soc::A950; }
 /* ------------------------------------------------------------------ time and futex */
 
 uint64_t now_ns();
+/* The same clock at the last timer tick (CLOCK_MONOTONIC_COARSE: a few ns, milliseconds of
+ * resolution, never ahead of now_ns()): for stamps that hang reports and timeouts read in seconds. */
+uint64_t now_coarse_ns();
+/* The calling thread's id (gettid), cached per thread. */
+int this_tid();
 
 /* Waits while *word == expected, at most timeout_ns (<0: forever). shared: futex across processes. */
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared);

@@ -211,10 +211,15 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
                 *kind = AbortKind::Check;
                 return -4;
             }
-            uint64_t now = now_ns();
+            /* The first blocked attempt stamps the wait's start; later ones (a waiting runner polls)
+             * only compare with its deadline, in seconds: the coarse clock will do. */
+            uint64_t now;
             if (!aload(&t.wait_start_ns)) {
+                now = now_ns();
                 astore(&t.wait_start_ns, now);
                 if (t.timeout_s) astore(&t.deadline_ns, now + (uint64_t)t.timeout_s * 1000000000ull);
+            } else {
+                now = now_coarse_ns();
             }
             if (int r = aborted(t, msg, kind)) return r;
             if (t.comm && t.peer_rank >= 0 && comm_peer_dead(t.comm, t.peer_rank)) {
