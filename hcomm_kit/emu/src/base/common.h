@@ -125,6 +125,7 @@ constexpr uint64_t kMinSpinNs = 100;
 constexpr uint64_t kDeschedGapNs = 3000; /* a spin round slower than this was descheduled */
 constexpr uint64_t kYieldEveryNs = 2000;  /* contention probe interval while spinning */
 constexpr uint64_t kYieldSlowNs = 1500;   /* a sched_yield() slower than this ran another thread */
+constexpr uint64_t kYieldPhaseNs = 1000000; /* a wait for another process yields this long before it sleeps */
 /* The spin phase alone: true as soon as pred() holds, false when the budget is spent. remote:
  * the waker is usually another process (wait_word passes `shared`), see common.cc. */
 bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred,
