@@ -63,7 +63,7 @@ struct KernelTask : Task {
     const char* name() const override { return "kernel launch"; }
     void describe(TaskDiag* d) const override {
         d->kind = TaskDiag::Kernel;
-        d->what = "kernel " + f->func_name;
+        if (!d->brief) d->what = "kernel " + f->func_name;
     }
 };
 

@@ -36,6 +36,9 @@ struct HTask;
 /* What a stream task means for hang analysis (Task::describe, called under the stream's lock). */
 struct TaskDiag {
     enum Kind : uint8_t { Other, Kernel, Wait, Barrier, Record } kind = Other;
+    /* Set by the caller: only kind, wait, comm and records are wanted, not `what` (a snapshot
+     * walking a stream's whole queue: thousands of tasks when calls are enqueued back to back). */
+    bool brief = false;
     std::string what;                 /* "kernel HcclFoo", "aclrtWaitAndResetNotify", ... */
     const HTask* wait = nullptr;      /* Wait: the wait (valid while the lock is held) */
     uint64_t since_ns = 0;            /* Wait: when the task started waiting (0: not started) */
@@ -83,7 +86,9 @@ public:
     virtual void drop() {}
     virtual const char* name() const = 0;
     /* Fills d for hang reports (under the stream's lock; run() may be in progress). */
-    virtual void describe(TaskDiag* d) const { d->what = name(); }
+    virtual void describe(TaskDiag* d) const {
+        if (!d->brief) d->what = name();
+    }
     std::atomic<uint32_t>* done_word = nullptr; /* set to 1 + woken when the task finishes (sync memcpy) */
     bool helps = false; /* run() waits on a notify of the stream's device, running its device threads meanwhile */
 };

@@ -29,6 +29,32 @@ std::mutex g_reg_m;
 std::unordered_set<ThreadView*> g_views;
 std::map<std::pair<HThread*, int>, ThreadView*> g_view_cache;
 std::unordered_set<Channel*> g_channels;
+/* Bumped (under g_reg_m) whenever a view or channel is removed: a thread's cache of the handles it
+ * validated (every Hcomm call validates its thread and channel) is good while it reads the same
+ * number. */
+std::atomic<uint64_t> g_reg_gen{1};
+struct HandleCache {
+    uint64_t gen = 0;
+    uintptr_t h[8] = {};
+    void* p[8] = {};
+    unsigned next = 0;
+    void* find(uintptr_t key, uint64_t g) {
+        if (gen != g) {
+            gen = g;
+            for (auto& x : h) x = 0;
+            return nullptr;
+        }
+        for (unsigned i = 0; i < 8; i++)
+            if (h[i] == key) return p[i];
+        return nullptr;
+    }
+    void put(uintptr_t key, void* v) {
+        h[next] = key;
+        p[next] = v;
+        next = (next + 1) % 8;
+    }
+};
+thread_local HandleCache tl_views, tl_chans;
 }  // namespace
 
 /* ---------------------------------------------------------------- naming */
@@ -71,6 +97,7 @@ void hthread_destroy(HThread* t) {
         for (auto it = g_view_cache.begin(); it != g_view_cache.end();) {
             if (it->first.first == t) {
                 /* Handles are validated against g_views, so a stale handle is rejected, never read. */
+                g_reg_gen.fetch_add(1, std::memory_order_release);
                 g_views.erase(it->second);
                 delete it->second;
                 it = g_view_cache.erase(it);
@@ -124,8 +151,12 @@ ThreadView* thread_view(HThread* t, Engine e, int comm_engine) {
 
 ThreadView* view_from_handle(ThreadHandle h) {
     ThreadView* v = reinterpret_cast<ThreadView*>((uintptr_t)h);
+    uint64_t gen = g_reg_gen.load(std::memory_order_acquire);
+    if (h && tl_views.find((uintptr_t)h, gen) == v) return v;
     std::lock_guard<std::mutex> g(g_reg_m);
-    return g_views.count(v) ? v : nullptr;
+    if (!g_views.count(v)) return nullptr;
+    if (g_reg_gen.load(std::memory_order_relaxed) == gen) tl_views.put((uintptr_t)h, v);
+    return v;
 }
 
 void channel_register(Channel* c) {
@@ -135,13 +166,18 @@ void channel_register(Channel* c) {
 
 void channel_unregister(Channel* c) {
     std::lock_guard<std::mutex> g(g_reg_m);
+    g_reg_gen.fetch_add(1, std::memory_order_release);
     g_channels.erase(c);
 }
 
 Channel* channel_from_handle(ChannelHandle h) {
     Channel* c = reinterpret_cast<Channel*>((uintptr_t)h);
+    uint64_t gen = g_reg_gen.load(std::memory_order_acquire);
+    if (h && tl_chans.find((uintptr_t)h, gen) == c) return c;
     std::lock_guard<std::mutex> g(g_reg_m);
-    return g_channels.count(c) ? c : nullptr;
+    if (!g_channels.count(c)) return nullptr;
+    if (g_reg_gen.load(std::memory_order_relaxed) == gen) tl_chans.put((uintptr_t)h, c);
+    return c;
 }
 
 /* ---------------------------------------------------------------- executing tasks */
@@ -591,9 +627,9 @@ struct HTaskStreamTask : Task {
             d->kind = TaskDiag::Wait;
             d->wait = &tasks[from];
             d->since_ns = since.load(std::memory_order_relaxed);
-            d->what = strprintf("%s (%s)", tasks[from].api, thread_name(thread_code(t)).c_str());
+            if (!d->brief) d->what = strprintf("%s (%s)", tasks[from].api, thread_name(thread_code(t)).c_str());
             from++;
-        } else {
+        } else if (!d->brief) {
             d->what = strprintf("Hcomm tasks of %s", thread_name(thread_code(t)).c_str());
         }
         for (size_t k = from; k < tasks.size(); k++) {
