@@ -501,9 +501,9 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
 }
 
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
-               uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
+               uint64_t poll_ns, std::atomic<uint32_t>* sleepers, bool spin) {
     if (pred()) return true;
-    if (spin_until(word, deadline_ns, pred, shared)) return true;
+    if (spin && spin_until(word, deadline_ns, pred, shared)) return true;
     /* Sleep phase. The waker bumps *word (seq_cst) and then reads *sleepers; we raise
      * *sleepers before re-reading *word, so one of us always sees the other. */
     for (;;) {

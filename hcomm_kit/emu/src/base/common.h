@@ -120,7 +120,8 @@ void futex_wake(std::atomic<uint32_t>* word, int n, bool shared);
  * on word until pred() or the deadline (absolute ns, 0 = none). Returns pred() at the end.
  * poll_ns bounds each sleep so callers can run periodic checks through pred(). sleepers
  * (optional) counts the threads in the sleep phase only: a waker that bumps *word need not
- * call futex_wake while it reads 0. */
+ * call futex_wake while it reads 0. spin = false: sleep at once (a wait that already spun and
+ * slept once: a long wait costs no CPU between its polls). */
 constexpr uint64_t kMinSpinNs = 100;
 constexpr uint64_t kDeschedGapNs = 3000; /* a spin round slower than this was descheduled */
 constexpr uint64_t kYieldEveryNs = 2000;  /* contention probe interval while spinning */
@@ -139,7 +140,7 @@ void note_local_ranks(uint32_t n);
 void background_thread_init();
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns,
                const std::function<bool()>& pred, uint64_t poll_ns = 200000000ull,
-               std::atomic<uint32_t>* sleepers = nullptr);
+               std::atomic<uint32_t>* sleepers = nullptr, bool spin = true);
 
 /* The notify checker's mode: 0 off, 1 fail, 2 warn (HCOMM_KIT_CHECK, changeable at run time by
  * HcommKitSetCheck through set_check_mode, which returns the previous mode). */

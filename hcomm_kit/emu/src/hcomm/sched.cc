@@ -379,8 +379,10 @@ static void executor_main(Device* dev) {
          * wakes us, or we see its doorbell bump and run another pass. */
         uint32_t ew = c->exec_word.load(std::memory_order_seq_cst);
         c->exec_sleeping.store(1, std::memory_order_seq_cst);
+        /* Nothing queued: nothing to watch, so an idle rank wakes up only kExecIdlePollNs apart. */
+        int64_t poll = c->queued.load(std::memory_order_seq_cst) ? (int64_t)kExecPollNs : (int64_t)kExecIdlePollNs;
         if (c->doorbell.load(std::memory_order_seq_cst) == db && !dev->executor_stop.load())
-            futex_wait(&c->exec_word, ew, (int64_t)kExecPollNs, true);
+            futex_wait(&c->exec_word, ew, poll, true);
         c->exec_sleeping.store(0, std::memory_order_seq_cst);
     }
 }
@@ -526,6 +528,9 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
                                  const HTask* h, HThread* self) {
     DevCtl* c = dev->ctl;
     uint32_t epoch = dev->abort_epoch.load();
+    /* Spin (and yield) while the wait is young; a wait that has lasted longer than that sleeps at
+     * once between its polls and rings (a rank waiting for a late peer uses no CPU). */
+    const uint64_t started = now_ns(), young_ns = 2 * kYieldPhaseNs + cfg().spin_ns;
     for (;;) {
         /* Sampled before looking: a record or submission after this point changes it, so the
          * wait below cannot miss work (the executor is not woken while we are here). */
@@ -546,7 +551,8 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
         uint64_t poll_deadline = now_ns() + 100000000ull;
         if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
         wait_word(&c->doorbell, true, poll_deadline,
-                  [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers);
+                  [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers,
+                  now_ns() - started < young_ns);
     }
 }
 
