@@ -72,6 +72,7 @@ class _Gloo:
             import torch.distributed as dist
         except Exception:  # noqa: BLE001 - torch is optional
             return
+        torch.set_num_threads(1)  # the ranks share the machine's CPUs already
         dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=comm.rank, world_size=comm.size)
         self.dist, self.torch = dist, torch
 
@@ -160,38 +161,44 @@ def measure(comm, *, gloo_store: str | None = None, python_iters: int = 3000) ->
     set_check = _checker_switch(comm)
     if set_check is not None:
         set_check(0)
-    gloo = _Gloo(comm, gloo_store) if gloo_store else None
-    rows = []
-    try:
-        for nbytes in sizes_for(comm.size):
-            iters, warmup = _iters(nbytes, comm.size)
-            case = _Case(comm, coll, nbytes, dt, "sum", 0, "rand", False, None)
-            try:
-                if set_check is not None:
-                    _checked_calls(case, set_check)  # a finding raises: nothing is timed on a broken call
-                ours = _time_ours(case, iters, warmup)
-                mpi = time_mpi(case, iters, warmup)
-                gl = gloo.time(comm, case.inputs[comm.rank], iters, warmup) if gloo else None
-                wrong, _, _ = case.check()
-                if comm.mpi_comm is not None and comm.size > 1:
-                    wrong = int(comm.mpi_comm.allreduce(wrong))
-            finally:
-                case.close()
-            row = {"ranks": comm.size, "size": case.data_size, "iters": iters, "ours_us": ours, "mpi_us": mpi,
-                   "gloo_us": gl, "wrong": wrong}
-            if nbytes >= 1 << 20:
-                _barrier(comm)
-                bw = _memcpy_gbps(nbytes) if comm.rank == 0 else 0.0
-                if comm.mpi_comm is not None:
-                    bw = comm.mpi_comm.bcast(bw, root=0)
-                row["memcpy_gbps"] = bw
-            rows.append(row)
-    finally:
-        if gloo is not None:
-            gloo.close()
-    out: dict[str, Any] = {"ranks": comm.size, "rows": rows}
+    out: dict[str, Any] = {"ranks": comm.size}
+    # gloo comes last: torch's own threads (its thread pool, gloo's) may keep spinning for a while
+    # after its calls and would slow whatever is measured after them.
     if comm.size == 2:
         out["python"] = _python_loop(comm, python_iters, set_check)
+    rows = []
+    for nbytes in sizes_for(comm.size):
+        iters, warmup = _iters(nbytes, comm.size)
+        case = _Case(comm, coll, nbytes, dt, "sum", 0, "rand", False, None)
+        try:
+            if set_check is not None:
+                _checked_calls(case, set_check)  # a finding raises: nothing is timed on a broken call
+            ours = _time_ours(case, iters, warmup)
+            mpi = time_mpi(case, iters, warmup)
+            wrong, _, _ = case.check()
+            if comm.mpi_comm is not None and comm.size > 1:
+                wrong = int(comm.mpi_comm.allreduce(wrong))
+        finally:
+            case.close()
+        row = {"ranks": comm.size, "size": case.data_size, "iters": iters, "ours_us": ours, "mpi_us": mpi,
+               "gloo_us": None, "wrong": wrong}
+        if nbytes >= 1 << 20:
+            _barrier(comm)
+            bw = _memcpy_gbps(nbytes) if comm.rank == 0 else 0.0
+            if comm.mpi_comm is not None:
+                bw = comm.mpi_comm.bcast(bw, root=0)
+            row["memcpy_gbps"] = bw
+        rows.append(row)
+    out["rows"] = rows
+    gloo = _Gloo(comm, gloo_store) if gloo_store else None
+    if gloo is not None:
+        try:
+            for row in rows:
+                iters, warmup = _iters(row["size"], comm.size)
+                x = np.ones(row["size"] // dt.itemsize, dtype=dt.numpy)
+                row["gloo_us"] = gloo.time(comm, x, iters, warmup)
+        finally:
+            gloo.close()
     return out
 
 

