@@ -528,15 +528,20 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
                                  const HTask* h, HThread* self) {
     DevCtl* c = dev->ctl;
     uint32_t epoch = dev->abort_epoch.load();
-    /* Spin (and yield) while the wait is young; a wait that has lasted longer than that sleeps at
-     * once between its polls and rings (a rank waiting for a late peer uses no CPU). */
-    const uint64_t started = now_ns(), young_ns = 2 * kYieldPhaseNs + cfg().spin_ns;
+    /* Spin (and yield) while the last progress is recent; a wait that has seen none for longer than
+     * that sleeps at once between its polls and rings (a rank waiting for a late peer uses no CPU).
+     * Progress (device tasks run here) restarts the clock: this loop may run a long operation. */
+    uint64_t progress_ns = now_ns();
+    const uint64_t young_ns = 2 * kYieldPhaseNs + cfg().spin_ns;
     for (;;) {
         /* Sampled before looking: a record or submission after this point changes it, so the
          * wait below cannot miss work (the executor is not woken while we are here). */
         uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
         if (take(c, slot, h, self, msg)) return 1;
-        if (sched_pass(dev)) continue; /* help the device threads instead of sleeping */
+        if (sched_pass(dev)) { /* help the device threads instead of sleeping */
+            progress_ns = now_ns();
+            continue;
+        }
         std::string why;
         if (comm && comm_aborted(comm, &why)) {
             *msg = "communicator aborted: " + why;
@@ -552,7 +557,7 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
         if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
         wait_word(&c->doorbell, true, poll_deadline,
                   [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers,
-                  now_ns() - started < young_ns);
+                  now_ns() - progress_ns < young_ns);
     }
 }
 
