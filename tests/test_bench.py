@@ -99,3 +99,34 @@ def test_plot_writes_png(tmp_path) -> None:
     out = tmp_path / "bw.png"
     bench.plot(rows, str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_latency_table_format() -> None:
+    """`hcomm-kit bench --latency`'s table from the jobs' results (no timing): a value per run,
+    the ratios theirs / ours, the 64 MiB memory bound and the Python loop against mpi4py."""
+    from hcomm_kit.bench import latency
+
+    def row(ranks, size, ours, mpi, gloo=None, **extra):
+        return {"ranks": ranks, "size": size, "iters": 10, "ours_us": ours, "mpi_us": mpi, "gloo_us": gloo,
+                "wrong": 0, **extra}
+
+    two = [{"ranks": 2, "rows": [row(2, 8, 2.0, 1.0, 4.0), row(2, 64 << 20, 10000.0, 30000.0,
+                                                               memcpy_gbps=12.0)],
+            "python": {"all_reduce(device)": 6.0, "mpi4py Allreduce": 2.0}},
+           {"ranks": 2, "rows": [row(2, 8, 4.0, 1.0), row(2, 64 << 20, 20000.0, 30000.0, memcpy_gbps=12.0)],
+            "python": {"all_reduce(device)": 9.0, "mpi4py Allreduce": 3.0}}]
+    text = latency.format_table({2: two, 4: []}, 2, (0.1, 0.2))
+    assert "| 2 | 8 B | 2.00 / 4.00 | 1.00 / 1.00 | 0.50 / 0.25 | 4.00 / - | 2.00 / - |" in text, text
+    assert "| 2 | 64 MiB (ms) | 10.00 / 20.00 | 30.00 / 30.00 | 3.00 / 1.50 |" in text, text
+    # 64 MiB in 10 ms = 6.71 GB/s against a bound of 2/3 x 12 GB/s = 8 GB/s: 84 %
+    assert "algbw 6.71 / 3.36 GB/s" in text and "bound" in text and "reached 84 / 42 %" in text, text
+    assert "| all_reduce(device) | 6.00 / 9.00 | 3.0 / 3.0 x |" in text, text
+    assert "LOADED" not in text
+    assert latency.sizes_for(2)[-1] == 64 << 20 and latency.sizes_for(8) == (8, 512, 32 << 10)
+
+
+def test_latency_bad_arguments() -> None:
+    proc = _bench("allreduce", "--latency", timeout=60)
+    assert proc.returncode == 2 and "--latency measures the built-in allreduce" in proc.stderr, proc.stderr
+    proc = _bench("--np", "2", timeout=60)
+    assert proc.returncode == 2 and "name a COLLECTIVE" in proc.stderr, proc.stderr

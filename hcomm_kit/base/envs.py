@@ -136,8 +136,9 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCOMM_KIT_LOG", "choice", "warn",
            "log level of hcomm-kit and the emulator", choices=("error", "warn", "info", "debug")),
     EnvVar("HCOMM_KIT_SPIN_US", "int", 20,
-           "emulator waits spin this many microseconds before sleeping on a futex "
-           "(default 20, 0 on a single-CPU machine)", minimum=0, maximum=1000000),
+           "emulator waits spin this many microseconds before sleeping on a futex; a wait for another rank "
+           "spins only when every rank has a CPU, then yields the CPU for up to 1 ms first "
+           "(default 20, 0 on a single-CPU machine: sleep at once)", minimum=0, maximum=1000000),
     EnvVar("HCOMM_KIT_PIN", "choice", "auto",
            "emulator: bind each rank's process to one CPU (auto = when the ranks of the node nearly fill its "
            "CPUs: ranks <= CPUs < 2 x ranks; 1 = always; 0 = never; never when already bound to one CPU)",

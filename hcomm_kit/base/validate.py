@@ -49,11 +49,10 @@ def _as_int(value: Any, what: str, accepted: str) -> int:
 
 def as_rank(value: Any, size: int, what: str = "root") -> int:
     """A rank of a ``size``-rank communicator: an int (or numpy integer) in ``[0, size)``."""
-    accepted = f"an int in [0, {size})"
-    r = value if type(value) is int else _as_int(value, what, accepted)
+    r = value if type(value) is int else _as_int(value, what, f"an int in [0, {size})")
     if not 0 <= r < size:
-        raise ConfigError(f"{what}={value!r} is not a rank of this {size}-rank communicator: pass {accepted}",
-                          key=what)
+        raise ConfigError(f"{what}={value!r} is not a rank of this {size}-rank communicator: pass an int in "
+                          f"[0, {size})", key=what)
     return r
 
 

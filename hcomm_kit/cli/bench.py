@@ -4,6 +4,7 @@
   hcomm-kit bench allgather --np 4 -b 1K -e 16M -f 4 -d bf16 --compare mpi --json ag.jsonl
   hcomm-kit bench broadcast --np 3 -b 64M -e 64M -r 2 -c 2
   hcomm-kit bench ops/my_allreduce --np 4 -b 1K -e 16M -f 4 --compare builtin --compare mpi
+  hcomm-kit bench --latency [--runs 3]
 
 COLLECTIVE: allreduce, reduce_scatter, allgather, alltoall, alltoallv, broadcast, reduce, gather,
 scatter, sendrecv (or its directory in aicpu_kernels/, by its op.toml kind); or OPDIR, an operator
@@ -15,6 +16,10 @@ ring, mesh, ...). --compare builtin adds the matching built-in collective in the
 (builtin:NAME with the built-in's algorithm NAME, default its own choice), --compare mpi the same
 through mpi4py (Open MPI), each with its time, busbw and a vs_ ratio (its time / ours).
 
+--latency (no COLLECTIVE): the small-message latency table (allreduce of 8 B, 512 B and 32 KiB on 2, 4
+and 8 ranks, 64 MiB on 2, against Open MPI and gloo in the same jobs, plus a blocking 8-byte call
+from Python against mpi4py), one job per rank count and run; see hcomm_kit/bench/latency.py.
+
 data_size is the bytes taking part per rank (hccl_test); algbw/busbw follow nccl-tests. On the
 emulator the figures are CPU timings of this host, not Ascend hardware figures. The exit
 status is 1 when a result check failed.
@@ -23,6 +28,7 @@ status is 1 when a result check failed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -31,8 +37,13 @@ HELP = "benchmark a built-in collective or your operator (hccl_test flags, nccl-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("collective", metavar="COLLECTIVE|OPDIR",
+    parser.add_argument("collective", metavar="COLLECTIVE|OPDIR", nargs="?", default=None,
                         help="allreduce, allgather, reduce_scatter, ... or an operator directory")
+    parser.add_argument("--latency", action="store_true",
+                        help="print the small-message latency table (2/4/8 ranks against Open MPI and gloo) "
+                             "instead of a sweep; no COLLECTIVE")
+    parser.add_argument("--runs", type=int, default=3, metavar="N",
+                        help="--latency: repeat every job N times (default 3)")
     parser.add_argument("--np", type=int, default=2, metavar="N", help="number of ranks (default 2)")
     parser.add_argument("-b", "--minbytes", default="64M", help="smallest message (K/M/G suffixes; default 64M)")
     parser.add_argument("-e", "--maxbytes", default="64M", help="largest message (default 64M)")
@@ -78,6 +89,34 @@ def _compare_list(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _run_latency(args: argparse.Namespace) -> int:
+    """``--latency``: the launcher starts the jobs and prints the table; each rank measures."""
+    from ..base.errors import ConfigError
+    from ..bench import latency
+    from ..core.bootstrap import under_mpi
+    from ..jobs.preflight import check_env, usage_errors
+
+    with usage_errors():
+        if args.collective is not None:
+            raise ConfigError(f"--latency measures the built-in allreduce: drop {args.collective!r}", key="--latency")
+        if args.runs < 1:
+            raise ConfigError(f"--runs {args.runs}: at least 1", key="--runs")
+        if not under_mpi():
+            check_env()
+    if not under_mpi():
+        return latency.run_table(args.runs, timeout=args.timeout, verbose=args.verbose, json_path=args.json_out)
+    import hcomm_kit
+
+    comm = hcomm_kit.init()
+    try:
+        result = latency.measure(comm, gloo_store=(args.json_out + ".gloo") if args.json_out else None)
+        if comm.rank == 0 and args.json_out:
+            Path(args.json_out).write_text(json.dumps(result))
+    finally:
+        comm.close()
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from ..bench import sweep as bench
     from ..core.bootstrap import under_mpi
@@ -85,7 +124,11 @@ def run(args: argparse.Namespace) -> int:
     from ..base.limits import check_np
     from ..jobs.preflight import usage_errors
 
+    if args.latency:
+        return _run_latency(args)
     with usage_errors():  # bad input: one line, exit 2, nothing started
+        if args.collective is None:
+            raise ConfigError("name a COLLECTIVE or an operator directory (or pass --latency)", key="COLLECTIVE")
         check_np(args.np)
         if args.iters < 1:
             raise ConfigError(f"-n {args.iters}: a benchmark needs at least 1 timed iteration", key="-n")

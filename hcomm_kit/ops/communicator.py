@@ -41,6 +41,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._builtins: dict = {}       # built-in collective name -> CustomOp (hcomm_kit.ops.collectives)
         self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
         self._sig_cache: dict = {}      # call-check descriptions of the collectives
+        self._plans: dict = {}          # repeated collective calls on device buffers (CollectiveOps._call)
         return self
 
     def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
@@ -81,6 +82,7 @@ class Communicator(_core.Communicator, CollectiveOps):
             op._release()
         self._ops.clear()
         self._builtins.clear()
+        self._plans.clear()
 
 
 def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,

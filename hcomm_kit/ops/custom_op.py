@@ -160,13 +160,27 @@ class CustomOp:
             self._go = a.aclrtRecordNotify
             self._done = a.aclrtWaitAndResetNotify
         self._thread_notify = spec.handshake == "thread-notify"
+        # Emulator: the go / launch / done sequence as one call of a cached argument block
+        # (HcommKitStreamCalls), per (stream, timeout); None on CANN.
+        self._stream_calls = a.HcommKitStreamCalls if rt.backend == "emu" and rt.has("HcommKitStreamCalls") else None
+        self._calls: dict[tuple[int, int], Any] = {}
+        self._failed = ctypes.c_uint32(0)
+        self._failed_ref = ctypes.byref(self._failed)
+        self._sig_ptrs: dict[tuple, tuple] = {}  # call-check texts as C strings (kept alive)
+        self._sync_flags = int(enums.StreamCallsFlag.HCOMM_KIT_SC_SYNC)  # | INLINE for the built-ins (below)
         self._peer_topology = spec.topology == "peer"
         self._product = product
         self._a2a3_gate = bool(spec.reduce_ops) and product in A2A3
         self._hccl_api: str | None = None  # a built-in standing for this HCCL API (set_hccl_api)
         opdir = Path(spec.opdir).resolve() if spec.opdir else None
-        if opdir is not None and opdir.parent == aicpu_kernels_dir().resolve() and opdir.name in BUILTIN_HCCL_API:
+        builtin = opdir is not None and opdir.parent == aicpu_kernels_dir().resolve()
+        if builtin and opdir.name in BUILTIN_HCCL_API:
             self.set_hccl_api(BUILTIN_HCCL_API[opdir.name])
+        if builtin:
+            # hcomm-kit's own kernels only enqueue tasks and return: a blocking call may run them on
+            # the calling thread (no hand-off to the stream's worker and back). A user's kernel
+            # always runs on the worker, where its launch timeout can abandon it.
+            self._sync_flags |= int(enums.StreamCallsFlag.HCOMM_KIT_SC_INLINE)
         self._default_timeout = envs.hccl_exec_timeout_s()
 
     # ---- resources ---------------------------------------------------------------------------
@@ -512,10 +526,11 @@ class CustomOp:
             check_timeout(timeout)
         tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
         s = self.comm.stream.handle if stream is None else self._stream_handle(stream)
-        if comm._call_check is not None:
-            self._check_custom_call(n, dt, rop, r, params)
-        self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout)
+        check = self._check_custom_call(n, dt, rop, r, params) if comm._call_check is not None else None
         finish = _none if finish_none else self._finisher(device_in, output, host_out, out_ptr, out_n, out_nbytes, dt)
+        if self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout, sync=not async_op,
+                        check=check):
+            return finish()
         return self.complete(finish, stream=s, timeout=timeout, async_op=async_op)
 
     def _counts(self, count: int | None, available: int) -> tuple[int, int]:
@@ -553,20 +568,30 @@ class CustomOp:
         self._enqueue(int(input_ptr), int(output_ptr), as_count(count), dtype, reduce_op, root, stream, timeout, params)
 
     def _enqueue(self, in_ptr: int, out_ptr: int, count: int, dtype: Any, reduce_op: Any, root: int | None,
-                 stream: "Stream | int | None", timeout: float | None, params: dict) -> int:
-        """:meth:`launch` after the pending call finished: check, submit; returns the stream handle."""
+                 stream: "Stream | int | None", timeout: float | None, params: dict, sync: bool = False,
+                 check: tuple | None = None) -> int:
+        """:meth:`launch` after the pending call finished: check, submit; returns the stream handle, or
+        ``-1 - handle`` when ``sync`` and the call already synchronized the stream (see :meth:`_submit`).
+        ``check``: a call-check token (:meth:`_post_check`) to make first."""
+        dtv, rop, r, tmo, s = self._resolve(dtype, reduce_op, root, stream, timeout)
+        if self._submit(in_ptr, out_ptr, count, dtv, rop, r, tmo, s, params, timeout, sync=sync, check=check):
+            return -1 - s
+        return s
+
+    def _resolve(self, dtype: Any, reduce_op: Any, root: int | None, stream: "Stream | int | None",
+                 timeout: float | None) -> tuple[int, int, int, int, int]:
+        """Check a call's arguments: (dtype value, reduce op value, root, timeout in s, stream handle)."""
         comm = self.comm
         if comm._closed:
             raise HcommKitError(f"operator {self.name}: the communicator is closed")
-        dt = self._dtype(dtype, None)
+        dt = dtype if type(dtype) is _dtypes.DType and dtype.name in self._dtype_ok else self._dtype(dtype, None)
         rop = self._reduce(reduce_op)
         r = 0 if root is None else as_rank(root, comm.size)
         if timeout is not None:
             check_timeout(timeout)
         tmo = self._default_timeout if timeout is None else min(int(-(-timeout // 1)), _MAX_TIMEOUT_S)
         s = comm.stream.handle if stream is None else self._stream_handle(stream)
-        self._submit(in_ptr, out_ptr, count, dt.value, rop, r, tmo, s, params, timeout)
-        return s
+        return dt.value, rop, r, tmo, s
 
     def complete(self, finish, *, stream: "Stream | int | None" = None, timeout: float | None = None,
                  async_op: bool = False) -> Any:
@@ -592,8 +617,13 @@ class CustomOp:
             raise self._error(ret, "aclrtSynchronizeStream", timeout)
 
     def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
-                params: dict, timeout) -> None:
-        """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done"."""
+                params: dict, timeout, sync: bool = False, check: tuple | None = None) -> bool:
+        """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done".
+
+        ``sync``: the caller waits for the call; on the emulator the stream is then synchronized here
+        too (one call; the built-ins run on this thread when the stream is idle) and True returned.
+        False: only enqueued, the caller synchronizes. ``check``: the call check to make before
+        anything is enqueued (:meth:`_post_check`)."""
         res = self._res_by_stream.get(s) or self.resources(s)
         if self._peer_topology:
             try:
@@ -632,6 +662,23 @@ class CustomOp:
                 raise self._error(ret, "aclrtKernelArgsFinalize", timeout)
             self._last_key = key
         # ---- go, launch, done ---------------------------------------------------------------
+        if self._stream_calls is not None:
+            calls = self._calls.get((s, tmo)) or self._build_calls(res, s, tmo)
+            if check is None:
+                ret = self._stream_calls(s, calls[2], 3, self._sync_flags if sync else 0, self._failed_ref)
+            else:
+                c0, shadow = calls[3], calls[4]  # the check entry, and what it holds (Python ints: cheap to compare)
+                b, c, u32 = check[0][1], check[1][1] if check[1] is not None else 0, check[2] & 0xFFFFFFFF
+                if shadow[0] != b:
+                    c0.b = shadow[0] = b
+                if shadow[1] != c or shadow[2] != u32:
+                    c0.c, c0.u32 = c, u32
+                    shadow[1], shadow[2] = c, u32
+                ret = self._stream_calls(s, calls[1], 4, self._sync_flags if sync else 0, self._failed_ref)
+            if ret:
+                raise self._calls_error(ret, timeout, check)
+            return sync
+        self._check_now(check)
         if self._thread_notify:
             ret = self._go(res.cpu_thread, res.aicpu_on_cpu, 0)
             if ret:
@@ -651,6 +698,44 @@ class CustomOp:
             ret = self._done(res.notifies[1], s, tmo)
             if ret:
                 raise self._error(ret, "aclrtWaitAndResetNotify", timeout)
+        return False
+
+    def _build_calls(self, res: Resources, s: int, tmo: int) -> tuple:
+        """The call check / go / launch / done calls of (stream, timeout) for HcommKitStreamCalls
+        (cached): (the array, a pointer to all four, a pointer to the last three, the check entry,
+        its signature, expected and peer fields as last set)."""
+        K = enums.StreamCallKind
+        arr = (structs.HcommKitStreamCall * 4)()
+        arr[0].kind, arr[0].a = int(K.HCOMM_KIT_SC_CALL_CHECK), self.comm.handle or 0
+        launch = arr[2]
+        launch.kind, launch.u32, launch.a, launch.b = int(K.HCOMM_KIT_SC_LAUNCH), 1, self._fn, self._args
+        self._cfg(tmo)  # the launch config of this timeout, kept alive by the operator
+        launch.c = ctypes.addressof(self._cfg_by_timeout[tmo][0])
+        go, done = arr[1], arr[3]
+        if self._thread_notify:
+            go.kind, go.a, go.b, go.u32 = int(K.HCOMM_KIT_SC_THREAD_RECORD), res.cpu_thread, res.aicpu_on_cpu, 0
+            done.kind, done.a, done.u32, done.b = int(K.HCOMM_KIT_SC_THREAD_WAIT), res.cpu_thread, 0, tmo
+        else:
+            go.kind, go.a = int(K.HCOMM_KIT_SC_NOTIFY_RECORD), res.notifies[0]
+            done.kind, done.a, done.u32 = int(K.HCOMM_KIT_SC_NOTIFY_WAIT), res.notifies[1], tmo
+        if len(self._calls) >= 16:
+            self._calls.clear()
+        entry = self._calls[(s, tmo)] = (arr, ctypes.pointer(arr[0]), ctypes.pointer(arr[1]), arr[0], [0, 0, 0])
+        return entry
+
+    def _calls_error(self, ret: int, timeout, check: tuple | None) -> Exception:
+        """The exception of a failed HcommKitStreamCalls: named after the call that failed."""
+        i = self._failed.value - (check is not None)
+        if i < 0:
+            return self._mismatch(check, self.rt.recent_error_message() or f"HcommKitCallCheck returned {ret}")
+        if i == 1:
+            return self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
+        if i >= 3:
+            return self._error(ret, "aclrtSynchronizeStream", timeout)
+        if self._thread_notify:
+            return self._error(ret, "HcommThreadNotifyRecordOnThread" if i == 0 else "HcommThreadNotifyWaitOnThread",
+                               timeout, hccl=True)
+        return self._error(ret, "aclrtRecordNotify" if i == 0 else "aclrtWaitAndResetNotify", timeout)
 
     def _finisher(self, device_in, output, host_out, out_ptr, out_n, out_nbytes, dt):
         def finish():
@@ -685,22 +770,52 @@ class CustomOp:
         Raises:
             CollectiveMismatchError: the calls differ (the message shows each rank's call).
         """
-        comm = self.comm
-        fn = comm._call_check
-        if fn is None or comm.size == 1:
-            return
-        where = _callsite.site() if comm._call_sites else ""
-        call = signature + _callsite.SEPARATOR + where if where else signature
-        sig = call.encode()
-        if fn(comm.handle, peer, sig, expected.encode() if expected is not None else sig, comm._check_buf,
-              len(comm._check_buf)):
-            text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message()
-            raise CollectiveMismatchError(f"rank {comm.rank}: {text}",
-                                          call=f"{signature} at {where}" if where else signature)
+        self._check_now(self._post_check(signature, expected, peer))
 
-    def _check_custom_call(self, n: int, dt, rop: int, root: int, params: dict) -> None:
+    def _post_check(self, signature: str, expected: str | None = None, peer: int = -1) -> tuple | None:
+        """The call check of :meth:`check_call`, not made yet: a token for :meth:`_submit`, which
+        makes it as the first call of the launch sequence (HcommKitStreamCalls), or for
+        :meth:`_check_now`; None when there is nothing to check (CANN, one rank)."""
+        comm = self.comm
+        if comm._call_check is None or comm.size == 1:
+            return None
+        where = _callsite.site() if comm._call_sites else ""
+        ptrs = self._sig_ptrs
+        sig = ptrs.get((signature, where))  # both strings come from caches: their hashes are known
+        if sig is None:
+            sig = self._c_text((signature, where), signature + _callsite.SEPARATOR + where if where else signature)
+        exp = None
+        if expected is not None:
+            exp = ptrs.get((expected, None)) or self._c_text((expected, None), expected)
+        return (sig, exp, peer, signature, where)
+
+    def _c_text(self, key: tuple, text: str) -> tuple:
+        """``text`` as a C string kept alive in the call-check cache: (c_char_p, address)."""
+        ptrs = self._sig_ptrs
+        if len(ptrs) >= 512:
+            ptrs.clear()
+        raw = ctypes.c_char_p(text.encode())
+        entry = ptrs[key] = (raw, ctypes.cast(raw, ctypes.c_void_p).value)
+        return entry
+
+    def _check_now(self, token: tuple | None) -> None:
+        """Make the call check of ``token`` (:meth:`_post_check`) on its own."""
+        if token is None:
+            return
+        comm = self.comm
+        sig, exp, peer = token[0][0], token[1][0] if token[1] is not None else token[0][0], token[2]
+        if comm._call_check(comm.handle, peer, sig, exp, comm._check_buf, len(comm._check_buf)):
+            text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message()
+            raise self._mismatch(token, text)
+
+    def _mismatch(self, token: tuple, text: str) -> CollectiveMismatchError:
+        signature, where = token[3], token[4]
+        return CollectiveMismatchError(f"rank {self.comm.rank}: {text}",
+                                       call=f"{signature} at {where}" if where else signature)
+
+    def _check_custom_call(self, n: int, dt, rop: int, root: int, params: dict) -> tuple | None:
         """The call check of ``op(...)``: operator, dtype and reduce op; with ``[io] same_args`` (the
-        default) also count, root and parameters."""
+        default) also count, root and parameters. Returns its token (:meth:`_post_check`)."""
         if self._count_fields:  # alltoallv: the counts differ per rank by design (as comm.all_to_all_v's check)
             params = {k: v for k, v in params.items() if k not in self._count_fields.values()}
             n = -1
@@ -720,9 +835,8 @@ class CustomOp:
             if len(self._sig_cache) < 64:
                 self._sig_cache[key] = sig
         if self._peer_topology:  # a point-to-point operator: only the pair calls it
-            self.check_call(sig, peer=root)
-        else:
-            self.check_call(sig)
+            return self._post_check(sig, peer=root)
+        return self._post_check(sig)
 
     # ---- errors ------------------------------------------------------------------------------
     def _error(self, ret: int, api: str, timeout: float | None, *, hccl: bool = False) -> Exception:

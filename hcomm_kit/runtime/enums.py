@@ -22,6 +22,8 @@ __all__ = [
     "HcclResult", "ReduceOp", "TransferType", "HcclCMDType", "CommEngine", "CommProtocol",
     "CommMemType", "ThreadType", "HcclDedicatedThreadType", "CommTopo", "CommAddrType",
     "EndpointLocType", "HcclSendRecvType",
+    # hcomm-kit emulator extension
+    "StreamCallKind", "StreamCallsFlag",
     # magic words / constants
     "CHANNEL_DESC_MAGIC", "THREAD_CONFIG_MAGIC", "COMM_LINK_MAGIC", "LAUNCH_MAGIC", "ABI_VERSION",
     "HCCL_ROOT_INFO_BYTES", "COMM_NAME_MAX_LENGTH", "HCCL_COMM_DEFAULT_BUFFSIZE",
@@ -138,6 +140,14 @@ CommTopo = _c_enum("CommTopo", "hccl/hccl_rank_graph.h", "COMM_TOPO_", """
 CommAddrType = _c_enum("CommAddrType", _RES_DEFS, "COMM_ADDR_TYPE_", "RESERVED=-1 IP_V4 IP_V6 ID EID")
 EndpointLocType = _c_enum("EndpointLocType", _RES_DEFS, "ENDPOINT_LOC_TYPE_", "RESERVED=-1 DEVICE HOST")
 HcclSendRecvType = _c_enum("HcclSendRecvType", _HCCL_TYPES, "HCCL_", "SEND RECV SEND_RECV_RESERVED")
+
+# hcomm-kit emulator extension (hcomm_kit/emu_ext.h): HcommKitStreamCalls.
+# (full names: the prefix alone would read as an environment variable to tests/test_foundation.py)
+StreamCallKind = _c_enum("StreamCallKind", "hcomm_kit/emu_ext.h", "", """
+    HCOMM_KIT_SC_LAUNCH=1 HCOMM_KIT_SC_THREAD_RECORD HCOMM_KIT_SC_THREAD_WAIT HCOMM_KIT_SC_NOTIFY_RECORD
+    HCOMM_KIT_SC_NOTIFY_WAIT HCOMM_KIT_SC_CALL_CHECK""")
+StreamCallsFlag = _c_enum("StreamCallsFlag", "hcomm_kit/emu_ext.h", "", "HCOMM_KIT_SC_SYNC=1 HCOMM_KIT_SC_INLINE=2",
+                          flag=True)
 
 
 # Magic words and versions of the ABI-headed structs (hcomm.md §2.4-§2.5).

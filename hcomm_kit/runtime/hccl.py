@@ -13,7 +13,8 @@ from ctypes import POINTER, c_bool, c_char_p, c_double, c_float, c_int, c_int32,
 from .acl import Decl
 from .structs import (
     CommLink, CommMem, EndpointDesc, HcclChannelDesc, HcclCommConfig, HcclKernelFuncInfo,
-    HcclKernelLaunchCfg, HcclOpDesc, HcclRootInfo, HcclSendRecvItem, HcommBatchTransferDesc, ThreadConfig,
+    HcclKernelLaunchCfg, HcclOpDesc, HcclRootInfo, HcclSendRecvItem, HcommBatchTransferDesc, HcommKitStreamCall,
+    ThreadConfig,
 )
 
 __all__ = ["DECLS", "HcclResultT", "HcommResultT"]
@@ -162,6 +163,9 @@ DECLS: tuple[Decl, ...] = (
     _host("HcommKitModelLastTime", _vp, POINTER(c_double), required=False),
     Decl("HcommKitModelExplain", c_int32, (_vp, c_int32, c_char_p, c_uint64), "value", required=False),
     Decl("HcommKitTunerSelect", c_int32, (_vp, c_int32, c_uint64, c_int32, _vp, _vp, _vp, c_uint32), "value",
+         required=False),
+    # (returns an aclError or an HCCL code, whichever call failed: the caller maps it, never checked)
+    Decl("HcommKitStreamCalls", c_int32, (_vp, POINTER(HcommKitStreamCall), c_uint32, c_uint32, _u32p), "value",
          required=False),
     # ---- §3.10 alternative launcher (950) ------------------------------------------------
     _host("HcclAicpuKernelLaunch", _vp, POINTER(HcclOpDesc), POINTER(HcclKernelFuncInfo), _h, _vp,

@@ -30,6 +30,8 @@ __all__ = [
     "CommAddr",
     "EndpointLoc", "EndpointDesc", "HcclChannelDesc", "CommLink", "HcommBatchTransferDesc",
     "HcclKernelFuncInfo", "HcclKernelLaunchCfg", "HcclOpDesc",
+    # hcomm-kit emulator extension
+    "HcommKitStreamCall",
     # helpers
     "launch_cfg", "cpu_kernel_load_options", "endpoint_desc_init", "channel_desc_init",
     "thread_config_init", "comm_link_init", "kernel_launch_cfg_init", "op_desc_init",
@@ -496,6 +498,14 @@ def hccl_comm_config_init(config: HcclCommConfig) -> HcclCommConfig:
 # ---- layout registry -----------------------------------------------------------------------
 #: (ctypes class, C type name, header that declares it, optional). Optional layouts are checked
 #: only when the header defines them compatibly (their layout is not fixed by the spec).
+# =============================================================================================
+# hcomm-kit emulator extension (hcomm_kit/emu_ext.h)
+# =============================================================================================
+class HcommKitStreamCall(Structure):
+    """One call of ``HcommKitStreamCalls`` (kind: :class:`.enums.StreamCallKind`; 32 bytes)."""
+    _fields_ = [("kind", c_uint32), ("u32", c_uint32), ("a", c_uint64), ("b", c_uint64), ("c", c_uint64)]
+
+
 LAYOUTS: tuple[tuple[type, str, str, bool], ...] = (
     (aclrtTimeoutUs, "aclrtTimeoutUs", "acl/acl_rt.h", False),
     (aclrtLaunchKernelAttrValue, "aclrtLaunchKernelAttrValue", "acl/acl_rt.h", False),
@@ -520,6 +530,7 @@ LAYOUTS: tuple[tuple[type, str, str, bool], ...] = (
     (HcclKernelLaunchCfg, "HcclKernelLaunchCfg", "hccl/hccl_launch.h", False),
     (HcclOpDesc, "HcclOpDesc", "hccl/hccl_launch.h", False),
     (HcclCommConfig, "HcclCommConfig", "hccl/hccl_types.h", True),
+    (HcommKitStreamCall, "HcommKitStreamCall", "hcomm_kit/emu_ext.h", False),
 )
 
 

@@ -16,6 +16,8 @@
 // Environment: ACL_TEST_SKIP_CRASH=1 skips the subtests whose kernel crashes (sanitizer builds).
 // Output: one line per failed check on stderr, then "N passed, M failed"; exit 0 iff M == 0.
 #include <acl/acl.h>
+#include <hcomm_kit/emu_ext.h>  // the "inline" group only (HcommKitStreamCalls)
+#include <sys/syscall.h>
 
 #include <pthread.h>
 #include <unistd.h>
@@ -115,7 +117,7 @@ void drain_msg() { (void)aclGetRecentErrMsg(); }
 struct Kernels {
     aclrtBinHandle bin = nullptr;
     aclrtFuncHandle empty = nullptr, sleep = nullptr, fail = nullptr, crash = nullptr, copy = nullptr,
-                    ph = nullptr, log = nullptr;
+                    ph = nullptr, log = nullptr, tid = nullptr;
 } K;
 
 aclrtBinaryLoadOptions cpu_opts(aclrtBinaryLoadOption* opt, int mode) {
@@ -139,7 +141,7 @@ bool load_kernels() {
     }
     struct { const char* op; aclrtFuncHandle* fh; } table[] = {
         {"EmptyOp", &K.empty}, {"SleepOp", &K.sleep}, {"FailOp", &K.fail}, {"CrashOp", &K.crash},
-        {"CopyArgsOp", &K.copy}, {"PlaceholderOp", &K.ph}, {"LogOp", &K.log},
+        {"CopyArgsOp", &K.copy}, {"PlaceholderOp", &K.ph}, {"LogOp", &K.log}, {"TidOp", &K.tid},
     };
     for (auto& t : table) {
         if (aclrtBinaryGetFunction(K.bin, t.op, t.fh) != ACL_SUCCESS) {
@@ -1560,6 +1562,142 @@ int bench(long iters) {
 
 }  // namespace
 
+// ==========================================================================================
+// HcommKitStreamCalls (emulator extension): a launch sequence as one call, run on the calling
+// thread when the stream is idle (INLINE), else by the worker.
+
+// A finalized args handle of f holding `n` bytes of `data` (one argument; none when n == 0), in
+// memory of its own (aclrtKernelArgsInit keeps one handle per thread). Kept until the program ends.
+aclrtArgsHandle args_of(aclrtFuncHandle f, const void* data, size_t n) {
+    static std::vector<std::vector<uint8_t>>* keep = new std::vector<std::vector<uint8_t>>();
+    size_t hs = 0, ms = 0;
+    aclrtParamHandle p;
+    if (aclrtKernelArgsGetHandleMemSize(f, &hs) || aclrtKernelArgsGetMemSize(f, n ? n : 8, &ms)) {
+        std::fprintf(stderr, "args_of: %s\n", recent_msg().c_str());
+        return nullptr;
+    }
+    keep->emplace_back(hs);
+    void* handle = keep->back().data();
+    keep->emplace_back(ms);
+    void* mem = keep->back().data();
+    if (aclrtKernelArgsInitByUserMem(f, handle, mem, ms) ||
+        (n && aclrtKernelArgsAppend(handle, const_cast<void*>(data), n, &p)) || aclrtKernelArgsFinalize(handle))
+        std::fprintf(stderr, "args_of: %s\n", recent_msg().c_str());
+    return handle;
+}
+
+HcommKitStreamCall launch_call(aclrtFuncHandle f, aclrtArgsHandle ah, aclrtLaunchKernelCfg* cfg = nullptr) {
+    HcommKitStreamCall c;
+    std::memset(&c, 0, sizeof c);
+    c.kind = HCOMM_KIT_SC_LAUNCH;
+    c.u32 = 1;
+    c.a = (uint64_t)(uintptr_t)f;
+    c.b = (uint64_t)(uintptr_t)ah;
+    c.c = (uint64_t)(uintptr_t)cfg;
+    return c;
+}
+
+void test_inline() {
+    aclrtStream s = nullptr;
+    CHECK_OK(aclrtCreateStream(&s));
+    const uint32_t kSync = HCOMM_KIT_SC_SYNC, kInline = HCOMM_KIT_SC_SYNC | HCOMM_KIT_SC_INLINE;
+    int32_t* tid = static_cast<int32_t*>(dev_alloc(4));
+    const int32_t me = (int32_t)syscall(SYS_gettid);
+    uint32_t failed = 99;
+    // The thread that runs the kernel: the caller with INLINE on an idle stream, else the worker.
+    HcommKitStreamCall c = launch_call(K.tid, args_of(K.tid, &tid, sizeof tid));
+    CHECK_OK(HcommKitStreamCalls(s, &c, 1, kInline, &failed));
+    CHECK_EQ(failed, 1u);
+    CHECK_EQ(read_ints(tid, 1)[0], me);
+    c = launch_call(K.tid, args_of(K.tid, &tid, sizeof tid));
+    CHECK_OK(HcommKitStreamCalls(s, &c, 1, kSync, nullptr));
+    CHECK(read_ints(tid, 1)[0] != me);
+    // A busy stream is not taken over: the worker runs the calls after what is queued, in order.
+    int32_t* log = static_cast<int32_t*>(dev_alloc(64));
+    int32_t* count = static_cast<int32_t*>(dev_alloc(4));
+    CHECK_OK(launch_log(s, log, count, 1, 50000));
+    LogArgs la{log, count, 2, 0};
+    c = launch_call(K.log, args_of(K.log, &la, sizeof la));
+    CHECK_OK(HcommKitStreamCalls(s, &c, 1, kInline, nullptr));
+    std::vector<int32_t> got = read_ints(log, 2);
+    CHECK_EQ(read_ints(count, 1)[0], 2);
+    CHECK(got[0] == 1 && got[1] == 2);
+    // Without SYNC the calls are only enqueued.
+    uint32_t ms = 100;
+    c = launch_call(K.sleep, args_of(K.sleep, &ms, sizeof ms));
+    double t0 = now_ms();
+    CHECK_OK(HcommKitStreamCalls(s, &c, 1, 0, nullptr));
+    CHECK_RANGE(now_ms() - t0, 0, 60);
+    CHECK_OK(aclrtSynchronizeStream(s));
+    CHECK_RANGE(now_ms() - t0, 90, 5000);
+    // ACL notify record and wait, inline.
+    aclrtNotify n = nullptr;
+    CHECK_OK(aclrtCreateNotify(&n, ACL_NOTIFY_DEFAULT));
+    HcommKitStreamCall nc[2];
+    std::memset(nc, 0, sizeof nc);
+    nc[0].kind = HCOMM_KIT_SC_NOTIFY_RECORD;
+    nc[0].a = (uint64_t)(uintptr_t)n;
+    nc[1].kind = HCOMM_KIT_SC_NOTIFY_WAIT;
+    nc[1].a = (uint64_t)(uintptr_t)n;
+    nc[1].u32 = 5;
+    CHECK_OK(HcommKitStreamCalls(s, nc, 2, kInline, &failed));
+    CHECK_EQ(failed, 2u);
+    // A failing call stops the sequence (failed = its index); what it enqueued before still runs.
+    HcommKitStreamCall two[2] = {launch_call(K.tid, args_of(K.tid, &tid, sizeof tid)),
+                                 launch_call(nullptr, args_of(K.empty, nullptr, 0))};
+    aclrtMemset(tid, 4, 0, 4);
+    CHECK_RC(HcommKitStreamCalls(s, two, 2, kInline, &failed), ACL_ERROR_INVALID_PARAM);
+    CHECK_EQ(failed, 1u);
+    CHECK_CONTAINS(recent_msg(), "funcHandle");
+    CHECK_OK(aclrtSynchronizeStream(s));
+    CHECK(read_ints(tid, 1)[0] != 0);
+    HcommKitStreamCall bad;
+    std::memset(&bad, 0, sizeof bad);
+    bad.kind = 42;
+    CHECK_RC(HcommKitStreamCalls(s, &bad, 1, kInline, &failed), ACL_ERROR_INVALID_PARAM);
+    CHECK_CONTAINS(recent_msg(), "42");
+    CHECK_RC(HcommKitStreamCalls(s, &bad, 1, 8, &failed), ACL_ERROR_INVALID_PARAM);
+    CHECK_RC(HcommKitStreamCalls(s, nullptr, 1, kInline, &failed), ACL_ERROR_INVALID_PARAM);
+    drain_msg();
+    // A kernel's failure is the sequence's outcome, reported once, as a sync after the worker would.
+    c = launch_call(K.fail, args_of(K.fail, nullptr, 0));
+    CHECK_RC(HcommKitStreamCalls(s, &c, 1, kInline, &failed), ACL_ERROR_RT_AICPU_EXCEPTION);
+    CHECK_EQ(failed, 1u);
+    CHECK_CONTAINS(recent_msg(), "FailKernel");
+    CHECK_OK(aclrtSynchronizeStream(s));
+    if (!g_skip_crash) {  // the crash guard works on the calling thread too
+        int32_t* null_target = nullptr;
+        c = launch_call(K.crash, args_of(K.crash, &null_target, sizeof null_target));
+        CHECK_RC(HcommKitStreamCalls(s, &c, 1, kInline, nullptr), ACL_ERROR_RT_AICPU_EXCEPTION);
+        CHECK_CONTAINS(recent_msg(), "CrashKernel");
+    }
+    // The launch timeout of a kernel run inline: it cannot be abandoned (this thread runs it); the
+    // watchdog interrupts it (here: its sleep) and the call fails with 507017 naming it, dropping
+    // what follows; the stream goes on.
+    aclrtLaunchKernelAttr a7 = attr_timeout_s(1);
+    aclrtLaunchKernelCfg c7 = make_cfg(&a7, 1);
+    ms = 3000;
+    HcommKitStreamCall seq[2] = {launch_call(K.sleep, args_of(K.sleep, &ms, sizeof ms), &c7),
+                                 launch_call(K.tid, args_of(K.tid, &tid, sizeof tid))};
+    aclrtMemset(tid, 4, 0, 4);
+    t0 = now_ms();
+    CHECK_RC(HcommKitStreamCalls(s, seq, 2, kInline, &failed), ACL_ERROR_RT_AICPU_TIMEOUT);
+    CHECK_RANGE(now_ms() - t0, 900, 2900);
+    CHECK_EQ(failed, 2u);
+    CHECK_CONTAINS(recent_msg(), "SleepKernel");
+    CHECK_EQ(read_ints(tid, 1)[0], 0);  // dropped after the overrun
+    CHECK_OK(aclrtSynchronizeStream(s));
+    c = launch_call(K.tid, args_of(K.tid, &tid, sizeof tid));
+    CHECK_OK(HcommKitStreamCalls(s, &c, 1, kInline, nullptr));
+    CHECK_EQ(read_ints(tid, 1)[0], me);
+    CHECK_OK(aclrtDestroyNotify(n));
+    aclrtFree(tid);
+    aclrtFree(log);
+    aclrtFree(count);
+    CHECK_OK(aclrtDestroyStream(s));
+    drain_msg();
+}
+
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     if (argc < 3) {
@@ -1583,6 +1721,7 @@ int main(int argc, char** argv) {
         {"streams", test_streams},   {"memory", test_memory},       {"events", test_events},
         {"notifies", test_notifies}, {"callbacks", test_callbacks}, {"binaries", test_binaries},
         {"args", test_args},         {"launch", test_launch},       {"fifo", test_fifo},
+        {"inline", test_inline},
     };
     test_before_init();
     test_init_finalize();

@@ -6,6 +6,7 @@
 // The op-info JSONs beside this file map op types (top-level keys) to these entry symbols.
 #include <cstdint>
 #include <cstring>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define KERNEL extern "C" __attribute__((visibility("default"))) uint32_t
@@ -72,5 +73,13 @@ KERNEL LogKernel(void* args) {
     uint32_t sleep_us = load<uint32_t>(args, 20);
     if (sleep_us) usleep(sleep_us);
     log[(*count)++] = value;
+    return 0;
+}
+
+// args: int32_t* out. Stores the id of the OS thread that runs it (HcommKitStreamCalls INLINE runs
+// kernels on the calling thread).
+KERNEL TidKernel(void* args) {
+    int32_t* out = load<int32_t*>(args, 0);
+    *out = static_cast<int32_t>(syscall(SYS_gettid));
     return 0;
 }

@@ -117,7 +117,7 @@ std::string kernel_sample_where(KernelRun& r, uint64_t min_interval_ns) {
     if (!g.owns_lock()) return "";
     uint64_t now = now_ns();
     if (r.sampled_ns && now - r.sampled_ns < min_interval_ns) return r.where;
-    if (r.done.load() || r.tid == (int)syscall(SYS_gettid)) return r.where;
+    if (r.done.load() || r.tid == this_tid()) return r.where;
     r.sampled_ns = now;
     char st = thread_state(r.tid);
     uintptr_t pc = 0;

@@ -136,6 +136,42 @@ void worker_thread_fini() {
     tl_altstack = nullptr;
 }
 
+namespace {
+/* The alternate signal stack a host thread got from worker_thread_attach, freed at its exit. */
+struct HostAltStack {
+    void* mem = nullptr;
+    bool checked = false;
+    ~HostAltStack() {
+        if (!mem) return;
+        stack_t st;
+        memset(&st, 0, sizeof st);
+        st.ss_flags = SS_DISABLE;
+        sigaltstack(&st, nullptr);
+        free(mem);
+    }
+};
+thread_local HostAltStack tl_host_stack;
+}  // namespace
+
+void worker_thread_attach() {
+    HostAltStack& h = tl_host_stack;
+    if (h.checked || tl_altstack) return;
+    h.checked = true;
+    stack_t cur;
+    if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return; /* the thread has its own */
+    size_t sz = 64 * 1024;
+    h.mem = malloc(sz);
+    if (!h.mem) return;
+    stack_t st;
+    st.ss_sp = h.mem;
+    st.ss_size = sz;
+    st.ss_flags = 0;
+    if (sigaltstack(&st, nullptr) != 0) {
+        free(h.mem);
+        h.mem = nullptr;
+    }
+}
+
 /* Calls the kernel entry under the crash guard. Kept free of C++ objects so that nothing in
  * this frame can be clobbered by siglongjmp. Returns the signal number, or 0. */
 __attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault, void** pc,

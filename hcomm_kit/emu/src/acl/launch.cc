@@ -63,7 +63,7 @@ struct KernelTask : Task {
     const char* name() const override { return "kernel launch"; }
     void describe(TaskDiag* d) const override {
         d->kind = TaskDiag::Kernel;
-        d->what = "kernel " + f->func_name;
+        if (!d->brief) d->what = "kernel " + f->func_name;
     }
 };
 
@@ -89,23 +89,25 @@ int KernelTask::run(Stream* s, std::string* msg) {
     const char* kname = f->func_name.c_str();
     uint64_t seq = g_kseq.fetch_add(1) + 1;
     auto run = std::make_shared<KernelRun>();
-    run->tid = (int)syscall(SYS_gettid);
+    run->tid = this_tid();
     run->code = f->code;
     run->kernel = f->func_name;
     run->stream_id = s->id;
     run->dev = s->dev;
     run->timeout_ns = timeout_ns;
-    run->start_ns.store(now_ns());
+    const uint64_t t_start = now_ns();
+    run->start_ns.store(t_start);
     {
         std::lock_guard<std::mutex> g(s->m);
         s->kernel_seq = seq;
         s->kernel_name = f->func_name;
         s->kernel_timeout_ns = timeout_ns;
-        s->kernel_deadline_ns = timeout_ns ? now_ns() + timeout_ns : 0;
+        s->kernel_deadline_ns = timeout_ns ? t_start + timeout_ns : 0;
         s->kernel_run = run;
         s->kernel_comms.clear();
+        run->on_caller = s->inline_tid == run->tid;
     }
-    if (timeout_ns) watchdog_arm(s, now_ns() + timeout_ns, seq);
+    if (timeout_ns) watchdog_arm(s, t_start + timeout_ns, seq);
     install_handlers();
     KernelCtx& k = kctx();
     k = KernelCtx();
@@ -124,7 +126,6 @@ int KernelTask::run(Stream* s, std::string* msg) {
     int crashed = 0;
     void* fault_addr = nullptr;
     void* fault_pc = nullptr;
-    uint64_t t_start = now_ns();
     for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++)
         crashed = guarded_call(entry, args.data(), &ret, &fault_addr, &fault_pc, run.get());
     run->done.store(true);

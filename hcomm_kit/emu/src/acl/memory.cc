@@ -11,6 +11,15 @@ namespace emu {
 namespace {
 std::mutex g_mem_m;
 std::map<uintptr_t, MemRegion> g_mem; /* base -> region */
+/* Bumped (under g_mem_m) by every change of the registry: a thread's cache of regions it found
+ * (mem_find: every Hcomm call checks its buffers) is good while it reads the same number. */
+std::atomic<uint64_t> g_mem_gen{1};
+struct MemCache {
+    uint64_t gen = 0;
+    MemRegion r[4];
+    unsigned n = 0, next = 0;
+};
+thread_local MemCache tl_mem;
 }  // namespace
 
 /* ---------------------------------------------------------------- memory registry */
@@ -18,6 +27,7 @@ std::map<uintptr_t, MemRegion> g_mem; /* base -> region */
 void mem_register(void* base, size_t size, int device, MemKind kind) {
     std::lock_guard<std::mutex> g(g_mem_m);
     g_mem[(uintptr_t)base] = MemRegion{(uintptr_t)base, size, device, kind};
+    g_mem_gen.fetch_add(1, std::memory_order_release);
 }
 
 bool mem_register_exclusive(void* base, size_t size, int device, MemKind kind, MemRegion* clash) {
@@ -36,29 +46,55 @@ bool mem_register_exclusive(void* base, size_t size, int device, MemKind kind, M
         }
     }
     g_mem[a] = MemRegion{a, size, device, kind};
+    g_mem_gen.fetch_add(1, std::memory_order_release);
     return true;
 }
 
 void mem_unregister(void* base) {
     std::lock_guard<std::mutex> g(g_mem_m);
     g_mem.erase((uintptr_t)base);
+    g_mem_gen.fetch_add(1, std::memory_order_release);
 }
 
-bool mem_find(const void* p, size_t len, MemRegion* out, bool* partial) {
-    if (partial) *partial = false;
-    std::lock_guard<std::mutex> g(g_mem_m);
-    auto it = g_mem.upper_bound((uintptr_t)p);
-    if (it == g_mem.begin()) return false;
-    --it;
-    const MemRegion& r = it->second;
-    uintptr_t a = (uintptr_t)p;
-    if (a < r.base || a >= r.base + r.size + (r.size == 0)) return false;
+/* The answer of mem_find for region r holding p. */
+static bool mem_found(const MemRegion& r, uintptr_t a, size_t len, MemRegion* out, bool* partial) {
     if (out) *out = r;
     if (len > r.base + r.size - a) {
         if (partial) *partial = true;
         return false;
     }
     return true;
+}
+
+bool mem_find(const void* p, size_t len, MemRegion* out, bool* partial) {
+    if (partial) *partial = false;
+    uintptr_t a = (uintptr_t)p;
+    MemCache& mc = tl_mem;
+    uint64_t gen = g_mem_gen.load(std::memory_order_acquire);
+    if (mc.gen == gen) {
+        for (unsigned i = 0; i < mc.n; i++) {
+            const MemRegion& r = mc.r[i];
+            if (a >= r.base && a < r.base + r.size + (r.size == 0)) return mem_found(r, a, len, out, partial);
+        }
+    } else {
+        mc.gen = gen;
+        mc.n = mc.next = 0;
+    }
+    MemRegion r;
+    {
+        std::lock_guard<std::mutex> g(g_mem_m);
+        auto it = g_mem.upper_bound(a);
+        if (it == g_mem.begin()) return false;
+        --it;
+        r = it->second;
+        if (a < r.base || a >= r.base + r.size + (r.size == 0)) return false;
+        if (g_mem_gen.load(std::memory_order_relaxed) == gen) { /* what we cache is of generation gen */
+            mc.r[mc.next] = r;
+            mc.next = (mc.next + 1) % 4;
+            if (mc.n < 4) mc.n++;
+        }
+    }
+    return mem_found(r, a, len, out, partial);
 }
 
 bool mem_is_device(const void* p, size_t len, int device) {

@@ -44,7 +44,7 @@ struct NotifyRecordTask : Task {
     const char* name() const override { return "aclrtRecordNotify"; }
     void describe(TaskDiag* d) const override {
         d->kind = TaskDiag::Record;
-        d->what = strprintf("aclrtRecordNotify (ACL notify id %u)", slot);
+        if (!d->brief) d->what = strprintf("aclrtRecordNotify (ACL notify id %u)", slot);
         d->records.emplace_back(ctl, slot);
     }
 };
@@ -65,7 +65,7 @@ struct NotifyWaitTask : Task {
         d->kind = TaskDiag::Wait;
         d->wait = &h;
         d->since_ns = since.load(std::memory_order_relaxed);
-        d->what = strprintf("aclrtWaitAndResetNotify (ACL notify id %u)", slot);
+        if (!d->brief) d->what = strprintf("aclrtWaitAndResetNotify (ACL notify id %u)", slot);
     }
 };
 }  // namespace

@@ -36,6 +36,9 @@ struct HTask;
 /* What a stream task means for hang analysis (Task::describe, called under the stream's lock). */
 struct TaskDiag {
     enum Kind : uint8_t { Other, Kernel, Wait, Barrier, Record } kind = Other;
+    /* Set by the caller: only kind, wait, comm and records are wanted, not `what` (a snapshot
+     * walking a stream's whole queue: thousands of tasks when calls are enqueued back to back). */
+    bool brief = false;
     std::string what;                 /* "kernel HcclFoo", "aclrtWaitAndResetNotify", ... */
     const HTask* wait = nullptr;      /* Wait: the wait (valid while the lock is held) */
     uint64_t since_ns = 0;            /* Wait: when the task started waiting (0: not started) */
@@ -68,6 +71,7 @@ struct KernelRun {
     std::mutex sample_m;     /* one sampler at a time; guards the two below */
     uint64_t sampled_ns = 0; /* when `where` was last taken */
     std::string where;       /* "exec_op.cc:42 in ops_x::ExecOp(...)" or "in a system call (...)" */
+    bool on_caller = false;  /* run by a host thread (stream_inline_end), not by the stream's worker */
 };
 /* Where the kernel of r is now (its worker's PC: "file:line in function (lib+off)"), sampled at
  * most every min_interval_ns; "" when it cannot be told. Never blocks for more than ~50 ms. */
@@ -82,7 +86,9 @@ public:
     virtual void drop() {}
     virtual const char* name() const = 0;
     /* Fills d for hang reports (under the stream's lock; run() may be in progress). */
-    virtual void describe(TaskDiag* d) const { d->what = name(); }
+    virtual void describe(TaskDiag* d) const {
+        if (!d->brief) d->what = name();
+    }
     std::atomic<uint32_t>* done_word = nullptr; /* set to 1 + woken when the task finishes (sync memcpy) */
     bool helps = false; /* run() waits on a notify of the stream's device, running its device threads meanwhile */
 };
@@ -125,10 +131,21 @@ struct Stream {
     uint64_t timed_out_kseq = 0;             /* the launch the watchdog abandoned last (under m) */
     int subscriber_set = 0;
     uint64_t subscriber = 0;
+    /* Under m: the thread id of a host thread that runs the stream's tasks itself (stream_inline_*;
+     * 0: none). Meanwhile the worker leaves the queue alone and enqueues do not wake it. */
+    int inline_tid = 0;
 };
 
 /* Enqueues a task (starting the worker if needed). Returns ACL_SUCCESS or an error code. */
 int stream_enqueue(Stream* s, std::unique_ptr<Task> t);
+/* A blocking call run on the caller's thread (HcommKitStreamCalls): stream_inline_begin claims an
+ * idle stream (nothing queued or running) for the calling thread and returns true; the tasks
+ * enqueued until stream_inline_end then wait for it instead of waking the worker. stream_inline_end
+ * runs them (run = true) on the calling thread in order, as the worker would (crash guard, launch
+ * timeout, errors), hands whatever is left to the worker and then synchronises like stream_sync;
+ * with run = false it only hands the queue over (a call of the sequence failed). */
+bool stream_inline_begin(Stream* s);
+int stream_inline_end(Stream* s, bool run, const char* api);
 /* Waits for every task submitted so far; timeout_ms < 0 = forever. Returns the stream's
  * first async error (and clears it), 507046 on timeout when timeout_code != 0. */
 int stream_sync(Stream* s, int64_t timeout_ms, const char* api);
@@ -209,6 +226,10 @@ KernelCtx& kctx();
  * and freed when it ends. */
 void worker_thread_init();
 void worker_thread_fini();
+/* A host thread about to run kernels itself (stream_inline_end): the crash guard's alternate signal
+ * stack unless the thread has one (Python's faulthandler), freed when the thread ends. No
+ * scheduling change. Cheap after the first call. */
+void worker_thread_attach();
 /* Sent by the watchdog to the worker of a kernel that overran its launch timeout. */
 #define kCancelSig (SIGRTMAX - 3)
 /* The running kernel works on communicator c (told if it overruns its launch timeout). */

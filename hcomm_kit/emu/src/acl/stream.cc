@@ -85,6 +85,8 @@ int stream_enqueue(Stream* s, std::unique_ptr<Task> t) {
         if (s->stop) return seterr(ACL_ERROR_RT_PARAM_INVALID, t->name(), "stream %p is being destroyed", (void*)s);
         s->q.push_back(std::move(t));
         s->submitted++;
+        /* A host thread runs the stream itself (stream_inline_begin): it hands over what it leaves. */
+        if (s->inline_tid) return ACL_SUCCESS;
         if (!s->worker_running) start_worker_locked(s);
     }
     s->qword.fetch_add(1, std::memory_order_seq_cst);
@@ -134,7 +136,7 @@ static void worker_main(Stream* s, uint64_t gen) {
     worker_thread_init();
     for (;;) {
         auto has_work = [&] {
-            return !s->q.empty() || s->stop;
+            return (!s->q.empty() && !s->inline_tid) || s->stop;
         };
         bool idle;
         uint32_t qv;
@@ -158,8 +160,8 @@ static void worker_main(Stream* s, uint64_t gen) {
         {
             std::lock_guard<std::mutex> g(s->m);
             if (s->worker_gen != gen) break;
-            if (s->q.empty()) {
-                if (s->stop) {
+            if (s->q.empty() || s->inline_tid) {
+                if (s->stop && s->q.empty()) {
                     s->worker_running = false;
                     s->cword.fetch_add(1);
                     futex_wake(&s->cword, INT_MAX, false);
@@ -172,7 +174,7 @@ static void worker_main(Stream* s, uint64_t gen) {
             s->q.pop_front();
             failed = s->err_code != 0;
             s->cur = t.get();
-            s->cur_since_ns = now_ns();
+            s->cur_since_ns = now_coarse_ns();
         }
         int rc = 0;
         std::string msg;
@@ -191,6 +193,71 @@ static void worker_main(Stream* s, uint64_t gen) {
     }
     worker_thread_fini();
     abandoned_exit(s);
+}
+
+/* ---------------------------------------------------------------- blocking calls on the caller's thread */
+
+bool stream_inline_begin(Stream* s) {
+    int tid = this_tid();
+    std::lock_guard<std::mutex> g(s->m);
+    if (s->stop || s->inline_tid || s->cur || !s->q.empty()) return false;
+    s->inline_tid = tid;
+    return true;
+}
+
+/* The worker's loop body for one task, run by the host thread that owns s (inline_tid). Returns
+ * false when there is nothing (more) of the queue up to `last` (a submission count) to run. */
+static bool inline_run_one(Stream* s, uint64_t last) {
+    std::unique_ptr<Task> t;
+    bool failed;
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        /* Tasks enqueued by other threads after ours are the worker's (they may wait for us). */
+        if (s->q.empty() || s->completed.load(std::memory_order_relaxed) >= last) return false;
+        t = std::move(s->q.front());
+        s->q.pop_front();
+        failed = s->err_code != 0;
+        s->cur = t.get();
+        s->cur_since_ns = now_coarse_ns();
+    }
+    int rc = 0;
+    std::string msg;
+    if (failed) t->drop();
+    else rc = t->run(s, &msg);
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        s->cur = nullptr;
+        if (rc) stream_note_error_locked(s, rc, msg);
+    }
+    stream_task_done(s, t.get());
+    return true;
+}
+
+int stream_inline_end(Stream* s, bool run, const char* api) {
+    if (run) {
+        uint64_t last;
+        {
+            std::lock_guard<std::mutex> g(s->m);
+            last = s->submitted;
+        }
+        HostSync hs(s->dev, s->id);
+        worker_thread_attach();
+        while (inline_run_one(s, last)) {
+        }
+    }
+    bool left;
+    {
+        std::lock_guard<std::mutex> g(s->m);
+        s->inline_tid = 0;
+        left = !s->q.empty();
+        if (left && !s->worker_running) start_worker_locked(s);
+    }
+    if (left) {
+        s->qword.fetch_add(1, std::memory_order_seq_cst);
+        if (s->worker_idle.load(std::memory_order_seq_cst) && !s->worker_woken.exchange(1, std::memory_order_seq_cst))
+            futex_wake(&s->qword, 1, false);
+    }
+    return run ? stream_sync(s, -1, api) : ACL_SUCCESS;
 }
 
 Stream* stream_create(Context* ctx, uint32_t flags, int* err_code, const char* api) {

@@ -58,9 +58,11 @@ void cancel_attempt(WdEntry& e) {
             r->kernel.c_str(), r->stream_id, (double)r->timeout_ns / 1e9);
     }
     d->lost.store(true);
-    struct sched_param sp;
-    memset(&sp, 0, sizeof sp);
-    sched_setscheduler(r->tid, SCHED_IDLE, &sp); /* it may still spin: it no longer competes for a core */
+    if (!r->on_caller) { /* a host thread's own scheduling is not ours to change */
+        struct sched_param sp;
+        memset(&sp, 0, sizeof sp);
+        sched_setscheduler(r->tid, SCHED_IDLE, &sp); /* it may still spin: it no longer competes for a core */
+    }
     EMU_LOG(LOG_ERROR, "device %d is lost: %s", d->id, d->lost_reason.c_str());
     rank_log("device %d is lost: %s", d->id, d->lost_reason.c_str());
 }
@@ -76,6 +78,7 @@ void watchdog_fire(WdEntry& e) {
     std::shared_ptr<KernelRun> run;
     std::vector<Comm*> comms;
     std::string what;
+    bool on_caller = false;
     {
         std::lock_guard<std::mutex> g(s->m);
         if (s->kernel_seq != e.seq || s->kernel_deadline_ns == 0) return; /* finished meanwhile */
@@ -90,14 +93,19 @@ void watchdog_fire(WdEntry& e) {
         s->timed_out_kseq = e.seq;
         s->kernel_deadline_ns = 0;
         s->kernel_name.clear();
-        s->worker_gen++;
-        s->cur = nullptr;
-        while (!s->q.empty()) {
-            dropped.push_back(std::move(s->q.front()));
-            s->q.pop_front();
+        /* Run by a host thread itself (stream_inline_end): no worker to replace; once interrupted, the
+         * kernel task fails with the error above and that thread drops what follows it. */
+        on_caller = run && run->on_caller;
+        if (!on_caller) {
+            s->worker_gen++;
+            s->cur = nullptr;
+            while (!s->q.empty()) {
+                dropped.push_back(std::move(s->q.front()));
+                s->q.pop_front();
+            }
+            n_dropped = dropped.size();
+            stream_replace_worker_locked(s);
         }
-        n_dropped = dropped.size();
-        stream_replace_worker_locked(s);
     }
     EMU_LOG(LOG_ERROR, "%s: stream fails with 507017", what.c_str());
     rank_log("%s", what.c_str());
@@ -109,6 +117,7 @@ void watchdog_fire(WdEntry& e) {
     /* The other ranks would wait for this kernel's part until their own timeouts: fail them now. */
     if (acl_hooks.kernel_overran)
         for (Comm* c : comms) acl_hooks.kernel_overran(c, what);
+    if (on_caller) return;
     stream_task_done(s, nullptr); /* the abandoned kernel task */
     for (auto& t : dropped) {
         t->drop();

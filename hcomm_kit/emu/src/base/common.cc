@@ -287,6 +287,18 @@ uint64_t now_ns() {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t now_coarse_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int this_tid() {
+    static thread_local int tid = 0;
+    if (!tid) tid = (int)syscall(SYS_gettid);
+    return tid;
+}
+
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared) {
     struct timespec ts, *tsp = nullptr;
     if (timeout_ns >= 0) {
@@ -396,6 +408,47 @@ static bool confined_spin(std::atomic<uint32_t>* word, uint64_t deadline_ns, con
     }
 }
 
+/* More ranks of emulated jobs on this node than online CPUs (note_local_ranks). */
+static bool oversubscribed() {
+    static const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return (long)g_local_ranks.load(std::memory_order_relaxed) > online;
+}
+
+/* The spin phase of a wait for another process (a peer rank's notify record; see spin_until).
+ * First, when every rank can have a CPU of its own, spin on the word for up to budget_ns (its
+ * writer runs on another CPU: a record lands within a microsecond or two), yielding every
+ * kYieldEveryNs so that this process's own threads still run. Then, and at once on an
+ * oversubscribed node (more ranks than CPUs: the peer may be waiting for this very CPU), give the
+ * CPU away in a loop of sched_yield() for up to kYieldPhaseNs: a runnable peer runs at once, and
+ * the record needs no wake-up system call from its writer. Only then does the caller sleep on the
+ * futex, so a rank waiting for a late peer (or an idle rank) stops using the CPU. */
+static bool remote_spin(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred,
+                        uint64_t budget_ns) {
+    uint64_t t0 = now_ns();
+    if (!oversubscribed()) {
+        uint64_t next_yield = t0 + kYieldEveryNs;
+        for (;;) {
+            if (pred()) return true;
+            uint64_t now = now_ns();
+            if (now - t0 >= budget_ns || (deadline_ns && now >= deadline_ns)) break;
+            if (now >= next_yield) {
+                sched_yield();
+                next_yield = now_ns() + kYieldEveryNs;
+            } else {
+                uint32_t v = word->load(std::memory_order_acquire);
+                for (int k = 0; k < 16 && word->load(std::memory_order_acquire) == v; k++) cpu_relax();
+            }
+        }
+    }
+    uint64_t y0 = now_ns();
+    for (;;) {
+        sched_yield();
+        if (pred()) return true;
+        uint64_t now = now_ns();
+        if (now - y0 >= kYieldPhaseNs || (deadline_ns && now >= deadline_ns)) return false;
+    }
+}
+
 bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred, bool remote) {
     /* Adaptive and bounded by HCOMM_KIT_SPIN_US. Spinning costs nothing on a core nobody else
      * wants, and saves the wake-up of a sleeping thread (tens of microseconds when its CPU went
@@ -415,10 +468,10 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
      * they usually share our core, and spinning longer would only delay them. */
     uint64_t max = cfg().spin_ns;
     if (!max) return false;
+    if (remote) return remote_spin(word, deadline_ns, pred, max);
     /* Confined to one CPU, a CPU per rank (ranks pinned): a local waker (a thread of this process) can
-     * only run when we give the CPU away, so yield at once; a remote one runs on another CPU, so
-     * spin, yielding now and then to our own threads. */
-    if (confined_to_one_cpu()) return confined_spin(word, deadline_ns, pred, max, remote ? kYieldEveryNs : 0);
+     * only run when we give the CPU away, so yield at once. */
+    if (confined_to_one_cpu()) return confined_spin(word, deadline_ns, pred, max, 0);
     SpinSlot& st = spin_slot(word, max);
     if (st.budget > max) st.budget = max;
     uint64_t spin = (++st.waits % kProbeEvery) == 0 ? max : st.budget;
@@ -450,9 +503,9 @@ bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::fu
 }
 
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns, const std::function<bool()>& pred,
-               uint64_t poll_ns, std::atomic<uint32_t>* sleepers) {
+               uint64_t poll_ns, std::atomic<uint32_t>* sleepers, bool spin) {
     if (pred()) return true;
-    if (spin_until(word, deadline_ns, pred, shared)) return true;
+    if (spin && spin_until(word, deadline_ns, pred, shared)) return true;
     /* Sleep phase. The waker bumps *word (seq_cst) and then reads *sleepers; we raise
      * *sleepers before re-reading *word, so one of us always sees the other. */
     for (;;) {

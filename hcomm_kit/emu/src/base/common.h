@@ -106,6 +106,11 @@ inline bool is_950() { return cfg().soc == Soc::A950; }
 /* ------------------------------------------------------------------ time and futex */
 
 uint64_t now_ns();
+/* The same clock at the last timer tick (CLOCK_MONOTONIC_COARSE: a few ns, milliseconds of
+ * resolution, never ahead of now_ns()): for stamps that hang reports and timeouts read in seconds. */
+uint64_t now_coarse_ns();
+/* The calling thread's id (gettid), cached per thread. */
+int this_tid();
 
 /* Waits while *word == expected, at most timeout_ns (<0: forever). shared: futex across processes. */
 void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns, bool shared);
@@ -115,11 +120,13 @@ void futex_wake(std::atomic<uint32_t>* word, int n, bool shared);
  * on word until pred() or the deadline (absolute ns, 0 = none). Returns pred() at the end.
  * poll_ns bounds each sleep so callers can run periodic checks through pred(). sleepers
  * (optional) counts the threads in the sleep phase only: a waker that bumps *word need not
- * call futex_wake while it reads 0. */
+ * call futex_wake while it reads 0. spin = false: sleep at once (a wait that already spun and
+ * slept once: a long wait costs no CPU between its polls). */
 constexpr uint64_t kMinSpinNs = 100;
 constexpr uint64_t kDeschedGapNs = 3000; /* a spin round slower than this was descheduled */
 constexpr uint64_t kYieldEveryNs = 2000;  /* contention probe interval while spinning */
 constexpr uint64_t kYieldSlowNs = 1500;   /* a sched_yield() slower than this ran another thread */
+constexpr uint64_t kYieldPhaseNs = 1000000; /* a wait for another process yields this long before it sleeps */
 /* The spin phase alone: true as soon as pred() holds, false when the budget is spent. remote:
  * the waker is usually another process (wait_word passes `shared`), see common.cc. */
 bool spin_until(std::atomic<uint32_t>* word, uint64_t deadline_ns, const std::function<bool()>& pred,
@@ -133,7 +140,7 @@ void note_local_ranks(uint32_t n);
 void background_thread_init();
 bool wait_word(std::atomic<uint32_t>* word, bool shared, uint64_t deadline_ns,
                const std::function<bool()>& pred, uint64_t poll_ns = 200000000ull,
-               std::atomic<uint32_t>* sleepers = nullptr);
+               std::atomic<uint32_t>* sleepers = nullptr, bool spin = true);
 
 /* The notify checker's mode: 0 off, 1 fail, 2 warn (HCOMM_KIT_CHECK, changeable at run time by
  * HcommKitSetCheck through set_check_mode, which returns the previous mode). */

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 /* The board, the clock-vector outboxes and the access logs are seqlocks over shared memory: a
@@ -43,8 +44,10 @@ constexpr uint64_t kResampleNs = 2000000000ull;     /* ... and its position samp
 constexpr uint64_t kPendingAgeNs = 200000000ull;    /* a record still set after this long is reported as pending */
 
 template <size_t N>
-void copy_str(char (&dst)[N], const char* src) {
-    snprintf(dst, N, "%s", src ? src : "");
+void copy_str(char (&dst)[N], const char* src) { /* truncating strcpy (on hot paths: no snprintf) */
+    size_t n = src ? strnlen(src, N - 1) : 0;
+    if (n) memcpy(dst, src, n);
+    dst[n] = 0;
 }
 std::string json_esc(const std::string& s);
 inline double secs(uint64_t ns) { return (double)ns / 1e9; }

@@ -58,7 +58,7 @@ std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slo
         r.slot = slot;
         r.slot_rank = slot_rank;
         r.prov = p;
-        r.when_ns = now_ns();
+        r.when_ns = now_coarse_ns(); /* hang reports: seconds */
         r.caller = t.caller;
         r.api = t.api;
         r.tag = t.tag;

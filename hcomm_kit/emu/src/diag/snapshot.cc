@@ -172,11 +172,13 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
                     std::find(st->kernel_comms.begin(), st->kernel_comms.end(), c) != st->kernel_comms.end();
         if (!mine && st->cur) {
             TaskDiag td;
+            td.brief = true;
             st->cur->describe(&td);
             mine = td.comm == c;
         }
         for (size_t i = 0; !mine && i < st->q.size(); i++) {
             TaskDiag td;
+            td.brief = true;
             st->q[i]->describe(&td);
             mine = td.comm == c;
         }
@@ -225,11 +227,13 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
         }
         if (st->cur) {
             TaskDiag td;
+            td.brief = true;
             st->cur->describe(&td);
             if (td.wait && td.wait->slot_ctl == c->dev->ctl) waited.insert(td.wait->slot);
         }
         for (auto& t : st->q) {
             TaskDiag td;
+            td.brief = true;
             t->describe(&td);
             for (auto& r : td.records) add_rec(d.rec, &d.nrec, &d.rec_more, rank_of_ctl(c, r.first), r.second);
             if (td.wait && td.wait->slot_ctl == c->dev->ctl) waited.insert(td.wait->slot);

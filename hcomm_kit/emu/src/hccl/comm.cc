@@ -412,7 +412,7 @@ struct BarrierTask : Task {
     const char* name() const override { return "HcclBarrier"; }
     void describe(TaskDiag* d) const override {
         d->kind = TaskDiag::Barrier;
-        d->what = strprintf("HcclBarrier #%u of communicator %s", seq, c->name.c_str());
+        if (!d->brief) d->what = strprintf("HcclBarrier #%u of communicator %s", seq, c->name.c_str());
         d->comm = c;
         d->barrier_seq = seq;
     }

@@ -79,6 +79,8 @@ void sched_start(Device* dev);
 /* Longest an executor sleeps without a ring: bounds timeout/liveness checks of parked waits
  * and the delay of a deferred wake-up (kernel_end_submit). */
 constexpr uint64_t kExecPollNs = 20000000ull;
+/* The same with no task queued on any device thread of the device (an idle rank). */
+constexpr uint64_t kExecIdlePollNs = 200000000ull;
 /* Called on the stream worker when a kernel returned: wakes the executor for the tasks the kernel
  * submitted unless helper_follows (the stream's next task is a notify wait on the same device,
  * whose worker runs them). */

@@ -127,7 +127,7 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
     if (h.op == HOp::Wait) h.desc.thread_no = h.desc.kind == 0 ? thread_code(c.t) : h.desc.thread_no;
     if (kc.active) {
         stamp_op(kc, b, c, ch, h);
-        if (kc.run) kc.run->last_task_ns.store(now_ns(), std::memory_order_relaxed);
+        if (kc.run) kc.run->last_task_ns.store(now_coarse_ns(), std::memory_order_relaxed);
         /* the timing model logs every task a kernel queues (not one refused below) */
         if (b.active || c.t->stream_bound || is_950()) hooks::model_emit(h, c.t);
     }

@@ -29,6 +29,32 @@ std::mutex g_reg_m;
 std::unordered_set<ThreadView*> g_views;
 std::map<std::pair<HThread*, int>, ThreadView*> g_view_cache;
 std::unordered_set<Channel*> g_channels;
+/* Bumped (under g_reg_m) whenever a view or channel is removed: a thread's cache of the handles it
+ * validated (every Hcomm call validates its thread and channel) is good while it reads the same
+ * number. */
+std::atomic<uint64_t> g_reg_gen{1};
+struct HandleCache {
+    uint64_t gen = 0;
+    uintptr_t h[8] = {};
+    void* p[8] = {};
+    unsigned next = 0;
+    void* find(uintptr_t key, uint64_t g) {
+        if (gen != g) {
+            gen = g;
+            for (auto& x : h) x = 0;
+            return nullptr;
+        }
+        for (unsigned i = 0; i < 8; i++)
+            if (h[i] == key) return p[i];
+        return nullptr;
+    }
+    void put(uintptr_t key, void* v) {
+        h[next] = key;
+        p[next] = v;
+        next = (next + 1) % 8;
+    }
+};
+thread_local HandleCache tl_views, tl_chans;
 }  // namespace
 
 /* ---------------------------------------------------------------- naming */
@@ -71,6 +97,7 @@ void hthread_destroy(HThread* t) {
         for (auto it = g_view_cache.begin(); it != g_view_cache.end();) {
             if (it->first.first == t) {
                 /* Handles are validated against g_views, so a stale handle is rejected, never read. */
+                g_reg_gen.fetch_add(1, std::memory_order_release);
                 g_views.erase(it->second);
                 delete it->second;
                 it = g_view_cache.erase(it);
@@ -124,8 +151,12 @@ ThreadView* thread_view(HThread* t, Engine e, int comm_engine) {
 
 ThreadView* view_from_handle(ThreadHandle h) {
     ThreadView* v = reinterpret_cast<ThreadView*>((uintptr_t)h);
+    uint64_t gen = g_reg_gen.load(std::memory_order_acquire);
+    if (h && tl_views.find((uintptr_t)h, gen) == v) return v;
     std::lock_guard<std::mutex> g(g_reg_m);
-    return g_views.count(v) ? v : nullptr;
+    if (!g_views.count(v)) return nullptr;
+    if (g_reg_gen.load(std::memory_order_relaxed) == gen) tl_views.put((uintptr_t)h, v);
+    return v;
 }
 
 void channel_register(Channel* c) {
@@ -135,13 +166,18 @@ void channel_register(Channel* c) {
 
 void channel_unregister(Channel* c) {
     std::lock_guard<std::mutex> g(g_reg_m);
+    g_reg_gen.fetch_add(1, std::memory_order_release);
     g_channels.erase(c);
 }
 
 Channel* channel_from_handle(ChannelHandle h) {
     Channel* c = reinterpret_cast<Channel*>((uintptr_t)h);
+    uint64_t gen = g_reg_gen.load(std::memory_order_acquire);
+    if (h && tl_chans.find((uintptr_t)h, gen) == c) return c;
     std::lock_guard<std::mutex> g(g_reg_m);
-    return g_channels.count(c) ? c : nullptr;
+    if (!g_channels.count(c)) return nullptr;
+    if (g_reg_gen.load(std::memory_order_relaxed) == gen) tl_chans.put((uintptr_t)h, c);
+    return c;
 }
 
 /* ---------------------------------------------------------------- executing tasks */
@@ -211,10 +247,15 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
                 *kind = AbortKind::Check;
                 return -4;
             }
-            uint64_t now = now_ns();
+            /* The first blocked attempt stamps the wait's start; later ones (a waiting runner polls)
+             * only compare with its deadline, in seconds: the coarse clock will do. */
+            uint64_t now;
             if (!aload(&t.wait_start_ns)) {
+                now = now_ns();
                 astore(&t.wait_start_ns, now);
                 if (t.timeout_s) astore(&t.deadline_ns, now + (uint64_t)t.timeout_s * 1000000000ull);
+            } else {
+                now = now_coarse_ns();
             }
             if (int r = aborted(t, msg, kind)) return r;
             if (t.comm && t.peer_rank >= 0 && comm_peer_dead(t.comm, t.peer_rank)) {
@@ -338,8 +379,10 @@ static void executor_main(Device* dev) {
          * wakes us, or we see its doorbell bump and run another pass. */
         uint32_t ew = c->exec_word.load(std::memory_order_seq_cst);
         c->exec_sleeping.store(1, std::memory_order_seq_cst);
+        /* Nothing queued: nothing to watch, so an idle rank wakes up only kExecIdlePollNs apart. */
+        int64_t poll = c->queued.load(std::memory_order_seq_cst) ? (int64_t)kExecPollNs : (int64_t)kExecIdlePollNs;
         if (c->doorbell.load(std::memory_order_seq_cst) == db && !dev->executor_stop.load())
-            futex_wait(&c->exec_word, ew, (int64_t)kExecPollNs, true);
+            futex_wait(&c->exec_word, ew, poll, true);
         c->exec_sleeping.store(0, std::memory_order_seq_cst);
     }
 }
@@ -485,12 +528,20 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
                                  const HTask* h, HThread* self) {
     DevCtl* c = dev->ctl;
     uint32_t epoch = dev->abort_epoch.load();
+    /* Spin (and yield) while the last progress is recent; a wait that has seen none for longer than
+     * that sleeps at once between its polls and rings (a rank waiting for a late peer uses no CPU).
+     * Progress (device tasks run here) restarts the clock: this loop may run a long operation. */
+    uint64_t progress_ns = now_ns();
+    const uint64_t young_ns = 2 * kYieldPhaseNs + cfg().spin_ns;
     for (;;) {
         /* Sampled before looking: a record or submission after this point changes it, so the
          * wait below cannot miss work (the executor is not woken while we are here). */
         uint32_t v = c->doorbell.load(std::memory_order_seq_cst);
         if (take(c, slot, h, self, msg)) return 1;
-        if (sched_pass(dev)) continue; /* help the device threads instead of sleeping */
+        if (sched_pass(dev)) { /* help the device threads instead of sleeping */
+            progress_ns = now_ns();
+            continue;
+        }
         std::string why;
         if (comm && comm_aborted(comm, &why)) {
             *msg = "communicator aborted: " + why;
@@ -505,7 +556,8 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
         uint64_t poll_deadline = now_ns() + 100000000ull;
         if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
         wait_word(&c->doorbell, true, poll_deadline,
-                  [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers);
+                  [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers,
+                  now_ns() - progress_ns < young_ns);
     }
 }
 
@@ -586,9 +638,9 @@ struct HTaskStreamTask : Task {
             d->kind = TaskDiag::Wait;
             d->wait = &tasks[from];
             d->since_ns = since.load(std::memory_order_relaxed);
-            d->what = strprintf("%s (%s)", tasks[from].api, thread_name(thread_code(t)).c_str());
+            if (!d->brief) d->what = strprintf("%s (%s)", tasks[from].api, thread_name(thread_code(t)).c_str());
             from++;
-        } else {
+        } else if (!d->brief) {
             d->what = strprintf("Hcomm tasks of %s", thread_name(thread_code(t)).c_str());
         }
         for (size_t k = from; k < tasks.size(); k++) {

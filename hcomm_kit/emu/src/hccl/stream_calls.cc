@@ -1,0 +1,138 @@
+/* HcommKitStreamCalls (hcomm_kit/emu_ext.h): a host's launch sequence (go, launch, done, sync) as one
+ * call. Each call goes through its public function, so checks, codes and messages are theirs.
+ *
+ * With HCOMM_KIT_SC_INLINE on an idle stream, the calling thread runs the tasks itself
+ * (stream_inline_begin / stream_inline_end): the kernel entry under the crash guard and its launch
+ * timeout, then the "done" wait, which runs the device threads' tasks meanwhile (a helper, see
+ * sched.cc). A blocking call then needs no thread hand-off on this rank: the stream's worker is
+ * neither woken nor waited for, which on a loaded or oversubscribed node saves two wake-ups of a
+ * sleeping thread (each tens of microseconds on a VM) per call.
+ *
+ * A HCOMM_KIT_SC_CALL_CHECK (the collective-call check) goes first, so a mismatch fails the call before
+ * anything is enqueued; a blocking collective then also waits for every rank to have posted its
+ * call (settle_call). */
+#include "hccl/comm.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+using namespace emu;
+
+static int32_t one_call(aclrtStream stream, const HcommKitStreamCall& c) {
+    switch (c.kind) {
+        case HCOMM_KIT_SC_LAUNCH:
+            return aclrtLaunchKernelWithConfig(reinterpret_cast<aclrtFuncHandle>(c.a), c.u32, stream,
+                                               reinterpret_cast<aclrtLaunchKernelCfg*>(c.c),
+                                               reinterpret_cast<aclrtArgsHandle>(c.b), nullptr);
+        case HCOMM_KIT_SC_THREAD_RECORD:
+            return HcommThreadNotifyRecordOnThread(c.a, c.b, c.u32);
+        case HCOMM_KIT_SC_THREAD_WAIT:
+            if (c.b > UINT32_MAX)
+                return seterr(HCCL_E_PARA, "HcommThreadNotifyWaitOnThread", "timeout %llu s is above %u",
+                              (unsigned long long)c.b, UINT32_MAX);
+            return HcommThreadNotifyWaitOnThread(c.a, c.u32, (uint32_t)c.b);
+        case HCOMM_KIT_SC_NOTIFY_RECORD:
+            return aclrtRecordNotify(reinterpret_cast<aclrtNotify>(c.a), stream);
+        case HCOMM_KIT_SC_NOTIFY_WAIT:
+            return aclrtWaitAndResetNotify(reinterpret_cast<aclrtNotify>(c.a), stream, c.u32);
+        case HCOMM_KIT_SC_CALL_CHECK: {
+            const char* sig = reinterpret_cast<const char*>(c.b);
+            return HcommKitCallCheck(reinterpret_cast<HcclComm>(c.a), (int32_t)c.u32, sig,
+                                     c.c ? reinterpret_cast<const char*>(c.c) : sig, nullptr, 0);
+        }
+        default:
+            return seterr(ACL_ERROR_INVALID_PARAM, "HcommKitStreamCalls",
+                          "call kind %u is not one of HcommKitStreamCalls' call kinds (1-6)", c.kind);
+    }
+}
+
+namespace {
+constexpr uint64_t kSettleNs = 5000000000ull; /* longest a finished call waits for the others to post theirs */
+
+/* After a blocking collective whose call check passed: return only once every rank has posted that
+ * call (or died, left, or the communicator was aborted). A rank that posts a different call later
+ * finds the mismatch and aborts the communicator; without this wait, a rank whose part of the
+ * operation needs nothing from that rank (a broadcast's non-root, say) would have returned
+ * success before. Returns 0, or HCCL_E_PARA when the communicator was aborted for a mismatch.
+ * The wait spins briefly, then yields, then sleeps with back-off (0 % CPU while a rank is late),
+ * and gives up (success) after kSettleNs: the late rank still fails its own call then. */
+int settle_call(Comm* c, uint64_t seq) {
+    JobSeg* j = c->job;
+    if (!j || !seq) return 0;
+    auto reached = [&] {
+        for (uint32_t r = 0; r < c->nranks; r++) {
+            if (r == c->rank) continue;
+            if (j->calls[r][seq % kCallDepth].seq.load(std::memory_order_acquire) >= seq) continue;
+            if (comm_peer_gone(c, (int)r) || comm_peer_dead(c, (int)r)) continue;
+            return false;
+        }
+        return true;
+    };
+    uint64_t t0 = 0, pause_ns = 20000;
+    for (uint32_t round = 0; !reached() && !comm_aborted(c, nullptr); round++) {
+        if (round < 64) {
+            spin_pause();
+            continue;
+        }
+        uint64_t now = now_ns();
+        if (!t0) t0 = now;
+        if (now - t0 >= kSettleNs) break;
+        if (now - t0 < 1000000ull) {
+            sched_yield();
+        } else {
+            usleep((useconds_t)(pause_ns / 1000));
+            pause_ns = std::min<uint64_t>(pause_ns * 2, 5000000ull);
+        }
+    }
+    std::string why;
+    AbortKind kind = AbortKind::Other;
+    if (!comm_aborted(c, &why) || !comm_abort_info(c, &kind, nullptr) || kind != AbortKind::Mismatch) return 0;
+    return seterr_str(HCCL_E_PARA, "HcommKitCallCheck", why);
+}
+}  // namespace
+
+EMU_API int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall* calls, uint32_t n, uint32_t flags,
+                                    uint32_t* failed) {
+    const char* api = __func__;
+    uint32_t where = 0;
+    if (!failed) failed = &where;
+    *failed = 0;
+    if (int r = check_init(api)) return r;
+    if (n && !calls) return seterr(ACL_ERROR_INVALID_PARAM, api, "calls is NULL with n = %u", n);
+    if (flags & ~(HCOMM_KIT_SC_SYNC | HCOMM_KIT_SC_INLINE))
+        return seterr(ACL_ERROR_INVALID_PARAM, api, "unknown flag bits 0x%x", flags & ~3u);
+    const bool sync = flags & HCOMM_KIT_SC_SYNC;
+    Stream* s = nullptr;
+    if (sync) {
+        int code = 0;
+        s = stream_resolve(stream, &code, api);
+        if (!s) {
+            *failed = n;
+            return code;
+        }
+    }
+    const bool inl = sync && (flags & HCOMM_KIT_SC_INLINE) && stream_inline_begin(s);
+    Comm* checked = nullptr; /* a collective call check made by the sequence, and the call's number */
+    uint64_t seq = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (sync && calls[i].kind == HCOMM_KIT_SC_CALL_CHECK && (int32_t)calls[i].u32 < 0) {
+            checked = comm_from_handle(reinterpret_cast<HcclComm>(calls[i].a));
+            if (checked) {
+                std::lock_guard<std::mutex> g(checked->m);
+                seq = checked->call_seq + 1; /* the number the check gives this call */
+            }
+        }
+        if (int32_t r = one_call(stream, calls[i])) {
+            *failed = i;
+            if (inl) stream_inline_end(s, false, api); /* what was enqueued goes to the worker, as usual */
+            return r;
+        }
+    }
+    if (!sync) return 0;
+    *failed = n;
+    int rc = inl ? stream_inline_end(s, true, "aclrtSynchronizeStream") : stream_sync(s, -1, "aclrtSynchronizeStream");
+    if (rc == 0 && checked) rc = settle_call(checked, seq);
+    return rc;
+}
