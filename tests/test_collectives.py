@@ -398,6 +398,38 @@ def test_stream_ordered_calls(comm) -> None:
 
 
 @pytest.mark.mpi(np=[2, NP3, 4])
+def test_repeated_calls_on_device_buffers(comm) -> None:
+    """A call repeated on the same device buffers runs a cached plan (ops/collectives.py): new
+    contents every time, other reduce ops and roots, in place, stream-ordered and blocking calls
+    interleaved, and a buffer freed and allocated again (maybe at the same address) all give the
+    reference results."""
+    n, r = comm.size, comm.rank
+    x, y = comm.empty(1000, "fp32"), comm.empty(1000, "fp32")
+    for it in range(6):
+        ins = all_data(n, 1000, "fp32", seed=100 + it)
+        x.copy_from(ins[r])
+        op = ("sum", "max", "min")[it % 3]
+        assert comm.all_reduce(x, op, out=y) is y
+        np.testing.assert_array_equal(y.numpy(), reference.reduce(ins, op), err_msg=f"call {it} ({op})")
+        root = it % n
+        assert comm.broadcast(x, root, out=y) is y
+        np.testing.assert_array_equal(y.numpy(), ins[root], err_msg=f"broadcast {it}")
+    ins = all_data(n, 1000, "fp32", seed=200)
+    x.copy_from(ins[r])
+    for _ in range(3):
+        comm.all_reduce(x, out=y, async_op="stream")
+    comm.stream.synchronize()
+    np.testing.assert_array_equal(y.numpy(), reference.reduce(ins, "sum"))
+    assert comm.all_reduce(x, out=x) is x                                  # in place
+    np.testing.assert_array_equal(x.numpy(), reference.reduce(ins, "sum"))
+    y.close()
+    y = comm.empty(1000, "int32")                                          # the same size, another dtype
+    xi = comm.to_device(np.full(1000, r + 1, np.int32))
+    assert comm.all_reduce(xi, out=y) is y
+    np.testing.assert_array_equal(y.numpy(), np.full(1000, n * (n + 1) // 2, np.int32))
+
+
+@pytest.mark.mpi(np=[2, NP3, 4])
 def test_alltoallv_and_send_recv(comm) -> None:
     n, r = comm.size, comm.rank
     rng = np.random.default_rng(99)

@@ -320,7 +320,7 @@ class CollectiveOps:
         plan_key = None
         if (type(x) is DeviceBuffer and type(out) is DeviceBuffer and async_op is not True and dtype is None
                 and algorithm is None and timeout is None and stream is None and post is None and params is None
-                and want_result):
+                and want_result and (reduce_op is None or type(reduce_op) is str)):
             plan_key = (name, x.ptr, x.capacity, x.dtype.value, out.ptr, out.capacity, out.dtype.value, count,
                         in_elems, out_shape, reduce_op, root, async_op)
             plan = self._plans.get(plan_key)

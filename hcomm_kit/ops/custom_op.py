@@ -37,7 +37,7 @@ from ..base.resources import aicpu_kernels_dir
 from ..base.validate import as_count, as_rank, check_out_array, check_timeout
 from ..build.opmodel import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from ..core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
-from ..runtime import enums, structs
+from ..runtime import codes, enums, structs
 from . import callsite as _callsite
 from .op_errors import MISMATCH_MARK, op_error
 from .resources import Resources, load_function
@@ -726,8 +726,12 @@ class CustomOp:
     def _calls_error(self, ret: int, timeout, check: tuple | None) -> Exception:
         """The exception of a failed HcommKitStreamCalls: named after the call that failed."""
         i = self._failed.value - (check is not None)
-        if i < 0:
-            return self._mismatch(check, self.rt.recent_error_message() or f"HcommKitCallCheck returned {ret}")
+        if i < 0:  # the call check (or the arguments of the sequence itself)
+            text = self.rt.recent_error_message() or ""
+            if MISMATCH_MARK in text:
+                return self._mismatch(check, text)
+            return HcclError(ret, codes.hccl_name(ret), "HcommKitCallCheck",
+                             f"operator {self.name} on rank {self.comm.rank}: {text or codes.hccl_meaning(ret)}")
         if i == 1:
             return self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
         if i >= 3:
