@@ -245,6 +245,13 @@ def test_smoke_malloc_free_and_error_path(rt):
     assert rt.acl.aclrtFree(ptr) == 0
     rt.call("aclrtResetDevice", 0)
     rt.call("aclFinalize")
+    # Other test files may share this process (pytest-xdist): leave the runtime as it was found,
+    # initialised, with the device hcomm_kit opened (if any) current again.
+    from hcomm_kit.core.device import Device
+
+    assert rt.call("aclInit", None) == 0
+    if Device._current is not None:
+        rt.call("aclrtSetDevice", Device._current.id)
 
 
 def test_hccl_error_mapping_on_null_pointer(rt):
