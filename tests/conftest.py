@@ -25,20 +25,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         factory = getattr(session.config, "_tmp_path_factory", None)
         if factory is not None:
             os.environ[OPS_DIR_ENV] = str(factory.getbasetemp() / "ops")
-    _warm_emulator()
+    # built before any test runs: with the suite split over workers (pytest-xdist), a test that
+    # starts ranks as subprocesses would otherwise spend its timeout on another worker's first build
+    from hcomm_kit.testing.runner import warm_emulator
 
-
-def _warm_emulator() -> None:
-    """Compile the emulator library (once per machine and source version) before any test runs:
-    with the suite split over workers (pytest-xdist), a test that starts ranks as subprocesses
-    would otherwise spend its timeout waiting for another worker's first build. A build error is
-    left for the tests to report."""
-    from hcomm_kit.build import emulator
-
-    try:
-        emulator.get_library()
-    except Exception:  # noqa: BLE001 - the tests that need the library report it
-        pass
+    warm_emulator()
 
 
 @pytest.fixture

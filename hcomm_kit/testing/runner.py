@@ -63,7 +63,7 @@ def _run_group(first) -> None:
     tb = config.getoption("tbstyle", default="auto")
     if tb and tb != "auto":
         pytest_args += [f"--tb={tb}"]
-    _warm_emulator(env)
+    warm_emulator(env)
     redirect = 'exec "$0" "$@" >"$HCOMM_KIT_MPI_RESULTS/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.log" 2>&1'
     argv = mpirun_argv(np_, ["/bin/sh", "-c", redirect, *pytest_args], env=env, tag_output=False)
     # Open MPI occasionally fails to start its PMIx listener ("The PMIx server's listener thread
@@ -107,10 +107,11 @@ def _run_group(first) -> None:
 _KEEP_FAILED = 10  # failed jobs' log directories kept (newest first)
 
 
-def _warm_emulator(job_env: dict[str, str]) -> None:
-    """Compile the emulator library here, before the job starts, when the job's ranks will load it:
-    a first build (or one that waits for another process's build, e.g. a parallel test worker's)
-    then does not eat into the job's timeout. A build error is left for the ranks to report."""
+def warm_emulator(job_env: dict[str, str] | None = None) -> None:
+    """Compile the emulator library here, before a job or a test starts, when it will load it: a
+    first build (or one that waits for another process's build, e.g. a parallel test worker's) then
+    does not eat into its timeout. A build error is left for the ranks or tests to report."""
+    job_env = job_env or {}
     if any(k in job_env for k in ("HCOMM_KIT_BACKEND", "HCOMM_KIT_SANITIZE", "HCOMM_KIT_CACHE_DIR")):
         return  # the job builds another variant or elsewhere: let its ranks do it
     from hcomm_kit.build import emulator
