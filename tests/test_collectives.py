@@ -185,10 +185,11 @@ def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
 @pytest.mark.mpi(np=[NP1, 2, NP3, NP4, NP8], env={**A950, **SMALL_BUF}, timeout=600)
 def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
     """1 MiB + 4 bytes per rank (rounded up to whole elements) with a 1 MB HCCL buffer: every
-    collective x dtype x reduce op runs sliced, with a tail."""
+    collective x dtype x reduce op runs sliced, with a tail. At 8 ranks one dtype per element size
+    (the slicing depends on the size and the rank count; every dtype runs at 1-4 ranks)."""
     n, r = comm.size, comm.rank
     accepted = table(comm)
-    for dtype in ALL_DTYPES:
+    for dtype in ALL_DTYPES if n < 8 else ("int8", "bf16", "fp32", "int64"):
         item = D.get_dtype(dtype).itemsize
         count = -(-((1 << 20) + 4) // item)
         for rop in REDUCE_OPS:
