@@ -52,7 +52,8 @@ for nb in sizes:
             per_rank[t["rank"]] = per_rank.get(t["rank"], 0) + 1
         writes = [t for t in sim["all"] if t["task"] == "write" and t["rank"] == 0]
         print("SIM " + json.dumps({"bytes": nb, "time_us": sim["time_us"], "max_tasks": max(per_rank.values()),
-                                   "writes": writes, "notes": sim["notes"]}), flush=True)
+                                   "writes": writes, "notes": sim["notes"], "critical": sim["critical_path"],
+                                   "all": sim["all"] if os.environ.get("SIM_ALL") else []}), flush=True)
 comm.close()
 """
 
@@ -185,6 +186,45 @@ def test_crossing_servers_changes_a_transfer_as_the_link_formula_says(tmp_path: 
         want = prm.task_us + prm.links[link].transfer_us(b)
         assert math.isclose(got[link], want, rel_tol=1e-6), (link, got[link], want)
     assert got["RoCE"] < got["HCCS"]  # HIXL: one RDMA stream (22.6 GB/s) beats one HCCS stream (19.4) on A2
+
+
+# ---------------------------------------------------------------- the trace on the modelled clock
+
+def test_trace_on_the_modelled_clock(tmp_path: Path) -> None:
+    """HCOMM_KIT_TRACE_CLOCK=model: two allreduces on 2 ranks; the trace holds every rank's tasks
+    at the model's start and end (the second operation after the first), the critical path marked
+    and on its own track, and the last end is the sum of the modelled times."""
+    trace = tmp_path / "trace.json"
+    sims = _run(tmp_path, 2, "A2:1x2", "allreduce", [1 << 16, 3 << 18],
+                env={"HCOMM_KIT_TRACE": str(trace), "HCOMM_KIT_TRACE_CLOCK": "model", "SIM_ALL": "1"})
+    doc = json.loads(trace.read_text())
+    assert doc["otherData"]["clock"].startswith("modelled")
+    ev = doc["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    slices = [e for e in ev if e.get("ph") == "X"]
+    ops = sorted((e for e in slices if e["cat"] == "operation" and e["pid"] == 0), key=lambda e: e["ts"])
+    assert [round(o["dur"], 3) for o in ops] == [round(s["time_us"], 3) for s in sims]
+    offset = 0.0
+    for op, sim in zip(ops, sims):
+        assert op["ts"] == pytest.approx(offset, abs=1e-3)
+        mine = [e for e in slices if e["args"].get("op") == op["name"]]
+        tasks = [e for e in mine if names[(e["pid"], e["tid"])] != "critical path (modelled)"]
+        got = sorted((e["pid"], e["args"]["seq"], e["name"], names[(e["pid"], e["tid"])], round(e["ts"], 3),
+                      round(e["ts"] + e["dur"], 3), e["cat"].endswith(",critical")) for e in tasks)
+        crit = {(t["rank"], t["seq"]) for t in sim["critical"]}
+        want = sorted((t["rank"], t["seq"], t["task"], t["thread"], round(offset + t["start_us"], 3),
+                       round(offset + t["end_us"], 3), (t["rank"], t["seq"]) in crit)
+                      for t in sim["all"])
+        assert len(got) == len(want) == len(sim["all"]) and all(
+            g[:4] == w[:4] and g[6] == w[6] and abs(g[4] - w[4]) <= 2e-3 and abs(g[5] - w[5]) <= 2e-3
+            for g, w in zip(got, want)), (got[:5], want[:5])
+        on_track = sorted((e["pid"], e["args"]["seq"]) for e in mine if names[(e["pid"], e["tid"])]
+                          == "critical path (modelled)")
+        assert on_track == sorted(crit) and crit
+        offset += sim["time_us"]
+    assert max(e["ts"] + e["dur"] for e in slices) == pytest.approx(sum(s["time_us"] for s in sims), abs=2e-3)
+    # no host-clock events: every slice belongs to a modelled operation
+    assert {e["cat"].split(",")[0] for e in slices} <= {"operation", "copy", "reduce", "notify", "wait"}
 
 
 # ---------------------------------------------------------------- (d) host load does not matter
