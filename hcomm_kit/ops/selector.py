@@ -266,8 +266,8 @@ def offer(collective: str, nbytes: int, topo: Topology, nranks: int) -> list[Ent
     else:
         costs = _alltoall_costs(c, n, d)
     for algo, cost in costs.items():
-        # the ring allreduce's allgather phase reads from every peer: it needs every link, as the mesh
-        add(algo, cost, everyone if algo != "ring" or collective != "allreduce" or n == 2 else everyone)
+        # a flat built-in opens a channel to every peer (HkMeshBufferBytes): it needs every link
+        add(algo, cost, everyone)
     servers = two_level(topo, n) if collective in ("allreduce", "allgather") else ""
     if not isinstance(servers, str) and len(servers) > 1 and len(servers[0]) > 1:
         cost, pairs = _two_level_cost(collective, c, servers, d)

@@ -176,7 +176,6 @@ std::string model_trace(Comm* c, double wait_s, std::string* note) {
     std::set<std::pair<uint32_t, uint32_t>> tracks;
     uint64_t flow = 0;
     double clock = 0;
-    uint32_t done = 0;
     for (uint32_t n = first; n && n <= last; n++) {
         ModelResult r;
         std::string err;
@@ -187,13 +186,11 @@ std::string model_trace(Comm* c, double wait_s, std::string* note) {
         std::string ev = r.trace_events(clock, &flow, &tracks);
         if (!ev.empty()) items += (items.empty() ? "" : ",\n") + ev;
         clock += r.time_us;
-        done++;
     }
     if (note->empty() && first > 1)
         *note = strprintf("the first %u operations had left the model's log (it keeps the last %u per rank): the "
                           "clock starts at operation %u",
                           first - 1, kModelLaunches, first);
-    (void)done;
     return items;
 }
 
