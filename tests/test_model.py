@@ -7,7 +7,8 @@ The model is deterministic, so these are ordinary tests, not timed ones:
  (b) the built-in ring and mesh collectives at 8 ranks on one A2 server against HCCL's
      alpha-beta formulas (hicann/hccl docs/zh/user_guide/coll_algo_intro/Ring.md, Mesh.md),
      evaluated with the same parameters, within 10 % from 1 KiB to 64 MiB;
- (c) crossing servers changes a transfer's prediction as the per-link formula says;
+ (c) crossing servers changes a transfer's prediction as the per-link formula says, and taking a
+     link down (the selector then runs the two-level allreduce) as HCCL's formulas say;
  (d) the same figure on repeated runs and on a busy host.
 """
 
@@ -52,19 +53,21 @@ for nb in sizes:
             per_rank[t["rank"]] = per_rank.get(t["rank"], 0) + 1
         writes = [t for t in sim["all"] if t["task"] == "write" and t["rank"] == 0]
         print("SIM " + json.dumps({"bytes": nb, "time_us": sim["time_us"], "max_tasks": max(per_rank.values()),
-                                   "writes": writes, "notes": sim["notes"]}), flush=True)
+                                   "writes": writes, "notes": sim["notes"], "critical": sim["critical_path"],
+                                   "all": sim["all"] if os.environ.get("SIM_ALL") else []}), flush=True)
 comm.close()
 """
 
 
 def _run(tmp_path: Path, np_: int, topology: str, what: str, sizes: list[int], algorithm: str = "",
-         env: dict | None = None) -> list[dict]:
+         env: dict | None = None, links_down: str = "") -> list[dict]:
     script = tmp_path / "rank.py"
     script.write_text(_RANK)
     e = dict(os.environ, PYTHONPATH=str(REPO))
     e.pop("HCOMM_KIT_SOC", None)
     e.update(env or {})
-    cmd = [sys.executable, "-m", "hcomm_kit", "launch", "--np", str(np_), "--topology", topology, "--",
+    cmd = [sys.executable, "-m", "hcomm_kit", "launch", "--np", str(np_), "--topology", topology,
+           *(["--links-down", links_down] if links_down else []), "--",
            sys.executable, str(script), what, ",".join(map(str, sizes)), algorithm]
     res = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -187,6 +190,92 @@ def test_crossing_servers_changes_a_transfer_as_the_link_formula_says(tmp_path: 
     assert got["RoCE"] < got["HCCS"]  # HIXL: one RDMA stream (22.6 GB/s) beats one HCCS stream (19.4) on A2
 
 
+def _ring_hier_formulas(prm: model_params.ModelParams, n: float, p: int, nl: int) -> dict[str, float]:
+    """HCCL's formulas for an allreduce of n bytes on servers of nl ranks joined by RoCE (A2:SxL,
+    links dominate: every transfer is a cache-sized piece at full utilisation), as the built-ins
+    run them:
+      ring          Ring.md AllReduce = ReduceScatter + AllGather: (p-1)(alpha + n/p beta + n/p
+                    gamma) over the ring's slowest link, then the allgather by reads of every
+                    peer's chunk in turn: sum over peers (alpha_q + n/p beta_q)
+      hierarchical  hierarchical_comm_principle.md (level-0 ReduceScatter, level-1 AllReduce,
+                    level-0 AllGather), each level Mesh.md's mesh as the kernel runs it (one
+                    thread, peers in turn), c = n / nl: (L-1)(a_h + c beta_h + c gamma) +
+                    (S-1)(a_r + c beta_r + c gamma) + (L-1)(a_h + c beta_h)
+    plus the host launch."""
+    h, r = prm.links["HCCS"], prm.links["RoCE"]
+    bh, br = 1 / (h.bandwidth_GBps * 1e3), 1 / (r.bandwidth_GBps * 1e3)
+    gamma = 1 / (prm.reduce_GBps * 1e3)
+    ns = p // nl
+    slow = max(bh, br) if ns > 1 else bh
+    ring_alpha = r.latency_us if ns > 1 else h.latency_us
+    ring = ((p - 1) * (ring_alpha + n / p * (slow + gamma))
+            + (nl - 1) * (h.latency_us + n / p * bh) + (p - nl) * (r.latency_us + n / p * br))
+    c = n / nl
+    hier = ((nl - 1) * (h.latency_us + c * (bh + gamma)) + (ns - 1) * (r.latency_us + c * (br + gamma))
+            + (nl - 1) * (h.latency_us + c * bh))
+    return {"ring": prm.launch_us + ring, "hierarchical": prm.launch_us + hier}
+
+
+@pytest.mark.slow
+def test_a_downed_link_changes_the_prediction_as_the_formulas_say(tmp_path: Path) -> None:
+    """A2, two servers of 2, allreduce of 16 MiB (link-bound: 2 us x tasks is under half the
+    time). Every link up: the selector runs the ring. Link 0-3 (across the servers, between
+    different local indices) down: the flat algorithms cannot run, the two-level one does. Each
+    modelled time matches its formula within 10 %."""
+    from hcomm_kit.ops import selector
+
+    prm = model_params.load("A2")
+    size, spec = 16 << 20, "A2:2x2"
+    want = _ring_hier_formulas(prm, size, 4, 2)
+    got = {}
+    for down, algo in (((), "ring"), (((0, 3),), "hierarchical")):
+        assert selector.choose("allreduce", size, 0, _topology(spec, down), 4) == algo
+        (sim,) = _run(tmp_path, 4, spec, "allreduce", [size], links_down="0-3" if down else "")
+        got[algo] = sim["time_us"]
+        assert sim["max_tasks"] * prm.task_us < 0.5 * sim["time_us"], sim["max_tasks"]
+        assert abs(sim["time_us"] - want[algo]) / want[algo] <= 0.10, (algo, sim["time_us"], want[algo])
+    assert got["ring"] != got["hierarchical"]
+
+
+# ---------------------------------------------------------------- the trace on the modelled clock
+
+def test_trace_on_the_modelled_clock(tmp_path: Path) -> None:
+    """HCOMM_KIT_TRACE_CLOCK=model: two allreduces on 2 ranks; the trace holds every rank's tasks
+    at the model's start and end (the second operation after the first), the critical path marked
+    and on its own track, and the last end is the sum of the modelled times."""
+    trace = tmp_path / "trace.json"
+    sims = _run(tmp_path, 2, "A2:1x2", "allreduce", [1 << 16, 3 << 18],
+                env={"HCOMM_KIT_TRACE": str(trace), "HCOMM_KIT_TRACE_CLOCK": "model", "SIM_ALL": "1"})
+    doc = json.loads(trace.read_text())
+    assert doc["otherData"]["clock"].startswith("modelled")
+    ev = doc["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    slices = [e for e in ev if e.get("ph") == "X"]
+    ops = sorted((e for e in slices if e["cat"] == "operation" and e["pid"] == 0), key=lambda e: e["ts"])
+    assert [round(o["dur"], 3) for o in ops] == [round(s["time_us"], 3) for s in sims]
+    offset = 0.0
+    for op, sim in zip(ops, sims):
+        assert op["ts"] == pytest.approx(offset, abs=1e-3)
+        mine = [e for e in slices if e["args"].get("op") == op["name"]]
+        tasks = [e for e in mine if names[(e["pid"], e["tid"])] != "critical path (modelled)"]
+        got = sorted((e["pid"], e["args"]["seq"], e["name"], names[(e["pid"], e["tid"])], round(e["ts"], 3),
+                      round(e["ts"] + e["dur"], 3), e["cat"].endswith(",critical")) for e in tasks)
+        crit = {(t["rank"], t["seq"]) for t in sim["critical"]}
+        want = sorted((t["rank"], t["seq"], t["task"], t["thread"], round(offset + t["start_us"], 3),
+                       round(offset + t["end_us"], 3), (t["rank"], t["seq"]) in crit)
+                      for t in sim["all"])
+        assert len(got) == len(want) == len(sim["all"]) and all(
+            g[:4] == w[:4] and g[6] == w[6] and abs(g[4] - w[4]) <= 2e-3 and abs(g[5] - w[5]) <= 2e-3
+            for g, w in zip(got, want)), (got[:5], want[:5])
+        on_track = sorted((e["pid"], e["args"]["seq"]) for e in mine if names[(e["pid"], e["tid"])]
+                          == "critical path (modelled)")
+        assert on_track == sorted(crit) and crit
+        offset += sim["time_us"]
+    assert max(e["ts"] + e["dur"] for e in slices) == pytest.approx(sum(s["time_us"] for s in sims), abs=2e-3)
+    # no host-clock events: every slice belongs to a modelled operation
+    assert {e["cat"].split(",")[0] for e in slices} <= {"operation", "copy", "reduce", "notify", "wait"}
+
+
 # ---------------------------------------------------------------- (d) host load does not matter
 
 def _burn(seconds: float) -> subprocess.Popen:
@@ -223,3 +312,81 @@ def test_params_files_are_complete() -> None:
     h = model_params.load("A2").links["HCCS"]
     assert h.util(1) == h.utilisation[0][1] and h.util(1 << 30) == 1.0
     assert h.utilisation[0][1] < h.util(24576) < h.utilisation[1][1]
+
+
+# ---------------------------------------------------------------- the selector agrees with the model
+
+def _topology(spec: str, down: tuple[tuple[int, int], ...] = ()):
+    """The Topology of ``PRODUCT:SxN`` (servers of consecutive ranks) as the communicator reads it."""
+    from hcomm_kit.core.topology import Topology
+
+    product, shape = spec.split(":")
+    ns, nl = map(int, shape.split("x"))
+    servers = tuple(tuple(range(s * nl, (s + 1) * nl)) for s in range(ns))
+    return Topology(product=product, source=spec, servers=servers, pods=tuple((s,) for s in range(ns)),
+                    links_down=down, link_in_server="HCCS" if product == "A2" else "UB")
+
+
+def _kernel_bytes(coll: str, size: int, n: int) -> int:
+    """The selector's measure of a bench size: the block for allgather / reduce_scatter."""
+    return size // n if coll in ("allgather", "reduce_scatter") else size
+
+
+def _check_choice(tmp_path: Path, spec: str, coll: str, sizes: list[int]) -> None:
+    """Every algorithm the selector offers is run through the model at each size; the one it
+    chooses models within 3 % of the fastest."""
+    from hcomm_kit.ops import selector
+
+    topo = _topology(spec)
+    n = topo.nranks
+    algos = [e.algorithm for e in selector.offer(coll, _kernel_bytes(coll, sizes[0], n), topo, n) if e.cost >= 0]
+    modelled = {a: [s["time_us"] for s in _run(tmp_path, n, spec, coll, sizes, a)] for a in algos}
+    for i, size in enumerate(sizes):
+        chosen = selector.choose(coll, _kernel_bytes(coll, size, n), 0, topo, n)
+        times = {a: modelled[a][i] for a in algos}
+        assert times[chosen] <= 1.03 * min(times.values()), (
+            f"{spec} {coll} {size} B: the selector picks {chosen} ({times[chosen]:.1f} us modelled), "
+            f"the model has {times}")
+
+
+def test_selector_picks_what_models_fastest(tmp_path: Path) -> None:
+    """A2, one server of 4, allreduce: the one-shot mesh at 64 KiB, the ring at 4 MiB (the one-shot
+    reads every peer's whole input in turn: 9.5 against 18.9 GB/s busbw modelled at 16 MiB)."""
+    _check_choice(tmp_path, "A2:1x4", "allreduce", [1 << 16, 1 << 22])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec,coll", [
+    ("A2:1x8", "allreduce"), ("A2:1x8", "allgather"), ("A2:1x8", "reduce_scatter"), ("A2:1x4", "alltoall"),
+    ("A2:2x4", "allreduce"), ("A2:2x4", "allgather"), ("A2:2x2", "allreduce"), ("A2:2x2", "allgather"),
+])
+def test_selector_picks_what_models_fastest_matrix(tmp_path: Path, spec: str, coll: str) -> None:
+    _check_choice(tmp_path, spec, coll, [1 << 16, 1 << 20, 1 << 24])
+
+
+def test_selector_reads_the_model_parameters_and_kernel_slicing() -> None:
+    """The selector's figures are the model's (one source): its slicing constants are the kernels'
+    (hk_coll.h), and a product file's task cost moves its costs."""
+    import re
+
+    from hcomm_kit.ops import selector
+
+    header = (REPO / "aicpu_kernels" / "_common" / "hk_coll.h").read_text()
+
+    def define(name: str) -> int:
+        m = re.search(rf"#define {name} \((\d+)ull (\*|<<) (\d+)(?: \* (\d+))?\)", header)
+        assert m, name
+        a, op, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4) or 1)
+        return a * b * c if op == "*" else a << b
+
+    assert selector.CACHE_SLICE_BYTES == define("HK_CACHE_SLICE_BYTES")
+    assert selector.PIPE_SLICE_BYTES == define("HK_PIPE_SLICE_BYTES")
+    assert selector.PIPE_MIN_BYTES == define("HK_PIPE_MIN_BYTES")
+    src = Path(selector.__file__).read_text()
+    assert not re.search(r"\b(56e9|750e9|483e9|2e-6|25e9)\b", src), "the selector keeps its own constants"
+    topo = _topology("A2:1x8")
+    prm = model_params.load("A2")
+    small = {e.algorithm: e.cost for e in selector.offer("allreduce", 1024, topo, 8)}
+    # at 1 KiB both are issue-bound: the host launch plus the tasks of one slice (5n - 1, 10n - 5)
+    assert small["mesh"] == pytest.approx((prm.launch_us + 39 * prm.task_us) * 1e-6, rel=0.02)
+    assert small["ring"] == pytest.approx((prm.launch_us + 75 * prm.task_us) * 1e-6, rel=1e-9)

@@ -184,6 +184,10 @@ _TABLE: tuple[EnvVar, ...] = (
            "directory for one log file per rank (operator launches, every failed call) and the JSON hang reports"),
     EnvVar("HCOMM_KIT_TRACE", "path", None,
            "write one Chrome/Perfetto trace of every rank's device threads and host launches to this file"),
+    EnvVar("HCOMM_KIT_TRACE_CLOCK", "choice", "host",
+           "clock of the HCOMM_KIT_TRACE file: host = the CPU's (every task as it ran here), model = the timing "
+           "model's (every rank's tasks of each operation at their modelled start and end, operations end to end, "
+           "the critical path marked and on its own track)", choices=("host", "model")),
     EnvVar("HCOMM_KIT_MODEL", "choice", "1",
            "timing model: 1 = every rank logs the tasks its kernels issue, so the modelled Ascend time of an "
            "operation can be asked for (bench, run --json, comm.last_model_time); 0 = no log, no model",

@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--json", action="store_true", help="print the simulation as JSON")
     ex.add_argument("--all", action="store_true", help="with --json: every task, not only the critical path")
     ex.add_argument("--trace", default=None, metavar="FILE.json",
-                    help="write the simulated call as a Chrome/Perfetto trace on the modelled clock (every task of "
-                         "every rank, an arrow per notify edge, the critical path marked)")
+                    help="write the job's trace on the modelled clock (HCOMM_KIT_TRACE=FILE with HCOMM_KIT_TRACE_CLOCK=model: "
+                         "every task of every rank, an arrow per notify edge, the critical path marked)")
     ex.add_argument("--timeout", type=float, default=600, help="kill the job after S seconds (default 600)")
     ex.add_argument("--topology", default=None, metavar="PRODUCT:SxN",
                     help="cluster topology: A2:2x8, A3:1x16, 950:4x8 (sets HCOMM_KIT_TOPOLOGY and HCOMM_KIT_SOC)")
@@ -99,9 +99,11 @@ def _explain(args: argparse.Namespace) -> int:
                 argv += [flag, str(val)]
         argv += ["--json"] if args.json else []
         argv += ["--all"] if args.all else []
-        argv += ["--trace", str(Path(args.trace).resolve())] if args.trace else []
-        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
+        env = _trace_env(args.trace)
+        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose, env=env or None)
     import hcomm_kit
+
+    os.environ.update(_trace_env(args.trace))  # under mpirun already: before the emulator reads its config
 
     comm = hcomm_kit.init()
     try:
@@ -109,9 +111,7 @@ def _explain(args: argparse.Namespace) -> int:
             rows = bench.run_bench(comm, subject, [nbytes], dtype=args.datatype, op=args.op, root=args.root,
                                    iters=1, warmup=0, check=0, algorithm=args.algorithm, out=quiet)
         if comm.rank == 0:
-            sim = comm.model_explain(args.all or bool(args.trace))
-            if args.trace:
-                Path(args.trace).write_text(json.dumps(trace_events(sim)))
+            sim = comm.model_explain(args.all)
             if args.json:
                 print(json.dumps(sim))
             else:
@@ -122,38 +122,10 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def trace_events(sim: dict) -> dict:
-    """A Chrome/Perfetto trace of a simulation (``model_explain(all_tasks=True)``): pid = rank,
-    one track per device thread, a slice per task from its start to its end (us on the modelled
-    clock), a flow arrow from each record to the wait that consumed it, critical-path tasks in
-    category "critical"."""
-    crit = {(t["rank"], t["seq"]) for t in sim["critical_path"]}
-    tids: dict[tuple[int, str], int] = {}
-    ev: list[dict] = []
-    by_key = {(t["rank"], t["seq"]): t for t in sim.get("all", [])}
-    for t in sim.get("all", []):
-        tid = tids.setdefault((t["rank"], t["thread"]), len(tids) + 1)
-        args = {k: t[k] for k in ("bytes", "peer", "link", "dtype", "why", "issue_us") if k in t}
-        ev.append({"name": t["task"], "cat": "critical" if (t["rank"], t["seq"]) in crit else "task", "ph": "X",
-                   "pid": t["rank"], "tid": tid, "ts": t["start_us"], "dur": max(t["end_us"] - t["start_us"], 0.001),
-                   "args": args})
-    flow = 0
-    for t in sim.get("all", []):
-        src = by_key.get(tuple(t["after"])) if t.get("after") else None
-        if src is None:
-            continue
-        flow += 1
-        ev.append({"name": "notify", "cat": "flow", "ph": "s", "id": flow, "pid": src["rank"],
-                   "tid": tids[(src["rank"], src["thread"])], "ts": src["end_us"]})
-        ev.append({"name": "notify", "cat": "flow", "ph": "f", "bp": "e", "id": flow, "pid": t["rank"],
-                   "tid": tids[(t["rank"], t["thread"])], "ts": t["end_us"]})
-    for (rank, thread), tid in tids.items():
-        ev.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": thread}})
-    for rank in sorted({r for r, _ in tids}):
-        ev.append({"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}})
-    return {"displayTimeUnit": "ns", "otherData": {"producer": "hcomm-kit timing model", "clock": "modelled, us",
-                                                  "op": sim["op"], "time_us": sim["time_us"],
-                                                  "product": sim["product"]}, "traceEvents": ev}
+def _trace_env(trace: str | None) -> dict[str, str]:
+    """--trace FILE: the job writes its trace on the modelled clock (HCOMM_KIT_TRACE_CLOCK=model, the
+    emulator's one writer of modelled traces)."""
+    return {"HCOMM_KIT_TRACE": str(Path(trace).resolve()), "HCOMM_KIT_TRACE_CLOCK": "model"} if trace else {}
 
 
 def format_explain(sim: dict, row: dict, topo) -> str:

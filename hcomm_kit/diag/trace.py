@@ -78,7 +78,7 @@ def summary(events: list[dict]) -> list[TrackStats]:
         dur = float(e.get("dur", 0.0))
         ts = float(e["ts"])
         st.tasks += 1
-        if e.get("cat") == "wait":
+        if "wait" in str(e.get("cat", "")).split(","):
             st.wait_us += dur
         else:
             st.busy_us += dur

@@ -2,12 +2,17 @@
 cheapest runs unless ``algorithm=`` / ``--algorithm`` / ``HCCL_ALGO`` names one.
 
 The cost has the shape of HCCL's own model (hicann/hccl ``src/ops/op_common/selector/cost_model.cc``:
-``cost = A * D + B * D + C``, A the transfer over the links, B the local copies and reductions,
-C a latency per task; on a mesh a rank's peers move in parallel, on a switched network (CLOS)
-its remote peers share its port), with HCCL's bandwidths where it has them (cross-chip 56 GB/s,
-local copy 750 GB/s, local reduce 483 GB/s, 2 us per AICPU task) and, per link type of the
-communicator's topology, RoCE at 25 GB/s (a 200 Gb/s port: hcomm-kit's assumption). An algorithm
-that needs a link taken down (``HCOMM_KIT_LINKS_DOWN``) is not offered.
+the transfers over the links, the local copies and reductions, a latency per AICPU task, "aicpu
+unfolding time taken as max at the end"), counted as the built-in kernels really run
+(``aicpu_kernels/*/exec_op.cc``): the slices they cut a message into (``HK_CACHE_SLICE_BYTES``),
+the tasks each slice issues on the busiest rank, which transfers one thread makes one after
+another (the one-shot allreduce reads its peers in turn) and which run on a thread per peer. Every
+figure comes from the timing model's parameters of the topology's product
+(:mod:`hcomm_kit.base.model_params`, ``model/params/<product>.toml``: task, launch, copy and
+reduce figures, per link type its latency, bandwidth, utilisation by size and port), so the cost
+is the model's estimate of the call: ``launch + max(tasks x task_us, data time)``, and the choice
+agrees with the modelled time (tests/test_model.py). An algorithm that needs a link taken down
+(``HCOMM_KIT_LINKS_DOWN``) is not offered.
 
 On a topology of several servers of equal size, allreduce and allgather also offer the two-level
 algorithm (``hierarchical``; CANN's executor ``sequence`` with a mesh at level 0, inside a server,
@@ -30,19 +35,14 @@ engine ``aicpu``, executor ``sole`` / ``sequence``, template ``ring`` / ``mesh``
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 
+from ..base import model_params
 from ..base.errors import ConfigError
 from ..core.topology import Topology
 
 __all__ = ["Entry", "AlgoRule", "offer", "choose", "two_level", "parse_algo_rules"]
-
-# HCCL's cost-model constants (cost_model.cc InitBandwidth / CalcLatencyParams), bytes/s and s.
-CROSS_CHIP_BW = 56e9
-LOCAL_COPY_BW = 750e9
-LOCAL_REDUCE_BW = 483e9
-TASK_LATENCY = 2e-6
-LINK_BW = {"HCCS": CROSS_CHIP_BW, "UB": CROSS_CHIP_BW, "RoCE": 25e9}
 
 # collective -> HcclCMDType (hccl_types.h), CANN's op name in the tuner's entries
 _CMD = {"allreduce": (2, "AllReduce"), "allgather": (6, "AllGather"), "reduce_scatter": (7, "ReduceScatter"),
@@ -87,32 +87,192 @@ def two_level(topo: Topology, nranks: int) -> "tuple[tuple[int, ...], ...] | str
     return servers
 
 
-def _peer_time(topo: Topology, rank: int, nranks: int, nbytes: float) -> float:
-    """A rank moving nbytes with every peer at once: mesh links in parallel, the remote peers
-    (RoCE, a switched network) through one port one after another."""
-    return _peers_time(topo, rank, range(nranks), nbytes)
+# Slicing of the built-in kernels (aicpu_kernels/_common/hk_coll.h: HK_CACHE_SLICE_BYTES, the
+# largest piece a kernel moves per peer region or chunk; HK_PIPE_SLICE_BYTES / HK_PIPE_MIN_BYTES,
+# the pairwise alltoall's pipeline; checked against the header by tests/test_model.py).
+CACHE_SLICE_BYTES = 512 * 1024
+PIPE_SLICE_BYTES = 2 << 20
+PIPE_MIN_BYTES = 4 << 20
 
 
-def _peers_time(topo: Topology, rank: int, peers, nbytes: float) -> float:
-    """:func:`_peer_time` with the given peers only (``rank`` itself is skipped)."""
-    local = remote = 0.0
-    for peer in peers:
-        if peer == rank:
-            continue
-        kind = topo.link_type(rank, peer)
-        if kind == "RoCE":
-            remote += nbytes / LINK_BW["RoCE"]
-        else:
-            local = max(local, nbytes / LINK_BW[kind])
-    return max(local, remote)
+class _Cost:
+    """The model's figures for one topology, in microseconds (model/params/<product>.toml)."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self.p = model_params.load(topo.product)
+
+    def tasks(self, n: float) -> float:
+        return n * self.p.task_us
+
+    def copy(self, nbytes: float) -> float:
+        return nbytes / (self.p.copy_GBps * 1e3)
+
+    def reduce(self, nbytes: float) -> float:
+        return nbytes / (self.p.reduce_GBps * 1e3)
+
+    def link(self, a: int, b: int, nbytes: float) -> float:
+        """One transfer of nbytes between ranks a and b, alone on its link (latency included)."""
+        return self.p.links[self.topo.link_type(a, b)].transfer_us(nbytes) if nbytes > 0 else 0.0
+
+    def parallel(self, rank: int, peers, nbytes: float) -> float:
+        """rank moving nbytes with each of peers at once (a thread per peer): its own links in
+        parallel, each link type's port (when the product has one) shared by the peers behind it."""
+        by_kind: dict[str, list[int]] = {}
+        for q in peers:
+            if q != rank:
+                by_kind.setdefault(self.topo.link_type(rank, q), []).append(q)
+        worst = 0.0
+        for kind, qs in by_kind.items():
+            lp = self.p.links[kind]
+            t = max(self.link(rank, q, nbytes) for q in qs)
+            if lp.port_GBps > 0:
+                t = max(t, lp.latency_us + len(qs) * nbytes / (lp.port_GBps * 1e3))
+            worst = max(worst, t)
+        return worst
+
+    def serial(self, rank: int, peers, nbytes: float) -> float:
+        """rank moving nbytes with each of peers in turn (one thread)."""
+        return sum(self.link(rank, q, nbytes) for q in peers if q != rank)
+
+    def serial_all(self, rank: int, nbytes: float) -> float:
+        """rank reading nbytes from every peer in rank order while every other rank does the same
+        (the one-shot allreduce): a peer's port of a link type (when the product has one) serves
+        all the ranks that reach it over that type at once."""
+        n = self.topo.nranks
+        total = 0.0
+        for q in range(n):
+            if q == rank:
+                continue
+            kind = self.topo.link_type(rank, q)
+            lp = self.p.links[kind]
+            t = self.link(rank, q, nbytes)
+            if lp.port_GBps > 0:
+                readers = sum(1 for r in range(n) if r != q and self.topo.link_type(r, q) == kind)
+                t = max(t, lp.latency_us + readers * nbytes / (lp.port_GBps * 1e3))
+            total += t
+        return total
+
+    def total(self, tasks: float, data: float) -> float:
+        """A call: the host launch, then the AICPU's issue of every task or the data, whichever is longer."""
+        return self.p.launch_us + max(self.tasks(tasks), data)
 
 
-def _mesh_time(topo: Topology, nranks: int, nbytes: float) -> float:
-    return max(_peer_time(topo, r, nranks, nbytes) for r in range(nranks))
+def _slices(nbytes: float, piece: float) -> int:
+    return max(1, math.ceil(nbytes / piece)) if nbytes > 0 else 1
 
 
-def _ring_bw(topo: Topology, nranks: int) -> float:
-    return min(LINK_BW[topo.link_type(r, (r + 1) % nranks)] for r in range(nranks))
+def _ring_pairs(n: int) -> list[tuple[int, int]]:
+    return [(r, (r + 1) % n) for r in range(n)]
+
+
+def _ring_step(c: _Cost, n: int, nbytes: float) -> float:
+    """One ring step: every rank sends nbytes to its next; the slowest link decides."""
+    return max(c.link(a, b, nbytes) for a, b in _ring_pairs(n))
+
+
+def _allreduce_costs(c: _Cost, n: int, d: float) -> dict[str, float]:
+    """allreduce of d bytes per rank (aicpu_kernels/allreduce/op_kernel_aicpu/exec_op.cc)."""
+    out = {}
+    # one-shot mesh, slices of CACHE_SLICE_BYTES, one thread: stage the slice, then read (and
+    # reduce) every peer's slice in turn; 5n - 1 tasks a slice
+    k = _slices(d, CACHE_SLICE_BYTES)
+    s = d / k
+    out["mesh"] = c.total(k * (5 * n - 1), k * (c.copy(s) + max(c.serial_all(r, s) for r in range(n))
+                                                  + (n - 1) * c.reduce(s)))
+    if n == 2:
+        # pair: slices of 2 x CACHE_SLICE_BYTES; write-reduce half, read it back, copies; 8 tasks a slice
+        k = _slices(d, 2 * CACHE_SLICE_BYTES)
+        h = d / k / 2
+        out["ring"] = c.total(2 + 8 * k, k * (2 * c.link(0, 1, h) + c.reduce(h) + 2 * c.copy(h)))
+    else:
+        # ring: slices of n x CACHE_SLICE_BYTES cut into n chunks; reduce-scatter by write-reduce
+        # over the ring (n - 1 steps), allgather by reads from every peer in turn; 10n - 5 tasks a slice
+        k = _slices(d, n * CACHE_SLICE_BYTES)
+        ch = d / k / n
+        out["ring"] = c.total(k * (10 * n - 5), k * ((n - 1) * (_ring_step(c, n, ch) + c.reduce(ch)) + c.copy(
+            (n - 1) * ch) + c.copy(ch) + max(c.serial(r, range(n), ch) for r in range(n))))
+    return out
+
+
+def _block_costs(collective: str, c: _Cost, n: int, b: float) -> dict[str, float]:
+    """allgather / reduce_scatter with blocks of b bytes (aicpu_kernels/{allgather,reduce_scatter}):
+    slices of CACHE_SLICE_BYTES per block; mesh: a thread per peer (the main thread alone with 2
+    ranks), ring: n - 1 steps on one thread."""
+    k = _slices(b, CACHE_SLICE_BYTES)
+    s = b / k
+    red = collective == "reduce_scatter"
+    workers = n - 1 if n > 2 else 0
+    # tasks a slice on a rank (as the model logs them): mesh 9 with 2 ranks, else 10n - 7
+    # (ACKs, fan-out / in, a worker per peer: start, wait, write, record, finish; n reductions) for
+    # reduce_scatter and 9n - 5 (stage, fan-out / in, workers: start, record, wait, read, record,
+    # wait, finish; own copy) for allgather; ring 6n - 3 (n - 1 steps of wait, write, record,
+    # wait, ACK, copy / stage)
+    mesh_tasks = 9 if n == 2 else (10 * n - 7 if red else 9 * n - 5)
+    ring_tasks = 6 * n - 3
+    if red:
+        mesh_local = c.copy(s) + (n - 1) * c.reduce(s)
+    else:
+        mesh_local = 2 * c.copy(s)
+    mesh_links = max(c.parallel(r, range(n), s) for r in range(n)) if workers else c.link(0, 1, s)
+    out = {"mesh": c.total(k * mesh_tasks, k * (mesh_links + mesh_local))}
+    if red:  # stage n - 1 blocks, n - 1 write-reduce steps, the result copied out
+        ring_data = (n - 1) * (_ring_step(c, n, s) + c.reduce(s)) + n * c.copy(s)
+    else:  # own copy, n - 1 write steps, each received block copied out
+        ring_data = (n - 1) * (_ring_step(c, n, s) + c.copy(s)) + c.copy(s)
+    out["ring"] = c.total(k * ring_tasks, k * ring_data)
+    return out
+
+
+def _alltoall_costs(c: _Cost, n: int, d: float) -> dict[str, float]:
+    """alltoall with a send buffer of d bytes (d / n per peer; aicpu_kernels/_common/hk_alltoall.h):
+    mesh, a thread per peer; pairwise, n - 1 exchanges in turn on the main thread, pipelined in
+    PIPE_SLICE_BYTES rounds above PIPE_MIN_BYTES."""
+    b = d / n
+    rounds = 1 if b <= PIPE_MIN_BYTES else _slices(b, PIPE_SLICE_BYTES)
+    s = b / rounds
+    # tasks on a rank: mesh 10n - 7 (fan-out / in, a worker per peer), pairwise 6 (n - 1) per round + 7
+    out = {"mesh": c.total(10 * n - 7 + 6 * (n - 1) * (rounds - 1),
+                           max(c.parallel(r, range(n), s) for r in range(n)) * rounds + 2 * c.copy(b))}
+    out["pairwise"] = c.total(7 + 6 * (n - 1) * rounds,
+                              max(c.serial(r, range(n), s) for r in range(n)) * rounds + c.copy(b) * n)
+    return out
+
+
+def offer(collective: str, nbytes: int, topo: Topology, nranks: int) -> list[Entry]:
+    """The algorithms of a built-in collective for a call of ``nbytes`` per rank (the kernel's
+    measure: allreduce the input, allgather / reduce_scatter the block, alltoall the whole send
+    buffer), with their costs (s); an algorithm that needs a downed link gets cost -1."""
+    if collective not in _CMD or nranks < 2:
+        return []
+    n, d = nranks, float(nbytes)
+    c = _Cost(topo)
+    everyone = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    out: list[Entry] = []
+
+    def add(algo: str, cost_us: float, pairs, levels: tuple[str, ...] = ()) -> None:
+        down = _down_in(topo, pairs)
+        template = _TEMPLATE.get((collective, algo), algo)
+        executor = "sequence" if levels else "sole"
+        levels = levels or (template,)
+        name = f"Aicpu{_CMD[collective][1]}{executor.capitalize()}{''.join(t.capitalize() for t in levels)}"
+        why = f"needs the {down[0]}-{down[1]} link, which is down" if down is not None else ""
+        out.append(Entry(algo, name, levels[0], -1.0 if why else cost_us * 1e-6, why, executor, levels))
+
+    if collective == "allreduce":
+        costs = _allreduce_costs(c, n, d)
+    elif collective in ("allgather", "reduce_scatter"):
+        costs = _block_costs(collective, c, n, d)
+    else:
+        costs = _alltoall_costs(c, n, d)
+    for algo, cost in costs.items():
+        # a flat built-in opens a channel to every peer (HkMeshBufferBytes): it needs every link
+        add(algo, cost, everyone)
+    servers = two_level(topo, n) if collective in ("allreduce", "allgather") else ""
+    if not isinstance(servers, str) and len(servers) > 1 and len(servers[0]) > 1:
+        cost, pairs = _two_level_cost(collective, c, servers, d)
+        add("hierarchical", cost, pairs, ("mesh", "mesh"))
+    return out
 
 
 def _down_in(topo: Topology, pairs) -> tuple[int, int] | None:
@@ -122,72 +282,37 @@ def _down_in(topo: Topology, pairs) -> tuple[int, int] | None:
     return None
 
 
-def offer(collective: str, nbytes: int, topo: Topology, nranks: int) -> list[Entry]:
-    """The algorithms of a built-in collective for a call of ``nbytes`` per rank (the kernel's
-    measure: allreduce the input, allgather / reduce_scatter the block, alltoall the whole send
-    buffer), with their costs; an algorithm that needs a downed link gets cost -1."""
-    if collective not in _CMD or nranks < 2:
-        return []
-    n, d = nranks, float(nbytes)
-    everyone = [(a, b) for a in range(n) for b in range(a + 1, n)]
-    ring = [(r, (r + 1) % n) for r in range(n)]
-    out: list[Entry] = []
+def _two_level_cost(collective: str, c: _Cost, servers, d: float) -> tuple[float, list]:
+    """Cost (us) of the two-level algorithm (CANN's sequence executors add their levels' costs)
+    and the links it needs: every pair inside a server, and the pairs of ranks with the same local
+    index on different servers. One thread, slices of CACHE_SLICE_BYTES per chunk region.
 
-    def add(algo: str, cost: float, pairs, levels: tuple[str, ...] = ()) -> None:
-        down = _down_in(topo, pairs)
-        template = _TEMPLATE.get((collective, algo), algo)
-        executor = "sequence" if levels else "sole"
-        levels = levels or (template,)
-        name = f"Aicpu{_CMD[collective][1]}{executor.capitalize()}{''.join(t.capitalize() for t in levels)}"
-        why = f"needs the {down[0]}-{down[1]} link, which is down" if down is not None else ""
-        out.append(Entry(algo, name, levels[0], -1.0 if why else cost, why, executor, levels))
-
-    if collective == "allreduce":
-        add("mesh", _mesh_time(topo, n, d) + (n - 1) * d / LOCAL_REDUCE_BW + TASK_LATENCY * 2 * (n - 1), everyone)
-        add("ring", 2 * (n - 1) / n * d / _ring_bw(topo, n) + (n - 1) / n * d / LOCAL_REDUCE_BW + d / LOCAL_COPY_BW
-            + TASK_LATENCY * 4 * (n - 1), ring)
-    elif collective in ("allgather", "reduce_scatter"):
-        local = (n - 1) * d / LOCAL_REDUCE_BW if collective == "reduce_scatter" else d / LOCAL_COPY_BW
-        add("mesh", _mesh_time(topo, n, d) + local + TASK_LATENCY * 2 * (n - 1), everyone)
-        add("ring", (n - 1) * d / _ring_bw(topo, n) + local + TASK_LATENCY * 2 * (n - 1), ring)
-    else:  # alltoall(v): d is the whole send buffer, d / n per peer
-        add("mesh", _mesh_time(topo, n, d / n) + TASK_LATENCY * 2 * (n - 1), everyone)
-        add("pairwise", sum(d / n / LINK_BW[topo.link_type(0, s)] for s in range(1, n)) + TASK_LATENCY * 2 * (n - 1),
-            everyone)
-    servers = two_level(topo, n) if collective in ("allreduce", "allgather") else ""
-    if not isinstance(servers, str) and len(servers) > 1 and len(servers[0]) > 1:
-        cost, pairs = _two_level_cost(collective, topo, servers, d)
-        add("hierarchical", cost, pairs, ("mesh", "mesh"))
-    return out
-
-
-def _two_level_cost(collective: str, topo: Topology, servers, d: float) -> tuple[float, list]:
-    """Cost of the two-level algorithm (the sum of its levels, as CANN's sequence executors add
-    their templates' costs) and the links it needs: every pair inside a server, and the pairs of
-    ranks with the same local index on different servers.
-
-    allreduce: level-0 reduce-scatter (d/L to and from each server peer, L - 1 reductions of d/L,
-    the input staged once), level-1 allreduce of d/L (S - 1 partial chunks in, S - 1 reductions),
-    level-0 allgather (d/L per server peer, a copy of d/L). allgather (d = the block): level 1
-    brings S - 1 blocks in (one staged), level 0 the S blocks each server peer gathered (S copies).
-    A mesh phase costs two notify tasks per peer, as the flat mesh does.
+    allreduce (L ranks a server, S servers; slices of L chunks): stage the slice, read and reduce
+    chunk li from each server peer in turn, then from each level-1 peer, then read each server
+    peer's reduced chunk; 4 + 10 (L - 1) + 5 (S - 1) tasks a slice. allgather (slices of a block):
+    read each level-1 peer's block, then each server peer's S blocks; 1 + S + 3 (S - 1) + (L - 1)
+    (3 + S) + 1 tasks a slice.
     """
     nl, ns = len(servers[0]), len(servers)
     local = [[s[j] for j in range(nl)] for s in servers]
     inter = [[s[j] for s in servers] for j in range(nl)]
     group_of = {r: (g, inter[j]) for g in local for j, r in enumerate(g)}
+    ranks = [r for g in local for r in g]
 
-    def level(which: int, nbytes: float) -> float:
-        return max(_peers_time(topo, r, group_of[r][which], nbytes) for g in local for r in g)
+    def serial(which: int, nbytes: float) -> float:
+        return max(c.serial(r, group_of[r][which], nbytes) for r in ranks)
 
     if collective == "allreduce":
-        c = d / nl
-        cost = (level(0, c) + (nl - 1) * c / LOCAL_REDUCE_BW + d / LOCAL_COPY_BW
-                + level(1, c) + (ns - 1) * c / LOCAL_REDUCE_BW
-                + level(0, c) + c / LOCAL_COPY_BW + TASK_LATENCY * 2 * (2 * (nl - 1) + ns - 1))
+        k = _slices(d, nl * CACHE_SLICE_BYTES)
+        ch = d / k / nl
+        data = (c.copy(nl * ch) + serial(0, ch) + (nl - 1) * c.reduce(ch) + serial(1, ch) + (ns - 1) * c.reduce(ch)
+                + c.copy(ch) + serial(0, ch))
+        cost = c.total(k * (4 + 10 * (nl - 1) + 5 * (ns - 1)), k * data)
     else:
-        cost = (level(1, d) + d / LOCAL_COPY_BW + level(0, ns * d) + ns * d / LOCAL_COPY_BW
-                + TASK_LATENCY * 2 * (nl - 1 + ns - 1))
+        k = _slices(d, CACHE_SLICE_BYTES)
+        s = d / k
+        data = c.copy(s) + serial(1, s) + ns * c.copy(s) + serial(0, ns * s)
+        cost = c.total(k * (2 + ns + 3 * (ns - 1) + (nl - 1) * (3 + ns)), k * data)
     pairs = [(a, b) for g in local + inter for i, a in enumerate(g) for b in g[i + 1:]]
     return cost, pairs
 

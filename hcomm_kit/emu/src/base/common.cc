@@ -232,6 +232,15 @@ bool config_load(std::string* err) {
             return false;
         }
     }
+    const char* clk = getenv("HCOMM_KIT_TRACE_CLOCK");
+    if (clk && *clk) {
+        if (!strcasecmp(clk, "model")) c.trace_model_clock = true;
+        else if (strcasecmp(clk, "host") != 0) {
+            *err = strprintf("HCOMM_KIT_TRACE_CLOCK='%s' is not one of host (the CPU's clock), model (the timing "
+                             "model's clock)", clk);
+            return false;
+        }
+    }
     for (auto kv : {std::make_pair("HCOMM_KIT_LOG_DIR", &c.log_dir), std::make_pair("HCOMM_KIT_TRACE", &c.trace_file),
                     std::make_pair("HCOMM_KIT_JOB_DIR", &c.job_dir)}) {
         const char* x = getenv(kv.first);

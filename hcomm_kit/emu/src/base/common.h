@@ -92,6 +92,7 @@ struct Config {
     int check = 1;                         /* HCOMM_KIT_CHECK: 0 off, 1 fail the operation, 2 warn only */
     std::string log_dir;                   /* HCOMM_KIT_LOG_DIR: per-rank logs and hang reports ("" = none) */
     std::string trace_file;                /* HCOMM_KIT_TRACE: merged Chrome/Perfetto trace ("" = none) */
+    bool trace_model_clock = false;        /* HCOMM_KIT_TRACE_CLOCK=model: the trace's tasks on the timing model's clock */
     std::string job_dir;                   /* HCOMM_KIT_JOB_DIR: launcher's per-job directory (state dumps) */
     uint32_t progress_s = 10;              /* HCOMM_KIT_PROGRESS_SECONDS: a line per long wait this often */
 };

@@ -10,8 +10,14 @@
  * When a communicator is destroyed, each rank writes its part (FILE.part.<job>.<pid>.json); the
  * last rank of the job merges every part of the job into FILE and removes them. A process that
  * exits without that (a failed job) writes its part and merges what exists at exit, so FILE always
- * holds what the surviving ranks saw. */
+ * holds what the surviving ranks saw.
+ *
+ * HCOMM_KIT_TRACE_CLOCK=model puts the timing model's clock in place of the host's: none of the
+ * host-clock events above; when a communicator is destroyed, its rank 0 adds every operation its
+ * model log holds, every rank's tasks simulated (model/, ModelResult::trace_events: the one writer
+ * of modelled traces) and laid end to end, with the critical path marked. */
 #include "diag/diag.h"
+#include "hccl/hooks.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -49,6 +55,8 @@ std::vector<Ev>& g_ev = *new std::vector<Ev>();
 std::map<std::pair<int32_t, uint32_t>, std::string>& g_tracks = *new std::map<std::pair<int32_t, uint32_t>, std::string>();
 std::string& g_job = *new std::string();
 std::map<Device*, int32_t>& g_dev_rank = *new std::map<Device*, int32_t>(); /* host launches: the rank of a device */
+std::string& g_raw = *new std::string(); /* event items written elsewhere (the modelled clock) */
+std::string& g_note = *new std::string(); /* what the modelled trace left out */
 std::atomic<uint64_t> g_flow_ids{0};
 bool g_atexit = false;
 int g_live = 0; /* communicators of this process not yet removed */
@@ -65,6 +73,8 @@ std::string esc(const char* s) {
 }
 
 bool on() { return !cfg().trace_file.empty(); }
+/* host-clock events: not when the trace is on the modelled clock */
+bool host_on() { return on() && !cfg().trace_model_clock; }
 
 void push(Ev&& e) {
     std::lock_guard<std::mutex> g(g_tr_m);
@@ -85,12 +95,13 @@ std::string part_name(const std::string& file, const std::string& job, int pid) 
 std::string take_events() {
     std::vector<Ev> ev;
     std::map<std::pair<int32_t, uint32_t>, std::string> tracks;
+    std::string out;
     {
         std::lock_guard<std::mutex> g(g_tr_m);
         ev.swap(g_ev);
         tracks = g_tracks;
+        out.swap(g_raw);
     }
-    std::string out;
     auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",\n") + item; };
     std::set<int32_t> pids;
     for (auto& kv : tracks) pids.insert(kv.first.first);
@@ -170,8 +181,18 @@ void flush(bool merge, bool remove_parts) {
         std::string t = read_all(p);
         if (!t.empty()) body += (body.empty() ? "" : ",\n") + t;
     }
+    std::string note;
+    {
+        std::lock_guard<std::mutex> g(g_tr_m);
+        note = g_note;
+    }
+    std::string clock = cfg().trace_model_clock
+                            ? "modelled (timing model, README Predicted time), microseconds from the first operation's "
+                              "host launch; operations end to end"
+                            : "CLOCK_MONOTONIC, microseconds";
+    if (!note.empty()) clock += "\",\"note\":\"" + esc(note.c_str());
     std::string doc = "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"hcomm-kit emulator\",\"job\":\"" + job +
-                      "\",\"clock\":\"CLOCK_MONOTONIC, microseconds\"},\"traceEvents\":[\n" + body + "\n]}\n";
+                      "\",\"clock\":\"" + clock + "\"},\"traceEvents\":[\n" + body + "\n]}\n";
     if (!write_atomic(file, doc))
         EMU_LOG(LOG_WARN, "HCOMM_KIT_TRACE: cannot write %s: %s", file.c_str(), strerror(errno));
     if (remove_parts) {
@@ -194,7 +215,7 @@ void at_exit() {
 }
 }  // namespace
 
-bool trace_on() { return on(); }
+bool trace_on() { return host_on(); }
 
 uint64_t trace_flow_id(uint32_t rank) {
     return kTraceOnlyId | ((uint64_t)(rank & 0x7f) << 48) | (g_flow_ids.fetch_add(1) + 1);
@@ -221,6 +242,15 @@ void trace_comm_removed(Comm* c) {
         std::lock_guard<std::mutex> g(g_tr_m);
         g_live--;
     }
+    if (cfg().trace_model_clock && c->rank == 0) {
+        std::string note;
+        std::string items = hccl_hooks.model_trace ? hccl_hooks.model_trace(c, &note) : std::string();
+        if (!hccl_hooks.model_trace) note = "the timing model is not in this library";
+        if (!note.empty()) EMU_LOG(LOG_WARN, "HCOMM_KIT_TRACE_CLOCK=model: %s", note.c_str());
+        std::lock_guard<std::mutex> g(g_tr_m);
+        if (!items.empty()) g_raw += (g_raw.empty() ? "" : ",\n") + items;
+        if (!note.empty()) g_note += (g_note.empty() ? "" : "; ") + note;
+    }
     /* write this rank's part first, then count it: the last rank of the job to leave merges the
      * job's parts, and every part is on disk by then */
     flush(false, false);
@@ -228,7 +258,7 @@ void trace_comm_removed(Comm* c) {
 }
 
 void trace_task(const HTask& t, const HThread* self, uint64_t t0, uint64_t t1) {
-    if (!on() || !self || !self->comm) return;
+    if (!host_on() || !self || !self->comm) return;
     int32_t pid = comm_rank(self->comm);
     uint32_t tid = thread_code(self);
     name_track(pid, tid, thread_name(tid));
@@ -257,7 +287,7 @@ void trace_task(const HTask& t, const HThread* self, uint64_t t0, uint64_t t1) {
 }
 
 void trace_flow(bool start, uint64_t id, const HThread* self, uint64_t ts) {
-    if (!on() || !id || !self || !self->comm) return;
+    if (!host_on() || !id || !self || !self->comm) return;
     Ev e{};
     e.ph = start ? 's' : 'f';
     e.cat = CFlow;
@@ -270,7 +300,7 @@ void trace_flow(bool start, uint64_t id, const HThread* self, uint64_t ts) {
 }
 
 void trace_kernel(Stream* s, const char* name, uint64_t t0, uint64_t t1, const std::vector<Comm*>& comms) {
-    if (!on()) return;
+    if (!host_on()) return;
     for (Comm* c : comms) {
         int32_t pid = comm_rank(c);
         uint32_t tid = kTrackStream | s->id;
@@ -288,7 +318,7 @@ void trace_kernel(Stream* s, const char* name, uint64_t t0, uint64_t t1, const s
 }
 
 void trace_launch(Stream* s, const char* name) {
-    if (!on()) return;
+    if (!host_on()) return;
     int32_t rank;
     {
         std::lock_guard<std::mutex> g(g_tr_m);
@@ -308,7 +338,7 @@ void trace_launch(Stream* s, const char* name) {
 }
 
 void trace_note(Comm* c, const char* name, const std::string& args) {
-    if (!on()) return;
+    if (!host_on()) return;
     Ev e{};
     e.ph = 'i';
     e.cat = CLaunch;

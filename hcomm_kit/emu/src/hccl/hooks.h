@@ -26,6 +26,9 @@ struct HcclHooks {
     std::string (*call_check)(Comm* c, int peer, const char* mine, const char* expect);
     /* The timing model (model/) forgets what it cached of a communicator being destroyed. */
     void (*model_comm_removed)(Comm* c);
+    /* HCOMM_KIT_TRACE_CLOCK=model (diag/trace.cc): every operation of c this rank's model log
+     * holds, every rank's tasks on the modelled clock, as trace event items; *note what was left out. */
+    std::string (*model_trace)(Comm* c, std::string* note);
 };
 extern HcclHooks hccl_hooks;
 

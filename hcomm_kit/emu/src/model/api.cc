@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <thread>
 
 namespace emu {
@@ -45,7 +46,10 @@ std::map<Comm*, Cached>& g_cache = *new std::map<Comm*, Cached>();
 
 }  // namespace
 
-int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err) {
+namespace {
+/* Simulates this rank's launch `number` of c (still in its log) with every rank's launch of the
+ * same call; gives_up: a rank that left the job without it ends the wait at once. */
+int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelResult* out, std::string* err) {
     if (!model_logging()) {
         *err = "the timing model's log is off (HCOMM_KIT_MODEL=0)";
         return HCCL_E_NOT_SUPPORT;
@@ -57,15 +61,14 @@ int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err) {
         return HCCL_E_NOT_SUPPORT;
     }
     ModelArea& mine = c->job->model[c->rank];
-    uint32_t number = mine.launches.load(std::memory_order_acquire);
-    if (number == 0) {
-        *err = strprintf("rank %u ran no kernel that queued Hcomm tasks on communicator '%s' yet: nothing to model",
-                         c->rank, c->name.c_str());
-        return HCCL_E_NOT_FOUND;
-    }
     const ModelLaunch& L = mine.l[number % kModelLaunches];
     uint32_t tag16 = L.tag16, inst = L.inst;
     std::string tag = L.tag;
+    if (L.number.load(std::memory_order_acquire) != number) {
+        *err = strprintf("rank %u's launch %u on communicator '%s' is no longer in the model's log", c->rank, number,
+                         c->name.c_str());
+        return HCCL_E_NOT_FOUND;
+    }
     uint64_t deadline = now_ns() + (uint64_t)(wait_s * 1e9);
     std::vector<uint32_t> numbers(c->nranks, 0);
     for (;;) {
@@ -82,7 +85,8 @@ int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err) {
             numbers[r] = n;
         }
         if (missing == UINT32_MAX) break;
-        if (now_ns() >= deadline) {
+        if (now_ns() >= deadline ||
+            (gives_up && c->job->ranks[missing].state.load(std::memory_order_acquire) == kRankGone)) {
             *err = strprintf("rank %u has not logged a finished launch of operation '%s' #%u within %.0f s (every "
                              "rank of communicator '%s' must run the same operation call; HCOMM_KIT_MODEL_WAIT "
                              "sets the wait)",
@@ -148,14 +152,59 @@ int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err) {
     *out = std::move(res);
     return HCCL_SUCCESS;
 }
+}  // namespace
+
+int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err) {
+    uint32_t number = model_logging() ? c->job->model[c->rank].launches.load(std::memory_order_acquire) : 1;
+    if (number == 0) {
+        *err = strprintf("rank %u ran no kernel that queued Hcomm tasks on communicator '%s' yet: nothing to model",
+                         c->rank, c->name.c_str());
+        return HCCL_E_NOT_FOUND;
+    }
+    return model_launch(c, number, wait_s, false, out, err);
+}
+
+std::string model_trace(Comm* c, double wait_s, std::string* note) {
+    if (!model_logging() || !c->job) {
+        *note = "the timing model's log is off (HCOMM_KIT_MODEL=0): no tasks on the modelled clock";
+        return "";
+    }
+    const ModelArea& mine = c->job->model[c->rank];
+    uint32_t last = mine.launches.load(std::memory_order_acquire);
+    uint32_t first = last > kModelLaunches ? last - kModelLaunches + 1 : 1;
+    std::string items;
+    std::set<std::pair<uint32_t, uint32_t>> tracks;
+    uint64_t flow = 0;
+    double clock = 0;
+    for (uint32_t n = first; n && n <= last; n++) {
+        ModelResult r;
+        std::string err;
+        if (model_launch(c, n, wait_s, true, &r, &err)) {
+            *note = strprintf("operation %u of %u not modelled, nor any after it: %s", n, last, err.c_str());
+            break;
+        }
+        std::string ev = r.trace_events(clock, &flow, &tracks);
+        if (!ev.empty()) items += (items.empty() ? "" : ",\n") + ev;
+        clock += r.time_us;
+    }
+    if (note->empty() && first > 1)
+        *note = strprintf("the first %u operations had left the model's log (it keeps the last %u per rank): the "
+                          "clock starts at operation %u",
+                          first - 1, kModelLaunches, first);
+    return items;
+}
 
 namespace {
 void model_forget(Comm* c) {
     std::lock_guard<std::mutex> g(g_cache_m);
     g_cache.erase(c);
 }
+std::string model_trace_hook(Comm* c, std::string* note) { return model_trace(c, wait_default(), note); }
 struct Registrar {
-    Registrar() { hccl_hooks.model_comm_removed = model_forget; }
+    Registrar() {
+        hccl_hooks.model_comm_removed = model_forget;
+        hccl_hooks.model_trace = model_trace_hook;
+    }
 } g_registrar;
 }  // namespace
 

@@ -17,6 +17,7 @@
 
 #include "hccl/comm.h"
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,12 +79,27 @@ struct ModelResult {
     std::vector<int> critical;  /* task indices, first to last */
     std::vector<std::string> notes;
     std::string json(bool all_tasks) const;
+    /* The operation as Chrome / Perfetto trace event items (comma-separated, no brackets) on the
+     * modelled clock, offset_us added to every time: per rank (pid) a slice per task on its
+     * thread's track (tid = thread code; cat as the host-clock trace's, ",critical" added and
+     * args.critical on the critical path),
+     * which is also copied onto a "critical path (modelled)" track of its rank; the operation on an
+     * "operations (modelled)" track of every rank; a flow arrow per notify edge (ids from *flow).
+     * tracks: the (pid, tid) already named, extended with those this adds a name for. The one
+     * writer of modelled traces: HCOMM_KIT_TRACE_CLOCK=model, and so `hcomm-kit model explain --trace`. */
+    std::string trace_events(double offset_us, uint64_t* flow, std::set<std::pair<uint32_t, uint32_t>>* tracks) const;
 };
 
 /* Simulates the latest operation this rank ran on c (its last launch that queued tasks) with the
  * launches of every rank of c for the same operation call (op tag and instance). Waits up to
  * wait_s for every rank to have logged and finished it. 0, or an HCCL code with *err. */
 int model_last(Comm* c, double wait_s, ModelResult* out, std::string* err);
+
+/* Every operation this rank still holds in its log of c (at most kModelLaunches launches, oldest
+ * first), each simulated with every rank's launch of the same call and laid end to end on one
+ * modelled clock (an operation starts when the previous one ended): trace event items
+ * (ModelResult::trace_events), "" when there is nothing; *note says what was left out. */
+std::string model_trace(Comm* c, double wait_s, std::string* note);
 
 /* The simulation itself: per rank (ranks[i]) its tasks in issue order. */
 struct ModelInputTask {

@@ -339,4 +339,86 @@ std::string ModelResult::json(bool all_tasks) const {
     return s + "}";
 }
 
+namespace {
+constexpr uint32_t kTrackOps = 0x4000;      /* apart from thread codes (< 0x1000) and diag/trace.cc's tracks */
+constexpr uint32_t kTrackCritical = 0x4001;
+
+std::string jesc(const std::string& in) {
+    std::string o;
+    for (char ch : in) {
+        if (ch == '"' || ch == '\\') o += '\\';
+        if ((unsigned char)ch >= 0x20) o += ch;
+    }
+    return o;
+}
+
+/* The host-clock trace's categories (diag/trace.cc), ",critical" added on the critical path. */
+std::string cat(uint8_t kind, bool critical) {
+    const char* c = is_wait(kind) ? "wait"
+                    : kind == mkind::LocalReduce || kind == mkind::WriteReduce || kind == mkind::ReadReduce ? "reduce"
+                    : kind == mkind::LocalCopy || kind == mkind::Write || kind == mkind::Read ? "copy"
+                    : kind == mkind::Nop ? "task" : "notify";
+    return std::string(c) + (critical ? ",critical" : "");
+}
+}  // namespace
+
+std::string ModelResult::trace_events(double off, uint64_t* flow, std::set<std::pair<uint32_t, uint32_t>>* tracks) const {
+    static const char* const whys[] = {"issued", "thread", "notify", "shared link"};
+    std::string out;
+    auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",\n") + item; };
+    auto name = [&](uint32_t pid, uint32_t tid, const std::string& what) {
+        if (tracks->insert({pid, tid}).second)
+            add(strprintf("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"%s\"}}",
+                          pid, tid, jesc(what).c_str()));
+    };
+    std::vector<char> crit(tasks.size(), 0);
+    for (int i : critical) crit[(size_t)i] = 1;
+    std::string op = jesc(tag) + strprintf(" #%u", inst);
+    for (uint32_t r : ranks) {
+        if (tracks->insert({r, 0xffffffffu}).second)
+            add(strprintf("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,\"args\":{\"name\":\"rank %u\"}}", r, r));
+        name(r, kTrackOps, "operations (modelled)");
+        add(strprintf("{\"name\":\"%s\",\"cat\":\"operation\",\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":%.4f,"
+                      "\"dur\":%.4f,\"args\":{\"model_time_us\":%.4f,\"product\":\"%s\",\"tasks\":%zu,"
+                      "\"critical_tasks\":%zu}}",
+                      op.c_str(), r, kTrackOps, off, time_us, time_us, jesc(product).c_str(), tasks.size(),
+                      critical.size()));
+    }
+    auto slice = [&](const ModelTaskTime& t, uint32_t tid, bool critical_track, bool on_path) {
+        std::string args = strprintf("\"op\":\"%s\",\"seq\":%u,\"issue_us\":%.4f,\"why\":\"%s\"", op.c_str(), t.seq,
+                                     off + t.issue, whys[t.why < 4 ? t.why : 0]);
+        if (t.bytes) args += strprintf(",\"bytes\":%llu", (unsigned long long)t.bytes);
+        if (t.peer >= 0) args += strprintf(",\"peer\":%d", t.peer);
+        if (t.link != LinkType::None) args += strprintf(",\"link\":\"%s\"", link_type_name(t.link));
+        if (t.src >= 0) args += strprintf(",\"after\":[%u,%u]", tasks[(size_t)t.src].rank, tasks[(size_t)t.src].seq);
+        if (critical_track) args += ",\"thread\":\"" + thread_name(t.thread) + "\"";
+        if (on_path) args += ",\"critical\":true";
+        return strprintf("{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":%.4f,"
+                         "\"dur\":%.4f%s,\"args\":{%s}}",
+                         mkind_name(t.kind), cat(t.kind, on_path).c_str(), t.rank, tid, off + t.start,
+                         t.end - t.start, on_path ? ",\"cname\":\"terrible\"" : "", args.c_str());
+    };
+    for (size_t i = 0; i < tasks.size(); i++) {
+        const ModelTaskTime& t = tasks[i];
+        name(t.rank, t.thread, thread_name(t.thread));
+        add(slice(t, t.thread, false, crit[i]));
+        if (crit[i]) {
+            name(t.rank, kTrackCritical, "critical path (modelled)");
+            add(slice(t, kTrackCritical, true, true));
+        }
+    }
+    /* a notify edge: from the record to the wait that consumed it (each bound to its slice's middle) */
+    for (const ModelTaskTime& t : tasks) {
+        if (t.src < 0) continue;
+        const ModelTaskTime& s = tasks[(size_t)t.src];
+        uint64_t id = ++*flow;
+        add(strprintf("{\"name\":\"notify\",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":%.4f}",
+                      (unsigned long long)id, s.rank, (uint32_t)s.thread, off + (s.start + s.end) / 2));
+        add(strprintf("{\"name\":\"notify\",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%llu,\"pid\":%u,"
+                      "\"tid\":%u,\"ts\":%.4f}",
+                      (unsigned long long)id, t.rank, (uint32_t)t.thread, off + (t.start + t.end) / 2));
+    }
+    return out;
+}
+
 }  // namespace emu
