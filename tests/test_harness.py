@@ -34,6 +34,37 @@ def test_reference_collectives() -> None:
         reference.reduce_scatter([np.ones(3), np.ones(3)])
 
 
+def test_reference_reduction_is_the_stacked_one_in_rank_order() -> None:
+    """The reductions accumulate rank after rank (memory of two arrays, not the ranks' stack) and
+    give bit for bit what numpy's reduction over the stacked inputs gives (random floats: the order
+    matters), wrapping integers as the stack does."""
+    rng = np.random.default_rng(5)
+    for dtype in (np.float32, np.float64, np.int32, np.uint8, np.int64):
+        ins = [(rng.standard_normal(1001) * 100).astype(dtype) for _ in range(7)]
+        for op, f in (("sum", np.sum), ("prod", np.prod), ("max", np.max), ("min", np.min)):
+            wide = np.float64 if np.issubdtype(dtype, np.floating) else \
+                np.uint64 if np.issubdtype(dtype, np.unsignedinteger) else np.int64
+            want = f(np.stack([x.astype(wide) for x in ins]), axis=0).astype(dtype)
+            np.testing.assert_array_equal(reference.reduce(ins, op), want, err_msg=f"{dtype} {op}")
+    nan = [np.array([1.0, np.nan]), np.array([np.nan, 2.0])]
+    assert np.isnan(reference.reduce(nan, "max")).all()
+
+
+def test_memory_preflight_names_the_need_and_fits_an_8_rank_64_mib_sweep(monkeypatch) -> None:
+    """bench -e 64M at 8 ranks (fp32: 16 Mi elements) needs under 16 GiB with the HCCL buffers (the
+    reductions' references no longer stack every rank's input); a count beyond the machine is
+    refused before any job, naming the option, both figures and the limit."""
+    from hcomm_kit.base.errors import ConfigError
+    from hcomm_kit.jobs import preflight
+
+    need = 8 * preflight.host_bytes_per_rank(1 << 24, 4, 8) + 8 * (200 << 20)
+    assert need < 16 << 30, need / (1 << 30)
+    monkeypatch.setattr(preflight, "available_memory", lambda: 8 << 30)
+    with pytest.raises(ConfigError, match=r"-e 64M: 8 rank\(s\) of 16777216 x 4-byte elements need about .* GiB "
+                                          r"of memory .* but 8.0 GiB is available; use a smaller -e"):
+        preflight.check_memory(1 << 24, 4, 8, what="-e", given="64M")
+
+
 # ---- the plugin, driven like a user would: a plain pytest run of a multi-rank test file -----------
 PLUGIN_TESTS = '''
 import time

@@ -167,8 +167,7 @@ def _exact(dt: "_dtypes.DType", wide: np.ndarray) -> bool:
 
 
 def _wide_reduce(inputs: list[np.ndarray], dt: "_dtypes.DType", rop: str) -> np.ndarray:
-    wide = np.stack([reference.to_float(x, dt.name) for x in inputs])
-    return {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[rop](wide, axis=0)
+    return reference.accumulate((reference.to_float(x, dt.name) for x in inputs), rop)
 
 
 class _Case:

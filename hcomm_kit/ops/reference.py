@@ -12,16 +12,18 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from ..base.dtypes import bf16_bits_to_float32, float32_to_bf16_bits, get_dtype, get_reduce_op
 
 __all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "alltoallv", "reduce", "reduce_root",
-           "scatter", "gather", "shift", "copy", "to_float", "from_float"]
+           "scatter", "gather", "shift", "copy", "to_float", "from_float",
+           "accumulate"]
 
-_REDUCERS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+#: element-wise combining ufunc of each reduce op (applied rank after rank, in rank order)
+_UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 def _is_bf16(dtype: Any) -> bool:
@@ -42,16 +44,26 @@ def from_float(x: np.ndarray, like: np.ndarray, dtype: Any = None) -> np.ndarray
     return x.astype(like.dtype)
 
 
+def accumulate(arrays: Iterable[np.ndarray], op: Any = "sum") -> np.ndarray:
+    """``arrays[0] op arrays[1] op ...`` element-wise, in order, into a copy of the first array.
+
+    One array is alive at a time beside the result (the arrays may be generated one by one), so
+    the memory is twice one array's, not the ranks' stack."""
+    ufunc = _UFUNCS[get_reduce_op(op).name]
+    it = iter(arrays)
+    acc = np.array(next(it), copy=True)
+    for x in it:
+        ufunc(acc, x, out=acc)
+    return acc
+
+
 def reduce(inputs: Sequence[np.ndarray], op: Any = "sum", dtype: Any = None) -> np.ndarray:
     """Element-wise reduction of all ranks' inputs (one array)."""
-    name = get_reduce_op(op).name
     first = np.asarray(inputs[0])
     if not _is_bf16(dtype) and np.issubdtype(first.dtype, np.integer):
         wide = np.uint64 if np.issubdtype(first.dtype, np.unsignedinteger) else np.int64
-        stacked = np.stack([np.asarray(x).astype(wide) for x in inputs])
-        return _REDUCERS[name](stacked, axis=0).astype(first.dtype)
-    stacked = np.stack([to_float(x, dtype) for x in inputs])
-    return from_float(_REDUCERS[name](stacked, axis=0), first, dtype)
+        return accumulate((np.asarray(x).astype(wide) for x in inputs), op).astype(first.dtype)
+    return from_float(accumulate((to_float(x, dtype) for x in inputs), op), first, dtype)
 
 
 def allreduce(inputs: Sequence[np.ndarray], op: Any = "sum", dtype: Any = None) -> list[np.ndarray]:
