@@ -396,41 +396,11 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
         return seterr(ACLNN_ERR_INNER, "HkAclnnRun", "operator description of another version: rebuild the operator");
     const char* api = d->api;
     clear_err();
-    if (!e) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "executor is NULL");
-    if (!executor_live(e))
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p is not live (released by an earlier run: make it "
-                      "repeatable with aclSetAclOpExecutorRepeatable to run it again)", (void*)e);
-    if (e->api != api)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p was made by %sGetWorkspaceSize, not %sGetWorkspaceSize",
-                      (void*)e, e->api.c_str(), api);
-    struct Release {
-        aclOpExecutor* e;
-        ~Release() {
-            if (e && !e->repeatable) executor_free(e);
-        }
-    } release{e};
-    e->ran = true;
-    if (e->ws_size && !workspace)
-        return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "workspace is NULL but phase one asked for %llu bytes",
-                      (unsigned long long)e->ws_size);
-    if (workspaceSize < e->ws_size)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "workspaceSize %llu is less than the %llu bytes phase one asked for",
-                      (unsigned long long)workspaceSize, (unsigned long long)e->ws_size);
-    if (e->ws_size) {
-        if (check_side(api, "workspace", workspace, e->ws_size, 1, "workspace"))
-            return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
-    }
-    Comm* c = comm_from_handle(e->comm);
-    if (!c || c->name != e->group)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "the communicator of group '%s' was destroyed after phase one",
-                      e->group.c_str());
+    PhaseTwo run;
+    if (int rc = run.begin(api, -1, e, workspace, workspaceSize, stream)) return rc;
+    Comm* c = run.c;
+    Stream* s = run.s;
     HcclComm comm = c;
-    int code = 0;
-    Stream* s = stream_resolve(stream, &code, api);
-    if (!s) return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
-    if (s->dev != c->dev)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "stream %u is on device %d, group '%s' on device %d", s->id,
-                      s->dev->id, e->group.c_str(), c->dev->id);
     aclrtFuncHandle fn = nullptr;
     if (int rc = kernel_fn(d, &fn)) return rc;
     std::shared_ptr<OpRes> rp;
@@ -447,9 +417,8 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
             if (int rc = push_ctx(comm, d, r)) return rc;
         }
     }
-    char* ws = static_cast<char*>(workspace);
-    char* in = e->in.staged() ? ws + e->in.ws : e->in.first;
-    char* out = e->out.staged() ? ws + e->out.ws : e->out.first;
+    char* in = run.in;
+    char* out = run.out;
     if (e->in.staged())
         if (int rc = stage_gather(api, "x", e->in, in, s)) return rc;
     std::vector<unsigned char> p = e->param;
