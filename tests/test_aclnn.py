@@ -13,7 +13,8 @@
   tests/c/aclnn_coll/main.cc calling every built-in collective through aclnn (contiguous, strided
   and transposed views in and out, a repeatable executor, every refusal) at 2, 3 and 4 ranks as
   threads and under mpirun, every output checked against numpy (tests/hccl_capi.py);
-* the Python invoker (hcomm_kit.aclnn) under mpirun: numpy, DeviceBuffer and torch inputs,
+* the Python invoker (hcomm_kit.aclnn) under mpirun: numpy, DeviceBuffer and torch inputs, the
+  built-in collectives' operators (aclnnHk*, no load) against comm's collectives and numpy,
   identical results to comm.load_op(dir), two streams, refusals as AclError with the ACLNN code,
   and the workspace pool reusing its memory across 1000 calls.
 """
@@ -307,7 +308,7 @@ def test_invoker_views(comm) -> None:
     equals numpy's on the same view of every rank's data and load_op's on a contiguous copy, and an
     ``out`` view gets its elements written, nothing else."""
     import hcomm_kit.aclnn as aclnn
-    from hcomm_kit.aclnn.invoker import _span
+    from hcomm_kit.aclnn.operands import _span
     from hcomm_kit.core.device import DeviceBuffer
 
     opdir = scaffold("ring-allreduce", name="ring_sum")
@@ -465,6 +466,99 @@ def test_torch_op_hook_via_aclnn(comm, torch_world) -> None:
     assert len(pg._aclnn_ops) == 1
     for a, b in zip(params["load_op"], params["aclnn"]):
         assert torch.equal(a, b)
+
+
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=300)
+def test_invoker_builtins(comm) -> None:
+    """The built-in collectives' aclnn operators from Python (no load): equal to comm's collectives
+    and to numpy, on numpy arrays (views too), device buffers and torch tensors; count tables and
+    tensor lists as keywords; refusals as AclError naming the argument."""
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.base.errors import AclError, ConfigError
+    from hcomm_kit.core.device import DeviceBuffer
+
+    r, n, g = comm.rank, comm.size, comm.name
+    ins = lambda c, dt="fp32": [make_input(q, c, dt) for q in range(n)]  # noqa: E731
+    x = ins(1001)
+    got = aclnn.invoke("HkAllReduce", x[r], group=g, reduce_op="sum").wait()
+    np.testing.assert_array_equal(got, comm.all_reduce(x[r]))
+    np.testing.assert_array_equal(got, np.sum(x, axis=0, dtype=np.float32))
+    xi = ins(60 * n, "int32")
+    y = np.empty_like(xi[r])
+    assert aclnn.invoke("aclnnHkAllReduce", xi[r], out=y, group=comm, reduce_op="max").wait() is y
+    np.testing.assert_array_equal(y, np.max(xi, axis=0))
+    np.testing.assert_array_equal(aclnn.invoke("HkAllGather", x[r][::2], group=g).wait(),  # a strided view
+                                  np.concatenate([v[::2] for v in x]))
+    np.testing.assert_array_equal(aclnn.invoke("HkReduceScatter", xi[r], group=g, reduce_op="min").wait(),
+                                  np.min(xi, axis=0)[r * 60:(r + 1) * 60])
+    np.testing.assert_array_equal(aclnn.invoke("HkBroadcast", x[r], group=g, root=n - 1).wait(), x[n - 1])
+    np.testing.assert_array_equal(x[r], make_input(r, 1001, "fp32"))  # a host x is left alone
+    gathered = aclnn.invoke("HkGather", xi[r][:7], group=g, root=0).wait()
+    if r == 0:
+        np.testing.assert_array_equal(gathered, np.concatenate([v[:7] for v in xi]))
+    else:
+        assert gathered is None
+    np.testing.assert_array_equal(aclnn.invoke("HkAllToAll", xi[r], group=g).wait(),
+                                  np.concatenate([v[r * 60:(r + 1) * 60] for v in xi]))
+    # V collectives: rank q contributes q + 2 elements, placed with a gap of 1 (left alone)
+    counts = [q + 2 for q in range(n)]
+    displs = [sum(counts[:q]) + q for q in range(n)]
+    out = np.full(sum(counts) + n, -1, np.int32)
+    aclnn.invoke("HkAllGatherV", xi[r][:counts[r]], out=out, group=g, recv_counts=counts, recv_displs=displs).wait()
+    want = np.full_like(out, -1)
+    for q in range(n):
+        want[displs[q]:displs[q] + counts[q]] = xi[q][:counts[q]]
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(
+        aclnn.invoke("HkReduceScatterV", xi[r][:sum(counts)], group=g, send_counts=counts, reduce_op="sum").wait(),
+        np.sum([v[:sum(counts)] for v in xi], axis=0)[sum(counts[:r]):sum(counts[:r + 1])])
+    # all-to-all-v: rank i sends i + j + 1 elements to rank j (packed), as comm.all_to_all_v
+    sc = [r + j + 1 for j in range(n)]
+    rc = [i + r + 1 for i in range(n)]
+    np.testing.assert_array_equal(aclnn.invoke("HkAllToAllV", xi[r][:sum(sc)], group=g, send_counts=sc,
+                                               recv_counts=rc).wait(),
+                                  comm.all_to_all_v(xi[r][:sum(sc)], sc, rc))
+    matrix = [i + j + 1 for i in range(n) for j in range(n)]
+    np.testing.assert_array_equal(aclnn.invoke("HkAllToAllVC", xi[r][:sum(sc)], group=g,
+                                               send_count_matrix=matrix).wait(),
+                                  comm.all_to_all_v(xi[r][:sum(sc)], sc, rc))
+    # point to point: a ring through one batch, and 0 -> 1
+    ring = np.empty(50, np.int32)
+    res = aclnn.invoke("HkBatchSendRecv", None, group=g, send_tensors=[xi[r][:50]], send_ranks=[(r + 1) % n],
+                       recv_tensors=[ring], recv_ranks=[(r - 1) % n]).wait()
+    assert res == [ring]
+    np.testing.assert_array_equal(ring, xi[(r - 1) % n][:50])
+    if r == 0:
+        assert aclnn.invoke("HkSend", xi[0][:9], group=g, root=1).wait() is None
+    elif r == 1:
+        np.testing.assert_array_equal(aclnn.invoke("HkRecv", None, out=np.empty(9, np.int32), group=g,
+                                                   root=0).wait(), xi[0][:9])
+    assert aclnn.invoke("HkBarrier", None, group=g).wait() is None
+    # device buffers in and out (a device x is broadcast in place)
+    xb = DeviceBuffer.from_numpy(x[r])
+    yb = aclnn.invoke("HkAllReduce", xb, group=g).wait()
+    assert isinstance(yb, DeviceBuffer)
+    np.testing.assert_array_equal(yb.numpy(), np.sum(x, axis=0, dtype=np.float32))
+    assert aclnn.invoke("HkBroadcast", xb, group=g, root=0).wait() is xb
+    np.testing.assert_array_equal(xb.numpy(), x[0])
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        t = torch.from_numpy(x[r].copy())
+        np.testing.assert_array_equal(aclnn.invoke("HkAllGather", t, group=g).wait(), comm.all_gather(x[r]))
+        tout = torch.empty(1001, dtype=torch.float32)
+        aclnn.invoke("HkAllReduce", t, out=tout, group=g, reduce_op="max").wait()
+        np.testing.assert_array_equal(tout.numpy(), np.max(x, axis=0))
+    with pytest.raises(AclError) as ei:
+        aclnn.invoke("HkAllGatherV", xi[r][:3], group=g, recv_counts=[3])
+    assert ei.value.code == 161002 and "recvCounts has 1 entries" in ei.value.message
+    with pytest.raises(AclError) as ei:
+        aclnn.invoke("HkAllToAllV", xi[r], group=g, send_counts=[1] * n)
+    assert ei.value.code == 161001 and "recvCounts is NULL" in ei.value.message
+    with pytest.raises(ConfigError, match="takes no argument.*recv_count"):
+        aclnn.invoke("HkAllGatherV", xi[r], group=g, recv_count=[1] * n)
 
 
 @pytest.mark.mpi(np=[2], timeout=300)
