@@ -7,7 +7,8 @@
   output view (staged through the workspace), an output view at an offset with untouched
   neighbours, a repeatable executor run 3 times, every refusal of phase one (NULLs, dtype, shape,
   group, reduce op, root, host memory, aliasing) and of phase two (workspace), the product gate;
-* the vendor package of a CANN-shaped tree (``hcomm-kit config --ascend-home``): one
+* the vendor package of a CANN-shaped tree (``hcomm-kit config --ascend-home``), self-contained
+  (kernels and op-info JSON in aicpu/{kernel,config}: runs with the build cache's copies deleted); one
   ``op_api/lib/libcust_opapi.so`` holding the built-in collectives' ``aclnnHk*`` and ring_sum
   (installed as ``hcomm-kit build`` does), hosts linked with ``-lcust_opapi``: ring_sum's host, and
   tests/c/aclnn_coll/main.cc calling every built-in collective through aclnn (contiguous, strided
@@ -193,6 +194,37 @@ def test_vendor_package_is_one_library(vendor: dict[str, Path]) -> None:
     built = build_aclnn(res.spec, res.json_path)
     with pytest.raises(BuildError, match="aclnnHkAllReduce"):
         install(AclnnBuild("aclnnHkAllReduce", built.header, built.library, built.obj), res.spec, vendor["tree"])
+
+
+@pytest.mark.slow
+def test_installed_package_needs_no_build_cache(tmp_path: Path) -> None:
+    """An installed vendor package is self-contained, as CANN's custom operator package: the
+    operator's kernel and op-info JSON are copied into the vendor's aicpu/{kernel,config}, and the
+    installed library runs them after the build cache's copies (kernel, JSON, aclnn build) are
+    deleted. The operator is a ring_sum only this test builds (a unique comment in its kernel)."""
+    import shutil
+
+    from hcomm_kit.build import cann_tree
+    from hcomm_kit.build.aclnnbuild import build_aclnn, install
+    from hcomm_kit.build.opbuild import build_op
+    from hcomm_kit.scaffold.render import new_op
+
+    new_op("ring_sum", pattern="ring-allreduce", directory=tmp_path)
+    src = sorted((tmp_path / "ring_sum" / "op_kernel_aicpu").glob("*.cc"))[0]
+    src.write_text(src.read_text() + f"\n// built only by the test in {tmp_path}\n")
+    res = build_op(tmp_path / "ring_sum")
+    built = build_aclnn(res.spec, res.json_path)
+    tree = cann_tree.write_tree(tmp_path / "cann")
+    install(built, res.spec, tree)
+    vendor = tree / "opp" / "vendors" / "cust" / "aicpu"
+    assert (vendor / "kernel" / res.so_path.name).is_file() and (vendor / "config" / res.json_path.name).is_file()
+    exe = _link(C_HOST, tmp_path / "host", tree)
+    res.so_path.unlink()
+    res.json_path.unlink()
+    shutil.rmtree(built.library.parents[2])
+    r = subprocess.run([str(exe), "threads"], env=_env(2), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == 2, r.stdout
 
 
 @pytest.mark.parametrize("ranks,soc", [(2, "Ascend910B"), pytest.param(3, "Ascend910_93", marks=pytest.mark.slow),

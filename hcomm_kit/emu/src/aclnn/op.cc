@@ -27,6 +27,7 @@
 #include "base/reduce.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -46,26 +47,47 @@ void put(std::vector<unsigned char>& b, uint32_t off, T v) {
 /* ------------------------------------------------------------------ kernels */
 
 std::mutex g_fn_m;
-std::map<std::string, aclrtFuncHandle> g_fns; /* json + '\n' + kernel */
+std::map<std::string, aclrtFuncHandle> g_fns; /* json + kernel + the host library's d->api (its address) */
+
+/* The op-info JSON of an operator installed into a vendor package (aclnnbuild.install): the host
+ * library is <vendor>/op_api/lib/libcust_opapi.so, the JSON <vendor>/aicpu/config/<name>.json and
+ * the kernel <vendor>/aicpu/kernel/<kernelSo>, found as CANN finds a custom AICPU package's
+ * (cpuKernelMode 0: the JSON's ../kernel). The package needs nothing of the build cache. "" when
+ * the host library is not in a package with that JSON (a build-cache library: the absolute path). */
+std::string installed_json(const HkAclnnOpDesc* d) {
+    Dl_info info;
+    memset(&info, 0, sizeof info);
+    if (!dladdr(static_cast<const void*>(d->api), &info) || !info.dli_fname) return "";
+    const std::string lib = info.dli_fname;
+    const size_t k = lib.rfind("/op_api/lib/");
+    if (k == std::string::npos) return "";
+    const std::string json = d->opInfoJson;
+    const size_t slash = json.rfind('/');
+    const std::string path = lib.substr(0, k) + "/aicpu/config/" + (slash == std::string::npos ? json : json.substr(slash + 1));
+    return access(path.c_str(), R_OK) == 0 ? path : "";
+}
 
 int kernel_fn(const HkAclnnOpDesc* d, aclrtFuncHandle* fn) {
     std::lock_guard<std::mutex> g(g_fn_m);
-    std::string key = std::string(d->opInfoJson) + "\n" + d->kernel;
+    std::string key = strprintf("%s\n%s\n%p", d->opInfoJson, d->kernel, static_cast<const void*>(d->api));
     auto it = g_fns.find(key);
     if (it != g_fns.end()) {
         *fn = it->second;
         return 0;
     }
+    const std::string installed = installed_json(d);
+    const std::string json = installed.empty() ? std::string(d->opInfoJson) : installed;
     aclrtBinaryLoadOption opt;
     memset(&opt, 0, sizeof opt);
     opt.type = ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE;
-    opt.value.cpuKernelMode = 1;
+    opt.value.cpuKernelMode = installed.empty() ? 1 : 0; /* 1: the kernel beside the JSON (build cache) */
     aclrtBinaryLoadOptions opts = {&opt, 1};
     aclrtBinHandle bin = nullptr;
-    if (aclrtBinaryLoadFromFile(d->opInfoJson, &opts, &bin) != ACL_SUCCESS)
+    if (aclrtBinaryLoadFromFile(json.c_str(), &opts, &bin) != ACL_SUCCESS)
         return seterr(ACLNN_ERR_INNER_FIND_KERNEL_ERROR, d->api,
-                      "cannot load the kernel of operator %s (%s): %s. Rebuild it: hcomm-kit build <operator dir>",
-                      d->opName, d->opInfoJson, last_err().c_str());
+                      "cannot load the kernel of operator %s (%s): %s. Rebuild it: hcomm-kit build <operator dir>%s",
+                      d->opName, json.c_str(), last_err().c_str(),
+                      installed.empty() ? "" : " (with ASCEND_HOME_PATH set to the tree: it installs the kernel again)");
     if (aclrtBinaryGetFunction(bin, d->kernel, fn) != ACL_SUCCESS)
         return seterr(ACLNN_ERR_INNER_FIND_KERNEL_ERROR, d->api, "operator %s: kernel %s: %s", d->opName, d->kernel,
                       last_err().c_str());
