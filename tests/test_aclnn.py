@@ -262,29 +262,32 @@ def test_installed_operator_through_vendor_library(vendor: dict[str, Path]) -> N
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_aclnn_hosts_under_thread_sanitizer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["thread", "address"])
+def test_aclnn_hosts_under_sanitizer(tmp_path: Path, mode: str) -> None:
     """Both C hosts (the built-in collectives' and ring_sum's, through the vendor's libcust_opapi.so)
-    built with -fsanitize=thread against the ThreadSanitizer build of the emulator (a CANN-shaped
-    tree of it), at 3 ranks as threads and the collectives at 2 under mpirun: no report."""
+    built with -fsanitize=thread (or address,undefined) against that sanitizer build of the emulator
+    (a CANN-shaped tree of it), at 3 ranks as threads and the collectives at 2 under mpirun: no
+    report (ASan: leaks checked, with test_sanitizers' suppressions of what the emulator keeps)."""
     import hccl_capi
     from test_sanitizers import SANITIZER_ERROR_RE
+    from test_sanitizers import _env as sanitizer_env
 
-    tree = _vendor_tree(tmp_path / "cann", sanitize="thread")
-    flags = ("-fsanitize=thread", "-g")
-    coll = _link(C_COLL, tmp_path / "aclnn_coll_tsan", tree, *flags)
-    ring = _link(C_HOST, tmp_path / "aclnn_ring_tsan", tree, *flags)
-    tsan = {"TSAN_OPTIONS": "second_deadlock_stack=1:halt_on_error=0:report_signal_unsafe=0"}
+    tree = _vendor_tree(tmp_path / "cann", sanitize=mode)
+    flags = tuple(hccl_capi.SANITIZE_CFLAGS[mode])
+    coll = _link(C_COLL, tmp_path / f"aclnn_coll_{mode}", tree, *flags)
+    ring = _link(C_HOST, tmp_path / f"aclnn_ring_{mode}", tree, *flags)
+    san = {k: v for k, v in sanitizer_env(mode, tmp_path).items() if k != "ACL_TEST_SKIP_CRASH"}
     runs = [([str(coll), "threads", str(tmp_path / "t")], 3, "t"), ([str(ring), "threads"], 3, None),
             ([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "600", "--", str(coll), "mpi",
               str(tmp_path / "m")], 2, "m")]
     for argv, ranks, out in runs:
         if out:
             (tmp_path / out).mkdir()
-        env = {**_env(ranks, HCCL_EXEC_TIMEOUT="600"), **tsan}
+        env = {**_env(ranks, HCCL_EXEC_TIMEOUT="600"), **san}
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
         text = proc.stdout + proc.stderr
         reports = SANITIZER_ERROR_RE.findall(text)
-        assert not reports, f"{len(reports)} ThreadSanitizer report(s) from {argv[-2:]}:\n{text[-30000:]}"
+        assert not reports, f"{len(reports)} {mode} sanitizer report(s) from {argv[-2:]}:\n{text[-30000:]}"
         assert proc.returncode == 0 and len(re.findall(r"OK rank \d+", proc.stdout)) == ranks, text[-20000:]
         if out:
             assert hccl_capi.check_outputs(tmp_path / out, ranks, "Ascend910B") >= 30

@@ -46,8 +46,11 @@ void put(std::vector<unsigned char>& b, uint32_t off, T v) {
 
 /* ------------------------------------------------------------------ kernels */
 
+/* The operators' kernels, loaded by their first phase two and kept for the life of the process
+ * (json + kernel + the host library's d->api, its address). Never destroyed: a static map would
+ * be torn down at exit before LeakSanitizer looks, orphaning the loaded binaries it holds. */
 std::mutex g_fn_m;
-std::map<std::string, aclrtFuncHandle> g_fns; /* json + kernel + the host library's d->api (its address) */
+std::map<std::string, aclrtFuncHandle>& g_fns = *new std::map<std::string, aclrtFuncHandle>();
 
 /* The op-info JSON of an operator installed into a vendor package (aclnnbuild.install): the host
  * library is <vendor>/op_api/lib/libcust_opapi.so, the JSON <vendor>/aicpu/config/<name>.json and
