@@ -94,6 +94,8 @@ def expected(kind: str, dtype: str, count: int, op: int, root: int, seed: int, n
         return encode(reduce([x(q, count * n)[r * count:(r + 1) * count] for q in range(n)], op, dtype), dtype)
     if kind == "reduce":
         return encode(reduce([x(q, count) for q in range(n)], op, dtype), dtype) if r == root else None
+    if kind == "gather":
+        return b"".join(encode(x(q, count), dtype) for q in range(n)) if r == root else None
     if kind == "scatter":
         return encode(x(root, count * n)[r * count:(r + 1) * count], dtype)
     if kind == "alltoall":
@@ -114,7 +116,7 @@ def expected(kind: str, dtype: str, count: int, op: int, root: int, seed: int, n
         return encode(reduce([x(q, total)[first:first + c] for q in range(n)], op, dtype), dtype)
     if kind == "sendrecv":
         return encode(x(r - 1, count), dtype) if r % 2 == 1 else gap(count)
-    if kind in ("batchring", "batchring2", "batchmany"):
+    if kind in ("batchring", "batchring2", "batchmany"):  # aclnn_coll's batchring: one item each way
         return encode(x((r - 1) % n, count * {"batchring": 1, "batchring2": 2, "batchmany": 150}[kind]), dtype)
     if kind == "batchall":
         out = b""

@@ -7,13 +7,15 @@
   output view (staged through the workspace), an output view at an offset with untouched
   neighbours, a repeatable executor run 3 times, every refusal of phase one (NULLs, dtype, shape,
   group, reduce op, root, host memory, aliasing) and of phase two (workspace), the product gate;
-* the vendor package of a CANN-shaped tree (``hcomm-kit config --ascend-home``): one
+* the vendor package of a CANN-shaped tree (``hcomm-kit config --ascend-home``), self-contained
+  (kernels and op-info JSON in aicpu/{kernel,config}: runs with the build cache's copies deleted); one
   ``op_api/lib/libcust_opapi.so`` holding the built-in collectives' ``aclnnHk*`` and ring_sum
   (installed as ``hcomm-kit build`` does), hosts linked with ``-lcust_opapi``: ring_sum's host, and
   tests/c/aclnn_coll/main.cc calling every built-in collective through aclnn (contiguous, strided
   and transposed views in and out, a repeatable executor, every refusal) at 2, 3 and 4 ranks as
   threads and under mpirun, every output checked against numpy (tests/hccl_capi.py);
-* the Python invoker (hcomm_kit.aclnn) under mpirun: numpy, DeviceBuffer and torch inputs,
+* the Python invoker (hcomm_kit.aclnn) under mpirun: numpy, DeviceBuffer and torch inputs, the
+  built-in collectives' operators (aclnnHk*, no load) against comm's collectives and numpy,
   identical results to comm.load_op(dir), two streams, refusals as AclError with the ACLNN code,
   and the workspace pool reusing its memory across 1000 calls.
 """
@@ -194,6 +196,37 @@ def test_vendor_package_is_one_library(vendor: dict[str, Path]) -> None:
         install(AclnnBuild("aclnnHkAllReduce", built.header, built.library, built.obj), res.spec, vendor["tree"])
 
 
+@pytest.mark.slow
+def test_installed_package_needs_no_build_cache(tmp_path: Path) -> None:
+    """An installed vendor package is self-contained, as CANN's custom operator package: the
+    operator's kernel and op-info JSON are copied into the vendor's aicpu/{kernel,config}, and the
+    installed library runs them after the build cache's copies (kernel, JSON, aclnn build) are
+    deleted. The operator is a ring_sum only this test builds (a unique comment in its kernel)."""
+    import shutil
+
+    from hcomm_kit.build import cann_tree
+    from hcomm_kit.build.aclnnbuild import build_aclnn, install
+    from hcomm_kit.build.opbuild import build_op
+    from hcomm_kit.scaffold.render import new_op
+
+    new_op("ring_sum", pattern="ring-allreduce", directory=tmp_path)
+    src = sorted((tmp_path / "ring_sum" / "op_kernel_aicpu").glob("*.cc"))[0]
+    src.write_text(src.read_text() + f"\n// built only by the test in {tmp_path}\n")
+    res = build_op(tmp_path / "ring_sum")
+    built = build_aclnn(res.spec, res.json_path)
+    tree = cann_tree.write_tree(tmp_path / "cann")
+    install(built, res.spec, tree)
+    vendor = tree / "opp" / "vendors" / "cust" / "aicpu"
+    assert (vendor / "kernel" / res.so_path.name).is_file() and (vendor / "config" / res.json_path.name).is_file()
+    exe = _link(C_HOST, tmp_path / "host", tree)
+    res.so_path.unlink()
+    res.json_path.unlink()
+    shutil.rmtree(built.library.parents[2])
+    r = subprocess.run([str(exe), "threads"], env=_env(2), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr[-6000:]
+    assert len(re.findall(r"^OK rank \d+", r.stdout, re.M)) == 2, r.stdout
+
+
 @pytest.mark.parametrize("ranks,soc", [(2, "Ascend910B"), pytest.param(3, "Ascend910_93", marks=pytest.mark.slow),
                                        pytest.param(4, "Ascend950", marks=pytest.mark.slow)])
 def test_builtin_collectives_threads(vendor: dict[str, Path], tmp_path: Path, ranks: int, soc: str) -> None:
@@ -229,29 +262,32 @@ def test_installed_operator_through_vendor_library(vendor: dict[str, Path]) -> N
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_aclnn_hosts_under_thread_sanitizer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["thread", "address"])
+def test_aclnn_hosts_under_sanitizer(tmp_path: Path, mode: str) -> None:
     """Both C hosts (the built-in collectives' and ring_sum's, through the vendor's libcust_opapi.so)
-    built with -fsanitize=thread against the ThreadSanitizer build of the emulator (a CANN-shaped
-    tree of it), at 3 ranks as threads and the collectives at 2 under mpirun: no report."""
+    built with -fsanitize=thread (or address,undefined) against that sanitizer build of the emulator
+    (a CANN-shaped tree of it), at 3 ranks as threads and the collectives at 2 under mpirun: no
+    report (ASan: leaks checked, with test_sanitizers' suppressions of what the emulator keeps)."""
     import hccl_capi
     from test_sanitizers import SANITIZER_ERROR_RE
+    from test_sanitizers import _env as sanitizer_env
 
-    tree = _vendor_tree(tmp_path / "cann", sanitize="thread")
-    flags = ("-fsanitize=thread", "-g")
-    coll = _link(C_COLL, tmp_path / "aclnn_coll_tsan", tree, *flags)
-    ring = _link(C_HOST, tmp_path / "aclnn_ring_tsan", tree, *flags)
-    tsan = {"TSAN_OPTIONS": "second_deadlock_stack=1:halt_on_error=0:report_signal_unsafe=0"}
+    tree = _vendor_tree(tmp_path / "cann", sanitize=mode)
+    flags = tuple(hccl_capi.SANITIZE_CFLAGS[mode])
+    coll = _link(C_COLL, tmp_path / f"aclnn_coll_{mode}", tree, *flags)
+    ring = _link(C_HOST, tmp_path / f"aclnn_ring_{mode}", tree, *flags)
+    san = {k: v for k, v in sanitizer_env(mode, tmp_path).items() if k != "ACL_TEST_SKIP_CRASH"}
     runs = [([str(coll), "threads", str(tmp_path / "t")], 3, "t"), ([str(ring), "threads"], 3, None),
             ([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--timeout", "600", "--", str(coll), "mpi",
               str(tmp_path / "m")], 2, "m")]
     for argv, ranks, out in runs:
         if out:
             (tmp_path / out).mkdir()
-        env = {**_env(ranks, HCCL_EXEC_TIMEOUT="600"), **tsan}
+        env = {**_env(ranks, HCCL_EXEC_TIMEOUT="600"), **san}
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
         text = proc.stdout + proc.stderr
         reports = SANITIZER_ERROR_RE.findall(text)
-        assert not reports, f"{len(reports)} ThreadSanitizer report(s) from {argv[-2:]}:\n{text[-30000:]}"
+        assert not reports, f"{len(reports)} {mode} sanitizer report(s) from {argv[-2:]}:\n{text[-30000:]}"
         assert proc.returncode == 0 and len(re.findall(r"OK rank \d+", proc.stdout)) == ranks, text[-20000:]
         if out:
             assert hccl_capi.check_outputs(tmp_path / out, ranks, "Ascend910B") >= 30
@@ -307,7 +343,7 @@ def test_invoker_views(comm) -> None:
     equals numpy's on the same view of every rank's data and load_op's on a contiguous copy, and an
     ``out`` view gets its elements written, nothing else."""
     import hcomm_kit.aclnn as aclnn
-    from hcomm_kit.aclnn.invoker import _span
+    from hcomm_kit.aclnn.operands import _span
     from hcomm_kit.core.device import DeviceBuffer
 
     opdir = scaffold("ring-allreduce", name="ring_sum")
@@ -465,6 +501,99 @@ def test_torch_op_hook_via_aclnn(comm, torch_world) -> None:
     assert len(pg._aclnn_ops) == 1
     for a, b in zip(params["load_op"], params["aclnn"]):
         assert torch.equal(a, b)
+
+
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=300)
+def test_invoker_builtins(comm) -> None:
+    """The built-in collectives' aclnn operators from Python (no load): equal to comm's collectives
+    and to numpy, on numpy arrays (views too), device buffers and torch tensors; count tables and
+    tensor lists as keywords; refusals as AclError naming the argument."""
+    import hcomm_kit.aclnn as aclnn
+    from hcomm_kit.base.errors import AclError, ConfigError
+    from hcomm_kit.core.device import DeviceBuffer
+
+    r, n, g = comm.rank, comm.size, comm.name
+    ins = lambda c, dt="fp32": [make_input(q, c, dt) for q in range(n)]  # noqa: E731
+    x = ins(1001)
+    got = aclnn.invoke("HkAllReduce", x[r], group=g, reduce_op="sum").wait()
+    np.testing.assert_array_equal(got, comm.all_reduce(x[r]))
+    np.testing.assert_array_equal(got, np.sum(x, axis=0, dtype=np.float32))
+    xi = ins(60 * n, "int32")
+    y = np.empty_like(xi[r])
+    assert aclnn.invoke("aclnnHkAllReduce", xi[r], out=y, group=comm, reduce_op="max").wait() is y
+    np.testing.assert_array_equal(y, np.max(xi, axis=0))
+    np.testing.assert_array_equal(aclnn.invoke("HkAllGather", x[r][::2], group=g).wait(),  # a strided view
+                                  np.concatenate([v[::2] for v in x]))
+    np.testing.assert_array_equal(aclnn.invoke("HkReduceScatter", xi[r], group=g, reduce_op="min").wait(),
+                                  np.min(xi, axis=0)[r * 60:(r + 1) * 60])
+    np.testing.assert_array_equal(aclnn.invoke("HkBroadcast", x[r], group=g, root=n - 1).wait(), x[n - 1])
+    np.testing.assert_array_equal(x[r], make_input(r, 1001, "fp32"))  # a host x is left alone
+    gathered = aclnn.invoke("HkGather", xi[r][:7], group=g, root=0).wait()
+    if r == 0:
+        np.testing.assert_array_equal(gathered, np.concatenate([v[:7] for v in xi]))
+    else:
+        assert gathered is None
+    np.testing.assert_array_equal(aclnn.invoke("HkAllToAll", xi[r], group=g).wait(),
+                                  np.concatenate([v[r * 60:(r + 1) * 60] for v in xi]))
+    # V collectives: rank q contributes q + 2 elements, placed with a gap of 1 (left alone)
+    counts = [q + 2 for q in range(n)]
+    displs = [sum(counts[:q]) + q for q in range(n)]
+    out = np.full(sum(counts) + n, -1, np.int32)
+    aclnn.invoke("HkAllGatherV", xi[r][:counts[r]], out=out, group=g, recv_counts=counts, recv_displs=displs).wait()
+    want = np.full_like(out, -1)
+    for q in range(n):
+        want[displs[q]:displs[q] + counts[q]] = xi[q][:counts[q]]
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(
+        aclnn.invoke("HkReduceScatterV", xi[r][:sum(counts)], group=g, send_counts=counts, reduce_op="sum").wait(),
+        np.sum([v[:sum(counts)] for v in xi], axis=0)[sum(counts[:r]):sum(counts[:r + 1])])
+    # all-to-all-v: rank i sends i + j + 1 elements to rank j (packed), as comm.all_to_all_v
+    sc = [r + j + 1 for j in range(n)]
+    rc = [i + r + 1 for i in range(n)]
+    np.testing.assert_array_equal(aclnn.invoke("HkAllToAllV", xi[r][:sum(sc)], group=g, send_counts=sc,
+                                               recv_counts=rc).wait(),
+                                  comm.all_to_all_v(xi[r][:sum(sc)], sc, rc))
+    matrix = [i + j + 1 for i in range(n) for j in range(n)]
+    np.testing.assert_array_equal(aclnn.invoke("HkAllToAllVC", xi[r][:sum(sc)], group=g,
+                                               send_count_matrix=matrix).wait(),
+                                  comm.all_to_all_v(xi[r][:sum(sc)], sc, rc))
+    # point to point: a ring through one batch, and 0 -> 1
+    ring = np.empty(50, np.int32)
+    res = aclnn.invoke("HkBatchSendRecv", None, group=g, send_tensors=[xi[r][:50]], send_ranks=[(r + 1) % n],
+                       recv_tensors=[ring], recv_ranks=[(r - 1) % n]).wait()
+    assert res == [ring]
+    np.testing.assert_array_equal(ring, xi[(r - 1) % n][:50])
+    if r == 0:
+        assert aclnn.invoke("HkSend", xi[0][:9], group=g, root=1).wait() is None
+    elif r == 1:
+        np.testing.assert_array_equal(aclnn.invoke("HkRecv", None, out=np.empty(9, np.int32), group=g,
+                                                   root=0).wait(), xi[0][:9])
+    assert aclnn.invoke("HkBarrier", None, group=g).wait() is None
+    # device buffers in and out (a device x is broadcast in place)
+    xb = DeviceBuffer.from_numpy(x[r])
+    yb = aclnn.invoke("HkAllReduce", xb, group=g).wait()
+    assert isinstance(yb, DeviceBuffer)
+    np.testing.assert_array_equal(yb.numpy(), np.sum(x, axis=0, dtype=np.float32))
+    assert aclnn.invoke("HkBroadcast", xb, group=g, root=0).wait() is xb
+    np.testing.assert_array_equal(xb.numpy(), x[0])
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        t = torch.from_numpy(x[r].copy())
+        np.testing.assert_array_equal(aclnn.invoke("HkAllGather", t, group=g).wait(), comm.all_gather(x[r]))
+        tout = torch.empty(1001, dtype=torch.float32)
+        aclnn.invoke("HkAllReduce", t, out=tout, group=g, reduce_op="max").wait()
+        np.testing.assert_array_equal(tout.numpy(), np.max(x, axis=0))
+    with pytest.raises(AclError) as ei:
+        aclnn.invoke("HkAllGatherV", xi[r][:3], group=g, recv_counts=[3])
+    assert ei.value.code == 161002 and "recvCounts has 1 entries" in ei.value.message
+    with pytest.raises(AclError) as ei:
+        aclnn.invoke("HkAllToAllV", xi[r], group=g, send_counts=[1] * n)
+    assert ei.value.code == 161001 and "recvCounts is NULL" in ei.value.message
+    with pytest.raises(ConfigError, match="takes no argument.*recv_count"):
+        aclnn.invoke("HkAllGatherV", xi[r], group=g, recv_count=[1] * n)
 
 
 @pytest.mark.mpi(np=[2], timeout=300)

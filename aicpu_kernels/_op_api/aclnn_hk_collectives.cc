@@ -9,6 +9,7 @@
  * (hcomm-kit config --ascend-home).
  */
 #include <stddef.h>
+#include <string.h>
 
 #include "aclnn_hk_collectives.h"
 #include "hcomm_kit/aclnn_ext.h"
@@ -160,4 +161,173 @@ extern "C" aclnnStatus aclnnHkRecv(void *workspace, uint64_t workspaceSize, aclO
     aclrtStream stream)
 {
     return HkAclnnCollRun(HK_COLL_RECV, workspace, workspaceSize, executor, stream);
+}
+
+extern "C" aclnnStatus aclnnHkAllGatherVGetWorkspaceSize(
+    const aclTensor *x,
+    const aclIntArray *recvCounts,
+    const aclIntArray *recvDisplsOptional,
+    const char *group,
+    aclTensor *out,
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    HkAclnnCollArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.arrays[0] = recvCounts;
+    a.arrays[1] = recvDisplsOptional;
+    a.out = out;
+    a.group = group;
+    return HkAclnnCollGetWorkspaceSizeEx(HK_COLL_ALL_GATHER_V, &a, workspaceSize, executor);
+}
+
+extern "C" aclnnStatus aclnnHkAllGatherV(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream)
+{
+    return HkAclnnCollRun(HK_COLL_ALL_GATHER_V, workspace, workspaceSize, executor, stream);
+}
+
+extern "C" aclnnStatus aclnnHkReduceScatterVGetWorkspaceSize(
+    const aclTensor *x,
+    const aclIntArray *sendCounts,
+    const aclIntArray *sendDisplsOptional,
+    int64_t reduceOp,
+    const char *group,
+    aclTensor *out,
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    HkAclnnCollArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.arrays[0] = sendCounts;
+    a.arrays[1] = sendDisplsOptional;
+    a.reduceOp = reduceOp;
+    a.out = out;
+    a.group = group;
+    return HkAclnnCollGetWorkspaceSizeEx(HK_COLL_REDUCE_SCATTER_V, &a, workspaceSize, executor);
+}
+
+extern "C" aclnnStatus aclnnHkReduceScatterV(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream)
+{
+    return HkAclnnCollRun(HK_COLL_REDUCE_SCATTER_V, workspace, workspaceSize, executor, stream);
+}
+
+extern "C" aclnnStatus aclnnHkAllToAllVGetWorkspaceSize(
+    const aclTensor *x,
+    const aclIntArray *sendCounts,
+    const aclIntArray *sendDisplsOptional,
+    const aclIntArray *recvCounts,
+    const aclIntArray *recvDisplsOptional,
+    const char *group,
+    aclTensor *out,
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    HkAclnnCollArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.arrays[0] = sendCounts;
+    a.arrays[1] = sendDisplsOptional;
+    a.arrays[2] = recvCounts;
+    a.arrays[3] = recvDisplsOptional;
+    a.out = out;
+    a.group = group;
+    return HkAclnnCollGetWorkspaceSizeEx(HK_COLL_ALL_TO_ALL_V, &a, workspaceSize, executor);
+}
+
+extern "C" aclnnStatus aclnnHkAllToAllV(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream)
+{
+    return HkAclnnCollRun(HK_COLL_ALL_TO_ALL_V, workspace, workspaceSize, executor, stream);
+}
+
+extern "C" aclnnStatus aclnnHkAllToAllVCGetWorkspaceSize(
+    const aclTensor *x,
+    const aclIntArray *sendCountMatrix,
+    const char *group,
+    aclTensor *out,
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    HkAclnnCollArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.arrays[0] = sendCountMatrix;
+    a.out = out;
+    a.group = group;
+    return HkAclnnCollGetWorkspaceSizeEx(HK_COLL_ALL_TO_ALL_VC, &a, workspaceSize, executor);
+}
+
+extern "C" aclnnStatus aclnnHkAllToAllVC(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream)
+{
+    return HkAclnnCollRun(HK_COLL_ALL_TO_ALL_VC, workspace, workspaceSize, executor, stream);
+}
+
+extern "C" aclnnStatus aclnnHkGatherGetWorkspaceSize(
+    const aclTensor *x,
+    int64_t root,
+    const char *group,
+    aclTensor *out,
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    HkAclnnCollArgs a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.root = root;
+    a.out = out;
+    a.group = group;
+    return HkAclnnCollGetWorkspaceSizeEx(HK_COLL_GATHER, &a, workspaceSize, executor);
+}
+
+extern "C" aclnnStatus aclnnHkGather(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream)
+{
+    return HkAclnnCollRun(HK_COLL_GATHER, workspace, workspaceSize, executor, stream);
+}
+
+extern "C" aclnnStatus aclnnHkBatchSendRecvGetWorkspaceSize(
+    const aclTensorList *sendTensors,
+    const aclIntArray *sendRanks,
+    const aclIntArray *recvRanks,
+    const char *group,
+    const aclTensorList *recvTensors,
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    HkAclnnCollArgs a;
+    memset(&a, 0, sizeof a);
+    a.lists[0] = sendTensors;
+    a.arrays[0] = sendRanks;
+    a.arrays[1] = recvRanks;
+    a.lists[1] = recvTensors;
+    a.group = group;
+    return HkAclnnCollGetWorkspaceSizeEx(HK_COLL_BATCH_SEND_RECV, &a, workspaceSize, executor);
+}
+
+extern "C" aclnnStatus aclnnHkBatchSendRecv(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream)
+{
+    return HkAclnnCollRun(HK_COLL_BATCH_SEND_RECV, workspace, workspaceSize, executor, stream);
+}
+
+extern "C" aclnnStatus aclnnHkBarrierGetWorkspaceSize(
+    const char *group,
+    uint64_t *workspaceSize,
+    aclOpExecutor **executor)
+{
+    HkAclnnCollArgs a;
+    memset(&a, 0, sizeof a);
+    a.group = group;
+    return HkAclnnCollGetWorkspaceSizeEx(HK_COLL_BARRIER, &a, workspaceSize, executor);
+}
+
+extern "C" aclnnStatus aclnnHkBarrier(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+    aclrtStream stream)
+{
+    return HkAclnnCollRun(HK_COLL_BARRIER, workspace, workspaceSize, executor, stream);
 }

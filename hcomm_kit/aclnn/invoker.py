@@ -29,8 +29,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,16 +38,16 @@ from ..base.errors import AclError, ConfigError, OpTimeoutError
 from ..base.validate import check_timeout
 from ..build.aclnnbuild import AclnnBuild, build_aclnn
 from ..build.opspec import PARAM_TYPES, OpSpec
-from ..core.device import DeviceBuffer, Event, Stream, as_host_array, host_ptr
+from ..core.device import DeviceBuffer, Event, Stream, as_host_array
 from ..runtime import codes
+from .builtin import BuiltinOp, Call, builtin_op, is_builtin
 from .meta import MetaApi, TensorDesc, check_status, meta_api
-from .pool import Block, WorkspacePool, stream_pool, workspace_pool
+from .operands import DeviceView, _check_out, _copy_out, _device_operand, _host_operand, _stream_handle
+from .pool import Block, WorkspacePool, workspace_pool
 
 __all__ = ["AclnnOp", "Work", "DeviceView", "load", "invoke", "get_op", "registered"]
 
-_H2D, _D2H = 1, 2
 _EVENT_SYNC_TIMEOUT = 507047  # aclrtSynchronizeEventWithTimeout expired
-_SPAN_FACTOR = 4              # a host view spanning more than 4x its bytes is staged compacted
 _REGISTRY: dict[str, "AclnnOp"] = {}
 _REG_LOCK = threading.Lock()
 
@@ -207,111 +206,17 @@ class Work:
         return self._result
 
 
-@dataclass(frozen=True)
-class DeviceView:
-    """A view of device memory for :func:`invoke`: ``shape`` with ``strides`` (elements; None =
-    C-contiguous) starting ``offset`` elements into ``buffer``.
-
-    Example: column 1 of a ``[n, 2]`` DeviceBuffer ``m``: ``DeviceView(m, (n,), (2,), 1)``.
-    """
-
-    buffer: DeviceBuffer
-    shape: Sequence[int]
-    strides: Sequence[int] | None = None
-    offset: int = 0
-
-
-class _Operand:
-    """One tensor of a call: the aclTensor's view over device memory, and how a host array gets
-    there and back."""
-
-    __slots__ = ("ptr", "shape", "strides", "offset", "storage", "host", "span", "block")
-
-    def __init__(self) -> None:
-        self.ptr, self.shape, self.strides, self.offset, self.storage = 0, (), None, 0, None
-        self.host: np.ndarray | None = None  # the host array this operand stages (None: device memory)
-        self.span = 0                        # bytes of the host array's span staged
-        self.block: Block | None = None
-
-
-def _span(a: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
-    """(bytes spanned, element strides) of a host view that can be staged as it is (non-negative
-    strides in whole elements, not much sparser than its elements); None: compact it instead."""
-    item = a.itemsize
-    if a.size == 0 or any(st < 0 or st % item for st in a.strides):
-        return None
-    strides = tuple(st // item for st in a.strides)
-    span = (1 + sum((n - 1) * st for n, st in zip(a.shape, strides))) * item
-    return (span, strides) if span <= _SPAN_FACTOR * a.nbytes + 4096 else None
-
-
-def _host_operand(rt, pool: WorkspacePool, a: np.ndarray, *, read: bool, blocks: list[Block]) -> _Operand:
-    """Stage host array ``a`` (any view) into a pooled block: its span as it is, with the view's
-    strides in the aclTensor (copied in when ``read``), or a compact copy when the view cannot be."""
-    o = _Operand()
-    o.host, o.shape = a, a.shape
-    if a.flags.c_contiguous or _span(a) is None:
-        o.span = a.nbytes
-        src = np.ascontiguousarray(a) if read else None
-    else:
-        o.span, o.strides = _span(a)
-        src = None
-    b = pool.acquire(o.span)
-    if b is not None:
-        blocks.append(b)
-    o.block, o.ptr = b, (b.ptr if b else 0)
-    o.storage = (o.span // a.itemsize,)
-    if read and o.span:
-        if src is not None:
-            rt.checked.aclrtMemcpy(o.ptr, b.capacity, host_ptr(src), o.span, _H2D)
-        else:  # the bytes the view spans, from its first element
-            rt.checked.aclrtMemcpy(o.ptr, b.capacity, a.__array_interface__["data"][0], o.span, _H2D)
-    return o
-
-
-def _copy_out(rt, o: _Operand) -> None:
-    """After the call: the result's elements from the device block into the host array (a view)."""
-    a = o.host
-    if not o.span:
-        return
-    if o.strides is None and a.flags.c_contiguous:
-        rt.checked.aclrtMemcpy(host_ptr(a), o.span, o.ptr, o.span, _D2H)
-        return
-    tmp = np.empty(o.span // a.itemsize, dtype=a.dtype)
-    rt.checked.aclrtMemcpy(host_ptr(tmp), o.span, o.ptr, o.span, _D2H)
-    if o.strides is None:  # staged compacted
-        a[...] = tmp.reshape(a.shape)
-    else:
-        a[...] = np.lib.stride_tricks.as_strided(tmp, a.shape, a.strides)
-
-
-def _device_operand(x: "DeviceBuffer | DeviceView", dt) -> _Operand:
-    o = _Operand()
-    buf = x.buffer if isinstance(x, DeviceView) else x
-    o.ptr = buf.ptr
-    o.storage = (buf.nbytes // dt.itemsize,) if isinstance(x, DeviceView) else None
-    if isinstance(x, DeviceView):
-        o.shape = tuple(int(v) for v in x.shape)
-        o.strides = None if x.strides is None else tuple(int(v) for v in x.strides)
-        o.offset = int(x.offset)
-    else:
-        o.shape = buf.shape
-    return o
-
-
-def _stream_handle(stream: "Stream | int | None", rt) -> int:
-    if stream is None:
-        return stream_pool(rt).get(0).handle
-    return stream.handle if isinstance(stream, Stream) else int(stream)
-
-
 def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = None, root: int = 0,
            stream: "Stream | int | None" = None, ranks: int | None = None, dtype: Any = None,
            **params: Any) -> Work:
     """Run an aclnn operator on this rank (every rank of ``group`` makes the call).
 
+    A built-in collective's operator (``"HkAllReduce"`` ..., :mod:`.builtin`) needs no :func:`load`;
+    its count tables and tensor lists are keyword arguments (``recv_counts=`` ...).
+
     Args:
-        name: ``"RingSum"`` (or ``"aclnnRingSum"``), loaded with :func:`load`.
+        name: ``"RingSum"`` (or ``"aclnnRingSum"``), loaded with :func:`load`, or a built-in
+            collective's ``"HkAllReduce"``, ``"HkAllGatherV"``, ... (``hcomm_kit.build.builtins.BUILTIN_ACLNN``).
         x: numpy array / torch CPU tensor / array-like, any view (staged), or a
             :class:`DeviceBuffer` / :class:`DeviceView` (used in place).
         out: None (a new numpy array shaped like ``x`` or by ``[io].output``, or a new DeviceBuffer
@@ -324,7 +229,8 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
         ranks: ranks of ``group`` (sizes a new ``out``; default: the communicator of this
             process called ``group``, or 1).
         dtype: element type (default: from ``x``; ``"bf16"`` for uint16 bit patterns).
-        **params: the operator's op.toml ``[[param]]`` fields.
+        **params: the operator's op.toml ``[[param]]`` fields; a built-in's count tables and lists
+            (``recv_counts``, ``send_displs``, ``send_count_matrix``, ``send_tensors``, ...).
 
     Returns:
         A :class:`Work`; ``wait()`` gives the output.
@@ -333,6 +239,9 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
         AclError: phase one or two refused (code ``ACLNN_ERR_*``, the runtime's message).
         ConfigError: an ``out`` of the wrong dtype / size, or read-only.
     """
+    if is_builtin(name) and name not in _REGISTRY:
+        return _invoke_builtin(builtin_op(name, _rt()), x, out, group=group, reduce_op=reduce_op, root=root,
+                               stream=stream, ranks=ranks, dtype=dtype, params=params)
     op = get_op(name)
     rt = op.rt
     if not isinstance(group, str) and hasattr(group, "name"):  # a Communicator
@@ -400,20 +309,47 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
     return Work(op, ev, finish, cleanup)
 
 
-def _check_out(a: np.ndarray, dt, nelems: int, api: str) -> None:
-    """A host ``out``: ``nelems`` elements of the call's dtype, writable (any view)."""
-    if a.dtype == np.dtype(dt.numpy) and a.size == nelems and a.flags.writeable:
-        return
-    raise ConfigError(f"{api} out: needs a writable array of {nelems} {dt.name} elements (numpy dtype "
-                      f"{np.dtype(dt.numpy)}), got {a.size} x {a.dtype}{'' if a.flags.writeable else ', read-only'}",
-                      key="out")
+def _invoke_builtin(op: BuiltinOp, x: Any, out: Any, *, group: Any, reduce_op: Any, root: int,
+                    stream: "Stream | int | None", ranks: int | None, dtype: Any, params: dict[str, Any]) -> Work:
+    """:func:`invoke` of a built-in collective (:class:`~hcomm_kit.aclnn.builtin.Call`)."""
+    rt = op.rt
+    name, size, rank = _group_info(group)
+    pool: WorkspacePool = workspace_pool(rt)
+    blocks: list[Block] = []
+
+    def cleanup() -> None:
+        for b in blocks:
+            pool.release(b)
+
+    try:
+        call = Call(op, x, out, group=name, size=size if ranks is None else ranks, rank=rank, reduce_op=reduce_op,
+                    root=root, dtype=dtype, params=params, pool=pool, blocks=blocks)
+        ws = pool.acquire(call.workspace_size)
+        if ws is not None:
+            blocks.append(ws)
+        s = _stream_handle(stream, rt)
+        op.run(ws.ptr if ws else 0, call.workspace_size, call.executor, s)
+        ev = Event(rt)
+        ev.record(s)
+    except BaseException:
+        cleanup()
+        raise
+    return Work(op, ev, call.finish, cleanup)  # type: ignore[arg-type]
 
 
-def _group_size(group: str) -> int:
-    """Ranks of the live communicator of this process called ``group`` (1 if none is known)."""
+def _group_info(group: Any) -> tuple[str, int, int]:
+    """(name, ranks, this rank) of ``group``: a communicator, or the name of a live one of this
+    process (ranks 1, rank 0 if none is known)."""
+    if not isinstance(group, str) and hasattr(group, "name"):
+        return group.name, group.size, group.rank
     from ..core import communicator as _core_comm
 
     for c in list(_core_comm._LIVE):
         if not c.closed and c.name == group:
-            return c.size
-    return 1
+            return group, c.size, c.rank
+    return group, 1, 0
+
+
+def _group_size(group: str) -> int:
+    """Ranks of the live communicator of this process called ``group`` (1 if none is known)."""
+    return _group_info(group)[1]

@@ -50,6 +50,18 @@ class MetaApi:
         self.aclGetDataType = L.aclGetDataType
         self.aclGetDataType.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
         self.aclGetDataType.restype = ctypes.c_int32
+        self.aclCreateIntArray = L.aclCreateIntArray
+        self.aclCreateIntArray.argtypes = [_i64p, ctypes.c_uint64]
+        self.aclCreateIntArray.restype = ctypes.c_void_p
+        self.aclDestroyIntArray = L.aclDestroyIntArray
+        self.aclDestroyIntArray.argtypes = [ctypes.c_void_p]
+        self.aclDestroyIntArray.restype = ctypes.c_int32
+        self.aclCreateTensorList = L.aclCreateTensorList
+        self.aclCreateTensorList.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint64]
+        self.aclCreateTensorList.restype = ctypes.c_void_p
+        self.aclDestroyTensorList = L.aclDestroyTensorList  # destroys its tensors too
+        self.aclDestroyTensorList.argtypes = [ctypes.c_void_p]
+        self.aclDestroyTensorList.restype = ctypes.c_int32
 
 
 _APIS: dict[int, MetaApi] = {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,12 +56,15 @@ class AclnnBuild:
         header: ``.../op_api/include/aclnn_<name>.h``.
         library: ``.../op_api/lib/libcust_opapi_<name>.so`` (installed: the vendor's ``libcust_opapi.so``).
         obj: the operator's object file (what the vendor's library is linked from).
+        kernel_json: the kernel's op-info JSON (the kernel ``.so`` beside it, same stem), which
+            :func:`install` copies into the vendor package; None for an installed build.
     """
 
     api: str
     header: Path
     library: Path
     obj: Path
+    kernel_json: Path | None = None
 
     @property
     def include_dir(self) -> Path:
@@ -205,14 +209,17 @@ def build_aclnn(spec: OpSpec, kernel_json: Path, *, verbose: bool = False) -> Ac
 
     directory = cache.cached_dir(f"aclnn-{spec.name}", key, build, validate=_ok)
     return AclnnBuild(api, directory / "op_api" / "include" / f"aclnn_{spec.name}.h",
-                      directory / "op_api" / "lib" / library_name(spec), directory / OBJ_DIR / f"aclnn_{spec.name}.o")
+                      directory / "op_api" / "lib" / library_name(spec), directory / OBJ_DIR / f"aclnn_{spec.name}.o",
+                      Path(kernel_json))
 
 
 def install(built: AclnnBuild, spec: OpSpec, ascend_home: str | os.PathLike[str], *,
             verbose: bool = False) -> AclnnBuild:
-    """Install the operator into ``<ascend_home>/opp/vendors/<vendor>/op_api`` as CANN lays out a
-    custom operator package: its header into ``include/``, its object into ``obj/`` and the
-    vendor's ``lib/libcust_opapi.so`` relinked from every installed object. Returns the installed
+    """Install the operator into ``<ascend_home>/opp/vendors/<vendor>`` as CANN lays out a custom
+    operator package: into ``op_api/``, its header into ``include/``, its object into ``obj/`` and
+    the vendor's ``lib/libcust_opapi.so`` relinked from every installed object; its kernel into
+    ``aicpu/kernel/`` and the kernel's op-info JSON into ``aicpu/config/`` (the installed library
+    loads them from there: the package does not need the build cache). Returns the installed
     paths (``library`` is the vendor's ``libcust_opapi.so``).
 
     Raises:
@@ -230,6 +237,16 @@ def install(built: AclnnBuild, spec: OpSpec, ascend_home: str | os.PathLike[str]
                          f"(aclnnHk*): rename it in {spec.opdir / 'op.toml'} [op].name")
     old = vendor / "op_api" / "lib" / library_name(spec)  # the one-library-per-operator layout of earlier versions
     old.unlink(missing_ok=True)
+    if built.kernel_json is not None:
+        kernel = built.kernel_json.with_suffix(".so")
+        for src, sub in ((kernel, "kernel"), (built.kernel_json, "config")):
+            if not src.is_file():
+                raise BuildError(f"{src} is missing: rebuild the operator (hcomm-kit build {spec.opdir})")
+            dst = vendor / "aicpu" / sub / src.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+            shutil.copy2(src, tmp)
+            os.replace(tmp, dst)
     library = install_objects(vendor, [built.header], [built.obj], verbose=verbose)
     return AclnnBuild(built.api, vendor / "op_api" / "include" / built.header.name, library,
                       vendor / "op_api" / OBJ_DIR / built.obj.name)

@@ -36,11 +36,15 @@ BUILTIN_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextr
 # with RTLD_DEEPBIND (sanitizer builds), as it would on the device.
 LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,-Bsymbolic")
 #: The built-in collectives' aclnn operator names (``aclnn<Name>GetWorkspaceSize`` / ``aclnn<Name>``),
-#: declared in ``aicpu_kernels/_op_api/include/aclnn_hk_<snake>.h``; each runs as the HCCL API named.
+#: declared in ``aicpu_kernels/_op_api/include/aclnn_hk_<snake>.h``; each runs as the HCCL API named
+#: (HkGather as HcclAlltoAllV with every block toward the root: CANN has no HcclGather).
 BUILTIN_ACLNN = {
     "HkAllReduce": "HcclAllReduce", "HkAllGather": "HcclAllGather", "HkReduceScatter": "HcclReduceScatter",
     "HkBroadcast": "HcclBroadcast", "HkReduce": "HcclReduce", "HkScatter": "HcclScatter",
     "HkAllToAll": "HcclAlltoAll", "HkSend": "HcclSend", "HkRecv": "HcclRecv",
+    "HkAllGatherV": "HcclAllGatherV", "HkReduceScatterV": "HcclReduceScatterV", "HkAllToAllV": "HcclAlltoAllV",
+    "HkAllToAllVC": "HcclAlltoAllVC", "HkGather": "HcclAlltoAllV", "HkBatchSendRecv": "HcclBatchSendRecv",
+    "HkBarrier": "HcclBarrier",
 }
 #: Beside the emulator library: the built-ins' aclnn package (``include/``, ``lib/libcust_opapi.so``, ``obj/``).
 OP_API_DIR = "op_api"

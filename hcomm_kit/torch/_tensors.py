@@ -159,7 +159,7 @@ class Operands:
     def view(self, t: torch.Tensor, dt: "_dtypes.DType") -> Any:
         """``t`` as the view it is, for :func:`hcomm_kit.aclnn.invoke`: a DeviceView over its registered
         storage with its shape, strides and storage offset, or a (strided) numpy view to stage."""
-        from ..aclnn.invoker import DeviceView
+        from ..aclnn.operands import DeviceView
 
         self._keep.append(t)
         if self.zero_copy and t.numel():

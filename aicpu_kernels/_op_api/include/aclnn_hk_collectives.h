@@ -14,5 +14,12 @@
 #include "aclnn_hk_all_to_all.h"
 #include "aclnn_hk_send.h"
 #include "aclnn_hk_recv.h"
+#include "aclnn_hk_all_gather_v.h"
+#include "aclnn_hk_reduce_scatter_v.h"
+#include "aclnn_hk_all_to_all_v.h"
+#include "aclnn_hk_all_to_all_vc.h"
+#include "aclnn_hk_gather.h"
+#include "aclnn_hk_batch_send_recv.h"
+#include "aclnn_hk_barrier.h"
 
 #endif /* ACLNN_HK_COLLECTIVES_H_ */

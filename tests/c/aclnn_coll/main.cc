@@ -69,7 +69,7 @@ struct DType {
 };
 const DType F32{ACL_FLOAT, "fp32", 4, false}, F16{ACL_FLOAT16, "fp16", 2, false}, BF16{ACL_BF16, "bf16", 2, false},
     I8{ACL_INT8, "int8", 1, false}, I32{ACL_INT32, "int32", 4, false}, I64{ACL_INT64, "int64", 8, false},
-    U16{ACL_UINT16, "uint16", 2, true}, F64{ACL_DOUBLE, "fp64", 8, false};
+    U16{ACL_UINT16, "uint16", 2, true}, F64{ACL_DOUBLE, "fp64", 8, false}, I16V{ACL_INT16, "int16", 2, false};
 
 /* Input element i of `rank` (tests/hccl_capi.py inputs()): small integers, exact in every dtype. */
 int64_t Value(uint32_t seed, uint32_t rank, uint64_t i, const DType& dt, int op)
@@ -92,6 +92,7 @@ void Put(uint8_t* p, const DType& dt, int64_t v)
 {
     switch (dt.acl) {
         case ACL_INT8: *(int8_t*)p = (int8_t)v; break;
+        case ACL_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
         case ACL_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
         case ACL_INT64: memcpy(p, &v, 8); break;
         case ACL_UINT16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
@@ -108,6 +109,9 @@ void Put(uint8_t* p, const DType& dt, int64_t v)
         default: { double x = (double)v; memcpy(p, &x, 8); break; }
     }
 }
+
+/* Elements rank i sends rank j in the V cases (tests/hccl_capi.py vcount()). */
+uint64_t VCount(uint32_t i, uint32_t j, uint64_t base, uint32_t seed) { return base + (i * 3 + j * 5 + seed) % 4; }
 
 /* Where the elements of a view live in its buffer. */
 enum Layout { CONTIG = 0, STRIDED = 1, TRANSPOSED = 2 };
@@ -217,6 +221,21 @@ int Save(Rank& R, const Case& c, Tensor& T)
     return 0;
 }
 
+/* Elements [first, first + count) of a 1-D tensor (contiguous or strided) as a tensor of its own. */
+aclTensor* Sub(const Tensor& T, const Case& c, uint64_t first, uint64_t count)
+{
+    int64_t dims[1] = {(int64_t)count}, st[1] = {T.v.strides[0]};
+    return aclCreateTensor(dims, 1, c.dt.acl, st, T.v.offset + (int64_t)first * T.v.strides[0], ACL_FORMAT_ND,
+                           T.v.storage.data(), T.v.storage.size(), T.dev);
+}
+
+/* An aclIntArray of unsigned counts; destroyed by the caller. */
+aclIntArray* Ints(const std::vector<uint64_t>& v)
+{
+    std::vector<int64_t> s(v.begin(), v.end());
+    return aclCreateIntArray(s.data(), s.size());
+}
+
 /* Phase two with a workspace of the size phase one asked for, then synchronise. */
 template <class Run>
 int Launch(Rank& R, uint64_t ws, aclOpExecutor* ex, Run run)
@@ -312,7 +331,134 @@ int Run(Rank& R, const Case& c)
         }
         return Save(R, c, Y);
     }
+    if (k == "allgatherv") {
+        /* rank j contributes VCount(j, 0) elements, placed with a gap of 2 (displacements given) */
+        std::vector<uint64_t> rc(n), rd(n);
+        uint64_t ro = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            rc[j] = VCount(j, 0, cnt, c.seed);
+            rd[j] = ro;
+            ro += rc[j] + 2;
+        }
+        if (Make(R, X, c, c.lx, rc[me], true, me) || Make(R, Y, c, c.lout, ro, false, me)) return 1;
+        aclIntArray *a = Ints(rc), *b = Ints(rd);
+        CHECK(aclnnHkAllGatherVGetWorkspaceSize(X.t, a, b, R.group, Y.t, &ws, &ex));
+        aclDestroyIntArray(a);
+        aclDestroyIntArray(b);
+        if (Launch(R, ws, ex, aclnnHkAllGatherV)) return 1;
+        return Save(R, c, Y);
+    }
+    if (k == "reducescatterv") {
+        /* rank i receives VCount(i, 0) elements reduced from offset sd[i] (gap of 3 between blocks) */
+        std::vector<uint64_t> sc(n), sd(n);
+        uint64_t so = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            sc[j] = VCount(j, 0, cnt, c.seed);
+            sd[j] = so;
+            so += sc[j] + 3;
+        }
+        if (Make(R, X, c, c.lx, so, true, me) || Make(R, Y, c, c.lout, sc[me], false, me)) return 1;
+        aclIntArray *a = Ints(sc), *b = Ints(sd);
+        CHECK(aclnnHkReduceScatterVGetWorkspaceSize(X.t, a, b, c.op, R.group, Y.t, &ws, &ex));
+        aclDestroyIntArray(a);
+        aclDestroyIntArray(b);
+        if (Launch(R, ws, ex, aclnnHkReduceScatterV)) return 1;
+        return Save(R, c, Y);
+    }
+    if (k == "alltoallv" || k == "alltoallvc") {
+        /* rank i sends VCount(i, j) elements to j; send blocks packed (no sendDispls: packed by
+         * default), receive blocks with a gap of 1 (alltoallv) or packed (alltoallvc) */
+        std::vector<uint64_t> sc(n), rc(n), rd(n), matrix((size_t)n * n);
+        uint64_t so = 0, ro = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            sc[j] = VCount(me, j, cnt, c.seed);
+            rc[j] = VCount(j, me, cnt, c.seed);
+            rd[j] = ro;
+            so += sc[j];
+            ro += rc[j] + (k == "alltoallv" ? 1 : 0);
+            for (uint32_t i = 0; i < n; i++) matrix[(size_t)i * n + j] = VCount(i, j, cnt, c.seed);
+        }
+        if (Make(R, X, c, c.lx, so, true, me) || Make(R, Y, c, c.lout, ro, false, me)) return 1;
+        if (k == "alltoallv") {
+            aclIntArray *a = Ints(sc), *b = Ints(rc), *d = Ints(rd);
+            CHECK(aclnnHkAllToAllVGetWorkspaceSize(X.t, a, nullptr, b, d, R.group, Y.t, &ws, &ex));
+            for (aclIntArray* arr : {a, b, d}) aclDestroyIntArray(arr);
+            if (Launch(R, ws, ex, aclnnHkAllToAllV)) return 1;
+        } else {
+            aclIntArray* m = Ints(matrix);
+            CHECK(aclnnHkAllToAllVCGetWorkspaceSize(X.t, m, R.group, Y.t, &ws, &ex));
+            aclDestroyIntArray(m);
+            if (Launch(R, ws, ex, aclnnHkAllToAllVC)) return 1;
+        }
+        return Save(R, c, Y);
+    }
+    if (k == "gather") {
+        if (Make(R, X, c, c.lx, cnt, true, me)) return 1;
+        if (me == c.root && Make(R, Y, c, c.lout, cnt * n, false, me)) return 1;
+        CHECK(aclnnHkGatherGetWorkspaceSize(X.t, c.root, R.group, Y.t, &ws, &ex)); /* Y.t NULL off the root */
+        if (Launch(R, ws, ex, aclnnHkGather)) return 1;
+        return me == c.root ? Save(R, c, Y) : 0;
+    }
+    if (k == "batchring" || k == "batchall") {
+        /* batchring: send to the next rank, receive from the previous one; batchall: VCount(me, j)
+         * elements to every other rank j, from all. Items are 1-D views into one buffer each way. */
+        std::vector<uint64_t> so(n + 1, 0), ro(n + 1, 0);
+        for (uint32_t j = 0; j < n; j++) {
+            const bool ring_s = j == (me + 1) % n, ring_r = j == (me + n - 1) % n;
+            so[j + 1] = so[j] + (j == me ? 0 : k == "batchring" ? (ring_s ? cnt : 0) : VCount(me, j, cnt, c.seed));
+            ro[j + 1] = ro[j] + (j == me ? 0 : k == "batchring" ? (ring_r ? cnt : 0) : VCount(j, me, cnt, c.seed));
+        }
+        if (Make(R, X, c, c.lx, so[n], true, me) || Make(R, Y, c, c.lout, ro[n], false, me)) return 1;
+        std::vector<const aclTensor*> st, rt;
+        std::vector<int64_t> sr, rr;
+        for (uint32_t d = 1; d < n; d++) {
+            uint32_t j = (me + d) % n;
+            if (so[j + 1] > so[j]) {
+                st.push_back(Sub(X, c, so[j], so[j + 1] - so[j]));
+                sr.push_back(j);
+            }
+            if (ro[j + 1] > ro[j]) {
+                rt.push_back(Sub(Y, c, ro[j], ro[j + 1] - ro[j]));
+                rr.push_back(j);
+            }
+        }
+        aclTensorList *sl = aclCreateTensorList(st.data(), st.size()), *rl = aclCreateTensorList(rt.data(), rt.size());
+        aclIntArray *sa = aclCreateIntArray(sr.data(), sr.size()), *ra = aclCreateIntArray(rr.data(), rr.size());
+        if (!sl || !rl || !sa || !ra) FAILF("list / array: %s", aclGetRecentErrMsg());
+        CHECK(aclnnHkBatchSendRecvGetWorkspaceSize(sl, sa, ra, R.group, rl, &ws, &ex));
+        aclDestroyTensorList(sl); /* and its tensors */
+        aclDestroyTensorList(rl);
+        aclDestroyIntArray(sa);
+        aclDestroyIntArray(ra);
+        if (Launch(R, ws, ex, aclnnHkBatchSendRecv)) return 1;
+        return Save(R, c, Y);
+    }
     FAILF("unknown case kind %s", k.c_str());
+}
+
+/* The barrier orders the ranks: rank 0 writes a file only after a pause, then enters the barrier;
+ * the others find the file once their barrier has completed. Run twice (a repeatable executor). */
+int Barrier(Rank& R, int round)
+{
+    const std::string flag = R.out + "/barrier" + std::to_string(round) + ".flag";
+    uint64_t ws = 1;
+    aclOpExecutor* ex = nullptr;
+    CHECK(aclnnHkBarrierGetWorkspaceSize(R.group, &ws, &ex));
+    if (ws != 0) FAILF("barrier asked for a workspace of %llu bytes", (unsigned long long)ws);
+    CHECK(aclSetAclOpExecutorRepeatable(ex));
+    for (int i = 0; i < 2; i++) {
+        if (R.rank == 0) {
+            usleep(100000);
+            FILE* f = fopen((flag + std::to_string(i)).c_str(), "w");
+            if (!f || fclose(f) != 0) FAILF("cannot write %s", flag.c_str());
+        }
+        CHECK(aclnnHkBarrier(nullptr, 0, ex, R.stream));
+        CHECK(aclrtSynchronizeStream(R.stream));
+        if (access((flag + std::to_string(i)).c_str(), F_OK) != 0)
+            FAILF("aclnnHkBarrier returned before rank 0 reached it (%s missing)", flag.c_str());
+    }
+    CHECK(aclDestroyAclOpExecutor(ex));
+    return 0;
 }
 
 /* Expects `got` == code and a message naming `word`. */
@@ -391,6 +537,80 @@ int Refusals(Rank& R)
     bad |= Refused(R, "other operator", aclnnHkAllReduce(d, ws, ex, R.stream), INV, "aclnnHkAllGatherGetWorkspaceSize");
     CHECK(aclDestroyAclOpExecutor(ex));
     bad |= Refused(R, "NULL executor", aclnnHkAllReduce(nullptr, 0, nullptr, R.stream), NUL, "executor");
+    /* the V collectives, gather, batch send/recv, barrier */
+    std::vector<int64_t> ones(R.n, n / 2), big(R.n, n), neg(R.n, 1), three(3, 1);
+    neg[R.n - 1] = -1;
+    aclIntArray* cnt = aclCreateIntArray(ones.data(), R.n);      /* n/2 per rank: x has n */
+    aclIntArray* cntn = aclCreateIntArray(big.data(), R.n);      /* n per rank */
+    aclIntArray* cntneg = aclCreateIntArray(neg.data(), R.n);
+    aclIntArray* cnt3 = aclCreateIntArray(three.data(), R.n == 3 ? 2 : 3); /* wrong length */
+    aclIntArray* mat = aclCreateIntArray(big.data(), R.n);       /* ranks entries, not ranks x ranks */
+    aclTensor* yvn = T(n * R.n - 1, ACL_FLOAT, e);               /* one element short of n per rank */
+    bad |= Refused(R, "agv counts NULL", aclnnHkAllGatherVGetWorkspaceSize(x, nullptr, nullptr, g, y, &ws, &ex), NUL,
+                   "recvCounts is NULL");
+    bad |= Refused(R, "agv counts length", aclnnHkAllGatherVGetWorkspaceSize(x, cnt3, nullptr, g, y, &ws, &ex), INV,
+                   "recvCounts has");
+    bad |= Refused(R, "agv own count", aclnnHkAllGatherVGetWorkspaceSize(x, cnt, nullptr, g, y, &ws, &ex), INV,
+                   "recvCounts[");
+    bad |= Refused(R, "agv out small", aclnnHkAllGatherVGetWorkspaceSize(x, cntn, nullptr, g, yvn, &ws, &ex), INV,
+                   "reach element");
+    bad |= Refused(R, "agv displs length", aclnnHkAllGatherVGetWorkspaceSize(x, cntn, cnt3, g, yvn, &ws, &ex), INV,
+                   "recvDisplsOptional has");
+    bad |= Refused(R, "rsv negative", aclnnHkReduceScatterVGetWorkspaceSize(x, cntneg, nullptr, 0, g, y, &ws, &ex), INV,
+                   "negative");
+    bad |= Refused(R, "rsv out", aclnnHkReduceScatterVGetWorkspaceSize(x, cnt, nullptr, 0, g, y, &ws, &ex), INV,
+                   "sendCounts[");
+    bad |= Refused(R, "rsv reduce op", aclnnHkReduceScatterVGetWorkspaceSize(x, cnt, nullptr, 9, g, y, &ws, &ex), INV,
+                   "reduceOp 9");
+    bad |= Refused(R, "a2av recv NULL", aclnnHkAllToAllVGetWorkspaceSize(x, cnt, nullptr, nullptr, nullptr, g, y, &ws,
+                                                                         &ex), NUL, "recvCounts");
+    if (R.n > 1)
+        bad |= Refused(R, "a2av x small", aclnnHkAllToAllVGetWorkspaceSize(x, cntn, nullptr, cnt, nullptr, g, yn, &ws,
+                                                                           &ex), INV, "sendCounts/sendDispls");
+    bad |= Refused(R, "a2avc matrix", aclnnHkAllToAllVCGetWorkspaceSize(x, R.n > 1 ? mat : cnt3, g, y, &ws, &ex), INV,
+                   "sendCountMatrix has");
+    bad |= Refused(R, "gather out NULL", aclnnHkGatherGetWorkspaceSize(x, R.rank, g, nullptr, &ws, &ex), NUL,
+                   "out is NULL on the root");
+    bad |= Refused(R, "gather root", aclnnHkGatherGetWorkspaceSize(x, R.n, g, y, &ws, &ex), INV, "root");
+    if (R.n > 1)
+        bad |= Refused(R, "gather out shape", aclnnHkGatherGetWorkspaceSize(x, R.rank, g, y, &ws, &ex), INV, "ranks x");
+    {
+        const aclTensor* one[1] = {T(n / 2, ACL_FLOAT, d)};
+        const aclTensor* onr[1] = {T(n / 2, ACL_FLOAT, (char*)d + n)}; /* overlaps the sent tensor */
+        const aclTensor* oku[1] = {T(n / 2, ACL_BOOL, e)}; /* no HCCL type */
+        aclTensorList* sl = aclCreateTensorList(one, 1);
+        aclTensorList* rl = aclCreateTensorList(onr, 1);
+        aclTensorList* ul = aclCreateTensorList(oku, 1);
+        int64_t self = R.rank, peer = (R.rank + 1) % R.n, out_of = R.n;
+        aclIntArray* rself = aclCreateIntArray(&self, 1);
+        aclIntArray* rpeer = aclCreateIntArray(&peer, 1);
+        aclIntArray* rout = aclCreateIntArray(&out_of, 1);
+        aclIntArray* rtwo = aclCreateIntArray(big.data(), 2);
+        bad |= Refused(R, "batch ranks NULL", aclnnHkBatchSendRecvGetWorkspaceSize(sl, nullptr, nullptr, g, nullptr, &ws,
+                                                                                   &ex), NUL, "sendRanks is NULL");
+        bad |= Refused(R, "batch ranks length", aclnnHkBatchSendRecvGetWorkspaceSize(sl, rtwo, nullptr, g, nullptr, &ws,
+                                                                                     &ex), INV, "one rank per tensor");
+        bad |= Refused(R, "batch self", aclnnHkBatchSendRecvGetWorkspaceSize(sl, rself, nullptr, g, nullptr, &ws, &ex),
+                       INV, "to self");
+        bad |= Refused(R, "batch rank", aclnnHkBatchSendRecvGetWorkspaceSize(nullptr, nullptr, rout, g, rl, &ws, &ex),
+                       INV, "recvRanks[0]");
+        if (R.n > 1) {
+            bad |= Refused(R, "batch overlap", aclnnHkBatchSendRecvGetWorkspaceSize(sl, rpeer, rpeer, g, rl, &ws, &ex),
+                           INV, "overlap");
+            bad |= Refused(R, "batch dtype", aclnnHkBatchSendRecvGetWorkspaceSize(ul, rpeer, nullptr, g, nullptr, &ws,
+                                                                                  &ex), INV,
+                           "sendTensors[0] has dataType ACL_BOOL");
+        }
+        for (aclTensorList* l : {sl, rl, ul}) aclDestroyTensorList(l);
+        for (aclIntArray* a : {rself, rpeer, rout, rtwo}) aclDestroyIntArray(a);
+    }
+    bad |= Refused(R, "barrier group NULL", aclnnHkBarrierGetWorkspaceSize(nullptr, &ws, &ex), NUL, "group");
+    bad |= Refused(R, "barrier group", aclnnHkBarrierGetWorkspaceSize("no_such_group", &ws, &ex), INV, "no_such_group");
+    CHECK(aclnnHkBarrierGetWorkspaceSize(g, &ws, &ex));
+    bad |= Refused(R, "barrier executor", aclnnHkGather(nullptr, 0, ex, R.stream), INV, "aclnnHkBarrierGetWorkspaceSize");
+    CHECK(aclDestroyAclOpExecutor(ex)); /* refused before it was taken: still the caller's */
+    for (aclIntArray* a : {cnt, cntn, cntneg, cnt3, mat}) aclDestroyIntArray(a);
+    aclDestroyTensor(yvn);
     CHECK(aclrtSynchronizeStream(R.stream)); /* nothing was enqueued */
     for (aclTensor* t : {x, y, yn, y16, xu8, xhost, xodd, ypart, xs}) aclDestroyTensor(t);
     CHECK(aclrtFree(d));
@@ -436,6 +656,20 @@ std::vector<Case> Cases(bool is950, uint32_t n)
     add("reducescatter", I8, 21, MIN, 0, TRANSPOSED, CONTIG);
     add("alltoall", F64, 97, 0, 0, CONTIG, CONTIG);
     add("alltoall", I32, 40001, 0, 0, TRANSPOSED, STRIDED);
+    add("allgatherv", F32, 61, 0, 0, CONTIG, CONTIG);
+    add("allgatherv", I16V, 3001, 0, 0, STRIDED, TRANSPOSED);
+    add("reducescatterv", I32, 61, SUM, 0, CONTIG, CONTIG);
+    add("reducescatterv", F16, 2000, MAX, 0, STRIDED, STRIDED);
+    add("alltoallv", F32, 61, 0, 0, CONTIG, CONTIG);
+    add("alltoallv", I64, 1001, 0, 0, TRANSPOSED, STRIDED);
+    add("alltoallvc", BF16, 33, 0, 0, STRIDED, CONTIG);
+    for (uint32_t root : {0u, n - 1}) {
+        add("gather", F32, 77, 0, root, CONTIG, CONTIG);
+        add("gather", I8, 3001, 0, root, STRIDED, TRANSPOSED);
+    }
+    add("batchring", F32, 999, 0, 0, CONTIG, STRIDED);
+    add("batchall", F16, 77, 0, 0, STRIDED, CONTIG);
+    add("batchall", I64, 5000, 0, 0, CONTIG, CONTIG);
     add("sendrecv", F32, 1025, 0, 0, CONTIG, CONTIG);
     add("sendrecv", I8, 300001, 0, 0, STRIDED, STRIDED);
     return cs;
@@ -466,6 +700,7 @@ int RunRank(Rank& R, const HcclRootInfo* root)
     if (R.rank == 0 && Manifest(R, cs)) return 1;
     for (const Case& c : cs)
         if (Run(R, c)) FAILF("case %s failed", c.name.c_str());
+    if (Barrier(R, 0)) return 1;
     CHECK(HcclCommDestroy(R.comm));
     CHECK(aclrtDestroyStream(R.stream));
     CHECK(aclrtResetDevice(R.device));

@@ -89,8 +89,29 @@ enum HkAclnnColl {
     HK_COLL_ALL_TO_ALL = 6,
     HK_COLL_SEND = 7,      /* x only; root = the destination rank */
     HK_COLL_RECV = 8,      /* out only; root = the source rank */
-    HK_COLL_COUNT = 9
+    HK_COLL_ALL_GATHER_V = 9,      /* arrays: recvCounts, recvDispls (NULL: packed) */
+    HK_COLL_REDUCE_SCATTER_V = 10, /* arrays: sendCounts, sendDispls (NULL: packed) */
+    HK_COLL_ALL_TO_ALL_V = 11,     /* arrays: sendCounts, sendDispls, recvCounts, recvDispls */
+    HK_COLL_ALL_TO_ALL_VC = 12,    /* arrays: sendCountMatrix (ranks x ranks) */
+    HK_COLL_GATHER = 13,           /* out: written on the root only (may be NULL elsewhere) */
+    HK_COLL_BATCH_SEND_RECV = 14,  /* lists: sendTensors, recvTensors; arrays: sendRanks, recvRanks */
+    HK_COLL_BARRIER = 15,          /* the group only */
+    HK_COLL_COUNT = 16
 };
+/* Every argument an aclnnHk<Name>GetWorkspaceSize may take; those its collective does not take
+ * are NULL / 0 (see HkAclnnColl for the meaning of arrays[] and lists[]). */
+typedef struct HkAclnnCollArgs {
+    const aclTensor *x;
+    const aclTensor *out;
+    int64_t reduceOp;
+    int64_t root;
+    const char *group;
+    const aclIntArray *arrays[4];
+    const aclTensorList *lists[2];
+} HkAclnnCollArgs;
+aclnnStatus HkAclnnCollGetWorkspaceSizeEx(int32_t coll, const HkAclnnCollArgs *args, uint64_t *workspaceSize,
+                                          aclOpExecutor **executor);
+/* The single-tensor collectives' shorthand of HkAclnnCollGetWorkspaceSizeEx. */
 aclnnStatus HkAclnnCollGetWorkspaceSize(int32_t coll, const aclTensor *x, const aclTensor *out, int64_t reduceOp,
                                         int64_t root, const char *group, uint64_t *workspaceSize,
                                         aclOpExecutor **executor);

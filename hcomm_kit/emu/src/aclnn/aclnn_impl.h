@@ -27,6 +27,7 @@ struct aclOpExecutor;
 namespace emu {
 bool tensor_live(const aclTensor* t);
 bool executor_live(const aclOpExecutor* e);
+bool misc_live(const void* p); /* a live aclScalar / array / aclTensorList */
 aclOpExecutor* executor_new(); /* registered as live; nullptr when out of memory */
 void executor_free(aclOpExecutor* e);
 }  // namespace emu
@@ -105,6 +106,14 @@ struct HkView {
     }
 };
 
+/* One send or receive of aclnnHkBatchSendRecv. */
+struct HkItem {
+    HkView v;
+    bool send = false;
+    int32_t hccl_dtype = 0;
+    uint32_t peer = 0;
+};
+
 struct aclOpExecutor {
     uint64_t magic = emu::kExecMagic;
     std::string api, kernel;
@@ -118,6 +127,10 @@ struct aclOpExecutor {
     int32_t hccl_dtype = 0, reduce_op = 0;
     uint32_t root = 0;      /* root, or the peer of Send / Recv */
     uint64_t count = 0;     /* the HCCL API's count argument */
+    bool always = false;    /* run even with count 0 (the V collectives, barrier: every rank takes its turn) */
+    bool keep_out = false;  /* a staged out is gathered first too: the collective leaves some of it alone */
+    std::vector<uint64_t> counts[4]; /* the V collectives' count / displacement tables (elements) */
+    std::vector<HkItem> items;       /* batch send/recv */
     bool repeatable = false;
     bool ran = false;
 };
@@ -134,10 +147,34 @@ int check_view(const char* api, const char* what, const char* owner, const aclTe
 int check_overlap(const char* api, const char* owner, const HkView& x, const HkView& out, bool inplace);
 /* Gives every staged view its place in the workspace; returns the workspace size. */
 uint64_t layout_workspace(std::initializer_list<HkView*> views);
+uint64_t layout_workspace(const std::vector<HkView*>& views);
 /* Enqueues the gather of a staged view into dst / the scatter of src into it: one stream task
  * that copies every run (the stream's order: after what was enqueued before, before what follows). */
 int stage_gather(const char* api, const char* what, const HkView& v, char* dst, aclrtStream s);
 int stage_scatter(const char* api, const char* what, const HkView& v, const char* src, aclrtStream s);
+
+/* Phase two's common start (op.cc, coll.cc): the executor (live, made by this operator's phase
+ * one: api and coll), the workspace (the size phase one asked for, device memory), the group's
+ * communicator still alive, the stream on its device. On success in / out are the buffers the
+ * kernel or collective reads and writes: the views themselves, or their places in the workspace.
+ * Destroying it releases a non-repeatable executor (CANN: phase two consumes it), also on error. */
+struct Comm;
+struct Stream;
+class PhaseTwo {
+public:
+    PhaseTwo() = default;
+    PhaseTwo(const PhaseTwo&) = delete;
+    PhaseTwo& operator=(const PhaseTwo&) = delete;
+    ~PhaseTwo();
+    int begin(const char* api, int coll, aclOpExecutor* e, void* workspace, uint64_t workspaceSize, aclrtStream stream);
+    char* staged(const HkView& v) const { return v.staged() ? ws + v.ws : v.first; }
+    aclOpExecutor* e = nullptr;
+    Comm* c = nullptr;
+    Stream* s = nullptr;
+    char* ws = nullptr;
+    char* in = nullptr;
+    char* out = nullptr;
+};
 }  // namespace emu
 
 #endif

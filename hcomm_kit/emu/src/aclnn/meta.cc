@@ -82,6 +82,7 @@ const char* acl_dtype_name(int dt) {
 
 bool tensor_live(const aclTensor* t) { return t && live(t) && t->magic == kTensorMagic; }
 bool executor_live(const aclOpExecutor* e) { return e && live(e) && e->magic == kExecMagic; }
+bool misc_live(const void* p) { return p && live(p) && static_cast<const aclIntArray*>(p)->magic == kMiscMagic; }
 aclOpExecutor* executor_new() { return track(new (std::nothrow) aclOpExecutor); }
 void executor_free(aclOpExecutor* e) {
     if (untrack(e)) {

@@ -27,6 +27,7 @@
 #include "base/reduce.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -45,27 +46,51 @@ void put(std::vector<unsigned char>& b, uint32_t off, T v) {
 
 /* ------------------------------------------------------------------ kernels */
 
+/* The operators' kernels, loaded by their first phase two and kept for the life of the process
+ * (json + kernel + the host library's d->api, its address). Never destroyed: a static map would
+ * be torn down at exit before LeakSanitizer looks, orphaning the loaded binaries it holds. */
 std::mutex g_fn_m;
-std::map<std::string, aclrtFuncHandle> g_fns; /* json + '\n' + kernel */
+std::map<std::string, aclrtFuncHandle>& g_fns = *new std::map<std::string, aclrtFuncHandle>();
+
+/* The op-info JSON of an operator installed into a vendor package (aclnnbuild.install): the host
+ * library is <vendor>/op_api/lib/libcust_opapi.so, the JSON <vendor>/aicpu/config/<name>.json and
+ * the kernel <vendor>/aicpu/kernel/<kernelSo>, found as CANN finds a custom AICPU package's
+ * (cpuKernelMode 0: the JSON's ../kernel). The package needs nothing of the build cache. "" when
+ * the host library is not in a package with that JSON (a build-cache library: the absolute path). */
+std::string installed_json(const HkAclnnOpDesc* d) {
+    Dl_info info;
+    memset(&info, 0, sizeof info);
+    if (!dladdr(static_cast<const void*>(d->api), &info) || !info.dli_fname) return "";
+    const std::string lib = info.dli_fname;
+    const size_t k = lib.rfind("/op_api/lib/");
+    if (k == std::string::npos) return "";
+    const std::string json = d->opInfoJson;
+    const size_t slash = json.rfind('/');
+    const std::string path = lib.substr(0, k) + "/aicpu/config/" + (slash == std::string::npos ? json : json.substr(slash + 1));
+    return access(path.c_str(), R_OK) == 0 ? path : "";
+}
 
 int kernel_fn(const HkAclnnOpDesc* d, aclrtFuncHandle* fn) {
     std::lock_guard<std::mutex> g(g_fn_m);
-    std::string key = std::string(d->opInfoJson) + "\n" + d->kernel;
+    std::string key = strprintf("%s\n%s\n%p", d->opInfoJson, d->kernel, static_cast<const void*>(d->api));
     auto it = g_fns.find(key);
     if (it != g_fns.end()) {
         *fn = it->second;
         return 0;
     }
+    const std::string installed = installed_json(d);
+    const std::string json = installed.empty() ? std::string(d->opInfoJson) : installed;
     aclrtBinaryLoadOption opt;
     memset(&opt, 0, sizeof opt);
     opt.type = ACL_RT_BINARY_LOAD_OPT_CPU_KERNEL_MODE;
-    opt.value.cpuKernelMode = 1;
+    opt.value.cpuKernelMode = installed.empty() ? 1 : 0; /* 1: the kernel beside the JSON (build cache) */
     aclrtBinaryLoadOptions opts = {&opt, 1};
     aclrtBinHandle bin = nullptr;
-    if (aclrtBinaryLoadFromFile(d->opInfoJson, &opts, &bin) != ACL_SUCCESS)
+    if (aclrtBinaryLoadFromFile(json.c_str(), &opts, &bin) != ACL_SUCCESS)
         return seterr(ACLNN_ERR_INNER_FIND_KERNEL_ERROR, d->api,
-                      "cannot load the kernel of operator %s (%s): %s. Rebuild it: hcomm-kit build <operator dir>",
-                      d->opName, d->opInfoJson, last_err().c_str());
+                      "cannot load the kernel of operator %s (%s): %s. Rebuild it: hcomm-kit build <operator dir>%s",
+                      d->opName, json.c_str(), last_err().c_str(),
+                      installed.empty() ? "" : " (with ASCEND_HOME_PATH set to the tree: it installs the kernel again)");
     if (aclrtBinaryGetFunction(bin, d->kernel, fn) != ACL_SUCCESS)
         return seterr(ACLNN_ERR_INNER_FIND_KERNEL_ERROR, d->api, "operator %s: kernel %s: %s", d->opName, d->kernel,
                       last_err().c_str());
@@ -396,41 +421,11 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
         return seterr(ACLNN_ERR_INNER, "HkAclnnRun", "operator description of another version: rebuild the operator");
     const char* api = d->api;
     clear_err();
-    if (!e) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "executor is NULL");
-    if (!executor_live(e))
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p is not live (released by an earlier run: make it "
-                      "repeatable with aclSetAclOpExecutorRepeatable to run it again)", (void*)e);
-    if (e->api != api)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p was made by %sGetWorkspaceSize, not %sGetWorkspaceSize",
-                      (void*)e, e->api.c_str(), api);
-    struct Release {
-        aclOpExecutor* e;
-        ~Release() {
-            if (e && !e->repeatable) executor_free(e);
-        }
-    } release{e};
-    e->ran = true;
-    if (e->ws_size && !workspace)
-        return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "workspace is NULL but phase one asked for %llu bytes",
-                      (unsigned long long)e->ws_size);
-    if (workspaceSize < e->ws_size)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "workspaceSize %llu is less than the %llu bytes phase one asked for",
-                      (unsigned long long)workspaceSize, (unsigned long long)e->ws_size);
-    if (e->ws_size) {
-        if (check_side(api, "workspace", workspace, e->ws_size, 1, "workspace"))
-            return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
-    }
-    Comm* c = comm_from_handle(e->comm);
-    if (!c || c->name != e->group)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "the communicator of group '%s' was destroyed after phase one",
-                      e->group.c_str());
+    PhaseTwo run;
+    if (int rc = run.begin(api, -1, e, workspace, workspaceSize, stream)) return rc;
+    Comm* c = run.c;
+    Stream* s = run.s;
     HcclComm comm = c;
-    int code = 0;
-    Stream* s = stream_resolve(stream, &code, api);
-    if (!s) return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
-    if (s->dev != c->dev)
-        return seterr(ACLNN_ERR_PARAM_INVALID, api, "stream %u is on device %d, group '%s' on device %d", s->id,
-                      s->dev->id, e->group.c_str(), c->dev->id);
     aclrtFuncHandle fn = nullptr;
     if (int rc = kernel_fn(d, &fn)) return rc;
     std::shared_ptr<OpRes> rp;
@@ -447,9 +442,8 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
             if (int rc = push_ctx(comm, d, r)) return rc;
         }
     }
-    char* ws = static_cast<char*>(workspace);
-    char* in = e->in.staged() ? ws + e->in.ws : e->in.first;
-    char* out = e->out.staged() ? ws + e->out.ws : e->out.first;
+    char* in = run.in;
+    char* out = run.out;
     if (e->in.staged())
         if (int rc = stage_gather(api, "x", e->in, in, s)) return rc;
     std::vector<unsigned char> p = e->param;

@@ -2,10 +2,13 @@
  * aclTensor, the contiguous byte runs of a strided view, and its staging through the workspace
  * (a non-contiguous view is gathered into the workspace before the kernel / collective and
  * scattered back after it, by one stream task each, in the call's stream order). Shared by the
- * operators' engine (op.cc) and the built-in collectives (coll.cc). */
+ * operators' engine (op.cc) and the built-in collectives (coll.cc), with the checks phase two
+ * starts with (PhaseTwo). */
 #include "aclnn/aclnn_impl.h"
+#include "hccl/comm.h"
 #include "acl/hooks.h"
 #include "acl/runtime.h"
+#include "acl/device.h"
 #include "base/common.h"
 
 #include <algorithm>
@@ -151,6 +154,10 @@ int check_overlap(const char* api, const char* owner, const HkView& x, const HkV
 }
 
 uint64_t layout_workspace(std::initializer_list<HkView*> views) {
+    return layout_workspace(std::vector<HkView*>(views));
+}
+
+uint64_t layout_workspace(const std::vector<HkView*>& views) {
     uint64_t ws = 0;
     for (HkView* v : views) {
         if (!v->staged()) continue;
@@ -166,6 +173,45 @@ int stage_gather(const char* api, const char* what, const HkView& v, char* dst, 
 
 int stage_scatter(const char* api, const char* what, const HkView& v, const char* src, aclrtStream s) {
     return stage(api, what, v, const_cast<char*>(src), s, false);
+}
+
+PhaseTwo::~PhaseTwo() {
+    if (e && !e->repeatable) executor_free(e);
+}
+
+int PhaseTwo::begin(const char* api, int coll, aclOpExecutor* ex, void* workspace, uint64_t workspaceSize,
+                    aclrtStream stream) {
+    if (!ex) return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "executor is NULL");
+    if (!executor_live(ex))
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p is not live (released by an earlier run: make it "
+                      "repeatable with aclSetAclOpExecutorRepeatable to run it again)", (void*)ex);
+    if (ex->coll != coll || ex->api != api)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "executor %p was made by %sGetWorkspaceSize, not %sGetWorkspaceSize",
+                      (void*)ex, ex->api.c_str(), api);
+    e = ex; /* from here on, released at the end of the call unless repeatable */
+    e->ran = true;
+    if (e->ws_size && !workspace)
+        return seterr(ACLNN_ERR_PARAM_NULLPTR, api, "workspace is NULL but phase one asked for %llu bytes",
+                      (unsigned long long)e->ws_size);
+    if (workspaceSize < e->ws_size)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "workspaceSize %llu is less than the %llu bytes phase one asked for",
+                      (unsigned long long)workspaceSize, (unsigned long long)e->ws_size);
+    if (e->ws_size && check_side(api, "workspace", workspace, e->ws_size, 1, "workspace"))
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
+    c = comm_from_handle(e->comm);
+    if (!c || c->name != e->group)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "the communicator of group '%s' was destroyed after phase one",
+                      e->group.c_str());
+    int code = 0;
+    s = stream_resolve(stream, &code, api);
+    if (!s) return seterr(ACLNN_ERR_PARAM_INVALID, api, "%s", last_err().c_str());
+    if (s->dev != c->dev)
+        return seterr(ACLNN_ERR_PARAM_INVALID, api, "stream %u is on device %d, group '%s' on device %d", s->id,
+                      s->dev->id, e->group.c_str(), c->dev->id);
+    ws = static_cast<char*>(workspace);
+    in = staged(e->in);
+    out = staged(e->out);
+    return 0;
 }
 
 }  // namespace emu
