@@ -98,31 +98,6 @@ inline void doorbell_ring(DevCtl* c, bool wake_exec = true) {
         c->helpers.load(std::memory_order_seq_cst) == 0 && c->queued.load(std::memory_order_seq_cst) != 0)
         exec_wake(c);
 }
-/* The executor is woken by a ring or a submission only while no helper is present; a thread that
- * leaves its helper role (or a reservation of it) hands it what is left. */
-inline void helper_leave(DevCtl* c) {
-    c->helpers.fetch_sub(1, std::memory_order_seq_cst);
-    if (c->exec_sleeping.load(std::memory_order_seq_cst) && c->helpers.load(std::memory_order_seq_cst) == 0 &&
-        c->queued.load(std::memory_order_seq_cst) != 0)
-        exec_wake(c);
-}
-/* A helper role reserved by a kernel that submitted its tasks and returns into a helping wait
- * (hcomm/sched.cc: kernel_end_submit): counted in `helpers` from the submission on, so that a
- * peer's record in between does not wake the executor only to compete with that wait for the
- * core. The next notify wait of this thread takes it over (helper_take); whatever else runs
- * next, the stream loop gives it back after the task (helper_reservation_drop). */
-inline thread_local DevCtl* tl_helper_reserved = nullptr;
-inline bool helper_take(DevCtl* c) {
-    if (tl_helper_reserved != c) return false;
-    tl_helper_reserved = nullptr;
-    return true;
-}
-inline void helper_reservation_drop() {
-    if (DevCtl* c = tl_helper_reserved) {
-        tl_helper_reserved = nullptr;
-        helper_leave(c);
-    }
-}
 inline void slot_record(DevCtl* c, uint32_t idx) {
     c->slots[idx].store(1, std::memory_order_release);
     doorbell_ring(c);

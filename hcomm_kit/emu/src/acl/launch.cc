@@ -160,7 +160,6 @@ int KernelTask::run(Stream* s, std::string* msg) {
         }
     }
     if (abandoned) {
-        if (acl_hooks.kernel_submitted) acl_hooks.kernel_submitted(s, false); /* nothing of ours follows */
         EMU_LOG(LOG_WARN, "AICPU kernel %s (stream %u) %s after overrunning its launch timeout; its worker thread ends",
                 kname, s->id, crashed == kCancelSig ? "was interrupted" : "returned");
         rank_log("kernel %s left after its launch timeout (%s)", kname, crashed == kCancelSig ? "interrupted" : "returned");

@@ -222,7 +222,6 @@ struct KernelCtx {
     std::vector<Comm*> acquired;
     std::string first_err; /* first data-plane error raised during this kernel */
     bool deferred_exec_wake = false; /* submitted to device threads without waking the executor */
-    bool helper_reserved = false;    /* ... and counted in the device's helpers (kernel_end_submit) */
 };
 KernelCtx& kctx();
 

@@ -178,10 +178,8 @@ static void worker_main(Stream* s, uint64_t gen) {
         }
         int rc = 0;
         std::string msg;
-        const bool reserved = tl_helper_reserved != nullptr; /* by the kernel that ran before */
         if (failed) t->drop();
         else rc = t->run(s, &msg);
-        if (reserved) helper_reservation_drop(); /* a kernel's helper role this task did not take over */
         {
             std::lock_guard<std::mutex> g(s->m);
             if (s->worker_gen != gen) {
@@ -193,7 +191,6 @@ static void worker_main(Stream* s, uint64_t gen) {
         }
         stream_task_done(s, t.get());
     }
-    helper_reservation_drop();
     worker_thread_fini();
     abandoned_exit(s);
 }
@@ -225,10 +222,8 @@ static bool inline_run_one(Stream* s, uint64_t last) {
     }
     int rc = 0;
     std::string msg;
-    const bool reserved = tl_helper_reserved != nullptr;
     if (failed) t->drop();
     else rc = t->run(s, &msg);
-    if (reserved) helper_reservation_drop();
     {
         std::lock_guard<std::mutex> g(s->m);
         s->cur = nullptr;
@@ -249,7 +244,6 @@ int stream_inline_end(Stream* s, bool run, const char* api) {
         worker_thread_attach();
         while (inline_run_one(s, last)) {
         }
-        helper_reservation_drop(); /* the helping wait after a kernel is ours: normally taken */
     }
     bool left;
     {

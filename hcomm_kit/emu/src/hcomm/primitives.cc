@@ -725,13 +725,6 @@ EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
         return seterr(HCCL_E_PARA, __func__, "tag '%s' does not match the open batch '%s'", tag.c_str(), b.tag.c_str());
     auto pending = std::move(b.pending);
     b = BatchState();
-    KernelCtx& k = kctx();
-    if (k.active && k.dev && !pending.empty() && !k.helper_reserved) {
-        /* A kernel's batch: its worker usually goes on into the host handshake wait and runs
-         * these tasks there; until then peers' records need not wake the executor (sched.cc). */
-        k.dev->ctl->helpers.fetch_add(1, std::memory_order_seq_cst);
-        k.helper_reserved = true;
-    }
     for (auto& p : pending) {
         for (HTask& h : p.second) h.bsize = (uint32_t)p.second.size();
         hthread_submit(p.first, std::move(p.second));

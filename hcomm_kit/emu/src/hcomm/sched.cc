@@ -438,15 +438,10 @@ void hthread_submit(HThread* t, std::vector<HTask>&& tasks) {
 
 void kernel_end_submit(Stream* s, bool helper_follows) {
     KernelCtx& k = kctx();
-    DevCtl* c = s->dev->ctl;
-    if (k.helper_reserved) { /* the stream's next task, a helping wait, takes the role over */
-        k.helper_reserved = false;
-        if (helper_follows) tl_helper_reserved = c;
-        else helper_leave(c);
-    }
     if (!k.deferred_exec_wake) return;
     k.deferred_exec_wake = false;
     if (helper_follows) return;
+    DevCtl* c = s->dev->ctl;
     if (c->exec_sleeping.load(std::memory_order_seq_cst) && c->helpers.load(std::memory_order_seq_cst) == 0 &&
         c->queued.load(std::memory_order_seq_cst) != 0)
         exec_wake(c);
@@ -459,10 +454,6 @@ void kernel_batch_reopened() {
      * its own code): deferring the executor's wake-up to its return would stall them a poll interval. */
     k.deferred_exec_wake = false;
     DevCtl* c = k.dev->ctl;
-    if (k.helper_reserved) {
-        k.helper_reserved = false;
-        c->helpers.fetch_sub(1, std::memory_order_seq_cst);
-    }
     if (c->helpers.load(std::memory_order_seq_cst) == 0 && c->queued.load(std::memory_order_seq_cst) != 0) exec_wake(c);
 }
 
@@ -517,10 +508,13 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
 int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg, const HTask* h,
                      HThread* self) {
     DevCtl* c = dev->ctl;
-    if (!helper_take(c)) c->helpers.fetch_add(1, std::memory_order_seq_cst);
+    c->helpers.fetch_add(1, std::memory_order_seq_cst);
     int r = stream_wait_slot_loop(dev, slot, deadline_ns, comm, msg, h, self);
+    c->helpers.fetch_sub(1, std::memory_order_seq_cst);
     /* Rings seen while we were here did not wake the executor: hand it what is left. */
-    helper_leave(c);
+    if (c->exec_sleeping.load(std::memory_order_seq_cst) && c->helpers.load(std::memory_order_seq_cst) == 0 &&
+        c->queued.load(std::memory_order_seq_cst) != 0)
+        exec_wake(c);
     return r;
 }
 
