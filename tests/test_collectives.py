@@ -430,6 +430,44 @@ def test_repeated_calls_on_device_buffers(comm) -> None:
     np.testing.assert_array_equal(y.numpy(), np.full(1000, n * (n + 1) // 2, np.int32))
 
 
+def _repeat_from(c, x, y, line: int):
+    """The same all_reduce from two lines of the program."""
+    if line == 0:
+        return c.all_reduce(x, out=y)
+    return c.all_reduce(x, out=y)
+
+
+@pytest.mark.mpi(np=[2, NP3, 4], timeout=120)
+def test_repeated_all_reduce_one_c_call(comm) -> None:
+    """From its third call on, a repeated all_reduce on the same device buffers is one C call
+    (ops/collectives.py ``_run_fast``): new contents every call, reduce ops alternating on the same
+    buffers (the operator's arguments change in between), stream-ordered and blocking calls, an odd
+    size; and the call check still compares call sites: ranks that reach the warmed-up call from
+    different lines fail on every rank."""
+    from hcomm_kit.base.errors import CollectiveMismatchError
+
+    c = comm.split(0)
+    n, r = c.size, c.rank
+    x, y = c.empty(37, "fp32"), c.empty(37, "fp32")
+    for it in range(10):
+        ins = all_data(n, 37, "fp32", seed=300 + it)
+        x.copy_from(ins[r])
+        op = ("sum", "max")[it % 2] if it < 6 else "min"
+        assert c.all_reduce(x, op, out=y) is y
+        np.testing.assert_array_equal(y.numpy(), reference.reduce(ins, op), err_msg=f"call {it} ({op})")
+    ins = all_data(n, 37, "fp32", seed=400)
+    x.copy_from(ins[r])
+    for _ in range(4):
+        assert c.all_reduce(x, "max", out=y, async_op="stream") is y
+    c.stream.synchronize()
+    np.testing.assert_array_equal(y.numpy(), reference.reduce(ins, "max"))
+    for _ in range(3):
+        _repeat_from(c, x, y, 0)
+    with pytest.raises(CollectiveMismatchError, match="call site"):
+        _repeat_from(c, x, y, r % 2)
+    c.close()
+
+
 @pytest.mark.mpi(np=[2, NP3, 4])
 def test_alltoallv_and_send_recv(comm) -> None:
     n, r = comm.size, comm.rank

@@ -41,6 +41,7 @@ import numpy as np
 from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError, HcommKitError
+from . import callsite as _callsite
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..runtime import enums
@@ -76,6 +77,25 @@ _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": 
               "alltoallv": "all_to_all_v"}
 _ROOTED = frozenset({"broadcast", "reduce", "scatter", "gather"})
 _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
+
+
+class _FastPlan:
+    """A repeated blocking or stream-ordered call on the same device buffers, run with one C call
+    (HcommKitStreamCalls from the operator's cached argument block) and no argument processing:
+    see ``CollectiveOps._run_fast``. Made by the call after the one that left the plan."""
+
+    __slots__ = ("op", "plan", "s", "flags", "ptr4", "ptr3", "c0", "shadow", "sig", "where", "text", "last_key")
+
+    def __init__(self, op: CustomOp, plan: tuple, async_op: bool | str) -> None:
+        s, tmo = plan[6][4], plan[6][3]
+        calls = op._calls[(s, tmo)]
+        self.op, self.plan, self.s = op, plan, s
+        self.flags = op._sync_flags if async_op is False else 0
+        self.ptr4, self.ptr3, self.c0, self.shadow = calls[1], calls[2], calls[3], calls[4]
+        self.sig = plan[5]  # the call check's description (None: no check)
+        self.where: str | None = None  # the call site last posted, and its C text (c_char_p, address)
+        self.text: tuple = (None, 0)
+        self.last_key = op._last_key  # OpParam holds this plan's arguments while op._last_key is this
 
 
 def parse_hccl_algo(value: str | None, collective: str) -> str | None:
@@ -313,7 +333,7 @@ class CollectiveOps:
     def _call(self, name: str, x: Any, *, in_elems: int, out_shape: tuple[int, ...] | None, out: Any, count: int,
               dtype: Any, reduce_op: Any = None, root: int = 0, algorithm: str | None = None, async_op: bool | str,
               timeout: float | None, stream: Any = None, post=None, inplace_ok: bool = False,
-              params: dict | None = None, want_result: bool = True) -> Any:
+              params: dict | None = None, want_result: bool = True, fast_key: tuple | None = None) -> Any:
         # A call repeated on the same device buffers with the same arguments (the blocking or
         # stream-ordered loop of a benchmark, a training step's small collectives) runs the plan its
         # first call left: every argument was checked then, and nothing of it can have changed.
@@ -325,7 +345,12 @@ class CollectiveOps:
                         in_elems, out_shape, reduce_op, root, async_op)
             plan = self._plans.get(plan_key)
             if plan is not None:
-                return self._run_plan(plan, out, async_op)
+                res = self._run_plan(plan, out, async_op)
+                if fast_key is not None and plan[0]._stream_calls is not None:
+                    if len(self._fast) >= 256:
+                        self._fast.clear()
+                    self._fast[fast_key] = _FastPlan(plan[0], plan, async_op)
+                return res
         op = self._builtins.get(name) or self.builtin_op(name)
         device = isinstance(x, DeviceBuffer)
         if async_op == "stream":
@@ -402,6 +427,36 @@ class CollectiveOps:
             op.synchronize(s, None)
         return out
 
+    def _run_fast(self, p: _FastPlan, out: Any, async_op: bool | str) -> Any:
+        """A repeated call from its :class:`_FastPlan`: the call check (this call's site), then
+        check, go, launch, done (and for a blocking call the synchronization) in one C call. Falls
+        back to :meth:`_run_plan` when another call changed the operator's arguments since."""
+        op = p.op
+        if self._closed or op._last_key is not p.last_key or (async_op is False and op._pending is not None):
+            res = self._run_plan(p.plan, out, async_op)
+            p.last_key = op._last_key
+            return res
+        sig = p.sig
+        if sig is not None:
+            where = _callsite.site() if self._call_sites else ""
+            if where is not p.where:
+                ent = op._sig_ptrs.get((sig, where)) or op._c_text(
+                    (sig, where), sig + _callsite.SEPARATOR + where if where else sig)
+                p.where, p.text = where, ent  # kept alive here (op._sig_ptrs may be cleared)
+            c0, shadow, addr = p.c0, p.shadow, p.text[1]
+            if shadow[0] != addr:
+                c0.b = shadow[0] = addr
+            if shadow[1] != 0 or shadow[2] != 0xFFFFFFFF:  # a collective: expected = signature, peer -1
+                c0.c, c0.u32 = 0, 0xFFFFFFFF
+                shadow[1], shadow[2] = 0, 0xFFFFFFFF
+            ret = op._stream_calls(p.s, p.ptr4, 4, p.flags, op._failed_ref)
+        else:
+            ret = op._stream_calls(p.s, p.ptr3, 3, p.flags, op._failed_ref)
+        if ret:
+            token = (None, None, -1, sig, p.where) if sig is not None else None
+            raise op._calls_error(ret, None, token)
+        return out
+
     def _check_call(self, op: CustomOp, name: str, count: int, dt: "_dtypes.DType", reduce_op: Any, root: int,
                     algo: int, params: dict | None) -> tuple | None:
         """Every rank must make the same call here (CustomOp.check_call): the token of the check
@@ -473,12 +528,20 @@ class CollectiveOps:
     def all_reduce(self, x: Any, op: Any = "sum", *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
                    async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank gets the element-wise reduction of every rank's ``x`` (same shape)."""
+        fast_key = None
+        if (type(x) is DeviceBuffer and type(out) is DeviceBuffer and type(op) is str and dtype is None
+                and algorithm is None and timeout is None and stream is None and async_op is not True):
+            fast_key = (x.ptr, x.capacity, x.dtype.value, x.shape, out.ptr, out.capacity, out.dtype.value, op,
+                        async_op)
+            plan = self._fast.get(fast_key)
+            if plan is not None:
+                return self._run_fast(plan, out, async_op)
         x = self._prepare(x)
         rop, post = self._rop(op, x, dtype)
         n = self._size(x)
         return self._call("allreduce", x, in_elems=n, out_shape=self._shape(x), out=out, count=n, dtype=dtype,
                           reduce_op=rop, algorithm=algorithm, async_op=async_op, timeout=timeout, stream=stream,
-                          post=post, inplace_ok=True)
+                          post=post, inplace_ok=True, fast_key=fast_key)
 
     def all_gather(self, x: Any, *, out: Any = None, dtype: Any = None, algorithm: str | None = None,
                    async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:

@@ -42,6 +42,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._hccl_algo = envs.hccl_algo()  # read once, at creation, as HCCL reads HCCL_ALGO
         self._sig_cache: dict = {}      # call-check descriptions of the collectives
         self._plans: dict = {}          # repeated collective calls on device buffers (CollectiveOps._call)
+        self._fast: dict = {}           # ... and their one-C-call form (CollectiveOps._run_fast)
         return self
 
     def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
@@ -83,6 +84,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._ops.clear()
         self._builtins.clear()
         self._plans.clear()
+        self._fast.clear()
 
 
 def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,

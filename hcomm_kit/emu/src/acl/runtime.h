@@ -134,6 +134,9 @@ struct Stream {
     /* Under m: the thread id of a host thread that runs the stream's tasks itself (stream_inline_*;
      * 0: none). Meanwhile the worker leaves the queue alone and enqueues do not wake it. */
     int inline_tid = 0;
+    /* Under m: the completion count the hang monitor's last snapshot saw (diag/snapshot.cc scans a
+     * long queue in full only when the stream made no progress since). */
+    uint64_t diag_seen_completed = UINT64_MAX;
 };
 
 /* Enqueues a task (starting the worker if needed). Returns ACL_SUCCESS or an error code. */

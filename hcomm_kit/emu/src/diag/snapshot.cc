@@ -19,6 +19,9 @@ namespace emu {
 /* ================================================================ snapshots */
 
 namespace {
+/* Queued tasks of a moving stream a snapshot looks at (build_snap). */
+constexpr size_t kScanQueued = 64;
+
 int rank_of_ctl(Comm* c, const DevCtl* ctl) {
     for (uint32_t r = 0; r < c->nranks; r++)
         if (c->ctl[r] == ctl) return (int)r;
@@ -67,6 +70,7 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
     memset(s, 0, offsetof(DiagSnap, threads));
     s->npending = s->nunclaimed = 0;
     std::set<uint32_t> waited; /* slots of this rank that a queued wait of this communicator consumes */
+    bool partial = false;      /* a moving stream's queue was looked at in part: `waited` may miss some */
     struct Running {
         uint64_t kseq, deadline_ns;
         std::shared_ptr<KernelRun> run;
@@ -162,6 +166,13 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
     streams_visit(c->dev, [&](Stream* st) {
         std::lock_guard<std::mutex> g(st->m);
         if (!st->cur && st->q.empty()) return;
+        /* A stream that moved since the last snapshot is not stuck: look at the head of its queue
+         * only (a benchmark queues thousands of calls, and this holds the stream's lock); a stuck
+         * one in full (the next snapshot, kTickNs later). */
+        const uint64_t done = st->completed.load(std::memory_order_relaxed);
+        const size_t scan = done == st->diag_seen_completed ? st->q.size() : std::min<size_t>(st->q.size(), kScanQueued);
+        st->diag_seen_completed = done;
+        partial = partial || scan < st->q.size();
         /* Only this communicator's streams: its stream-bound threads', and those running or holding
          * its barriers, Hcomm tasks or kernels (other communicators on the device are another
          * analysis; mixing them in would make their waits look unrecordable here). */
@@ -176,7 +187,7 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
             st->cur->describe(&td);
             mine = td.comm == c;
         }
-        for (size_t i = 0; !mine && i < st->q.size(); i++) {
+        for (size_t i = 0; !mine && i < scan; i++) {
             TaskDiag td;
             td.brief = true;
             st->q[i]->describe(&td);
@@ -231,10 +242,10 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
             st->cur->describe(&td);
             if (td.wait && td.wait->slot_ctl == c->dev->ctl) waited.insert(td.wait->slot);
         }
-        for (auto& t : st->q) {
+        for (size_t i = 0; i < scan; i++) {
             TaskDiag td;
             td.brief = true;
-            t->describe(&td);
+            st->q[i]->describe(&td);
             for (auto& r : td.records) add_rec(d.rec, &d.nrec, &d.rec_more, rank_of_ctl(c, r.first), r.second);
             if (td.wait && td.wait->slot_ctl == c->dev->ctl) waited.insert(td.wait->slot);
         }
@@ -296,8 +307,9 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
             copy_str(d.tag, r.tag);
         }
     }
-    /* slots of this rank that are set and that no queued wait of this communicator consumes */
-    {
+    /* slots of this rank that are set and that no queued wait of this communicator consumes (not
+     * known after a partial scan: that stream moves, the next snapshot of a stuck one is whole) */
+    if (!partial) {
         DevCtl* ctl = c->dev->ctl;
         auto look = [&](uint32_t base, uint32_t n) {
             for (uint32_t i = 0; i < n && s->nunclaimed < kDiagUnclaimed; i++) {

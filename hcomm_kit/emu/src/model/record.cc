@@ -36,7 +36,10 @@ uint32_t open_launch(Comm* c, ModelArea& a, const HTask& t) {
     L.first = a.next.load(std::memory_order_acquire);
     L.end.store(L.first, std::memory_order_relaxed);
     L.kseq = t.kseq;
-    snprintf(L.tag, sizeof L.tag, "%s", t.tag && *t.tag ? t.tag : (t.kernel ? t.kernel : ""));
+    const char* tag = t.tag && *t.tag ? t.tag : (t.kernel ? t.kernel : "");
+    const size_t n = strnlen(tag, sizeof L.tag - 1); /* once per launch: no snprintf on the hot path */
+    memcpy(L.tag, tag, n);
+    L.tag[n] = 0;
     L.number.store(number, std::memory_order_release);
     tl_open.push_back({c, t.kseq, number});
     return number;
