@@ -220,7 +220,7 @@ def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
                                       reference.scatter(blocks, n - 1)[r])
 
 
-@pytest.mark.mpi(np=[2, NP3, 4, NP8], env=A950)
+@pytest.mark.mpi(np=[2, NP3, NP4, NP8], env=A950)
 def test_against_mpi4py(comm) -> None:
     from mpi4py import MPI
 
@@ -269,7 +269,7 @@ def test_bit_identical_across_ranks_and_runs(comm) -> None:
                                            atol=5e-2 if dtype == np.float16 else 1e-5)
 
 
-@pytest.mark.mpi(np=[2, NP3, 4])
+@pytest.mark.mpi(np=[2, NP3, NP4])
 def test_back_to_back_mixed_collectives(comm) -> None:
     """Built-ins share channels, notify slots and the HCCL buffer: interleave them with random sizes."""
     n, r = comm.size, comm.rank

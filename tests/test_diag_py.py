@@ -36,7 +36,7 @@ def _expect_mismatch(c, fn, *needles: str) -> None:
         assert n in text, text
 
 
-@pytest.mark.mpi(np=[2, NP3_SLOW, 4], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW, pytest.param(4, marks=pytest.mark.slow)], timeout=120)
 def test_mismatched_count(comm) -> None:
     c = comm.split(0)
     x = np.ones(100 if c.rank == 1 else 200, np.float32)

@@ -212,7 +212,7 @@ def test_ascend950_personality(tmp_path) -> None:
 
 
 # ---- multi-rank (one mpirun job per rank count) -------------------------------------------------
-@pytest.mark.mpi(np=[2, 3, 4])
+@pytest.mark.mpi(np=[pytest.param(2, marks=pytest.mark.slow), 3, pytest.param(4, marks=pytest.mark.slow)])
 def test_init_split_close(comm, mpi_np) -> None:
     assert comm.size == mpi_np and 0 <= comm.rank < mpi_np
     comm.barrier()
