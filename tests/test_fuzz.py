@@ -6,7 +6,7 @@
   documented return codes and buffer layouts (see the targets' headers). Slow: the same replay
   against the ASan+UBSan build of the emulator.
 * Coverage-guided fuzzing (slow): each target under libFuzzer (clang) for
-  ``HCOMM_KIT_FUZZ_SECONDS`` seconds (default 20; the hcomm target half of it per product). Without
+  ``HCOMM_KIT_FUZZ_SECONDS`` seconds (default 12; the hcomm target half of it per product). Without
   clang the test skips and says how to install it; in CI (``CI=true``) it fails instead, since
   .ci/run installs clang.
 * Direct checks of the same edge cases through ctypes, with their messages: the op-info loader

@@ -431,7 +431,7 @@ def test_generated_tests_pass_with_every_root(ops, pattern: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern", [p for p in BUGS if p not in NEW])
 def test_generated_tests_pass_at_8_ranks(ops, pattern: str) -> None:
-    r = _hk("test", str(ops["good"][pattern]), "--np", "8", "--", "-k", "int32 or bf16", timeout=1800)
+    r = _hk("test", str(ops["good"][pattern]), "--np", "8", "--", "-k", "int32", timeout=1800)  # bf16: 2-4 ranks
     assert r.returncode == 0, r.stdout + r.stderr
 
 

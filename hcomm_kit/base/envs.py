@@ -206,7 +206,7 @@ _TABLE: tuple[EnvVar, ...] = (
            "pass runs the host tool (CMake sets CXX to the wrapper itself)"),
     EnvVar("HCOMM_KIT_JOB_DIR", "path", None,
            "per-job directory set by hcomm-kit launch and the pytest plugin: ranks write state dumps there on request"),
-    EnvVar("HCOMM_KIT_FUZZ_SECONDS", "int", 20,
+    EnvVar("HCOMM_KIT_FUZZ_SECONDS", "int", 12,
            "tests/test_fuzz.py: seconds of coverage-guided fuzzing (libFuzzer) per fuzz target in the slow "
            "tests; 0 skips the fuzzing runs (the regression corpus still runs)", minimum=0),
     EnvVar("HCCL_BUFFSIZE", "int", 200,
