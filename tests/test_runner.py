@@ -7,6 +7,7 @@ sequence of MPI calls each rank makes, which must be the same on every rank what
 from __future__ import annotations
 
 import math
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -29,8 +30,13 @@ class _FakeMpi:
 
 @pytest.fixture(autouse=True)
 def _host_outputs(monkeypatch) -> None:
-    """No device here: the stand-in operator returns its result (no poisoned device output)."""
+    """No device here: the stand-in operator returns its result (no poisoned device output); no MPI
+    either: the runner's ``from mpi4py import MPI`` gets a stand-in (a real import in this process
+    would be an Open MPI singleton, whose MPI_Init leaves a 16 MiB /dev/shm segment behind)."""
     monkeypatch.setattr(runner, "checked_call", lambda comm, op, x, out_n, dt, kw: op(x, **kw))
+    mpi = SimpleNamespace(MAX="max")
+    monkeypatch.setitem(sys.modules, "mpi4py", SimpleNamespace(MPI=mpi))
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", mpi)
 
 
 def _comm(rank: int, size: int, out: np.ndarray, spec) -> SimpleNamespace:
