@@ -46,6 +46,13 @@ SANITIZER_ERROR_RE = re.compile(
 )
 
 
+def report_text(out: str, limit: int = 6000) -> str:
+    """The sanitizer reports of ``out`` themselves (up to ``limit`` characters from each of the
+    first two), then the output's tail: a report followed by many lines is not lost to the tail."""
+    parts = [out[m.start():m.start() + limit] for m in list(SANITIZER_ERROR_RE.finditer(out))[:2]]
+    return "\n...\n".join(parts + [out[-4000:]])
+
+
 def _env(mode: str, tmp: Path) -> dict[str, str]:
     env = {"ACL_TEST_SKIP_CRASH": "1"}
     if mode == "address":
@@ -89,7 +96,7 @@ def test_acl_runtime_under_sanitizer(mode: str, tmp_path: Path) -> None:
     print(out[-20000:])
     passed, failed = _helpers.summary(proc)
     reports = SANITIZER_ERROR_RE.findall(out)
-    assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{out[-20000:]}"
+    assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{report_text(out)}"
     assert failed == 0 and proc.returncode == 0, out[-20000:]
     assert passed > 500
     assert "skipped: crashing-kernel subtests" in proc.stdout
@@ -117,5 +124,5 @@ def test_dataplane_under_sanitizer(mode: str, soc: str, tmp_path: Path, example_
                           timeout=300)
     out = proc.stdout + proc.stderr
     reports = SANITIZER_ERROR_RE.findall(out)
-    assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{out[-20000:]}"
+    assert not reports, f"{len(reports)} sanitizer report(s) under {mode}:\n{report_text(out)}"
     assert proc.returncode == 0 and f"PASS: 4 ranks as threads, {soc}" in proc.stdout, out[-20000:]
