@@ -70,14 +70,17 @@ class CallCheck:
         if comm._call_check is None or comm.size == 1:
             return None
         where = _callsite.site() if comm._call_sites else ""
-        ptrs = self._sig_ptrs
-        sig = ptrs.get((signature, where))  # both strings come from caches: their hashes are known
-        if sig is None:
-            sig = self._c_text((signature, where), signature + _callsite.SEPARATOR + where if where else signature)
+        sig = self._site_text(signature, where)
         exp = None
         if expected is not None:
-            exp = ptrs.get((expected, None)) or self._c_text((expected, None), expected)
+            exp = self._sig_ptrs.get((expected, None)) or self._c_text((expected, None), expected)
         return (sig, exp, peer, signature, where)
+
+    def _site_text(self, signature: str, where: str) -> tuple:
+        """The posted text of ``signature`` called at ``where`` as a cached C string (:meth:`_c_text`)."""
+        # both strings come from caches: their hashes are known
+        return self._sig_ptrs.get((signature, where)) or self._c_text(
+            (signature, where), signature + _callsite.SEPARATOR + where if where else signature)
 
     def _c_text(self, key: tuple, text: str) -> tuple:
         """``text`` as a C string kept alive in the call-check cache: (c_char_p, address)."""

@@ -440,9 +440,7 @@ class CollectiveOps:
         if sig is not None:
             where = _callsite.site() if self._call_sites else ""
             if where is not p.where:
-                ent = op._sig_ptrs.get((sig, where)) or op._c_text(
-                    (sig, where), sig + _callsite.SEPARATOR + where if where else sig)
-                p.where, p.text = where, ent  # kept alive here (op._sig_ptrs may be cleared)
+                p.where, p.text = where, op._site_text(sig, where)  # kept alive here (op._sig_ptrs may be cleared)
             c0, shadow, addr = p.c0, p.shadow, p.text[1]
             if shadow[0] != addr:
                 c0.b = shadow[0] = addr

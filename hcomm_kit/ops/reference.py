@@ -51,7 +51,10 @@ def accumulate(arrays: Iterable[np.ndarray], op: Any = "sum") -> np.ndarray:
     the memory is twice one array's, not the ranks' stack."""
     ufunc = _UFUNCS[get_reduce_op(op).name]
     it = iter(arrays)
-    acc = np.array(next(it), copy=True)
+    first = next(it, None)
+    if first is None:
+        raise ValueError("accumulate needs at least one array (one per rank)")
+    acc = np.array(first, copy=True)
     for x in it:
         ufunc(acc, x, out=acc)
     return acc
