@@ -33,6 +33,7 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
@@ -84,14 +85,19 @@ class _FastPlan:
     (HcommKitStreamCalls from the operator's cached argument block) and no argument processing:
     see ``CollectiveOps._run_fast``. Made by the call after the one that left the plan."""
 
-    __slots__ = ("op", "plan", "s", "flags", "ptr4", "ptr3", "c0", "shadow", "sig", "where", "text", "last_key")
+    __slots__ = ("op", "plan", "fn", "args4", "args3", "c0", "shadow", "sig", "where", "text", "last_key")
 
     def __init__(self, op: CustomOp, plan: tuple, async_op: bool | str) -> None:
         s, tmo = plan[6][4], plan[6][3]
         calls = op._calls[(s, tmo)]
-        self.op, self.plan, self.s = op, plan, s
-        self.flags = op._sync_flags if async_op is False else 0
-        self.ptr4, self.ptr3, self.c0, self.shadow = calls[1], calls[2], calls[3], calls[4]
+        self.op, self.plan = op, plan
+        flags = op._sync_flags if async_op is False else 0
+        # HcommKitStreamCalls(stream, calls, n, flags, &failed) without per-call argument conversion
+        self.fn = op._stream_calls_untyped
+        stream = ctypes.c_void_p(s)
+        self.args4 = (stream, calls[1], 4, flags, op._failed_ref)
+        self.args3 = (stream, calls[2], 3, flags, op._failed_ref)
+        self.c0, self.shadow = calls[3], calls[4]
         self.sig = plan[5]  # the call check's description (None: no check)
         self.where: str | None = None  # the call site last posted, and its C text (c_char_p, address)
         self.text: tuple = (None, 0)
@@ -447,9 +453,9 @@ class CollectiveOps:
             if shadow[1] != 0 or shadow[2] != 0xFFFFFFFF:  # a collective: expected = signature, peer -1
                 c0.c, c0.u32 = 0, 0xFFFFFFFF
                 shadow[1], shadow[2] = 0, 0xFFFFFFFF
-            ret = op._stream_calls(p.s, p.ptr4, 4, p.flags, op._failed_ref)
+            ret = p.fn(*p.args4)
         else:
-            ret = op._stream_calls(p.s, p.ptr3, 3, p.flags, op._failed_ref)
+            ret = p.fn(*p.args3)
         if ret:
             token = (None, None, -1, sig, p.where) if sig is not None else None
             raise op._calls_error(ret, None, token)

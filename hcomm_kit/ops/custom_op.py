@@ -163,6 +163,7 @@ class CustomOp(CallCheck):
         # Emulator: the go / launch / done sequence as one call of a cached argument block
         # (HcommKitStreamCalls), per (stream, timeout); None on CANN.
         self._stream_calls = a.HcommKitStreamCalls if rt.backend == "emu" and rt.has("HcommKitStreamCalls") else None
+        self._stream_calls_untyped = rt.untyped("HcommKitStreamCalls") if self._stream_calls is not None else None
         self._calls: dict[tuple[int, int], Any] = {}
         self._failed = ctypes.c_uint32(0)
         self._failed_ref = ctypes.byref(self._failed)
