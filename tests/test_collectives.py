@@ -563,7 +563,7 @@ def test_errors_and_product_gate(comm) -> None:
 
 @pytest.mark.mpi(np=[2, NP3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"})
 def test_hccl_algo_override(comm) -> None:
-    from hcomm_kit.ops.collectives import _algo_id
+    from hcomm_kit.ops.algorithms import algo_id as _algo_id
 
     env = comm._hccl_algo  # read when the communicator was created
     assert env == "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"
@@ -574,7 +574,7 @@ def test_hccl_algo_override(comm) -> None:
 
 
 def test_parse_hccl_algo() -> None:
-    from hcomm_kit.ops.collectives import parse_hccl_algo
+    from hcomm_kit.ops.algorithms import parse_hccl_algo
 
     assert parse_hccl_algo(None, "allreduce") is None
     assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
@@ -591,7 +591,7 @@ def test_algorithm_ids_match_kernel_header() -> None:
     """hcomm_kit.ops.collectives.ALGORITHMS mirrors HK_ALGO_* of aicpu_kernels/_common/hk_coll.h."""
     import re
 
-    from hcomm_kit.ops.collectives import ALGORITHMS
+    from hcomm_kit.ops.algorithms import ALGORITHMS
     from hcomm_kit.base.resources import aicpu_kernels_dir
 
     text = (aicpu_kernels_dir() / "_common" / "hk_coll.h").read_text()

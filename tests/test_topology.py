@@ -20,7 +20,7 @@ import pytest
 from hcomm_kit.base.errors import ConfigError
 from hcomm_kit.build import emulator as _emulator
 from hcomm_kit.ops import reference
-from hcomm_kit.ops.collectives import ALGORITHMS
+from hcomm_kit.ops.algorithms import ALGORITHMS
 
 TESTS_C = Path(__file__).resolve().parent / "c"
 
@@ -328,7 +328,7 @@ def test_hccl_algo_executor_grammar_forces_and_forbids() -> None:
     matching rule keeps only its matches, not(...) drops them, a rule matching nothing leaves the
     model's choice; CANN's documented level0/level1 form keeps naming one flat algorithm."""
     from hcomm_kit.ops import selector
-    from hcomm_kit.ops.collectives import parse_hccl_algo
+    from hcomm_kit.ops.algorithms import parse_hccl_algo
 
     topo = _topo(((0, 1, 2, 3), (4, 5, 6, 7)))
     rules = selector.parse_algo_rules

@@ -79,7 +79,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
 
     Args:
         collective: a built-in collective (``allreduce``, ...) or a user's operator directory.
-        algorithm: a built-in's algorithm (:data:`hcomm_kit.ops.collectives.ALGORITHMS`), or an
+        algorithm: a built-in's algorithm (:data:`hcomm_kit.ops.algorithms.ALGORITHMS`), or an
             operator's (op.toml ``[op].algorithms``).
         compare: ``"mpi"`` (the same through mpi4py; ``baseline="mpi"`` is the same) and, for an
             operator, ``"builtin"`` (the matching built-in collective; ``"builtin:NAME"``: with its

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reduce op: sum prod max min (default: an operator's first listed; built-ins: sum)")
     parser.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
     parser.add_argument("--algorithm", default=None,
-                        help="algorithm: a built-in's (hcomm_kit.ops.collectives.ALGORITHMS), or one of an operator's "
+                        help="algorithm: a built-in's (hcomm_kit.ops.algorithms.ALGORITHMS), or one of an operator's "
                              "op.toml [op].algorithms")
     parser.add_argument("--inplace", action="store_true", help="output = input where the collective allows it")
     parser.add_argument("--blocking", action="store_true",

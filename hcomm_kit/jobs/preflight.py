@@ -51,7 +51,7 @@ def check_env() -> None:
             envs.get(name)
     algo = envs.hccl_algo()
     if algo:
-        from ..ops.collectives import ALGORITHMS, parse_hccl_algo
+        from ..ops.algorithms import ALGORITHMS, parse_hccl_algo
 
         for coll in ALGORITHMS:  # a per-collective part is parsed only for its own collective
             parse_hccl_algo(algo, coll)
@@ -81,7 +81,7 @@ def check_names(*, dtype: str | None = None, reduce_op: str | None = None, algor
         except ConfigError as exc:
             raise ConfigError(str(exc), key="-o") from None
     if algorithm is not None and collective is not None:
-        from ..ops.collectives import ALGORITHMS
+        from ..ops.algorithms import ALGORITHMS
 
         table = ALGORITHMS.get(collective)
         if table is not None and algorithm.lower() not in table and algorithm.lower() != "fullmesh":

@@ -33,7 +33,6 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import Any
 
@@ -41,8 +40,9 @@ import numpy as np
 
 from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
-from ..base.errors import ConfigError, HcommKitError
-from . import callsite as _callsite
+from ..base.errors import ConfigError
+from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
+from .call_plans import FastPlan, PlannedCalls
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..runtime import enums
@@ -53,25 +53,6 @@ __all__ = ["ALGORITHMS", "CollectiveOps", "parse_hccl_algo"]
 _H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
 _D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 
-# Algorithm names -> OpParam.algo (HK_ALGO_* in aicpu_kernels/_common/hk_coll.h; checked by a test).
-_AUTO, _RING, _MESH, _PAIRWISE, _HIER = 0, 1, 2, 3, 4
-ALGORITHMS: dict[str, dict[str, int]] = {
-    "allreduce": {"auto": _AUTO, "ring": _RING, "mesh": _MESH, "hierarchical": _HIER},
-    "allgather": {"auto": _AUTO, "ring": _RING, "mesh": _MESH, "hierarchical": _HIER},
-    "reduce_scatter": {"auto": _AUTO, "ring": _RING, "mesh": _MESH},
-    "alltoall": {"auto": _AUTO, "pairwise": _PAIRWISE, "mesh": _MESH},
-    "alltoallv": {"auto": _AUTO, "pairwise": _PAIRWISE, "mesh": _MESH},
-    "broadcast": {"auto": _AUTO, "mesh": _MESH},
-    "reduce": {"auto": _AUTO, "mesh": _MESH},
-    "scatter": {"auto": _AUTO, "mesh": _MESH},
-    "gather": {"auto": _AUTO, "mesh": _MESH},
-    "barrier": {"auto": _AUTO},
-    "send_recv": {"auto": _AUTO},
-}
-# HCCL_ALGO spellings (CANN's level0/level1 values) -> our names.
-_HCCL_ALGO_NAMES = {"ring": "ring", "fullmesh": "mesh", "mesh": "mesh", "pairwise": "pairwise", "na": "auto",
-                    "auto": "auto"}
-_SELECTED = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall"})  # chosen by ops/selector.py
 _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
 # Built-in operator -> the Python method that calls it (for the collective-call check's messages).
 _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all",
@@ -80,116 +61,7 @@ _ROOTED = frozenset({"broadcast", "reduce", "scatter", "gather"})
 _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
 
 
-class _FastPlan:
-    """A repeated blocking or stream-ordered call on the same device buffers, run with one C call
-    (HcommKitStreamCalls from the operator's cached argument block) and no argument processing:
-    see ``CollectiveOps._run_fast``. Made by the call after the one that left the plan."""
-
-    __slots__ = ("op", "plan", "fn", "args4", "args3", "c0", "shadow", "sig", "where", "text", "last_key")
-
-    def __init__(self, op: CustomOp, plan: tuple, async_op: bool | str) -> None:
-        s, tmo = plan[6][4], plan[6][3]
-        calls = op._calls[(s, tmo)]
-        self.op, self.plan = op, plan
-        flags = op._sync_flags if async_op is False else 0
-        # HcommKitStreamCalls(stream, calls, n, flags, &failed) without per-call argument conversion
-        self.fn = op._stream_calls_untyped
-        stream = ctypes.c_void_p(s)
-        self.args4 = (stream, calls[1], 4, flags, op._failed_ref)
-        self.args3 = (stream, calls[2], 3, flags, op._failed_ref)
-        self.c0, self.shadow = calls[3], calls[4]
-        self.sig = plan[5]  # the call check's description (None: no check)
-        self.where: str | None = None  # the call site last posted, and its C text (c_char_p, address)
-        self.text: tuple = (None, 0)
-        self.last_key = op._last_key  # OpParam holds this plan's arguments while op._last_key is this
-
-
-def parse_hccl_algo(value: str | None, collective: str) -> str | None:
-    """The flat algorithm name ``HCCL_ALGO`` asks for ``collective``, or None.
-
-    Accepted forms (CANN's documented ones): ``"level0:NA;level1:ring"`` for every collective, and
-    per collective ``"allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"``. The first
-    level that is not ``NA`` wins and names one flat algorithm. Values: ring, fullmesh (= mesh),
-    pairwise, NA. Text in CANN's executor grammar (``allreduce:sequence{level0=mesh,level1=mesh}``,
-    ``not(...)``; :func:`hcomm_kit.ops.selector.parse_algo_rules`) gives None here: it filters
-    the selector's entries instead, which is how the two-level algorithm is forced or forbidden.
-
-    Raises:
-        ConfigError: malformed text or an algorithm hcomm-kit does not implement for it.
-    """
-    if not value or not value.strip():
-        return None
-    from .selector import parse_algo_rules
-
-    if parse_algo_rules(value) is not None:
-        return None
-    if "{" in value or "not(" in value.replace(" ", "").lower():
-        raise ConfigError(f"HCCL_ALGO={value!r} is not CANN's executor grammar: '[op:]executor{{level0=template,"
-                          f"level1=template}}', '[op:]template' or 'not(...)', segments separated by ';' "
-                          f"(executors sole, sequence, ...; templates mesh, meshoneshot, nhr, ...)", key="HCCL_ALGO")
-    text = value.strip()
-    chosen: str | None = None
-    for part in text.split("/"):
-        part = part.strip()
-        if not part:
-            continue
-        target = None
-        if "=" in part:
-            target, part = (s.strip() for s in part.split("=", 1))
-            target = target.lower().replace("-", "_")
-        if target is not None and target not in (collective, collective.replace("_", "")):
-            continue
-        for level in part.split(";"):
-            if ":" not in level:
-                raise ConfigError(f"HCCL_ALGO={value!r}: {level!r} is not 'levelN:algorithm' "
-                                  f"(e.g. 'level0:NA;level1:ring'), nor CANN's executor grammar "
-                                  f"(e.g. 'allreduce:sequence{{level0=mesh,level1=mesh}}')", key="HCCL_ALGO")
-            name = level.split(":", 1)[1].strip().lower()
-            mapped = _HCCL_ALGO_NAMES.get(name)
-            if mapped is None:
-                raise ConfigError(f"HCCL_ALGO={value!r}: algorithm {name!r} is not implemented by hcomm-kit "
-                                  f"(supported: ring, fullmesh, pairwise, NA)", key="HCCL_ALGO")
-            if mapped != "auto" and chosen is None:
-                chosen = mapped
-    return chosen
-
-
-_ALGO_CACHE: dict = {}  # (collective, algorithm, HCCL_ALGO text) -> algo id (hot path)
-
-
-def _algo_id(collective: str, algorithm: str | None, hccl_algo: str | None) -> int:
-    """Algorithm id for the kernel: ``algorithm=``, else the communicator's ``HCCL_ALGO`` text."""
-    if algorithm is not None and type(algorithm) is not str:
-        return _algo_id_uncached(collective, algorithm, hccl_algo)
-    key = (collective, algorithm, hccl_algo if algorithm is None else None)
-    v = _ALGO_CACHE.get(key)
-    if v is None:
-        v = _algo_id_uncached(collective, algorithm, hccl_algo)
-        if len(_ALGO_CACHE) < 256:
-            _ALGO_CACHE[key] = v
-    return v
-
-
-def _algo_id_uncached(collective: str, algorithm: str | None, hccl_algo: str | None) -> int:
-    table = ALGORITHMS[collective]
-    from_env = False
-    if algorithm is None:
-        algorithm = parse_hccl_algo(hccl_algo, collective)
-        from_env = algorithm is not None
-        if algorithm is None:
-            return _AUTO
-    key = str(algorithm).lower()
-    if key == "fullmesh":
-        key = "mesh"
-    if key not in table:
-        if from_env:
-            return _AUTO  # a global HCCL_ALGO names an algorithm this collective does not have
-        raise ConfigError(f"{collective}: unknown algorithm {algorithm!r}; choose from {sorted(table)}",
-                          key="algorithm")
-    return table[key]
-
-
-class CollectiveOps:
+class CollectiveOps(PlannedCalls):
     """The built-in collectives, mixed into :class:`~hcomm_kit.ops.communicator.Communicator`.
 
     Operators are built and loaded on first use (``comm.load_op`` caches them); see the module
@@ -355,7 +227,7 @@ class CollectiveOps:
                 if fast_key is not None and plan[0]._stream_calls is not None:
                     if len(self._fast) >= 256:
                         self._fast.clear()
-                    self._fast[fast_key] = _FastPlan(plan[0], plan, async_op)
+                    self._fast[fast_key] = FastPlan(plan[0], plan, async_op)
                 return res
         op = self._builtins.get(name) or self.builtin_op(name)
         device = isinstance(x, DeviceBuffer)
@@ -395,7 +267,7 @@ class CollectiveOps:
         if post is not None:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
-        algo = asked = _algo_id(name, algorithm, self._hccl_algo)
+        algo = asked = algo_id(name, algorithm, self._hccl_algo)
         if algo == _AUTO and name in _SELECTED:
             algo = self._selected_algo(name, count, dt)  # the same on every rank for the same call
         hier = self._hier_info(name) if algo == _HIER else 0  # raises before the call is posted
@@ -419,47 +291,6 @@ class CollectiveOps:
         if s >= 0:  # enqueued only (CANN): wait here
             op.synchronize(s, timeout)
         return finish()
-
-    def _run_plan(self, plan: tuple, out: Any, async_op: bool | str) -> Any:
-        """A repeated call (see :meth:`_call`): call check, launch, and for a blocking call the wait."""
-        op, in_ptr, out_ptr, count, params, sig, (dtv, rop, r, tmo, s) = plan
-        if self._closed:  # type: ignore[attr-defined]
-            raise HcommKitError(f"operator {op.name}: the communicator is closed")
-        if async_op is False and op._pending is not None:
-            op._pending.wait()
-        check = op._post_check(sig) if sig is not None else None
-        if not op._submit(in_ptr, out_ptr, count, dtv, rop, r, tmo, s, params, None, sync=async_op is False,
-                          check=check) and async_op is False:
-            op.synchronize(s, None)
-        return out
-
-    def _run_fast(self, p: _FastPlan, out: Any, async_op: bool | str) -> Any:
-        """A repeated call from its :class:`_FastPlan`: the call check (this call's site), then
-        check, go, launch, done (and for a blocking call the synchronization) in one C call. Falls
-        back to :meth:`_run_plan` when another call changed the operator's arguments since."""
-        op = p.op
-        if self._closed or op._last_key is not p.last_key or (async_op is False and op._pending is not None):
-            res = self._run_plan(p.plan, out, async_op)
-            p.last_key = op._last_key
-            return res
-        sig = p.sig
-        if sig is not None:
-            where = _callsite.site() if self._call_sites else ""
-            if where is not p.where:
-                p.where, p.text = where, op._site_text(sig, where)  # kept alive here (op._sig_ptrs may be cleared)
-            c0, shadow, addr = p.c0, p.shadow, p.text[1]
-            if shadow[0] != addr:
-                c0.b = shadow[0] = addr
-            if shadow[1] != 0 or shadow[2] != 0xFFFFFFFF:  # a collective: expected = signature, peer -1
-                c0.c, c0.u32 = 0, 0xFFFFFFFF
-                shadow[1], shadow[2] = 0, 0xFFFFFFFF
-            ret = p.fn(*p.args4)
-        else:
-            ret = p.fn(*p.args3)
-        if ret:
-            token = (None, None, -1, sig, p.where) if sig is not None else None
-            raise op._calls_error(ret, None, token)
-        return out
 
     def _check_call(self, op: CustomOp, name: str, count: int, dt: "_dtypes.DType", reduce_op: Any, root: int,
                     algo: int, params: dict | None) -> tuple | None:

@@ -21,7 +21,8 @@ from ..base import envs
 from ..core import communicator as _core
 from ..core.bootstrap import Bootstrap
 from ..base.resources import aicpu_kernels_dir
-from .collectives import ALGORITHMS, CollectiveOps
+from .algorithms import ALGORITHMS
+from .collectives import CollectiveOps
 
 __all__ = ["Communicator", "init"]
 

@@ -317,7 +317,7 @@ class CustomOp(CallCheck):
 
     def set_builtin_algorithms(self, table: dict[str, int]) -> None:
         """The algorithm names of this operator, a built-in collective loaded from its directory
-        (``comm.load_op`` passes its :data:`hcomm_kit.ops.collectives.ALGORITHMS` table)."""
+        (``comm.load_op`` passes its :data:`hcomm_kit.ops.algorithms.ALGORITHMS` table)."""
         self._builtin_algorithms = dict(table)
         self._algo_cache.clear()
 
@@ -434,7 +434,7 @@ class CustomOp(CallCheck):
             stream: a :class:`Stream` (default: the communicator's).
             async_op: return a :class:`Work` instead of waiting.
             algorithm: a name of op.toml ``[op].algorithms`` (a built-in's: of
-                :data:`hcomm_kit.ops.collectives.ALGORITHMS`), passed as the ``algo`` parameter.
+                :data:`hcomm_kit.ops.algorithms.ALGORITHMS`), passed as the ``algo`` parameter.
             timeout: seconds (kernel waits, launch timeout, host wait); default ``HCCL_EXEC_TIMEOUT``;
                 0 = no limit.
             **params: the operator's ``[[param]]`` fields (alltoallv: ``send_counts`` and

@@ -24,7 +24,7 @@ cost the sum of its levels' costs, as CANN's sequence executors add theirs.
 as CANN's ``UpdateCostModelWithAlgo`` does: a rule that matches keeps only what it names, a
 ``not(...)`` rule drops what it names, a rule that matches nothing leaves the choice to the model.
 (CANN's documented ``level0:NA;level1:ring`` form names one flat algorithm and is handled by
-:func:`hcomm_kit.ops.collectives.parse_hccl_algo`.)
+:func:`hcomm_kit.ops.algorithms.parse_hccl_algo`.)
 
 CANN's tuner plugin (``HCCL_TUNER_PLUGIN``) then sees the entries (named as CANN names them:
 engine ``aicpu``, executor ``sole`` / ``sequence``, template ``ring`` / ``mesh`` / ``meshoneshot`` /
@@ -360,7 +360,7 @@ def _camel_lower(name: str) -> str:
 def parse_algo_rules(text: str | None) -> tuple[AlgoRule, ...] | None:
     """``HCCL_ALGO`` parsed in CANN's executor grammar, or None when it is not that grammar (then
     CANN tries its older ``level0:NA;level1:ring`` rules, as
-    :func:`hcomm_kit.ops.collectives.parse_hccl_algo` does)::
+    :func:`hcomm_kit.ops.algorithms.parse_hccl_algo` does)::
 
         rules    := segment (';' segment)*
         segment  := [op ':'] ( 'not' '(' unit ')' | unit )

@@ -45,7 +45,7 @@ def algorithms_to_try(opdir: Any) -> list[str | None]:
         return list(spec.algorithms)
     d = Path(opdir).resolve()
     if d.parent == aicpu_kernels_dir().resolve():
-        from ..ops.collectives import ALGORITHMS
+        from ..ops.algorithms import ALGORITHMS
 
         return [None, *(a for a in ALGORITHMS.get(d.name, {}) if a != "auto")]
     return [None]

@@ -1,0 +1,94 @@
+"""Repeated collective calls: a call made again on the same device buffers with the same
+arguments (a benchmark's loop, a training step's small collectives) skips the argument processing
+its first call did.
+
+* The second call finds the *plan* the first one left (``_plans``, keyed by the buffers and
+  arguments: :meth:`CollectiveOps._call`) and launches from it (:meth:`PlannedCalls._run_plan`).
+* From the third call on, ``all_reduce`` keeps a :class:`FastPlan` (``_fast``): the collective-call
+  check (this call's site) and check, go, launch, done (and for a blocking call the
+  synchronization) in one C call, HcommKitStreamCalls, from the operator's cached argument block
+  (:meth:`PlannedCalls._run_fast`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from ..base.errors import HcommKitError
+from . import callsite as _callsite
+from .custom_op import CustomOp
+
+__all__ = ["FastPlan", "PlannedCalls"]
+
+
+class FastPlan:
+    """A repeated blocking or stream-ordered call on the same device buffers, run with one C call
+    (HcommKitStreamCalls from the operator's cached argument block) and no argument processing:
+    see :meth:`PlannedCalls._run_fast`. Made by the call after the one that left the plan."""
+
+    __slots__ = ("op", "plan", "fn", "args4", "args3", "c0", "shadow", "sig", "where", "text", "last_key")
+
+    def __init__(self, op: CustomOp, plan: tuple, async_op: bool | str) -> None:
+        s, tmo = plan[6][4], plan[6][3]
+        calls = op._calls[(s, tmo)]
+        self.op, self.plan = op, plan
+        flags = op._sync_flags if async_op is False else 0
+        # HcommKitStreamCalls(stream, calls, n, flags, &failed) without per-call argument conversion
+        self.fn = op._stream_calls_untyped
+        stream = ctypes.c_void_p(s)
+        self.args4 = (stream, calls[1], 4, flags, op._failed_ref)
+        self.args3 = (stream, calls[2], 3, flags, op._failed_ref)
+        self.c0, self.shadow = calls[3], calls[4]
+        self.sig = plan[5]  # the call check's description (None: no check)
+        self.where: str | None = None  # the call site last posted, and its C text (c_char_p, address)
+        self.text: tuple = (None, 0)
+        self.last_key = op._last_key  # OpParam holds this plan's arguments while op._last_key is this
+
+
+class PlannedCalls:
+    """Launching repeated calls from their plans; mixed into :class:`~hcomm_kit.ops.collectives.CollectiveOps`."""
+
+    _closed: bool
+    _call_sites: bool
+
+    def _run_plan(self, plan: tuple, out: Any, async_op: bool | str) -> Any:
+        """A repeated call (see :meth:`_call`): call check, launch, and for a blocking call the wait."""
+        op, in_ptr, out_ptr, count, params, sig, (dtv, rop, r, tmo, s) = plan
+        if self._closed:
+            raise HcommKitError(f"operator {op.name}: the communicator is closed")
+        if async_op is False and op._pending is not None:
+            op._pending.wait()
+        check = op._post_check(sig) if sig is not None else None
+        if not op._submit(in_ptr, out_ptr, count, dtv, rop, r, tmo, s, params, None, sync=async_op is False,
+                          check=check) and async_op is False:
+            op.synchronize(s, None)
+        return out
+
+    def _run_fast(self, p: FastPlan, out: Any, async_op: bool | str) -> Any:
+        """A repeated call from its :class:`FastPlan`: the call check (this call's site), then
+        check, go, launch, done (and for a blocking call the synchronization) in one C call. Falls
+        back to :meth:`_run_plan` when another call changed the operator's arguments since."""
+        op = p.op
+        if self._closed or op._last_key is not p.last_key or (async_op is False and op._pending is not None):
+            res = self._run_plan(p.plan, out, async_op)
+            p.last_key = op._last_key
+            return res
+        sig = p.sig
+        if sig is not None:
+            where = _callsite.site() if self._call_sites else ""
+            if where is not p.where:
+                p.where, p.text = where, op._site_text(sig, where)  # kept alive here (op._sig_ptrs may be cleared)
+            c0, shadow, addr = p.c0, p.shadow, p.text[1]
+            if shadow[0] != addr:
+                c0.b = shadow[0] = addr
+            if shadow[1] != 0 or shadow[2] != 0xFFFFFFFF:  # a collective: expected = signature, peer -1
+                c0.c, c0.u32 = 0, 0xFFFFFFFF
+                shadow[1], shadow[2] = 0, 0xFFFFFFFF
+            ret = p.fn(*p.args4)
+        else:
+            ret = p.fn(*p.args3)
+        if ret:
+            token = (None, None, -1, sig, p.where) if sig is not None else None
+            raise op._calls_error(ret, None, token)
+        return out
