@@ -38,7 +38,7 @@ FUZZ_DIR = Path(__file__).resolve().parent
 TARGETS = ("json", "args", "hcomm")
 CORPUS_DIR = FUZZ_DIR / "corpus"
 REGRESSION_DIR = FUZZ_DIR / "regressions"
-_COMMON = ["-std=c++17", "-g", "-pthread", "-Wall", "-Wextra"]
+_COMMON = ["-std=c++17", "-g1", "-pthread", "-Wall", "-Wextra"]  # line tables: reports name file:line
 _FUZZ_SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
 _KERNEL_JSON = """{
     "FuzzNop": {"opInfo": {"opKernelLib": "AICPUKernel", "kernelSo": "fuzz_kernels.so", "functionName": "FuzzNop"}}
