@@ -30,7 +30,7 @@ SMALL_BUF = {"HCCL_BUFFSIZE": "1"}
 NP8 = pytest.param(8, marks=pytest.mark.slow)  # the 8-rank matrices: full suite only
 NP4 = pytest.param(4, marks=pytest.mark.slow)  # big matrices: 2 and 3 ranks in the quick run, 1 and 4 in the
 NP1 = pytest.param(1, marks=pytest.mark.slow)  # full one too (test_api_forms covers 1 rank in the quick run)
-NP3 = pytest.param(3, marks=pytest.mark.slow)  # 3 ranks: the full run (the quick one runs 2 and 4)
+NP3 = pytest.param(3, marks=pytest.mark.slow)  # 3 ranks: the full run (the quick one runs 2, and 3 or 4 for a few)
 
 
 def data(rank: int, count: int, dtype: str, rop: str = "sum", seed: int = 0) -> np.ndarray:
@@ -251,7 +251,7 @@ def test_against_mpi4py(comm) -> None:
             np.testing.assert_array_equal(comm.broadcast(x, n - 1), ref)
 
 
-@pytest.mark.mpi(np=[2, NP3, 4], env=A950)
+@pytest.mark.mpi(np=[2, NP3, NP4], env=A950)
 def test_bit_identical_across_ranks_and_runs(comm) -> None:
     mc = comm.mpi_comm
     rng = np.random.default_rng(comm.rank)
@@ -304,7 +304,7 @@ def test_back_to_back_mixed_collectives(comm) -> None:
 
 
 # ---- API: out=, in place, device buffers, async, avg, alltoallv, send/recv ---------------------
-@pytest.mark.mpi(np=[1, 2, NP3, 4])
+@pytest.mark.mpi(np=[1, 2, NP3, NP4])
 def test_api_forms(comm) -> None:
     n, r = comm.size, comm.rank
     ins = all_data(n, 11, "int32")

@@ -110,7 +110,7 @@ def _skipping_program(c, skip: int):
     return c.all_reduce(np.full(1000, 2, np.float32))
 
 
-@pytest.mark.mpi(np=[2, NP3_SLOW, 4], timeout=120)
+@pytest.mark.mpi(np=[2, NP3_SLOW, pytest.param(4, marks=pytest.mark.slow)], timeout=120)
 def test_skipped_call_fails_on_every_rank_naming_both_call_sites(comm) -> None:
     from hcomm_kit.base.errors import CollectiveMismatchError
 

@@ -509,7 +509,7 @@ def test_a_builtins_directory_is_tested_and_benched_by_its_kind() -> None:
 
 
 # ---- Python: the call follows the kind -----------------------------------------------------------
-@pytest.mark.mpi(np=[2, 4])
+@pytest.mark.mpi(np=[2, pytest.param(4, marks=pytest.mark.slow)])
 def test_every_new_kind_from_python(comm) -> None:
     """Each new pattern (scaffolded and built once per session) against numpy through
     check_operator, the first and the last root (the generated tests try every root, more counts

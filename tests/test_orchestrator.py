@@ -225,7 +225,7 @@ def test_init_split_close(comm, mpi_np) -> None:
     assert sub.closed and not comm.closed
 
 
-@pytest.mark.mpi(np=[2, 3, 4])
+@pytest.mark.mpi(np=[2, 3, pytest.param(4, marks=pytest.mark.slow)])  # 4 ranks: the full run
 @pytest.mark.parametrize("handshake", HANDSHAKES)
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_patterns(comm, pattern: str, handshake: str) -> None:
