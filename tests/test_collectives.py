@@ -437,15 +437,24 @@ def _repeat_from(c, x, y, line: int):
     return c.all_reduce(x, out=y)
 
 
+def _at_one_line(c, x, y, op: str):
+    """An all_reduce of ``op`` from one line of the program."""
+    return c.all_reduce(x, op, out=y)
+
+
 @pytest.mark.mpi(np=[2, NP3, 4], timeout=120)
 def test_repeated_all_reduce_one_c_call(comm) -> None:
     """From its third call on, a repeated all_reduce on the same device buffers is one C call
-    (ops/collectives.py ``_run_fast``): new contents every call, reduce ops alternating on the same
+    (ops/call_plans.py, compiled where it builds): new contents every call, reduce ops alternating on the same
     buffers (the operator's arguments change in between), stream-ordered and blocking calls, an odd
     size; and the call check still compares call sites: ranks that reach the warmed-up call from
     different lines fail on every rank."""
     from hcomm_kit.base.errors import CollectiveMismatchError
+    from hcomm_kit.build import pyext
 
+    compiled = pyext.fastcall()  # the compiled steady state (call_plans.try_fast); it builds here
+    assert compiled is not None, pyext.why_no_fastcall()
+    handled = compiled.handled()
     c = comm.split(0)
     n, r = c.size, c.rank
     x, y = c.empty(37, "fp32"), c.empty(37, "fp32")
@@ -463,8 +472,20 @@ def test_repeated_all_reduce_one_c_call(comm) -> None:
     np.testing.assert_array_equal(y.numpy(), reference.reduce(ins, "max"))
     for _ in range(3):
         _repeat_from(c, x, y, 0)
+    assert compiled.handled() > handled  # the warmed-up calls above went through it
     with pytest.raises(CollectiveMismatchError, match="call site"):
         _repeat_from(c, x, y, r % 2)
+    c.close()
+    # A mismatch met by a call in the compiled steady state (rank 0: its fourth max from this line)
+    # is raised as from Python: the other ranks call min there.
+    c = comm.split(0)
+    x, y = c.empty(37, "fp32"), c.empty(37, "fp32")
+    for _ in range(3):
+        _at_one_line(c, x, y, "max")
+    before = compiled.handled()
+    with pytest.raises(CollectiveMismatchError, match="op=max.*op=min|op=min.*op=max"):
+        _at_one_line(c, x, y, "max" if r == 0 else "min")
+    assert r != 0 or compiled.handled() == before + 1
     c.close()
 
 

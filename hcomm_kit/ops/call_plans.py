@@ -8,6 +8,10 @@ its first call did.
   check (this call's site) and check, go, launch, done (and for a blocking call the
   synchronization) in one C call, HcommKitStreamCalls, from the operator's cached argument block
   (:meth:`PlannedCalls._run_fast`).
+* Where the compiled helper builds (:mod:`hcomm_kit.build.pyext`), ``all_reduce`` first hands the
+  call to it (:func:`try_fast`): the same steps in C, without the bytecode and ctypes in between.
+  It takes only the steady state (a plan whose argument block already holds this call site) and
+  returns None for anything else, which then goes the Python way below.
 """
 
 from __future__ import annotations
@@ -16,10 +20,28 @@ import ctypes
 from typing import Any
 
 from ..base.errors import HcommKitError
+from ..build import pyext
+from ..core.device import DeviceBuffer
 from . import callsite as _callsite
 from .custom_op import CustomOp
 
-__all__ = ["FastPlan", "PlannedCalls"]
+__all__ = ["FastPlan", "PlannedCalls", "try_fast"]
+
+_TRY: list = []  # [the compiled try_all_reduce, or None], filled by the first FastPlan
+
+
+def try_fast() -> Any:
+    """The compiled ``try_all_reduce(comm, x, out, op, async_op)`` (None: not built, or no fast plan
+    was made yet in this process). It returns None when the call is not its steady state, else
+    HcommKitStreamCalls' return code."""
+    return _TRY[0] if _TRY else None
+
+
+def _load_try() -> None:
+    mod = pyext.fastcall()
+    if mod is not None:
+        mod.setup(DeviceBuffer, _callsite._INTERNAL, _callsite._SITES, _callsite._OVERRIDE)
+    _TRY.append(mod.try_all_reduce if mod is not None else None)
 
 
 class FastPlan:
@@ -27,7 +49,7 @@ class FastPlan:
     (HcommKitStreamCalls from the operator's cached argument block) and no argument processing:
     see :meth:`PlannedCalls._run_fast`. Made by the call after the one that left the plan."""
 
-    __slots__ = ("op", "plan", "fn", "args4", "args3", "c0", "shadow", "sig", "where", "text", "last_key")
+    __slots__ = ("op", "plan", "fn", "args4", "args3", "cargs", "c0", "shadow", "sig", "where", "text", "last_key")
 
     def __init__(self, op: CustomOp, plan: tuple, async_op: bool | str) -> None:
         s, tmo = plan[6][4], plan[6][3]
@@ -39,6 +61,11 @@ class FastPlan:
         stream = ctypes.c_void_p(s)
         self.args4 = (stream, calls[1], 4, flags, op._failed_ref)
         self.args3 = (stream, calls[2], 3, flags, op._failed_ref)
+        # the same as addresses, for the compiled helper (see try_fast)
+        self.cargs = (ctypes.cast(self.fn, ctypes.c_void_p).value, s, ctypes.addressof(calls[0][0]),
+                      ctypes.addressof(calls[0][1]), flags, ctypes.addressof(op._failed))
+        if not _TRY:
+            _load_try()
         self.c0, self.shadow = calls[3], calls[4]
         self.sig = plan[5]  # the call check's description (None: no check)
         self.where: str | None = None  # the call site last posted, and its C text (c_char_p, address)
@@ -89,6 +116,12 @@ class PlannedCalls:
         else:
             ret = p.fn(*p.args3)
         if ret:
-            token = (None, None, -1, sig, p.where) if sig is not None else None
-            raise op._calls_error(ret, None, token)
+            self._fast_failed(p, ret)
         return out
+
+    @staticmethod
+    def _fast_failed(p: FastPlan, ret: int) -> None:
+        """Raise the error of a failed call from the fast plan ``p`` (HcommKitStreamCalls' ``ret``)."""
+        sig = p.sig
+        token = (None, None, -1, sig, p.where) if sig is not None else None
+        raise p.op._calls_error(ret, None, token)

@@ -42,7 +42,7 @@ from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
 from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
-from .call_plans import FastPlan, PlannedCalls
+from .call_plans import FastPlan, PlannedCalls, try_fast
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..runtime import enums
@@ -366,8 +366,14 @@ class CollectiveOps(PlannedCalls):
         fast_key = None
         if (type(x) is DeviceBuffer and type(out) is DeviceBuffer and type(op) is str and dtype is None
                 and algorithm is None and timeout is None and stream is None and async_op is not True):
-            fast_key = (x.ptr, x.capacity, x.dtype.value, x.shape, out.ptr, out.capacity, out.dtype.value, op,
-                        async_op)
+            compiled = try_fast()
+            ret = compiled(self, x, out, op, async_op) if compiled is not None else None
+            fast_key = None if ret == 0 else (x.ptr, x.capacity, x.dtype.value, x.shape, out.ptr, out.capacity,
+                                              out.dtype.value, op, async_op)
+            if ret is not None:  # made by the compiled helper from the plan of fast_key
+                if ret:
+                    self._fast_failed(self._fast[fast_key], ret)
+                return out
             plan = self._fast.get(fast_key)
             if plan is not None:
                 return self._run_fast(plan, out, async_op)

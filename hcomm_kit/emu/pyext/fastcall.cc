@@ -1,0 +1,271 @@
+/* _hk_fastcall: the steady state of a repeated all_reduce on the same device buffers, compiled.
+ *
+ * hcomm_kit/ops/call_plans.py keeps, per (buffers, op, async_op), a FastPlan: the call check's
+ * text, the cached argument block of HcommKitStreamCalls and what must still hold for it to be
+ * valid. PlannedCalls._run_fast runs it from Python (argument key, plan look-up, call site of the
+ * call check, one ctypes call: about 1.5 us between two calls of a loop). This module does the same
+ * steps with the C API and calls HcommKitStreamCalls through its address with the GIL released.
+ * Whatever is not the steady state (no plan yet, a new call site, a same_call() label, a changed
+ * operator argument block, a closed communicator, a pending async call) returns None and the
+ * Python path handles it, so both paths keep one behaviour.
+ *
+ * try_all_reduce(comm, x, out, op, async_op) -> None | int (HcommKitStreamCalls' return code)
+ * setup(DeviceBuffer, internal_code_ids, sites, override_var) once, from call_plans.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#include <cstdint>
+
+namespace {
+
+using StreamCallsFn = int32_t (*)(void*, void*, uint32_t, uint32_t, uint32_t*);
+
+struct State {
+    PyObject* device_buffer = nullptr;  /* hcomm_kit.core.device.DeviceBuffer */
+    PyObject* internal = nullptr;       /* callsite._INTERNAL: ids of hcomm-kit / library code objects */
+    PyObject* sites = nullptr;          /* callsite._SITES: (id(code), f_lasti) -> (code, "file:line") */
+    PyObject* override_var = nullptr;   /* callsite._OVERRIDE (same_call) */
+    unsigned long long handled = 0;     /* calls made here (tests read it) */
+};
+State g;
+
+/* Interned attribute names. */
+PyObject *s_ptr, *s_capacity, *s_dtype, *s_value, *s_shape, *s_fast, *s_closed, *s_call_sites, *s_op, *s_last_key,
+    *s_op_last_key, *s_pending, *s_sig, *s_where, *s_shadow, *s_text, *s_cargs;
+
+bool intern_names() {
+    struct {
+        PyObject** slot;
+        const char* text;
+    } names[] = {{&s_ptr, "ptr"},       {&s_capacity, "capacity"},     {&s_dtype, "dtype"},   {&s_value, "value"},
+                 {&s_shape, "shape"},   {&s_fast, "_fast"},           {&s_closed, "_closed"}, {&s_call_sites, "_call_sites"},
+                 {&s_op, "op"},         {&s_last_key, "last_key"},     {&s_op_last_key, "_last_key"},     {&s_pending, "_pending"}, {&s_sig, "sig"},
+                 {&s_where, "where"},   {&s_shadow, "shadow"},         {&s_text, "text"},     {&s_cargs, "cargs"}};
+    for (auto& n : names)
+        if (!(*n.slot = PyUnicode_InternFromString(n.text))) return false;
+    return true;
+}
+
+/* A new reference to attribute `name` of `o`, or nullptr (error cleared: the caller falls back). */
+PyObject* attr(PyObject* o, PyObject* name) {
+    PyObject* v = PyObject_GetAttr(o, name);
+    if (!v) PyErr_Clear();
+    return v;
+}
+
+/* Owns one reference. */
+struct Ref {
+    PyObject* p;
+    explicit Ref(PyObject* o = nullptr) : p(o) {}
+    ~Ref() { Py_XDECREF(p); }
+    Ref(const Ref&) = delete;
+    Ref& operator=(const Ref&) = delete;
+    explicit operator bool() const { return p != nullptr; }
+};
+
+/* (x.ptr, x.capacity, x.dtype.value, x.shape, out.ptr, out.capacity, out.dtype.value, op, async_op):
+ * the key of CollectiveOps.all_reduce's fast plans. */
+PyObject* plan_key(PyObject* x, PyObject* out, PyObject* op, PyObject* async_op) {
+    PyObject* key = PyTuple_New(9);
+    if (!key) return nullptr;
+    PyObject* bufs[2] = {x, out};
+    int at[2] = {0, 4};
+    for (int b = 0; b < 2; b++) {
+        PyObject* ptr = attr(bufs[b], s_ptr);
+        PyObject* cap = ptr ? attr(bufs[b], s_capacity) : nullptr;
+        Ref dt(cap ? attr(bufs[b], s_dtype) : nullptr);
+        PyObject* val = dt ? attr(dt.p, s_value) : nullptr;
+        PyObject* shape = (val && b == 0) ? attr(bufs[b], s_shape) : nullptr;
+        if (!val || (b == 0 && !shape)) {
+            Py_XDECREF(ptr);
+            Py_XDECREF(cap);
+            Py_XDECREF(val);
+            Py_DECREF(key);
+            return nullptr;
+        }
+        PyTuple_SET_ITEM(key, at[b], ptr);
+        PyTuple_SET_ITEM(key, at[b] + 1, cap);
+        PyTuple_SET_ITEM(key, at[b] + 2, val);
+        if (b == 0) PyTuple_SET_ITEM(key, 3, shape);
+    }
+    Py_INCREF(op);
+    Py_INCREF(async_op);
+    PyTuple_SET_ITEM(key, 7, op);
+    PyTuple_SET_ITEM(key, 8, async_op);
+    return key;
+}
+
+/* callsite.site() for a call made from the Python frame running now (all_reduce): the first frame
+ * outside hcomm-kit, torch and the standard library whose site the Python side already classified.
+ * A new reference to its text, or nullptr (not known yet, or a same_call() label: Python decides). */
+PyObject* known_site() {
+    PyObject* label = nullptr;
+    if (PyContextVar_Get(g.override_var, nullptr, &label) < 0) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    bool labelled = label && label != Py_None;
+    Py_XDECREF(label);
+    if (labelled) return nullptr;
+    PyFrameObject* f = PyEval_GetFrame(); /* borrowed */
+    if (!f) return nullptr;
+    Py_INCREF(f);
+    PyObject* text = nullptr;
+    for (int depth = 0; f && depth < 64; depth++) {
+        PyCodeObject* code = PyFrame_GetCode(f);
+        Ref id(PyLong_FromVoidPtr(code));
+        int internal = id ? PySet_Contains(g.internal, id.p) : -1;
+        if (internal == 1) {
+            Py_DECREF(code);
+            PyFrameObject* back = PyFrame_GetBack(f);
+            Py_DECREF(f);
+            f = back;
+            continue;
+        }
+        if (internal == 0) {
+            Ref lasti(PyLong_FromLong(PyFrame_GetLasti(f)));
+            Ref key(lasti ? PyTuple_Pack(2, id.p, lasti.p) : nullptr);
+            PyObject* hit = key ? PyDict_GetItemWithError(g.sites, key.p) : nullptr; /* borrowed */
+            if (hit && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2 &&
+                PyTuple_GET_ITEM(hit, 0) == reinterpret_cast<PyObject*>(code)) {
+                text = PyTuple_GET_ITEM(hit, 1);
+                Py_INCREF(text);
+            }
+        }
+        Py_DECREF(code);
+        break;
+    }
+    Py_XDECREF(f);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return text;
+}
+
+bool equals_u64(PyObject* list, Py_ssize_t i, unsigned long long want) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(list, i));
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+    }
+    return v == want;
+}
+
+PyObject* try_all_reduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "try_all_reduce(comm, x, out, op, async_op)");
+        return nullptr;
+    }
+    PyObject *comm = args[0], *x = args[1], *out = args[2], *op = args[3], *async_op = args[4];
+    if (!g.device_buffer || Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(g.device_buffer) ||
+        Py_TYPE(out) != reinterpret_cast<PyTypeObject*>(g.device_buffer) || !PyUnicode_CheckExact(op) ||
+        async_op == Py_True)
+        Py_RETURN_NONE;
+    Ref fast(attr(comm, s_fast));
+    Ref key(fast ? plan_key(x, out, op, async_op) : nullptr);
+    if (!key || !PyDict_CheckExact(fast.p)) Py_RETURN_NONE;
+    PyObject* plan = PyDict_GetItemWithError(fast.p, key.p); /* borrowed */
+    if (!plan) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(plan);
+    Ref hold(plan);
+    /* CollectiveOps._run_fast's conditions for the plan's argument block to be current. */
+    Ref closed(attr(comm, s_closed));
+    Ref cop(attr(plan, s_op));
+    Ref last(attr(plan, s_last_key));
+    Ref op_last(cop ? attr(cop.p, s_op_last_key) : nullptr);
+    if (!closed || closed.p != Py_False || !last || !op_last || op_last.p != last.p) Py_RETURN_NONE;
+    if (async_op == Py_False) {
+        Ref pending(attr(cop.p, s_pending));
+        if (!pending || pending.p != Py_None) Py_RETURN_NONE;
+    }
+    Ref cargs(attr(plan, s_cargs)); /* (HcommKitStreamCalls address, stream, calls4, calls3, flags, &failed) */
+    if (!cargs || !PyTuple_CheckExact(cargs.p) || PyTuple_GET_SIZE(cargs.p) != 6) Py_RETURN_NONE;
+    Ref sig(attr(plan, s_sig));
+    if (!sig) Py_RETURN_NONE;
+    uint32_t ncalls = 3;
+    if (sig.p != Py_None) {
+        ncalls = 4;
+        Ref sites_on(attr(comm, s_call_sites));
+        if (!sites_on) Py_RETURN_NONE;
+        int on = PyObject_IsTrue(sites_on.p);
+        if (on < 0) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        Ref where(on ? known_site() : nullptr);
+        Ref last_where(attr(plan, s_where));
+        if (!last_where) Py_RETURN_NONE;
+        if (on) {
+            if (!where || where.p != last_where.p) Py_RETURN_NONE; /* a new site: Python posts its text */
+        } else if (!PyUnicode_Check(last_where.p) || PyUnicode_GET_LENGTH(last_where.p) != 0) {
+            Py_RETURN_NONE;
+        }
+        /* The argument block still holds this site's text, as a collective (expected = signature, peer -1). */
+        Ref shadow(attr(plan, s_shadow));
+        Ref text(attr(plan, s_text));
+        if (!shadow || !text || !PyList_CheckExact(shadow.p) || PyList_GET_SIZE(shadow.p) != 3 ||
+            !PyTuple_CheckExact(text.p) || PyTuple_GET_SIZE(text.p) != 2)
+            Py_RETURN_NONE;
+        unsigned long long addr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(text.p, 1));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (!equals_u64(shadow.p, 0, addr) || !equals_u64(shadow.p, 1, 0) || !equals_u64(shadow.p, 2, 0xFFFFFFFFull))
+            Py_RETURN_NONE;
+    }
+    unsigned long long v[6];
+    for (int i = 0; i < 6; i++) {
+        v[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(cargs.p, i));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    auto fn = reinterpret_cast<StreamCallsFn>(static_cast<uintptr_t>(v[0]));
+    void* calls = reinterpret_cast<void*>(static_cast<uintptr_t>(ncalls == 4 ? v[2] : v[3]));
+    int32_t ret;
+    Py_BEGIN_ALLOW_THREADS
+    ret = fn(reinterpret_cast<void*>(static_cast<uintptr_t>(v[1])), calls, ncalls, static_cast<uint32_t>(v[4]),
+             reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(v[5])));
+    Py_END_ALLOW_THREADS
+    g.handled++;
+    return PyLong_FromLong(ret);
+}
+
+PyObject* setup(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyType_Check(args[0]) || !PySet_Check(args[1]) || !PyDict_Check(args[2]) ||
+        !PyContextVar_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "setup(DeviceBuffer, internal: set, sites: dict, override: ContextVar)");
+        return nullptr;
+    }
+    PyObject** slots[4] = {&g.device_buffer, &g.internal, &g.sites, &g.override_var};
+    for (int i = 0; i < 4; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slots[i], args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject* handled(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(g.handled); }
+
+PyMethodDef methods[] = {
+    {"try_all_reduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(try_all_reduce)), METH_FASTCALL,
+     "try_all_reduce(comm, x, out, op, async_op): the repeated all_reduce from its fast plan; None when not the steady state"},
+    {"setup", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(setup)), METH_FASTCALL,
+     "setup(DeviceBuffer, internal, sites, override): the objects of hcomm_kit this module reads"},
+    {"handled", handled, METH_NOARGS, "calls made by try_all_reduce in this process"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_hk_fastcall", "hcomm-kit: compiled steady state of repeated calls",
+                      -1, methods, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__hk_fastcall(void) {
+    if (!intern_names()) return nullptr;
+    return PyModule_Create(&module);
+}
