@@ -131,6 +131,16 @@ def run(args: argparse.Namespace) -> int:
 
         rep.check("emulator", build)
 
+        def fast_path() -> str:  # not a problem when missing: the Python path does the same work
+            from ..build import pyext
+
+            mod = pyext.fastcall()
+            if mod is None:
+                return f"not built, repeated calls run in Python ({pyext.why_no_fastcall()})"
+            return f"{mod.__file__} (compiled steady state of repeated all_reduce calls)"
+
+        rep.check("fast path", fast_path)
+
     if rep.problems:
         print(f"\nhcomm-kit doctor: {len(rep.problems)} problem(s):", file=sys.stderr)
         for p in rep.problems:
