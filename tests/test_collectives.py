@@ -453,8 +453,9 @@ def test_repeated_all_reduce_one_c_call(comm) -> None:
     from hcomm_kit.build import pyext
 
     compiled = pyext.fastcall()  # the compiled steady state (call_plans.try_fast); it builds here
-    assert compiled is not None, pyext.why_no_fastcall()
-    handled = compiled.handled()
+    # wherever this interpreter has its headers it must build (without them, Python does the work)
+    assert compiled is not None or pyext.headers() is None, pyext.why_no_fastcall()
+    handled = compiled.handled() if compiled else 0
     c = comm.split(0)
     n, r = c.size, c.rank
     x, y = c.empty(37, "fp32"), c.empty(37, "fp32")
@@ -472,7 +473,7 @@ def test_repeated_all_reduce_one_c_call(comm) -> None:
     np.testing.assert_array_equal(y.numpy(), reference.reduce(ins, "max"))
     for _ in range(3):
         _repeat_from(c, x, y, 0)
-    assert compiled.handled() > handled  # the warmed-up calls above went through it
+    assert compiled is None or compiled.handled() > handled  # the warmed-up calls above went through it
     with pytest.raises(CollectiveMismatchError, match="call site"):
         _repeat_from(c, x, y, r % 2)
     c.close()
@@ -482,10 +483,10 @@ def test_repeated_all_reduce_one_c_call(comm) -> None:
     x, y = c.empty(37, "fp32"), c.empty(37, "fp32")
     for _ in range(3):
         _at_one_line(c, x, y, "max")
-    before = compiled.handled()
+    before = compiled.handled() if compiled else 0
     with pytest.raises(CollectiveMismatchError, match="op=max.*op=min|op=min.*op=max"):
         _at_one_line(c, x, y, "max" if r == 0 else "min")
-    assert r != 0 or compiled.handled() == before + 1
+    assert r != 0 or compiled is None or compiled.handled() == before + 1
     c.close()
 
 

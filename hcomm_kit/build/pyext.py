@@ -21,7 +21,7 @@ from ..base.errors import BuildError
 from ..base.resources import emu_dir
 from . import cache
 
-__all__ = ["fastcall", "why_no_fastcall"]
+__all__ = ["fastcall", "why_no_fastcall", "headers"]
 
 MODULE = "_hk_fastcall"
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
@@ -35,7 +35,8 @@ def source() -> Path:
     return emu_dir() / "pyext" / "fastcall.cc"
 
 
-def _include() -> Path | None:
+def headers() -> Path | None:
+    """This interpreter's include directory when it holds ``Python.h`` (else None: not buildable)."""
     inc = sysconfig.get_paths().get("include")
     return Path(inc) if inc and (Path(inc) / "Python.h").is_file() else None
 
@@ -61,7 +62,7 @@ def fastcall() -> ModuleType | None:
         if "module" in _state:
             return _state["module"]  # type: ignore[return-value]
         module: ModuleType | None = None
-        include = _include()
+        include = headers()
         if include is None:
             _state["why"] = (f"no Python.h under {sysconfig.get_paths().get('include')!r} (install this "
                              f"interpreter's development headers)")
