@@ -11,7 +11,7 @@ C_DIR = Path(__file__).parent / "c"
 FLAGS = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror"]
 SANITIZE_FLAGS = {
     "": [],
-    "address": ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"],
+    "address": ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-Og", "-g1"],
     "thread": ["-fsanitize=thread", "-g"],
 }
 

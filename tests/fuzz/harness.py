@@ -185,7 +185,7 @@ def build_replay(sanitize: str = "") -> Path:
     cxx = shlex.split(cache.default_cxx())
     srcs, hdrs = _sources()
     inc = [f"-I{emu.get_include()}", f"-I{emu.emu_root() / 'src'}", f"-I{FUZZ_DIR}"]
-    cflags = [*_COMMON, "-O1", *_FUZZ_SAN]
+    cflags = [*_COMMON, "-Og", *_FUZZ_SAN]  # -Og: ASan+UBSan at -O1 costs gcc twice the compile time
     key = cache.hash_key([*_fuzz_files(), emu.emu_root() / "src" / "base" / "json.cc",
                           emu.emu_root() / "src" / "base" / "json.h",
                           lib], ["fuzz-replay", sanitize, *cflags, cache.compiler_identity(cache.default_cxx())])
