@@ -474,6 +474,18 @@ def test_repeated_all_reduce_one_c_call(comm) -> None:
     for _ in range(3):
         _repeat_from(c, x, y, 0)
     assert compiled is None or compiled.handled() > handled  # the warmed-up calls above went through it
+    # The compiled helper remembers the plan of its last call: other buffers from the same line get
+    # their own plan, and a buffer freed and made again is looked up again.
+    x2, y2 = c.empty(37, "fp32"), c.empty(37, "fp32")
+    for it in range(4):
+        for a, b in ((x, y), (x2, y2), (x2, y2), (x2, y2)):
+            ins = all_data(n, 37, "fp32", seed=500 + it)
+            a.copy_from(ins[r])
+            _at_one_line(c, a, b, "sum")
+            np.testing.assert_array_equal(b.numpy(), reference.reduce(ins, "sum"), err_msg=f"round {it}")
+        x2.close()
+        y2.close()
+        x2, y2 = c.empty(37, "fp32"), c.empty(37, "fp32")
     with pytest.raises(CollectiveMismatchError, match="call site"):
         _repeat_from(c, x, y, r % 2)
     c.close()

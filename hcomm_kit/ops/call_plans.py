@@ -25,9 +25,10 @@ from ..core.device import DeviceBuffer
 from . import callsite as _callsite
 from .custom_op import CustomOp
 
-__all__ = ["FastPlan", "PlannedCalls", "try_fast"]
+__all__ = ["FastPlan", "PlannedCalls", "try_fast", "fast_plans_changed"]
 
 _TRY: list = []  # [the compiled try_all_reduce, or None], filled by the first FastPlan
+_FORGET: list = []  # [the compiled helper's forget()]: it remembers the last plan it found
 
 
 def try_fast() -> Any:
@@ -37,10 +38,18 @@ def try_fast() -> Any:
     return _TRY[0] if _TRY else None
 
 
+def fast_plans_changed() -> None:
+    """A communicator's ``_fast`` plans were added, replaced or dropped: the compiled helper looks
+    them up again (it remembers the plan of its last call)."""
+    if _FORGET:
+        _FORGET[0]()
+
+
 def _load_try() -> None:
     mod = pyext.fastcall()
     if mod is not None:
         mod.setup(DeviceBuffer, _callsite._INTERNAL, _callsite._SITES, _callsite._OVERRIDE)
+        _FORGET.append(mod.forget)
     _TRY.append(mod.try_all_reduce if mod is not None else None)
 
 

@@ -42,7 +42,7 @@ from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
 from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
-from .call_plans import FastPlan, PlannedCalls, try_fast
+from .call_plans import FastPlan, PlannedCalls, fast_plans_changed, try_fast
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..runtime import enums
@@ -228,6 +228,7 @@ class CollectiveOps(PlannedCalls):
                     if len(self._fast) >= 256:
                         self._fast.clear()
                     self._fast[fast_key] = FastPlan(plan[0], plan, async_op)
+                    fast_plans_changed()
                 return res
         op = self._builtins.get(name) or self.builtin_op(name)
         device = isinstance(x, DeviceBuffer)

@@ -9,13 +9,22 @@
  * operator argument block, a closed communicator, a pending async call) returns None and the
  * Python path handles it, so both paths keep one behaviour.
  *
+ * A loop calls with the same objects each time, so the last call's look-ups are remembered (Memo):
+ * the plan found for (comm, x, out, op, async_op), valid while those objects are alive (weak
+ * references), the buffers' ptr/capacity/dtype/shape are the same objects (read at their slots'
+ * offsets) and the plans were not changed since (forget()); and the frames walked to the call site.
+ *
  * try_all_reduce(comm, x, out, op, async_op) -> None | int (HcommKitStreamCalls' return code)
  * setup(DeviceBuffer, internal_code_ids, sites, override_var) once, from call_plans.py.
+ * forget(): CollectiveOps._fast changed (a plan made, replaced or dropped).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
 
+#include <structmember.h>
+
+#include <cstddef>
 #include <cstdint>
 
 namespace {
@@ -28,8 +37,96 @@ struct State {
     PyObject* sites = nullptr;          /* callsite._SITES: (id(code), f_lasti) -> (code, "file:line") */
     PyObject* override_var = nullptr;   /* callsite._OVERRIDE (same_call) */
     unsigned long long handled = 0;     /* calls made here (tests read it) */
+    Py_ssize_t buf_off[4] = {-1, -1, -1, -1}; /* DeviceBuffer's ptr, capacity, dtype, shape slots */
+    unsigned long long gen = 1;         /* bumped by forget() */
 };
 State g;
+
+/* The last plan look-up: valid while gen is unchanged, comm/x/out are the same live objects and
+ * their slots hold the same objects (vals). Strong references except the weak ones. */
+struct Memo {
+    unsigned long long gen = 0;
+    PyObject *comm_w = nullptr, *x_w = nullptr, *out_w = nullptr; /* weak references */
+    PyObject *op = nullptr, *async_op = nullptr, *plan = nullptr;
+    PyObject* vals[8] = {};
+};
+Memo m;
+
+/* The last call-site walk: the frames' code objects (internal ones, then the user's), the user
+ * frame's instruction and the text found there. */
+constexpr int kMaxWalk = 8;
+struct SiteMemo {
+    int n = 0;                 /* codes[0..n-1]: n-1 internal frames, then the site's frame */
+    PyObject* codes[kMaxWalk] = {};
+    int lasti = -1;
+    PyObject* text = nullptr;
+};
+SiteMemo sm;
+
+PyObject* weak_target(PyObject* wr) { /* borrowed; nullptr when dead or none */
+    if (!wr) return nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* o = nullptr;
+    if (PyWeakref_GetRef(wr, &o) <= 0) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    Py_DECREF(o); /* still referenced by the caller's argument */
+    return o;
+#else
+    PyObject* o = PyWeakref_GetObject(wr);
+    return o == Py_None ? nullptr : o;
+#endif
+}
+
+PyObject* slot(PyObject* o, int i) { return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + g.buf_off[i]); }
+
+void memo_clear() {
+    Py_CLEAR(m.comm_w);
+    Py_CLEAR(m.x_w);
+    Py_CLEAR(m.out_w);
+    Py_CLEAR(m.op);
+    Py_CLEAR(m.async_op);
+    Py_CLEAR(m.plan);
+    for (auto& v : m.vals) Py_CLEAR(v);
+    m.gen = 0;
+}
+
+/* The remembered plan for this call (borrowed), or nullptr. */
+PyObject* memo_plan(PyObject* comm, PyObject* x, PyObject* out, PyObject* op, PyObject* async_op) {
+    if (m.gen != g.gen || op != m.op || async_op != m.async_op || weak_target(m.comm_w) != comm ||
+        weak_target(m.x_w) != x || weak_target(m.out_w) != out)
+        return nullptr;
+    for (int i = 0; i < 4; i++)
+        if (slot(x, i) != m.vals[i] || slot(out, i) != m.vals[4 + i]) return nullptr;
+    return m.plan;
+}
+
+void memo_set(PyObject* comm, PyObject* x, PyObject* out, PyObject* op, PyObject* async_op, PyObject* plan) {
+    memo_clear();
+    if (g.buf_off[0] < 0) return;
+    m.comm_w = PyWeakref_NewRef(comm, nullptr);
+    m.x_w = m.comm_w ? PyWeakref_NewRef(x, nullptr) : nullptr;
+    m.out_w = m.x_w ? PyWeakref_NewRef(out, nullptr) : nullptr;
+    if (!m.out_w) {
+        PyErr_Clear();
+        memo_clear();
+        return;
+    }
+    for (int i = 0; i < 4; i++) {
+        m.vals[i] = slot(x, i);
+        m.vals[4 + i] = slot(out, i);
+        Py_XINCREF(m.vals[i]);
+        Py_XINCREF(m.vals[4 + i]);
+    }
+    Py_INCREF(op);
+    Py_INCREF(async_op);
+    Py_INCREF(plan);
+    m.op = op;
+    m.async_op = async_op;
+    m.plan = plan;
+    m.gen = g.gen;
+}
 
 /* Interned attribute names. */
 PyObject *s_ptr, *s_capacity, *s_dtype, *s_value, *s_shape, *s_fast, *s_closed, *s_call_sites, *s_op, *s_last_key,
@@ -112,21 +209,50 @@ PyObject* known_site() {
     PyFrameObject* f = PyEval_GetFrame(); /* borrowed */
     if (!f) return nullptr;
     Py_INCREF(f);
+    /* The same frames as the last walk: its text (whether a code is internal never changes, and the
+     * site of a code's instruction is computed once: callsite.py). */
+    if (sm.text) {
+        PyFrameObject* w = f;
+        Py_INCREF(w);
+        bool same = true;
+        for (int i = 0; i < sm.n && same; i++) {
+            PyCodeObject* code = w ? PyFrame_GetCode(w) : nullptr;
+            same = code && reinterpret_cast<PyObject*>(code) == sm.codes[i] &&
+                   (i < sm.n - 1 || PyFrame_GetLasti(w) == sm.lasti);
+            Py_XDECREF(code);
+            if (same && i < sm.n - 1) {
+                PyFrameObject* back = PyFrame_GetBack(w);
+                Py_DECREF(w);
+                w = back;
+            }
+        }
+        Py_XDECREF(w);
+        if (same) {
+            Py_DECREF(f);
+            Py_INCREF(sm.text);
+            return sm.text;
+        }
+    }
     PyObject* text = nullptr;
+    PyObject* walked[kMaxWalk];
+    int n = 0, lasti = -1;
     for (int depth = 0; f && depth < 64; depth++) {
         PyCodeObject* code = PyFrame_GetCode(f);
+        if (n < kMaxWalk) walked[n] = reinterpret_cast<PyObject*>(code); /* reference moved into walked */
+        n++;
         Ref id(PyLong_FromVoidPtr(code));
         int internal = id ? PySet_Contains(g.internal, id.p) : -1;
         if (internal == 1) {
-            Py_DECREF(code);
             PyFrameObject* back = PyFrame_GetBack(f);
             Py_DECREF(f);
             f = back;
+            if (n > kMaxWalk) Py_DECREF(code);
             continue;
         }
         if (internal == 0) {
-            Ref lasti(PyLong_FromLong(PyFrame_GetLasti(f)));
-            Ref key(lasti ? PyTuple_Pack(2, id.p, lasti.p) : nullptr);
+            lasti = PyFrame_GetLasti(f);
+            Ref lasti_o(PyLong_FromLong(lasti));
+            Ref key(lasti_o ? PyTuple_Pack(2, id.p, lasti_o.p) : nullptr);
             PyObject* hit = key ? PyDict_GetItemWithError(g.sites, key.p) : nullptr; /* borrowed */
             if (hit && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 2 &&
                 PyTuple_GET_ITEM(hit, 0) == reinterpret_cast<PyObject*>(code)) {
@@ -134,11 +260,21 @@ PyObject* known_site() {
                 Py_INCREF(text);
             }
         }
-        Py_DECREF(code);
+        if (n > kMaxWalk) Py_DECREF(code);
         break;
     }
     Py_XDECREF(f);
     if (PyErr_Occurred()) PyErr_Clear();
+    if (text && n <= kMaxWalk) { /* remember this walk (it holds the code objects) */
+        for (int i = 0; i < sm.n; i++) Py_CLEAR(sm.codes[i]);
+        Py_XSETREF(sm.text, text);
+        Py_INCREF(text);
+        for (int i = 0; i < n; i++) sm.codes[i] = walked[i];
+        sm.n = n;
+        sm.lasti = lasti;
+    } else {
+        for (int i = 0; i < n && i < kMaxWalk; i++) Py_DECREF(walked[i]);
+    }
     return text;
 }
 
@@ -161,13 +297,17 @@ PyObject* try_all_reduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         Py_TYPE(out) != reinterpret_cast<PyTypeObject*>(g.device_buffer) || !PyUnicode_CheckExact(op) ||
         async_op == Py_True)
         Py_RETURN_NONE;
-    Ref fast(attr(comm, s_fast));
-    Ref key(fast ? plan_key(x, out, op, async_op) : nullptr);
-    if (!key || !PyDict_CheckExact(fast.p)) Py_RETURN_NONE;
-    PyObject* plan = PyDict_GetItemWithError(fast.p, key.p); /* borrowed */
+    PyObject* plan = memo_plan(comm, x, out, op, async_op); /* borrowed */
     if (!plan) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
+        Ref fast(attr(comm, s_fast));
+        Ref key(fast ? plan_key(x, out, op, async_op) : nullptr);
+        if (!key || !PyDict_CheckExact(fast.p)) Py_RETURN_NONE;
+        plan = PyDict_GetItemWithError(fast.p, key.p); /* borrowed */
+        if (!plan) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        memo_set(comm, x, out, op, async_op, plan);
     }
     Py_INCREF(plan);
     Ref hold(plan);
@@ -247,6 +387,28 @@ PyObject* setup(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         Py_INCREF(args[i]);
         Py_XSETREF(*slots[i], args[i]);
     }
+    /* The buffers' slots read directly by the memo: object members (__slots__) of DeviceBuffer. */
+    PyObject* names[4] = {s_ptr, s_capacity, s_dtype, s_shape};
+    for (int i = 0; i < 4; i++) {
+        g.buf_off[i] = -1;
+        PyObject* d = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(args[0]), names[i]); /* borrowed */
+        if (d && Py_TYPE(d) == &PyMemberDescr_Type) {
+            PyMemberDef* md = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+            if (md->type == T_OBJECT_EX) g.buf_off[i] = md->offset;
+        }
+        if (g.buf_off[i] < 0) {
+            for (auto& o : g.buf_off) o = -1; /* not slots: no memo, the look-up every call */
+            break;
+        }
+    }
+    g.gen++;
+    memo_clear();
+    Py_RETURN_NONE;
+}
+
+PyObject* forget(PyObject*, PyObject*) {
+    g.gen++;
+    memo_clear();
     Py_RETURN_NONE;
 }
 
@@ -258,6 +420,7 @@ PyMethodDef methods[] = {
     {"setup", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(setup)), METH_FASTCALL,
      "setup(DeviceBuffer, internal, sites, override): the objects of hcomm_kit this module reads"},
     {"handled", handled, METH_NOARGS, "calls made by try_all_reduce in this process"},
+    {"forget", forget, METH_NOARGS, "the plans changed: look them up again"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_hk_fastcall", "hcomm-kit: compiled steady state of repeated calls",
