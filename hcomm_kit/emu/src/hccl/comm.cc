@@ -172,6 +172,7 @@ Comm* comm_find_by_name(const char* name, Device* dev) {
 std::mutex& comm_use_lock(Comm* c) { return c->use_m; }
 
 bool comm_use_acquire(Comm* c, const std::function<bool()>& stop) {
+    if (c->use_m.try_lock()) return true;
     uint64_t next_check = now_ns() + 100000000ull, nap_us = 10;
     while (!c->use_m.try_lock()) {
         if (now_ns() >= next_check) {

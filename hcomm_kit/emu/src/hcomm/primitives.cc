@@ -710,8 +710,12 @@ EMU_API int32_t HcommBatchModeStart(const char* batchTag) {
         return seterr(HCCL_E_PARA, __func__, "batch '%s' is still open on this thread (HcommBatchModeEnd missing)",
                       b.tag.c_str());
     b.active = true;
-    b.tag = batchTag ? batchTag : "";
-    b.itag = intern(b.tag);
+    /* The interned text of the last tag this thread opened: a kernel opens the same tag every call. */
+    static thread_local const char* last_itag = nullptr;
+    const char* t = batchTag ? batchTag : "";
+    if (!last_itag || strcmp(last_itag, t) != 0) last_itag = intern(t);
+    b.tag.assign(last_itag);
+    b.itag = last_itag;
     b.pending.clear();
     kernel_batch_reopened();
     return HCCL_SUCCESS;
@@ -719,12 +723,14 @@ EMU_API int32_t HcommBatchModeStart(const char* batchTag) {
 
 EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
     BatchState& b = batch();
-    std::string tag = batchTag ? batchTag : "";
-    if (!b.active) return seterr(HCCL_E_PARA, __func__, "no batch is open on this thread (tag '%s')", tag.c_str());
-    if (tag != b.tag)
-        return seterr(HCCL_E_PARA, __func__, "tag '%s' does not match the open batch '%s'", tag.c_str(), b.tag.c_str());
+    const char* tag = batchTag ? batchTag : "";
+    if (!b.active) return seterr(HCCL_E_PARA, __func__, "no batch is open on this thread (tag '%s')", tag);
+    if (b.tag != tag)
+        return seterr(HCCL_E_PARA, __func__, "tag '%s' does not match the open batch '%s'", tag, b.tag.c_str());
     auto pending = std::move(b.pending);
-    b = BatchState();
+    b.active = false; /* the tag's buffer is kept for the next batch */
+    b.itag = nullptr;
+    b.pending.clear();
     for (auto& p : pending) {
         for (HTask& h : p.second) h.bsize = (uint32_t)p.second.size();
         hthread_submit(p.first, std::move(p.second));
