@@ -48,18 +48,19 @@ MODEL_PARAMS = "model_params.json"
 COMPAT_NAMES = ("libascendcl.so", "libacl_rt.so", "libhccl.so", "libhcomm.so", "libc_sec.so",
                 "libnnopbase.so", "libopapi.so")  # the last two: the aclnn meta API (aclnn/acl_meta.h)
 BASE_FLAGS = (
-    "-std=c++17", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-DFUNC_VISIBILITY",
+    "-std=c++17", "-O2", "-g1", "-fPIC", "-fvisibility=hidden", "-DFUNC_VISIBILITY",
     "-Wall", "-Wextra", "-Werror", "-pthread",
 )
 LINK_LIBS = ("-ldl", "-lrt")
 SANITIZE_FLAGS: dict[str, tuple[str, ...]] = {
     "": (),
-    "address": ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-Og", "-g1"),
-    "thread": ("-fsanitize=thread", "-O1", "-g1"),
+    "address": ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-Og"),
+    "thread": ("-fsanitize=thread", "-O1"),
 }
-# -g1 (line tables: a report's frames still name file:line) after BASE_FLAGS' -g: a third less
-# compile time for the sanitizer variants, which a fresh machine's suite builds first. -Og for
-# ASan+UBSan: gcc's -O1 with UBSan's checks took 100 CPU-s for the library against 73 at -Og.
+# -g1: line tables (backtraces, gdb and sanitizer reports name file:line) without the types and
+# locals of -g, a third less compile time for every variant, which a fresh machine builds first
+# (the kernels, whose lines the emulator's reports show, keep -g). -Og for ASan+UBSan: gcc's -O1
+# with UBSan's checks took 100 CPU-s for the library against 73 at -Og.
 
 _EMU_ROOT = emu_dir()
 _built: dict[tuple[Path, Path, str, str], Path] = {}  # (cache root, emu root, sanitize, key) -> lib, per process
