@@ -29,6 +29,9 @@ const char* intern(const std::string& s) {
 }
 
 thread_local BatchState tl_host_batch; /* batch state of host threads (kernels use kctx().batch) */
+/* Emptied task vectors of submitted batches, for this thread's next ones (a kernel's batch state
+ * is made anew at every launch). */
+thread_local std::vector<std::vector<HTask>> tl_spare;
 /* Return address of the exported Hcomm call being made: the call site in the kernel, stamped on
  * its task so that reports name the source line (KCALLER in every data-plane entry point). */
 thread_local const void* tl_caller = nullptr;
@@ -139,7 +142,12 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
                 return HCCL_SUCCESS;
             }
         b.pending.emplace_back(c.t, std::vector<HTask>());
-        b.pending.back().second.reserve(32);
+        if (!tl_spare.empty()) {
+            b.pending.back().second.swap(tl_spare.back());
+            tl_spare.pop_back();
+        } else {
+            b.pending.back().second.reserve(32);
+        }
         b.pending.back().second.push_back(std::move(h));
         return HCCL_SUCCESS;
     }
@@ -734,7 +742,14 @@ EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
     for (auto& p : pending) {
         for (HTask& h : p.second) h.bsize = (uint32_t)p.second.size();
         hthread_submit(p.first, std::move(p.second));
+        /* A device thread's queue took the tasks one by one: their vector serves the next batch. */
+        if (p.second.capacity() && tl_spare.size() < 8) {
+            p.second.clear();
+            tl_spare.push_back(std::move(p.second));
+        }
     }
+    pending.clear();
+    b.pending.swap(pending); /* and the list's capacity */
     return HCCL_SUCCESS;
 }
 
