@@ -502,6 +502,39 @@ def test_repeated_all_reduce_one_c_call(comm) -> None:
     c.close()
 
 
+@pytest.mark.mpi(np=[2, 3])
+def test_repeated_all_reduce_without_a_user_frame(comm) -> None:
+    """A repeated all_reduce made where every frame is library code (hcomm-kit, the standard library:
+    here a thread whose target lives in the package, as in `hcomm-kit bench --latency`) has no call
+    site (""): the compiled steady state still takes it, and the results are right."""
+    import threading
+
+    from hcomm_kit.base.resources import package_dir
+    from hcomm_kit.build import pyext
+
+    compiled = pyext.fastcall()
+    assert compiled is not None or pyext.headers() is None, pyext.why_no_fastcall()
+    src = ("def loop(c, x, y, calls, out):\n"
+           "    for _ in range(calls):\n"
+           "        c.all_reduce(x, out=y)\n"
+           "    out.append(y.numpy())\n")
+    ns: dict = {}
+    exec(compile(src, str(package_dir() / "_no_user_frame.py"), "exec"), ns)
+    c = comm.split(0)
+    n, r = c.size, c.rank
+    ins = all_data(n, 37, "fp32", seed=800)
+    x, y = c.to_device(ins[r]), c.empty(37, "fp32")
+    got: list = []
+    before = compiled.handled() if compiled else 0
+    t = threading.Thread(target=ns["loop"], args=(c, x, y, 12, got))
+    t.start()
+    t.join(120)
+    assert not t.is_alive() and len(got) == 1
+    np.testing.assert_array_equal(got[0], reference.reduce(ins, "sum"))
+    assert compiled is None or compiled.handled() - before >= 9  # all but the first calls
+    c.close()
+
+
 @pytest.mark.mpi(np=[2, NP3, 4])
 def test_alltoallv_and_send_recv(comm) -> None:
     n, r = comm.size, comm.rank

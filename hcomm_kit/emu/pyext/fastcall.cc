@@ -52,13 +52,14 @@ struct Memo {
 };
 Memo m;
 
-/* The last call-site walk: the frames' code objects (internal ones, then the user's), the user
- * frame's instruction and the text found there. */
-constexpr int kMaxWalk = 8;
+/* The last call-site walk: the frames' code objects (internal ones, then the user's unless the walk
+ * reached the outermost frame: no site, ""), the user frame's instruction and the text found. */
+constexpr int kMaxWalk = 24;
 struct SiteMemo {
-    int n = 0;                 /* codes[0..n-1]: n-1 internal frames, then the site's frame */
+    int n = 0;                 /* codes[0..n-1] */
+    bool top = false;          /* all n frames are internal and the n-th is the outermost */
     PyObject* codes[kMaxWalk] = {};
-    int lasti = -1;
+    int lasti = -1;            /* instruction of the user frame codes[n-1] (top: unused) */
     PyObject* text = nullptr;
 };
 SiteMemo sm;
@@ -195,8 +196,9 @@ PyObject* plan_key(PyObject* x, PyObject* out, PyObject* op, PyObject* async_op)
 }
 
 /* callsite.site() for a call made from the Python frame running now (all_reduce): the first frame
- * outside hcomm-kit, torch and the standard library whose site the Python side already classified.
- * A new reference to its text, or nullptr (not known yet, or a same_call() label: Python decides). */
+ * outside hcomm-kit, torch and the standard library whose site the Python side already classified,
+ * or "" when every frame is one of those (as site() says). A new reference to its text, or nullptr
+ * (not known yet, or a same_call() label: Python decides). */
 PyObject* known_site() {
     PyObject* label = nullptr;
     if (PyContextVar_Get(g.override_var, nullptr, &label) < 0) {
@@ -208,7 +210,6 @@ PyObject* known_site() {
     if (labelled) return nullptr;
     PyFrameObject* f = PyEval_GetFrame(); /* borrowed */
     if (!f) return nullptr;
-    Py_INCREF(f);
     /* The same frames as the last walk: its text (whether a code is internal never changes, and the
      * site of a code's instruction is computed once: callsite.py). */
     if (sm.text) {
@@ -218,37 +219,37 @@ PyObject* known_site() {
         for (int i = 0; i < sm.n && same; i++) {
             PyCodeObject* code = w ? PyFrame_GetCode(w) : nullptr;
             same = code && reinterpret_cast<PyObject*>(code) == sm.codes[i] &&
-                   (i < sm.n - 1 || PyFrame_GetLasti(w) == sm.lasti);
+                   (sm.top || i < sm.n - 1 || PyFrame_GetLasti(w) == sm.lasti);
             Py_XDECREF(code);
-            if (same && i < sm.n - 1) {
+            if (same && (sm.top || i < sm.n - 1)) {
                 PyFrameObject* back = PyFrame_GetBack(w);
                 Py_DECREF(w);
                 w = back;
             }
         }
+        same = same && (!sm.top || !w);
         Py_XDECREF(w);
         if (same) {
-            Py_DECREF(f);
             Py_INCREF(sm.text);
             return sm.text;
         }
     }
+    Py_INCREF(f);
     PyObject* text = nullptr;
-    PyObject* walked[kMaxWalk];
+    PyObject* walked[kMaxWalk]; /* the frames' code objects (references) */
     int n = 0, lasti = -1;
-    for (int depth = 0; f && depth < 64; depth++) {
+    bool top = false;
+    for (int depth = 0; depth < 64; depth++) {
+        if (!f) { /* every frame was internal: no site */
+            text = PyUnicode_New(0, 0);
+            top = true;
+            break;
+        }
         PyCodeObject* code = PyFrame_GetCode(f);
-        if (n < kMaxWalk) walked[n] = reinterpret_cast<PyObject*>(code); /* reference moved into walked */
+        if (n < kMaxWalk) walked[n] = reinterpret_cast<PyObject*>(code);
         n++;
         Ref id(PyLong_FromVoidPtr(code));
         int internal = id ? PySet_Contains(g.internal, id.p) : -1;
-        if (internal == 1) {
-            PyFrameObject* back = PyFrame_GetBack(f);
-            Py_DECREF(f);
-            f = back;
-            if (n > kMaxWalk) Py_DECREF(code);
-            continue;
-        }
         if (internal == 0) {
             lasti = PyFrame_GetLasti(f);
             Ref lasti_o(PyLong_FromLong(lasti));
@@ -261,19 +262,27 @@ PyObject* known_site() {
             }
         }
         if (n > kMaxWalk) Py_DECREF(code);
-        break;
+        if (internal != 1) break;
+        PyFrameObject* back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
     }
     Py_XDECREF(f);
-    if (PyErr_Occurred()) PyErr_Clear();
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_CLEAR(text);
+    }
+    int kept = n < kMaxWalk ? n : kMaxWalk;
     if (text && n <= kMaxWalk) { /* remember this walk (it holds the code objects) */
         for (int i = 0; i < sm.n; i++) Py_CLEAR(sm.codes[i]);
         Py_XSETREF(sm.text, text);
         Py_INCREF(text);
         for (int i = 0; i < n; i++) sm.codes[i] = walked[i];
         sm.n = n;
+        sm.top = top;
         sm.lasti = lasti;
     } else {
-        for (int i = 0; i < n && i < kMaxWalk; i++) Py_DECREF(walked[i]);
+        for (int i = 0; i < kept; i++) Py_DECREF(walked[i]);
     }
     return text;
 }
