@@ -249,7 +249,12 @@ std::string check_accesses(const HTask& t, HThread* self) {
         /* Compare with what the buckets hold. */
         /* overlapping writes of this operation (or staged by the host) / ordered before it (clipped to
          * the bucket they were found in), and the evicted writes' hulls (bytes they may have covered) */
-        Ranges this_op, stale, unsure;
+        /* Kept per thread: every checked task fills them (no allocation per access once warm). The
+         * uncommon path below (a partly covered read) moves them out, and they are made anew. */
+        static thread_local Ranges this_op, stale, unsure;
+        this_op.clear();
+        stale.clear();
+        unsure.clear();
         for (uint64_t b = b0; b <= b1; b++) {
             SEQ_GUARD();
             AccessBucket& bk = ra.buckets[b];
