@@ -107,7 +107,10 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
             }
         };
         collect();
-        if (bad.empty()) return "";
+        if (bad.empty()) {
+            me.checked.store(seq, std::memory_order_seq_cst);
+            return "";
+        }
         /* Before failing the communicator, let the ranks still finishing earlier calls reach this
          * one (they find the mismatch themselves when they post it): an abort now would also fail
          * their earlier call, which every rank made alike. Bounded: a rank stuck elsewhere does
@@ -135,6 +138,7 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
                     "this one. If the ranks make this call from different lines on purpose, wrap those calls in "
                     "`with hcomm_kit.same_call():` (or set HCOMM_KIT_CALL_CHECK=loose).";
         if (comm_abort(c, text, AbortKind::Mismatch)) rank_log("%s", text.c_str());
+        me.checked.store(seq, std::memory_order_seq_cst); /* after the abort: see settle_call */
         return text;
     }
     {

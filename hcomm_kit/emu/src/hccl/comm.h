@@ -215,8 +215,10 @@ struct RaceArea {                    /* per rank: its outbox and the log of its 
 /* A rank's description of its latest collective calls (collective mismatch check, diag/call_check.cc). */
 constexpr uint32_t kCallDepth = 16;
 struct CallSig {
-    std::atomic<uint64_t> seq; /* call number (1, 2, ...); written last */
-    char text[248];            /* "all_reduce(count=100, dtype=fp32, op=sum)" */
+    std::atomic<uint64_t> seq;     /* call number (1, 2, ...); written last */
+    std::atomic<uint64_t> checked; /* the last call number this rank compared with the others' (stored
+                                    * after the abort it made for a mismatch): settle_call waits for it */
+    char text[240];                /* "all_reduce(count=100, dtype=fp32, op=sum)" */
 };
 
 constexpr uint32_t kP2PDepth = 4;

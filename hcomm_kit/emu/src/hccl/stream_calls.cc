@@ -52,7 +52,7 @@ namespace {
 constexpr uint64_t kSettleNs = 5000000000ull; /* longest a finished call waits for the others to post theirs */
 
 /* After a blocking collective whose call check passed: return only once every rank has posted that
- * call (or died, left, or the communicator was aborted). A rank that posts a different call later
+ * call and compared it with the others' (or died, left, or the communicator was aborted). A rank that posts a different call later
  * finds the mismatch and aborts the communicator; without this wait, a rank whose part of the
  * operation needs nothing from that rank (a broadcast's non-root, say) would have returned
  * success before. Returns 0, or HCCL_E_PARA when the communicator was aborted for a mismatch.
@@ -64,7 +64,9 @@ int settle_call(Comm* c, uint64_t seq) {
     auto reached = [&] {
         for (uint32_t r = 0; r < c->nranks; r++) {
             if (r == c->rank) continue;
-            if (j->calls[r][seq % kCallDepth].seq.load(std::memory_order_acquire) >= seq) continue;
+            /* its comparison done, not only its call posted: a rank that posts last and finds the
+             * mismatch aborts between the two, and a call that returned in between would succeed */
+            if (j->calls[r][seq % kCallDepth].checked.load(std::memory_order_seq_cst) >= seq) continue;
             if (comm_peer_gone(c, (int)r) || comm_peer_dead(c, (int)r)) continue;
             return false;
         }
