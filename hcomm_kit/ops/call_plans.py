@@ -25,10 +25,10 @@ from ..core.device import DeviceBuffer
 from . import callsite as _callsite
 from .custom_op import CustomOp
 
-__all__ = ["FastPlan", "PlannedCalls", "try_fast", "fast_plans_changed"]
+__all__ = ["FastPlan", "PlannedCalls", "try_fast"]
 
 _TRY: list = []  # [the compiled try_all_reduce, or None], filled by the first FastPlan
-_FORGET: list = []  # [the compiled helper's forget()]: it remembers the last plan it found
+_HELPER: list = []  # [the compiled module] once loaded (its forget(), see PlannedCalls._keep_fast)
 
 
 def try_fast() -> Any:
@@ -38,18 +38,11 @@ def try_fast() -> Any:
     return _TRY[0] if _TRY else None
 
 
-def fast_plans_changed() -> None:
-    """A communicator's ``_fast`` plans were added, replaced or dropped: the compiled helper looks
-    them up again (it remembers the plan of its last call)."""
-    if _FORGET:
-        _FORGET[0]()
-
-
 def _load_try() -> None:
     mod = pyext.fastcall()
     if mod is not None:
         mod.setup(DeviceBuffer, _callsite._INTERNAL, _callsite._SITES, _callsite._OVERRIDE)
-        _FORGET.append(mod.forget)
+        _HELPER.append(mod)
     _TRY.append(mod.try_all_reduce if mod is not None else None)
 
 
@@ -87,6 +80,25 @@ class PlannedCalls:
 
     _closed: bool
     _call_sites: bool
+    _fast: dict
+
+    def _keep_fast(self, key: tuple, plan: FastPlan) -> None:
+        """Keep ``plan`` as the :class:`FastPlan` of ``key`` (at most 256 per communicator)."""
+        if len(self._fast) >= 256:
+            self._fast.clear()
+        self._fast[key] = plan
+        self._fast_changed()
+
+    def _drop_fast(self) -> None:
+        """Drop every :class:`FastPlan` of this communicator."""
+        self._fast.clear()
+        self._fast_changed()
+
+    @staticmethod
+    def _fast_changed() -> None:
+        # the compiled helper remembers the plan of its last call: it must look the plans up again
+        if _HELPER:
+            _HELPER[0].forget()
 
     def _run_plan(self, plan: tuple, out: Any, async_op: bool | str) -> Any:
         """A repeated call (see :meth:`_call`): call check, launch, and for a blocking call the wait."""

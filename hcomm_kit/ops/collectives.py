@@ -42,7 +42,7 @@ from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
 from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
-from .call_plans import FastPlan, PlannedCalls, fast_plans_changed, try_fast
+from .call_plans import FastPlan, PlannedCalls, try_fast
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..runtime import enums
@@ -225,10 +225,7 @@ class CollectiveOps(PlannedCalls):
             if plan is not None:
                 res = self._run_plan(plan, out, async_op)
                 if fast_key is not None and plan[0]._stream_calls is not None:
-                    if len(self._fast) >= 256:
-                        self._fast.clear()
-                    self._fast[fast_key] = FastPlan(plan[0], plan, async_op)
-                    fast_plans_changed()
+                    self._keep_fast(fast_key, FastPlan(plan[0], plan, async_op))
                 return res
         op = self._builtins.get(name) or self.builtin_op(name)
         device = isinstance(x, DeviceBuffer)
@@ -369,6 +366,7 @@ class CollectiveOps(PlannedCalls):
                 and algorithm is None and timeout is None and stream is None and async_op is not True):
             compiled = try_fast()
             ret = compiled(self, x, out, op, async_op) if compiled is not None else None
+            # the compiled helper builds this key too (fastcall.cc, plan_key)
             fast_key = None if ret == 0 else (x.ptr, x.capacity, x.dtype.value, x.shape, out.ptr, out.capacity,
                                               out.dtype.value, op, async_op)
             if ret is not None:  # made by the compiled helper from the plan of fast_key

@@ -22,7 +22,6 @@ from ..core import communicator as _core
 from ..core.bootstrap import Bootstrap
 from ..base.resources import aicpu_kernels_dir
 from .algorithms import ALGORITHMS
-from .call_plans import fast_plans_changed
 from .collectives import CollectiveOps
 
 __all__ = ["Communicator", "init"]
@@ -86,8 +85,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._ops.clear()
         self._builtins.clear()
         self._plans.clear()
-        self._fast.clear()
-        fast_plans_changed()
+        self._drop_fast()
 
 
 def init(comm: Any = None, *, backend: str | None = None, soc: str | None = None,

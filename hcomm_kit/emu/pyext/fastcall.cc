@@ -16,7 +16,7 @@
  *
  * try_all_reduce(comm, x, out, op, async_op) -> None | int (HcommKitStreamCalls' return code)
  * setup(DeviceBuffer, internal_code_ids, sites, override_var) once, from call_plans.py.
- * forget(): CollectiveOps._fast changed (a plan made, replaced or dropped).
+ * forget(): CollectiveOps._fast changed (a plan made, replaced or dropped: PlannedCalls._keep_fast).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -400,9 +400,9 @@ PyObject* setup(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyObject* names[4] = {s_ptr, s_capacity, s_dtype, s_shape};
     for (int i = 0; i < 4; i++) {
         g.buf_off[i] = -1;
-        PyObject* d = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(args[0]), names[i]); /* borrowed */
-        if (d && Py_TYPE(d) == &PyMemberDescr_Type) {
-            PyMemberDef* md = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+        Ref d(attr(args[0], names[i])); /* on the class: the member descriptor itself */
+        if (d && Py_TYPE(d.p) == &PyMemberDescr_Type) {
+            PyMemberDef* md = reinterpret_cast<PyMemberDescrObject*>(d.p)->d_member;
             if (md->type == T_OBJECT_EX) g.buf_off[i] = md->offset;
         }
         if (g.buf_off[i] < 0) {
