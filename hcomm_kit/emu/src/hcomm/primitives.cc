@@ -748,8 +748,6 @@ EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
             tl_spare.push_back(std::move(p.second));
         }
     }
-    pending.clear();
-    b.pending.swap(pending); /* and the list's capacity */
     return HCCL_SUCCESS;
 }
 
