@@ -16,8 +16,9 @@ Example::
     w = op(x, async_op=True); ...; y = w.wait()    # Work handle
     buf = comm.to_device(x); op(buf, out_buf)      # device buffers, no host copies
 
-The Work of ``async_op=True`` is :mod:`hcomm_kit.ops.work`; the errors a failed call raises are
-chosen in :mod:`hcomm_kit.ops.op_errors`.
+That launch sequence is :mod:`hcomm_kit.ops.launch_seq`; the Work of ``async_op=True`` is
+:mod:`hcomm_kit.ops.work`; the errors a failed call raises are chosen in
+:mod:`hcomm_kit.ops.op_errors`.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from ..base.resources import aicpu_kernels_dir
 from ..base.validate import as_count, as_rank, check_out_array, check_timeout
 from ..build.opmodel import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
 from ..core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
-from ..runtime import codes, enums, structs
+from ..runtime import enums, structs
 from .call_check import CallCheck
+from .launch_seq import LaunchSequence
 from .op_params import OpParams
 from .op_errors import MISMATCH_MARK, op_error
 from .resources import Resources, load_function
@@ -66,7 +68,7 @@ def _none() -> None:
     return None
 
 
-class CustomOp(CallCheck, OpParams):
+class CustomOp(CallCheck, OpParams, LaunchSequence):
     """A loaded custom operator bound to a communicator. Call it: ``op(input, output=None, ...)``.
 
     Attributes:
@@ -509,131 +511,6 @@ class CustomOp(CallCheck, OpParams):
         ret = self._sync(s)
         if ret:
             raise self._error(ret, "aclrtSynchronizeStream", timeout)
-
-    def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
-                params: dict, timeout, sync: bool = False, check: tuple | None = None) -> bool:
-        """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done".
-
-        ``sync``: the caller waits for the call; on the emulator the stream is then synchronized here
-        too (one call; the built-ins run on this thread when the stream is idle) and True returned.
-        False: only enqueued, the caller synchronizes. ``check``: the call check to make before
-        anything is enqueued (:meth:`_post_check`)."""
-        res = self._res_by_stream.get(s) or self.resources(s)
-        if self._peer_topology:
-            try:
-                res.ensure_peer(r, self.spec.channel_notifies)
-            except (AclError, HcclError) as exc:  # collective with the peer: its failed call check lands here
-                if MISMATCH_MARK in exc.message:
-                    raise CollectiveMismatchError(f"operator {self.name} on rank {self.comm.rank}: {exc.message}") from exc
-                raise
-        if params:
-            # Hot path (e.g. algo=0 on every call): plain int values key by value, in call order
-            # (another order only costs a redundant update); anything else (arrays) by repr.
-            if not self._param_names.keys() >= params.keys():
-                self._check_params(params)  # raises
-            pkey = tuple(params.items())
-            for _, v in pkey:
-                if type(v) is not int:
-                    pkey = tuple(sorted((k, repr(v)) for k, v in params.items()))
-                    break
-        else:
-            pkey = ()
-        key = (in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, pkey)
-        if key != self._last_key:
-            if self._a2a3_gate:
-                self._check_product_reduce(dt_value, rop)
-            p = self._param
-            p.inputPtr, p.outputPtr, p.count = in_ptr, out_ptr, n
-            p.dataType, p.reduceOp, p.root, p.notifyTimeout = dt_value, rop, r, tmo
-            p.cpuThread, p.aicpuThreadOnCpu, p.resCtx = res.cpu_thread, res.aicpu_on_cpu, res.ctx_ptr
-            if self._param_names:
-                self._set_params(params)
-            ret = self._para_update(self._args, self._param_handle, self._param_ref, self._param_size)
-            if ret:
-                raise self._error(ret, "aclrtKernelArgsParaUpdate", timeout)
-            ret = self._finalize(self._args)
-            if ret:
-                raise self._error(ret, "aclrtKernelArgsFinalize", timeout)
-            self._last_key = key
-        # ---- go, launch, done ---------------------------------------------------------------
-        if self._stream_calls is not None:
-            calls = self._calls.get((s, tmo)) or self._build_calls(res, s, tmo)
-            if check is None:
-                ret = self._stream_calls(s, calls[2], 3, self._sync_flags if sync else 0, self._failed_ref)
-            else:
-                c0, shadow = calls[3], calls[4]  # the check entry, and what it holds (Python ints: cheap to compare)
-                b, c, u32 = check[0][1], check[1][1] if check[1] is not None else 0, check[2] & 0xFFFFFFFF
-                if shadow[0] != b:
-                    c0.b = shadow[0] = b
-                if shadow[1] != c or shadow[2] != u32:
-                    c0.c, c0.u32 = c, u32
-                    shadow[1], shadow[2] = c, u32
-                ret = self._stream_calls(s, calls[1], 4, self._sync_flags if sync else 0, self._failed_ref)
-            if ret:
-                raise self._calls_error(ret, timeout, check)
-            return sync
-        self._check_now(check)
-        if self._thread_notify:
-            ret = self._go(res.cpu_thread, res.aicpu_on_cpu, 0)
-            if ret:
-                raise self._error(ret, "HcommThreadNotifyRecordOnThread", timeout, hccl=True)
-        else:
-            ret = self._go(res.notifies[0], s)
-            if ret:
-                raise self._error(ret, "aclrtRecordNotify", timeout)
-        ret = self._launch(self._fn, 1, s, self._cfg(tmo), self._args, None)
-        if ret:
-            raise self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
-        if self._thread_notify:
-            ret = self._done(res.cpu_thread, 0, tmo)
-            if ret:
-                raise self._error(ret, "HcommThreadNotifyWaitOnThread", timeout, hccl=True)
-        else:
-            ret = self._done(res.notifies[1], s, tmo)
-            if ret:
-                raise self._error(ret, "aclrtWaitAndResetNotify", timeout)
-        return False
-
-    def _build_calls(self, res: Resources, s: int, tmo: int) -> tuple:
-        """The call check / go / launch / done calls of (stream, timeout) for HcommKitStreamCalls
-        (cached): (the array, a pointer to all four, a pointer to the last three, the check entry,
-        its signature, expected and peer fields as last set)."""
-        K = enums.StreamCallKind
-        arr = (structs.HcommKitStreamCall * 4)()
-        arr[0].kind, arr[0].a = int(K.HCOMM_KIT_SC_CALL_CHECK), self.comm.handle or 0
-        launch = arr[2]
-        launch.kind, launch.u32, launch.a, launch.b = int(K.HCOMM_KIT_SC_LAUNCH), 1, self._fn, self._args
-        self._cfg(tmo)  # the launch config of this timeout, kept alive by the operator
-        launch.c = ctypes.addressof(self._cfg_by_timeout[tmo][0])
-        go, done = arr[1], arr[3]
-        if self._thread_notify:
-            go.kind, go.a, go.b, go.u32 = int(K.HCOMM_KIT_SC_THREAD_RECORD), res.cpu_thread, res.aicpu_on_cpu, 0
-            done.kind, done.a, done.u32, done.b = int(K.HCOMM_KIT_SC_THREAD_WAIT), res.cpu_thread, 0, tmo
-        else:
-            go.kind, go.a = int(K.HCOMM_KIT_SC_NOTIFY_RECORD), res.notifies[0]
-            done.kind, done.a, done.u32 = int(K.HCOMM_KIT_SC_NOTIFY_WAIT), res.notifies[1], tmo
-        if len(self._calls) >= 16:
-            self._calls.clear()
-        entry = self._calls[(s, tmo)] = (arr, ctypes.pointer(arr[0]), ctypes.pointer(arr[1]), arr[0], [0, 0, 0])
-        return entry
-
-    def _calls_error(self, ret: int, timeout, check: tuple | None) -> Exception:
-        """The exception of a failed HcommKitStreamCalls: named after the call that failed."""
-        i = self._failed.value - (check is not None)
-        if i < 0:  # the call check (or the arguments of the sequence itself)
-            text = self.rt.recent_error_message() or ""
-            if MISMATCH_MARK in text:
-                return self._mismatch(check, text)
-            return HcclError(ret, codes.hccl_name(ret), "HcommKitCallCheck",
-                             f"operator {self.name} on rank {self.comm.rank}: {text or codes.hccl_meaning(ret)}")
-        if i == 1:
-            return self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
-        if i >= 3:
-            return self._error(ret, "aclrtSynchronizeStream", timeout)
-        if self._thread_notify:
-            return self._error(ret, "HcommThreadNotifyRecordOnThread" if i == 0 else "HcommThreadNotifyWaitOnThread",
-                               timeout, hccl=True)
-        return self._error(ret, "aclrtRecordNotify" if i == 0 else "aclrtWaitAndResetNotify", timeout)
 
     def _finisher(self, device_in, output, host_out, out_ptr, out_n, out_nbytes, dt):
         def finish():
