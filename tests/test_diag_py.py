@@ -319,6 +319,38 @@ def test_partly_stale_read_through_python(comm) -> None:
         c.close()
 
 
+# ---- a rank stopped by the OS: no verdict from its old snapshot -------------------------------------
+
+
+@pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
+def test_stopped_rank_is_no_deadlock(comm) -> None:
+    """Rank 1 waits inside an all_reduce for rank 0 and is then stopped (SIGSTOP, as a process the
+    OS does not run for a while) before rank 0 calls. Rank 1's last published snapshot still shows
+    the wait with its notify unset, but rank 0 records it right after; rank 0 then waits for rank 1.
+    The hang monitor must not call that a deadlock from the stopped rank's old snapshot (it did
+    once in a loaded full run: a false DEADLOCK in the built-in reduce): once resumed, both ranks
+    finish with the right sum."""
+    import threading
+
+    pids = comm.mpi_comm.allgather(os.getpid())
+    x = np.full(8, comm.rank + 1.0, np.float32)
+    want = np.full(8, comm.size * (comm.size + 1) / 2, np.float32)
+    np.testing.assert_array_equal(comm.all_reduce(x), want)  # warm: channels, plans
+    comm.mpi_comm.Barrier()
+    resume = threading.Timer(0.45, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids[1:]])
+    if comm.rank == 0:
+        time.sleep(0.3)  # the others wait inside the all_reduce for rank 0, and have published it
+        for pid in pids[1:]:
+            os.kill(pid, signal.SIGSTOP)
+        resume.start()
+    try:
+        got = comm.all_reduce(x)
+    finally:
+        if resume.is_alive():
+            resume.join()
+    np.testing.assert_array_equal(got, want)
+
+
 # ---- a rank killed mid-operation (ranks as processes, no MPI) ---------------------------------------
 
 _KILL = """

@@ -89,8 +89,10 @@ void analyse(Comm* c, Analysis& A) {
         if (r == c->rank) {
             build_snap(c, v.s.get());
             v.have = true;
+            v.seen_ns = v.s->taken_ns;
         } else if (read_snap(c, r, v.s.get(), &hb) && A.now - std::min(hb, A.now) < kFreshNs) {
             v.have = true;
+            v.seen_ns = hb;
         }
     }
     A.host_node.assign(n, -1);

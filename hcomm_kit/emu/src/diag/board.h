@@ -86,6 +86,7 @@ struct RankView {
     bool have = false;  /* a fresh snapshot */
     bool dead = false;
     bool gone = false;
+    uint64_t seen_ns = 0; /* when its content was last read from the rank's state (heartbeat) */
     std::unique_ptr<DiagSnap> s;
 };
 

@@ -111,14 +111,22 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
         if (nd.stuck && nd.type != Node::Host) any = true;
     if (any) {
         uint64_t sig = stuck_signature(A);
-        if (sig == st.stuck_sig && now - st.stuck_at >= kTickNs) {
-            uint64_t first_ns = now;
-            for (const Node& nd : A.nodes) {
-                if (!nd.stuck) continue;
-                const DiagWait* w = node_wait(A, nd);
-                uint64_t since = w ? w->since_ns : nd.type == Node::Connect ? A.ranks[nd.rank].s->host_call_since : 0;
-                if (since && since < first_ns) first_ns = since;
-            }
+        uint64_t first_ns = now, last_ns = 0;
+        for (const Node& nd : A.nodes) {
+            if (!nd.stuck) continue;
+            const DiagWait* w = node_wait(A, nd);
+            uint64_t since = w ? w->since_ns : nd.type == Node::Connect ? A.ranks[nd.rank].s->host_call_since : 0;
+            if (since && since < first_ns) first_ns = since;
+            last_ns = std::max(last_ns, since);
+        }
+        /* A verdict needs every rank's snapshot read after the last of these waits began: whatever a
+         * waiting rank recorded before its wait is then in the others' snapshots. A rank the OS has
+         * not run for a while (a loaded node, a stopped process) still shows its older state, e.g. a
+         * wait whose notify has been recorded since; the others wait for it to publish again. */
+        bool views_current = true;
+        for (const RankView& v : A.ranks)
+            if (v.have && v.seen_ns < last_ns) views_current = false;
+        if (sig == st.stuck_sig && now - st.stuck_at >= kTickNs && views_current) {
             std::string head = strprintf(
                 "[hcomm-kit] DEADLOCK on communicator %s (%u ranks), found by rank %u: the waits below can never be "
                 "satisfied, so they fail now instead of after HCCL_EXEC_TIMEOUT=%u s (stuck for %.1f s)",
@@ -282,7 +290,7 @@ void monitor_main() {
                 publish_snap(c, *snap);
                 st.last_published_progress = key;
             } else {
-                c->job->diag[c->rank].heartbeat_ns.store(now_ns(), std::memory_order_release);
+                c->job->diag[c->rank].heartbeat_ns.store(snap->taken_ns, std::memory_order_release);
             }
             monitor_comm(c, st, *snap);
         }

@@ -367,7 +367,7 @@ void publish_snap(Comm* c, const DiagSnap& s) {
     memcpy(&a.snap, &s, sizeof s);
     SEQ_FENCE(std::memory_order_release);
     a.seq.store(q + 2, std::memory_order_release);
-    a.heartbeat_ns.store(now_ns(), std::memory_order_release);
+    a.heartbeat_ns.store(s.taken_ns, std::memory_order_release); /* its content is as of then */
 }
 
 

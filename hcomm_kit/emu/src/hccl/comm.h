@@ -158,7 +158,8 @@ struct DiagSnap {
 struct DiagArea {
     std::atomic<uint32_t> seq;          /* seqlock: odd while the owner rewrites snap */
     uint32_t pad;
-    std::atomic<uint64_t> heartbeat_ns; /* the owner's monitor is alive and snap is current */
+    std::atomic<uint64_t> heartbeat_ns; /* the owner's monitor is alive and snap is current: the start
+                                         * (taken_ns) of its latest build that found it unchanged */
     DiagSnap snap;
 };
 
