@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from hcomm_kit.base import dtypes as D
-from hcomm_kit.base.errors import ConfigError
+from hcomm_kit.base.errors import ConfigError, HcommKitError
 from hcomm_kit.ops import reference
 
 ALL_DTYPES = [d.name for d in D.DTYPES]
@@ -533,6 +533,66 @@ def test_repeated_all_reduce_without_a_user_frame(comm) -> None:
     np.testing.assert_array_equal(got[0], reference.reduce(ins, "sum"))
     assert compiled is None or compiled.handled() - before >= 9  # all but the first calls
     c.close()
+
+
+def _host_loop(c, x, op: str):
+    """A blocking all_reduce of a host array from one line of the program."""
+    return c.all_reduce(x, op)
+
+
+@pytest.mark.mpi(np=[2, NP3, 4])
+def test_repeated_all_reduce_of_small_host_arrays(comm) -> None:
+    """A blocking all_reduce of a small host array goes through a device pair of its own (dtype,
+    shape, op: CollectiveOps._small_host), so its repeated calls run the device call's plans: new
+    contents every call give new result arrays (an earlier result is never written again), shapes,
+    dtypes and ops alternate, an input that is not C-contiguous, a 0-d array, avg and a large array
+    take the general way, and the call check still names a skipped call."""
+    from hcomm_kit.base.errors import CollectiveMismatchError
+    from hcomm_kit.build import pyext
+
+    c = comm.split(0)
+    n, r = c.size, c.rank
+    kept = []
+    for it in range(12):
+        dt, shape, op = (("fp32", (7,), "sum"), ("int32", (3, 5), "max"), ("fp16", (2,), "min"),
+                         ("int64", (9,), "sum"))[it % 4]
+        count = int(np.prod(shape))
+        ins = all_data(n, count, dt, op, seed=900 + it)
+        want = reference.reduce(ins, op, dt).reshape(shape)
+        got = _host_loop(c, ins[r].reshape(shape), op)
+        assert got.shape == shape and got.dtype == want.dtype, (got.shape, got.dtype)
+        np.testing.assert_array_equal(got, want, err_msg=f"call {it} ({dt} {op})")
+        kept.append((got, want.copy()))
+    for it, (got, want) in enumerate(kept):  # results are the caller's: later calls leave them alone
+        np.testing.assert_array_equal(got, want, err_msg=f"result of call {it}")
+    ins = all_data(n, 40, "fp32", seed=950)
+    np.testing.assert_array_equal(_host_loop(c, ins[r][::2], "sum"), reference.reduce([a[::2] for a in ins], "sum"))
+    np.testing.assert_array_equal(_host_loop(c, np.array(r + 1.0, np.float32), "sum"),
+                                  np.array(n * (n + 1) / 2, np.float32))
+    np.testing.assert_array_equal(_host_loop(c, np.full(4, r + 1.0, np.float32), "avg"),
+                                  np.full(4, (n + 1) / 2, np.float32))
+    big = all_data(n, 40000, "fp32", seed=960)  # 160 KB: the general way
+    np.testing.assert_array_equal(_host_loop(c, big[r], "sum"), reference.reduce(big, "sum"))
+    compiled = pyext.fastcall()
+    before = (compiled.handled(), compiled.handled_host()) if compiled else (0, 0)
+    x = np.full(7, r + 1.0, np.float32)
+    for _ in range(5):
+        np.testing.assert_array_equal(_repeat_from(c, x, None, 0), np.full(7, n * (n + 1) / 2, np.float32))
+    if compiled is not None:  # the device call's steady state, the copies too in C from the third call on
+        assert compiled.handled() - before[0] >= 3 and compiled.handled_host() - before[1] >= 2
+    with pytest.raises(CollectiveMismatchError, match="call site"):
+        _repeat_from(c, x, None, r % 2)
+    c.close()
+    # a mismatch met in the compiled steady state (rank 0: its fourth max from this line) raises as
+    # from Python; the other ranks call min there
+    c = comm.split(0)
+    for _ in range(3):
+        _host_loop(c, x, "max")
+    with pytest.raises(CollectiveMismatchError, match="op=max.*op=min|op=min.*op=max"):
+        _host_loop(c, x, "max" if r == 0 else "min")
+    c.close()
+    with pytest.raises(HcommKitError, match="closed"):
+        c.all_reduce(x)
 
 
 @pytest.mark.mpi(np=[2, NP3, 4])

@@ -12,6 +12,9 @@ its first call did.
   call to it (:func:`try_fast`): the same steps in C, without the bytecode and ctypes in between.
   It takes only the steady state (a plan whose argument block already holds this call site) and
   returns None for anything else, which then goes the Python way below.
+* A blocking ``all_reduce`` of a small host array (up to 64 KiB) goes through a device pair of its
+  own (dtype, shape, op: :meth:`CollectiveOps._small_host`), so the steady state above applies to
+  it; the compiled helper also makes the two copies and the result array (:func:`try_fast_host`).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from ..core.device import DeviceBuffer
 from . import callsite as _callsite
 from .custom_op import CustomOp
 
-__all__ = ["FastPlan", "PlannedCalls", "try_fast"]
+__all__ = ["FastPlan", "PlannedCalls", "try_fast", "try_fast_host"]
 
 _TRY: list = []  # [the compiled try_all_reduce, or None], filled by the first FastPlan
+_TRY_HOST: list = []  # [the compiled try_all_reduce_host, or None], filled with _TRY
 _HELPER: list = []  # [the compiled module] once loaded (its forget(), see PlannedCalls._keep_fast)
 
 
@@ -38,11 +42,23 @@ def try_fast() -> Any:
     return _TRY[0] if _TRY else None
 
 
+def try_fast_host() -> Any:
+    """The compiled ``try_all_reduce_host(comm, x, op)`` (None: not built, or no fast plan was made
+    yet in this process): a blocking ``all_reduce`` of a small host array through its device pair
+    (:meth:`CollectiveOps._small_host`). It returns None when the call is not the steady state, the
+    result array, the failed call's code (int), or ``(code,)`` when the copy back failed."""
+    return _TRY_HOST[0] if _TRY_HOST else None
+
+
 def _load_try() -> None:
+    import numpy as np
+
     mod = pyext.fastcall()
     if mod is not None:
         mod.setup(DeviceBuffer, _callsite._INTERNAL, _callsite._SITES, _callsite._OVERRIDE)
+        mod.setup_host(np.ndarray, np.empty)
         _HELPER.append(mod)
+    _TRY_HOST.append(mod.try_all_reduce_host if mod is not None else None)
     _TRY.append(mod.try_all_reduce if mod is not None else None)
 
 

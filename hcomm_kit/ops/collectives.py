@@ -33,6 +33,7 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
@@ -42,7 +43,7 @@ from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
 from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
-from .call_plans import FastPlan, PlannedCalls, try_fast
+from .call_plans import FastPlan, PlannedCalls, try_fast, try_fast_host
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..runtime import enums
@@ -59,6 +60,11 @@ _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": 
               "alltoallv": "all_to_all_v"}
 _ROOTED = frozenset({"broadcast", "reduce", "scatter", "gather"})
 _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
+# A blocking all_reduce of a host array up to this size goes through a device pair of its own
+# (dtype, shape, op): the repeated device call's plans then apply (CollectiveOps._small_host).
+_SMALL_HOST_BYTES = 64 * 1024
+_SMALL_HOST_KEYS = 32  # pairs kept per communicator (at most 4 MiB)
+_PLAIN_OPS = frozenset({"sum", "prod", "max", "min"})
 
 
 class CollectiveOps(PlannedCalls):
@@ -290,6 +296,44 @@ class CollectiveOps(PlannedCalls):
             op.synchronize(s, timeout)
         return finish()
 
+    def _small_host(self, x: np.ndarray, op: str) -> tuple | None:
+        """The device pair (input, output, bytes) that a blocking ``all_reduce`` of the small host
+        array ``x`` goes through, made on its first call; None when ``x`` takes the general way
+        (large, empty, not C-contiguous, a dtype the kernels do not take as is, ``avg``). A
+        repeated call then costs the device call's steady state plus two copies."""
+        nbytes = x.nbytes
+        if not 0 < nbytes <= _SMALL_HOST_BYTES or op not in _PLAIN_OPS or not x.flags.c_contiguous or self._closed:
+            return None
+        try:
+            dt = _dtypes.get_dtype(x.dtype)
+        except ConfigError:
+            return None  # the general way raises the error
+        if np.dtype(dt.numpy) != x.dtype:
+            return None
+        if len(self._host_stage) >= _SMALL_HOST_KEYS:
+            self._drop_host_stage()
+        memcpy = ctypes.cast(self.rt.acl.aclrtMemcpy, ctypes.c_void_p).value  # for the compiled helper
+        pair = (DeviceBuffer.empty(x.shape, dt, rt=self.rt), DeviceBuffer.empty(x.shape, dt, rt=self.rt), nbytes,
+                memcpy)
+        self._host_stage[(x.dtype, x.shape, op)] = pair
+        return pair
+
+    def _drop_host_stage(self) -> None:
+        """Free the device pairs of :meth:`_small_host`."""
+        for din, dout, _, _ in self._host_stage.values():
+            din.close()
+            dout.close()
+        self._host_stage.clear()
+
+    def _host_failed(self, pair: tuple, op: str, res: Any) -> None:
+        """Raise the error of a failed call of the compiled host path (``try_fast_host``'s ``res``:
+        the collective's code, or ``(code,)`` of the copy back), as the device call raises it."""
+        din, dout = pair[0], pair[1]
+        if type(res) is tuple:
+            self.rt.check_acl(res[0], "aclrtMemcpy")  # the copy of the result to the host
+        key = (din.ptr, din.capacity, din.dtype.value, din.shape, dout.ptr, dout.capacity, dout.dtype.value, op, False)
+        self._fast_failed(self._fast[key], res)
+
     def _check_call(self, op: CustomOp, name: str, count: int, dt: "_dtypes.DType", reduce_op: Any, root: int,
                     algo: int, params: dict | None) -> tuple | None:
         """Every rank must make the same call here (CustomOp.check_call): the token of the check
@@ -362,6 +406,25 @@ class CollectiveOps(PlannedCalls):
                    async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank gets the element-wise reduction of every rank's ``x`` (same shape)."""
         fast_key = None
+        if (type(x) is np.ndarray and out is None and async_op is False and type(op) is str and dtype is None
+                and algorithm is None and timeout is None and stream is None):
+            # a small host array: through its device pair (_small_host), compiled where it builds
+            compiled = try_fast_host()
+            res = compiled(self, x, op) if compiled is not None else None
+            if type(res) is np.ndarray:
+                return res
+            pair = self._host_stage.get((x.dtype, x.shape, op))
+            if res is not None:
+                self._host_failed(pair, op, res)
+            if pair is None:
+                pair = self._small_host(x, op)
+            if pair is not None and x.flags.c_contiguous:
+                din, dout, nbytes, _ = pair
+                self.rt.checked.aclrtMemcpy(din.ptr, nbytes, host_ptr(x), nbytes, _H2D)
+                self.all_reduce(din, op, out=dout)
+                res = np.empty(x.shape, x.dtype)
+                self.rt.checked.aclrtMemcpy(host_ptr(res), nbytes, dout.ptr, nbytes, _D2H)
+                return res
         if (type(x) is DeviceBuffer and type(out) is DeviceBuffer and type(op) is str and dtype is None
                 and algorithm is None and timeout is None and stream is None and async_op is not True):
             compiled = try_fast()

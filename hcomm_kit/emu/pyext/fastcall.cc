@@ -15,6 +15,9 @@
  * offsets) and the plans were not changed since (forget()); and the frames walked to the call site.
  *
  * try_all_reduce(comm, x, out, op, async_op) -> None | int (HcommKitStreamCalls' return code)
+ * try_all_reduce_host(comm, x, op) -> None | ndarray | int | (int,): a small host array's blocking
+ *   all_reduce through its device pair (CollectiveOps._small_host), the same steady state in between.
+ * setup_host(numpy.ndarray, numpy.empty) once, from call_plans.py.
  * setup(DeviceBuffer, internal_code_ids, sites, override_var) once, from call_plans.py.
  * forget(): CollectiveOps._fast changed (a plan made, replaced or dropped: PlannedCalls._keep_fast).
  */
@@ -30,6 +33,8 @@
 namespace {
 
 using StreamCallsFn = int32_t (*)(void*, void*, uint32_t, uint32_t, uint32_t*);
+using MemcpyFn = int32_t (*)(void*, size_t, const void*, size_t, int32_t); /* aclrtMemcpy */
+constexpr int32_t kH2D = 1, kD2H = 2;                                       /* aclrtMemcpyKind */
 
 struct State {
     PyObject* device_buffer = nullptr;  /* hcomm_kit.core.device.DeviceBuffer */
@@ -37,8 +42,11 @@ struct State {
     PyObject* sites = nullptr;          /* callsite._SITES: (id(code), f_lasti) -> (code, "file:line") */
     PyObject* override_var = nullptr;   /* callsite._OVERRIDE (same_call) */
     unsigned long long handled = 0;     /* calls made here (tests read it) */
+    unsigned long long handled_host = 0; /* ... of them, host arrays' (try_all_reduce_host) */
     Py_ssize_t buf_off[4] = {-1, -1, -1, -1}; /* DeviceBuffer's ptr, capacity, dtype, shape slots */
     unsigned long long gen = 1;         /* bumped by forget() */
+    PyObject* ndarray = nullptr;        /* numpy.ndarray (setup_host) */
+    PyObject* np_empty = nullptr;       /* numpy.empty */
 };
 State g;
 
@@ -131,7 +139,7 @@ void memo_set(PyObject* comm, PyObject* x, PyObject* out, PyObject* op, PyObject
 
 /* Interned attribute names. */
 PyObject *s_ptr, *s_capacity, *s_dtype, *s_value, *s_shape, *s_fast, *s_closed, *s_call_sites, *s_op, *s_last_key,
-    *s_op_last_key, *s_pending, *s_sig, *s_where, *s_shadow, *s_text, *s_cargs;
+    *s_op_last_key, *s_pending, *s_sig, *s_where, *s_shadow, *s_text, *s_cargs, *s_host_stage;
 
 bool intern_names() {
     struct {
@@ -140,7 +148,8 @@ bool intern_names() {
     } names[] = {{&s_ptr, "ptr"},       {&s_capacity, "capacity"},     {&s_dtype, "dtype"},   {&s_value, "value"},
                  {&s_shape, "shape"},   {&s_fast, "_fast"},           {&s_closed, "_closed"}, {&s_call_sites, "_call_sites"},
                  {&s_op, "op"},         {&s_last_key, "last_key"},     {&s_op_last_key, "_last_key"},     {&s_pending, "_pending"}, {&s_sig, "sig"},
-                 {&s_where, "where"},   {&s_shadow, "shadow"},         {&s_text, "text"},     {&s_cargs, "cargs"}};
+                 {&s_where, "where"},   {&s_shadow, "shadow"},         {&s_text, "text"},     {&s_cargs, "cargs"},
+                 {&s_host_stage, "_host_stage"}};
     for (auto& n : names)
         if (!(*n.slot = PyUnicode_InternFromString(n.text))) return false;
     return true;
@@ -296,25 +305,22 @@ bool equals_u64(PyObject* list, Py_ssize_t i, unsigned long long want) {
     return v == want;
 }
 
-PyObject* try_all_reduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "try_all_reduce(comm, x, out, op, async_op)");
-        return nullptr;
-    }
-    PyObject *comm = args[0], *x = args[1], *out = args[2], *op = args[3], *async_op = args[4];
+/* The repeated all_reduce of device buffers x -> out from its fast plan: false when it is not the
+ * steady state (nothing done), else true with *ret = HcommKitStreamCalls' return code. */
+bool run_device(PyObject* comm, PyObject* x, PyObject* out, PyObject* op, PyObject* async_op, int32_t* ret) {
     if (!g.device_buffer || Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(g.device_buffer) ||
         Py_TYPE(out) != reinterpret_cast<PyTypeObject*>(g.device_buffer) || !PyUnicode_CheckExact(op) ||
         async_op == Py_True)
-        Py_RETURN_NONE;
+        return false;
     PyObject* plan = memo_plan(comm, x, out, op, async_op); /* borrowed */
     if (!plan) {
         Ref fast(attr(comm, s_fast));
         Ref key(fast ? plan_key(x, out, op, async_op) : nullptr);
-        if (!key || !PyDict_CheckExact(fast.p)) Py_RETURN_NONE;
+        if (!key || !PyDict_CheckExact(fast.p)) return false;
         plan = PyDict_GetItemWithError(fast.p, key.p); /* borrowed */
         if (!plan) {
             PyErr_Clear();
-            Py_RETURN_NONE;
+            return false;
         }
         memo_set(comm, x, out, op, async_op, plan);
     }
@@ -325,65 +331,164 @@ PyObject* try_all_reduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Ref cop(attr(plan, s_op));
     Ref last(attr(plan, s_last_key));
     Ref op_last(cop ? attr(cop.p, s_op_last_key) : nullptr);
-    if (!closed || closed.p != Py_False || !last || !op_last || op_last.p != last.p) Py_RETURN_NONE;
+    if (!closed || closed.p != Py_False || !last || !op_last || op_last.p != last.p) return false;
     if (async_op == Py_False) {
         Ref pending(attr(cop.p, s_pending));
-        if (!pending || pending.p != Py_None) Py_RETURN_NONE;
+        if (!pending || pending.p != Py_None) return false;
     }
     Ref cargs(attr(plan, s_cargs)); /* (HcommKitStreamCalls address, stream, calls4, calls3, flags, &failed) */
-    if (!cargs || !PyTuple_CheckExact(cargs.p) || PyTuple_GET_SIZE(cargs.p) != 6) Py_RETURN_NONE;
+    if (!cargs || !PyTuple_CheckExact(cargs.p) || PyTuple_GET_SIZE(cargs.p) != 6) return false;
     Ref sig(attr(plan, s_sig));
-    if (!sig) Py_RETURN_NONE;
+    if (!sig) return false;
     uint32_t ncalls = 3;
     if (sig.p != Py_None) {
         ncalls = 4;
         Ref sites_on(attr(comm, s_call_sites));
-        if (!sites_on) Py_RETURN_NONE;
+        if (!sites_on) return false;
         int on = PyObject_IsTrue(sites_on.p);
         if (on < 0) {
             PyErr_Clear();
-            Py_RETURN_NONE;
+            return false;
         }
         Ref where(on ? known_site() : nullptr);
         Ref last_where(attr(plan, s_where));
-        if (!last_where) Py_RETURN_NONE;
+        if (!last_where) return false;
         if (on) {
-            if (!where || where.p != last_where.p) Py_RETURN_NONE; /* a new site: Python posts its text */
+            if (!where || where.p != last_where.p) return false; /* a new site: Python posts its text */
         } else if (!PyUnicode_Check(last_where.p) || PyUnicode_GET_LENGTH(last_where.p) != 0) {
-            Py_RETURN_NONE;
+            return false;
         }
         /* The argument block still holds this site's text, as a collective (expected = signature, peer -1). */
         Ref shadow(attr(plan, s_shadow));
         Ref text(attr(plan, s_text));
         if (!shadow || !text || !PyList_CheckExact(shadow.p) || PyList_GET_SIZE(shadow.p) != 3 ||
             !PyTuple_CheckExact(text.p) || PyTuple_GET_SIZE(text.p) != 2)
-            Py_RETURN_NONE;
+            return false;
         unsigned long long addr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(text.p, 1));
         if (PyErr_Occurred()) {
             PyErr_Clear();
-            Py_RETURN_NONE;
+            return false;
         }
         if (!equals_u64(shadow.p, 0, addr) || !equals_u64(shadow.p, 1, 0) || !equals_u64(shadow.p, 2, 0xFFFFFFFFull))
-            Py_RETURN_NONE;
+            return false;
     }
     unsigned long long v[6];
     for (int i = 0; i < 6; i++) {
         v[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(cargs.p, i));
         if (PyErr_Occurred()) {
             PyErr_Clear();
-            Py_RETURN_NONE;
+            return false;
         }
     }
     auto fn = reinterpret_cast<StreamCallsFn>(static_cast<uintptr_t>(v[0]));
     void* calls = reinterpret_cast<void*>(static_cast<uintptr_t>(ncalls == 4 ? v[2] : v[3]));
-    int32_t ret;
+    int32_t r;
     Py_BEGIN_ALLOW_THREADS
-    ret = fn(reinterpret_cast<void*>(static_cast<uintptr_t>(v[1])), calls, ncalls, static_cast<uint32_t>(v[4]),
-             reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(v[5])));
+    r = fn(reinterpret_cast<void*>(static_cast<uintptr_t>(v[1])), calls, ncalls, static_cast<uint32_t>(v[4]),
+           reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(v[5])));
     Py_END_ALLOW_THREADS
     g.handled++;
+    *ret = r;
+    return true;
+}
+
+PyObject* try_all_reduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "try_all_reduce(comm, x, out, op, async_op)");
+        return nullptr;
+    }
+    int32_t ret = 0;
+    if (!run_device(args[0], args[1], args[2], args[3], args[4], &ret)) Py_RETURN_NONE;
     return PyLong_FromLong(ret);
 }
+
+/* An unsigned 64-bit attribute or tuple item; false (error cleared) when it is none. */
+bool as_u64(PyObject* o, unsigned long long* v) {
+    if (!o || !PyLong_Check(o)) return false;
+    *v = PyLong_AsUnsignedLongLong(o);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+    }
+    return true;
+}
+
+/* A blocking all_reduce of a small host array through its device pair (CollectiveOps._small_host:
+ * comm._host_stage[(x.dtype, x.shape, op)] = (din, dout, nbytes, aclrtMemcpy address)): x copied
+ * into din, the device call's steady state (run_device), a new array of x's shape and dtype copied
+ * from dout. None when any of it is not the steady state (nothing irreversible done: at most the
+ * copy into din, which the Python path makes again); after the collective ran, the result, or the
+ * failed call's code (int), or (code,) when the copy back failed. */
+PyObject* try_all_reduce_host(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "try_all_reduce_host(comm, x, op)");
+        return nullptr;
+    }
+    PyObject *comm = args[0], *x = args[1], *op = args[2];
+    if (!g.ndarray || Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(g.ndarray) || !PyUnicode_CheckExact(op))
+        Py_RETURN_NONE;
+    Ref stage(attr(comm, s_host_stage));
+    Ref dtype(stage ? attr(x, s_dtype) : nullptr);
+    Ref shape(dtype ? attr(x, s_shape) : nullptr);
+    Ref key(shape ? PyTuple_Pack(3, dtype.p, shape.p, op) : nullptr);
+    if (!key || !PyDict_CheckExact(stage.p)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject* pair = PyDict_GetItemWithError(stage.p, key.p); /* borrowed */
+    if (!pair || !PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 4) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(pair);
+    Ref hold(pair);
+    PyObject *din = PyTuple_GET_ITEM(pair, 0), *dout = PyTuple_GET_ITEM(pair, 1);
+    unsigned long long nbytes = 0, fn_addr = 0, in_ptr = 0, out_ptr = 0;
+    Ref din_ptr(attr(din, s_ptr));
+    Ref dout_ptr(attr(dout, s_ptr));
+    if (!as_u64(PyTuple_GET_ITEM(pair, 2), &nbytes) || !as_u64(PyTuple_GET_ITEM(pair, 3), &fn_addr) ||
+        !as_u64(din_ptr.p, &in_ptr) || !as_u64(dout_ptr.p, &out_ptr) || !fn_addr || !in_ptr || !out_ptr)
+        Py_RETURN_NONE;
+    auto memcpy_fn = reinterpret_cast<MemcpyFn>(static_cast<uintptr_t>(fn_addr));
+    Py_buffer view;
+    if (PyObject_GetBuffer(x, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    int32_t r = view.len == static_cast<Py_ssize_t>(nbytes)
+                    ? memcpy_fn(reinterpret_cast<void*>(static_cast<uintptr_t>(in_ptr)), nbytes, view.buf, nbytes, kH2D)
+                    : -1;
+    PyBuffer_Release(&view);
+    int32_t ret = 0;
+    if (r != 0 || !run_device(comm, din, dout, op, Py_False, &ret)) Py_RETURN_NONE;
+    if (ret != 0) return PyLong_FromLong(ret);
+    /* the collective ran: from here on the call is made, never handed back to Python */
+    PyObject* empty_args[2] = {shape.p, dtype.p};
+    Ref res(PyObject_Vectorcall(g.np_empty, empty_args, 2, nullptr));
+    if (!res) return nullptr;
+    if (PyObject_GetBuffer(res.p, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return nullptr;
+    r = view.len == static_cast<Py_ssize_t>(nbytes)
+            ? memcpy_fn(view.buf, nbytes, reinterpret_cast<void*>(static_cast<uintptr_t>(out_ptr)), nbytes, kD2H)
+            : -1;
+    PyBuffer_Release(&view);
+    if (r != 0) return Py_BuildValue("(i)", r);
+    g.handled_host++;
+    Py_INCREF(res.p);
+    return res.p;
+}
+
+PyObject* setup_host(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "setup_host(numpy.ndarray, numpy.empty)");
+        return nullptr;
+    }
+    Py_INCREF(args[0]);
+    Py_XSETREF(g.ndarray, args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(g.np_empty, args[1]);
+    Py_RETURN_NONE;
+}
+
 
 PyObject* setup(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyType_Check(args[0]) || !PySet_Check(args[1]) || !PyDict_Check(args[2]) ||
@@ -422,13 +527,21 @@ PyObject* forget(PyObject*, PyObject*) {
 }
 
 PyObject* handled(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(g.handled); }
+PyObject* handled_host(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(g.handled_host); }
 
 PyMethodDef methods[] = {
     {"try_all_reduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(try_all_reduce)), METH_FASTCALL,
      "try_all_reduce(comm, x, out, op, async_op): the repeated all_reduce from its fast plan; None when not the steady state"},
+    {"try_all_reduce_host", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(try_all_reduce_host)),
+     METH_FASTCALL,
+     "try_all_reduce_host(comm, x, op): a blocking all_reduce of a small host array through its device pair; None "
+     "when not the steady state"},
+    {"setup_host", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(setup_host)), METH_FASTCALL,
+     "setup_host(numpy.ndarray, numpy.empty)"},
     {"setup", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(setup)), METH_FASTCALL,
      "setup(DeviceBuffer, internal, sites, override): the objects of hcomm_kit this module reads"},
-    {"handled", handled, METH_NOARGS, "calls made by try_all_reduce in this process"},
+    {"handled", handled, METH_NOARGS, "calls made by try_all_reduce (and try_all_reduce_host) in this process"},
+    {"handled_host", handled_host, METH_NOARGS, "calls made by try_all_reduce_host in this process"},
     {"forget", forget, METH_NOARGS, "the plans changed: look them up again"},
     {nullptr, nullptr, 0, nullptr}};
 
