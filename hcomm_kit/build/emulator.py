@@ -139,10 +139,11 @@ def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str
     objdir.mkdir()
     cxx_argv = shlex.split(cxx)
     bar = progress.Progress("building the emulator (once per machine)", total=len(sources) + 1)
+    pch = _precompile_std_headers(objdir, root, cxx, cxx_argv, flags, verbose)
 
     def compile_one(src: Path) -> Path:
         obj = objdir / object_name(src, root)
-        cache.run_compiler([*cxx_argv, *flags, "-c", str(src), "-o", str(obj)], sources=[src], verbose=verbose)
+        cache.run_compiler([*cxx_argv, *flags, *pch, "-c", str(src), "-o", str(obj)], sources=[src], verbose=verbose)
         bar.advance(detail=src.relative_to(root / "src").as_posix())
         return obj
 
@@ -165,6 +166,24 @@ def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str
 
         build_builtins(out / BUILTIN_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
         build_builtin_op_api(out / OP_API_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
+
+
+def _precompile_std_headers(objdir: Path, root: Path, cxx: str, cxx_argv: list[str], flags: list[str],
+                            verbose: bool) -> list[str]:
+    """With g++, ``src/base/std_headers.h`` precompiled into objdir with the build's own flags; the
+    flags that make every unit read it (``-include``: g++ takes the ``.gch`` beside the header).
+    Nothing (the units parse the headers themselves) with another compiler, or when it fails."""
+    header = root / "src" / "base" / "std_headers.h"
+    if not header.is_file() or "clang" in cache.compiler_identity(cxx).lower():
+        return []
+    copy = objdir / header.name
+    shutil.copyfile(header, copy)
+    try:
+        cache.run_compiler([*cxx_argv, *flags, "-x", "c++-header", str(copy), "-o", f"{copy}.gch"], sources=[header],
+                           verbose=verbose)
+    except BuildError:
+        return []
+    return ["-include", str(copy)]
 
 
 def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Path | None = None) -> Path:
