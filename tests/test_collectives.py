@@ -540,7 +540,7 @@ def _host_loop(c, x, op: str):
     return c.all_reduce(x, op)
 
 
-@pytest.mark.mpi(np=[2, NP3, 4])
+@pytest.mark.mpi(np=[2, NP3, NP4])
 def test_repeated_all_reduce_of_small_host_arrays(comm) -> None:
     """A blocking all_reduce of a small host array goes through a device pair of its own (dtype,
     shape, op: CollectiveOps._small_host), so its repeated calls run the device call's plans: new
