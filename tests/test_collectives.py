@@ -535,9 +535,9 @@ def test_repeated_all_reduce_without_a_user_frame(comm) -> None:
     c.close()
 
 
-def _host_loop(c, x, op: str):
+def _host_loop(c, x, op: str, out=None):
     """A blocking all_reduce of a host array from one line of the program."""
-    return c.all_reduce(x, op)
+    return c.all_reduce(x, op, out=out)
 
 
 @pytest.mark.mpi(np=[2, NP3, NP4])
@@ -580,6 +580,27 @@ def test_repeated_all_reduce_of_small_host_arrays(comm) -> None:
         np.testing.assert_array_equal(_repeat_from(c, x, None, 0), np.full(7, n * (n + 1) / 2, np.float32))
     if compiled is not None:  # the device call's steady state, the copies too in C from the third call on
         assert compiled.handled() - before[0] >= 3 and compiled.handled_host() - before[1] >= 2
+    # out=: an array of the same shape and dtype is filled (in place with out=x); others go the general way
+    y = np.zeros((3, 5), np.int32)
+    before = compiled.handled_host() if compiled else 0
+    for it in range(6):
+        ins = all_data(n, 15, "int32", "sum", seed=970 + it)
+        assert _host_loop(c, ins[r].reshape(3, 5), "sum", y) is y
+        np.testing.assert_array_equal(y, reference.reduce(ins, "sum", "int32").reshape(3, 5), err_msg=f"out= {it}")
+    for it in range(6):
+        ins = all_data(n, 15, "int32", "max", seed=980 + it)
+        z = ins[r].reshape(3, 5).copy()
+        assert _host_loop(c, z, "max", z) is z
+        np.testing.assert_array_equal(z, reference.reduce(ins, "max", "int32").reshape(3, 5), err_msg=f"out=x {it}")
+    # the compiled path takes a call once the device call's plan holds its site (from a new key's
+    # fourth call on; a switch of op on the same operator goes through Python once)
+    assert compiled is None or compiled.handled_host() - before >= 6
+    w = np.zeros((5, 3), np.int32)  # another shape of the same size: the general way checks it
+    assert _host_loop(c, np.ones((3, 5), np.int32), "sum", w) is w and (w == n).all()
+    with pytest.raises(ConfigError):
+        _host_loop(c, np.ones((3, 5), np.int32), "sum", np.zeros(15, np.float32))
+    with pytest.raises(ConfigError, match="C-contiguous"):
+        _host_loop(c, np.ones(15, np.int32), "sum", np.zeros(30, np.int32)[::2])
     with pytest.raises(CollectiveMismatchError, match="call site"):
         _repeat_from(c, x, None, r % 2)
     c.close()

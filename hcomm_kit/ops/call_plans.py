@@ -43,7 +43,7 @@ def try_fast() -> Any:
 
 
 def try_fast_host() -> Any:
-    """The compiled ``try_all_reduce_host(comm, x, op)`` (None: not built, or no fast plan was made
+    """The compiled ``try_all_reduce_host(comm, x, op, out)`` (None: not built, or no fast plan was made
     yet in this process): a blocking ``all_reduce`` of a small host array through its device pair
     (:meth:`CollectiveOps._small_host`). It returns None when the call is not the steady state, the
     result array, the failed call's code (int), or ``(code,)`` when the copy back failed."""

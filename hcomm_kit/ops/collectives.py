@@ -318,6 +318,28 @@ class CollectiveOps(PlannedCalls):
         self._host_stage[(x.dtype, x.shape, op)] = pair
         return pair
 
+    def _small_host_call(self, x: np.ndarray, op: str, out: np.ndarray | None, compiled_res: Any) -> Any:
+        """The blocking ``all_reduce`` of the small host array ``x`` through its device pair, driven
+        from Python (or the error of the compiled helper's failed call, ``compiled_res``); None
+        when it takes the general way. ``out``: None (a new array) or an array of x's shape and
+        dtype, C-contiguous and writable (``out=x`` is in place), else the general way."""
+        pair = self._host_stage.get((x.dtype, x.shape, op))
+        if compiled_res is not None:
+            self._host_failed(pair, op, compiled_res)
+        if out is not None and not (out.shape == x.shape and out.dtype == x.dtype and out.flags.c_contiguous
+                                    and out.flags.writeable):
+            return None
+        if pair is None:
+            pair = self._small_host(x, op)
+        if pair is None or not x.flags.c_contiguous:
+            return None
+        din, dout, nbytes, _ = pair
+        self.rt.checked.aclrtMemcpy(din.ptr, nbytes, host_ptr(x), nbytes, _H2D)
+        self.all_reduce(din, op, out=dout)
+        res = out if out is not None else np.empty(x.shape, x.dtype)
+        self.rt.checked.aclrtMemcpy(host_ptr(res), nbytes, dout.ptr, nbytes, _D2H)
+        return res
+
     def _drop_host_stage(self) -> None:
         """Free the device pairs of :meth:`_small_host`."""
         for din, dout, _, _ in self._host_stage.values():
@@ -406,24 +428,15 @@ class CollectiveOps(PlannedCalls):
                    async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank gets the element-wise reduction of every rank's ``x`` (same shape)."""
         fast_key = None
-        if (type(x) is np.ndarray and out is None and async_op is False and type(op) is str and dtype is None
-                and algorithm is None and timeout is None and stream is None):
+        if (type(x) is np.ndarray and (out is None or type(out) is np.ndarray) and async_op is False
+                and type(op) is str and dtype is None and algorithm is None and timeout is None and stream is None):
             # a small host array: through its device pair (_small_host), compiled where it builds
             compiled = try_fast_host()
-            res = compiled(self, x, op) if compiled is not None else None
+            res = compiled(self, x, op, out) if compiled is not None else None
             if type(res) is np.ndarray:
                 return res
-            pair = self._host_stage.get((x.dtype, x.shape, op))
+            res = self._small_host_call(x, op, out, res)
             if res is not None:
-                self._host_failed(pair, op, res)
-            if pair is None:
-                pair = self._small_host(x, op)
-            if pair is not None and x.flags.c_contiguous:
-                din, dout, nbytes, _ = pair
-                self.rt.checked.aclrtMemcpy(din.ptr, nbytes, host_ptr(x), nbytes, _H2D)
-                self.all_reduce(din, op, out=dout)
-                res = np.empty(x.shape, x.dtype)
-                self.rt.checked.aclrtMemcpy(host_ptr(res), nbytes, dout.ptr, nbytes, _D2H)
                 return res
         if (type(x) is DeviceBuffer and type(out) is DeviceBuffer and type(op) is str and dtype is None
                 and algorithm is None and timeout is None and stream is None and async_op is not True):

@@ -15,7 +15,7 @@
  * offsets) and the plans were not changed since (forget()); and the frames walked to the call site.
  *
  * try_all_reduce(comm, x, out, op, async_op) -> None | int (HcommKitStreamCalls' return code)
- * try_all_reduce_host(comm, x, op) -> None | ndarray | int | (int,): a small host array's blocking
+ * try_all_reduce_host(comm, x, op, out) -> None | ndarray | int | (int,): a small host array's blocking
  *   all_reduce through its device pair (CollectiveOps._small_host), the same steady state in between.
  * setup_host(numpy.ndarray, numpy.empty) once, from call_plans.py.
  * setup(DeviceBuffer, internal_code_ids, sites, override_var) once, from call_plans.py.
@@ -413,18 +413,45 @@ bool as_u64(PyObject* o, unsigned long long* v) {
     return true;
 }
 
+/* Holds a Py_buffer while alive (view.obj set: acquired). */
+struct Buf {
+    Py_buffer view{};
+    ~Buf() {
+        if (view.obj) PyBuffer_Release(&view);
+    }
+    bool get(PyObject* o, int flags) {
+        if (PyObject_GetBuffer(o, &view, flags) == 0) return true;
+        view.obj = nullptr;
+        return false;
+    }
+};
+
+/* `out` (None, or an ndarray of x's shape and dtype) as a writable C-contiguous buffer of nbytes. */
+bool out_buffer(PyObject* out, PyObject* shape, PyObject* dtype, unsigned long long nbytes, Buf* b) {
+    if (Py_TYPE(out) != reinterpret_cast<PyTypeObject*>(g.ndarray)) return false;
+    Ref oshape(attr(out, s_shape));
+    Ref odtype(oshape ? attr(out, s_dtype) : nullptr);
+    if (!odtype || PyObject_RichCompareBool(oshape.p, shape, Py_EQ) != 1 ||
+        PyObject_RichCompareBool(odtype.p, dtype, Py_EQ) != 1 ||
+        !b->get(out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) || b->view.len != static_cast<Py_ssize_t>(nbytes)) {
+        PyErr_Clear();
+        return false;
+    }
+    return true;
+}
+
 /* A blocking all_reduce of a small host array through its device pair (CollectiveOps._small_host:
  * comm._host_stage[(x.dtype, x.shape, op)] = (din, dout, nbytes, aclrtMemcpy address)): x copied
- * into din, the device call's steady state (run_device), a new array of x's shape and dtype copied
- * from dout. None when any of it is not the steady state (nothing irreversible done: at most the
- * copy into din, which the Python path makes again); after the collective ran, the result, or the
- * failed call's code (int), or (code,) when the copy back failed. */
+ * into din, the device call's steady state (run_device), then dout copied into out (None: a new
+ * array of x's shape and dtype). None when any of it is not the steady state (nothing irreversible
+ * done: at most the copy into din, which the Python path makes again); after the collective ran,
+ * the result, or the failed call's code (int), or (code,) when the copy back failed. */
 PyObject* try_all_reduce_host(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "try_all_reduce_host(comm, x, op)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "try_all_reduce_host(comm, x, op, out)");
         return nullptr;
     }
-    PyObject *comm = args[0], *x = args[1], *op = args[2];
+    PyObject *comm = args[0], *x = args[1], *op = args[2], *out = args[3];
     if (!g.ndarray || Py_TYPE(x) != reinterpret_cast<PyTypeObject*>(g.ndarray) || !PyUnicode_CheckExact(op))
         Py_RETURN_NONE;
     Ref stage(attr(comm, s_host_stage));
@@ -450,27 +477,36 @@ PyObject* try_all_reduce_host(PyObject*, PyObject* const* args, Py_ssize_t nargs
         !as_u64(din_ptr.p, &in_ptr) || !as_u64(dout_ptr.p, &out_ptr) || !fn_addr || !in_ptr || !out_ptr)
         Py_RETURN_NONE;
     auto memcpy_fn = reinterpret_cast<MemcpyFn>(static_cast<uintptr_t>(fn_addr));
-    Py_buffer view;
-    if (PyObject_GetBuffer(x, &view, PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
+    Buf outb;
+    if (out != Py_None && !out_buffer(out, shape.p, dtype.p, nbytes, &outb)) Py_RETURN_NONE;
+    int32_t r = -1;
+    {
+        Buf xb;
+        if (!xb.get(x, PyBUF_C_CONTIGUOUS)) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (xb.view.len == static_cast<Py_ssize_t>(nbytes))
+            r = memcpy_fn(reinterpret_cast<void*>(static_cast<uintptr_t>(in_ptr)), nbytes, xb.view.buf, nbytes, kH2D);
     }
-    int32_t r = view.len == static_cast<Py_ssize_t>(nbytes)
-                    ? memcpy_fn(reinterpret_cast<void*>(static_cast<uintptr_t>(in_ptr)), nbytes, view.buf, nbytes, kH2D)
-                    : -1;
-    PyBuffer_Release(&view);
     int32_t ret = 0;
     if (r != 0 || !run_device(comm, din, dout, op, Py_False, &ret)) Py_RETURN_NONE;
     if (ret != 0) return PyLong_FromLong(ret);
     /* the collective ran: from here on the call is made, never handed back to Python */
-    PyObject* empty_args[2] = {shape.p, dtype.p};
-    Ref res(PyObject_Vectorcall(g.np_empty, empty_args, 2, nullptr));
-    if (!res) return nullptr;
-    if (PyObject_GetBuffer(res.p, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return nullptr;
-    r = view.len == static_cast<Py_ssize_t>(nbytes)
-            ? memcpy_fn(view.buf, nbytes, reinterpret_cast<void*>(static_cast<uintptr_t>(out_ptr)), nbytes, kD2H)
+    Ref res;
+    Buf resb;
+    if (out != Py_None) {
+        Py_INCREF(out);
+        res.p = out;
+    } else {
+        PyObject* empty_args[2] = {shape.p, dtype.p};
+        res.p = PyObject_Vectorcall(g.np_empty, empty_args, 2, nullptr);
+        if (!res.p || !resb.get(res.p, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)) return nullptr;
+    }
+    Py_buffer& dst = out != Py_None ? outb.view : resb.view;
+    r = dst.len == static_cast<Py_ssize_t>(nbytes)
+            ? memcpy_fn(dst.buf, nbytes, reinterpret_cast<void*>(static_cast<uintptr_t>(out_ptr)), nbytes, kD2H)
             : -1;
-    PyBuffer_Release(&view);
     if (r != 0) return Py_BuildValue("(i)", r);
     g.handled_host++;
     Py_INCREF(res.p);
@@ -534,7 +570,7 @@ PyMethodDef methods[] = {
      "try_all_reduce(comm, x, out, op, async_op): the repeated all_reduce from its fast plan; None when not the steady state"},
     {"try_all_reduce_host", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(try_all_reduce_host)),
      METH_FASTCALL,
-     "try_all_reduce_host(comm, x, op): a blocking all_reduce of a small host array through its device pair; None "
+     "try_all_reduce_host(comm, x, op, out): a blocking all_reduce of a small host array through its device pair; None "
      "when not the steady state"},
     {"setup_host", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(setup_host)), METH_FASTCALL,
      "setup_host(numpy.ndarray, numpy.empty)"},
