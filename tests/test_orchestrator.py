@@ -211,6 +211,31 @@ def test_ascend950_personality(tmp_path) -> None:
     assert "acl-notify handshake is unsupported on Ascend950" in bad.stderr
 
 
+_UNCLOSED = """
+import numpy as np, hcomm_kit
+c = hcomm_kit.init()
+subs = [c.split(k % 2) for k in range(5)] + [c.split(0).split(c.rank)]  # made in the same order everywhere
+for s in subs:
+    s.all_reduce(np.ones(4, np.float32))
+print("rank", c.rank, "done", flush=True)
+"""
+
+
+def test_unclosed_communicators_close_at_exit_in_the_same_order_on_every_rank(tmp_path: Path) -> None:
+    """Communicators left open are closed at exit, newest first on every rank: each close's barrier
+    meets the other ranks' (in the order of a set, two ranks once closed two communicators in
+    opposite orders and waited for each other at exit for ever)."""
+    script = tmp_path / "unclosed.py"
+    script.write_text(_UNCLOSED)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "3", "--timeout", "120", "--",
+                           sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("done") == 3 and "closing without them" not in proc.stderr, proc.stdout + proc.stderr
+    assert time.monotonic() - t0 < 60, "the exit waited out a closing barrier"
+
+
 # ---- multi-rank (one mpirun job per rank count) -------------------------------------------------
 @pytest.mark.mpi(np=[pytest.param(2, marks=pytest.mark.slow), 3, pytest.param(4, marks=pytest.mark.slow)])
 def test_init_split_close(comm, mpi_np) -> None:

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import itertools
 import math
 import os
 import signal
+import sys
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +32,17 @@ __all__ = ["Communicator", "init"]
 _LIVE: "weakref.WeakSet[Communicator]" = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 _ATEXIT = False
+_SEQ = itertools.count()  # creation order of this process's communicators (the same on every rank)
+_EXIT_BARRIER_S = 10.0  # at exit, the closing barrier waits at most this long for the other ranks
 
 
 def _close_all() -> None:
-    for c in list(_LIVE):
+    # Newest first (a split before its parent): the same order on every rank, so each closing
+    # barrier meets the other ranks' (the set's own order differs between processes, and two ranks
+    # closing two communicators in opposite orders waited for each other for ever at exit).
+    for c in sorted(list(_LIVE), key=lambda c: c._seq, reverse=True):
         try:
-            c.close()
+            c._close(barrier=True, barrier_timeout=_EXIT_BARRIER_S)
         except Exception:
             pass
     _ignore_sigterm_from_now_on()
@@ -239,6 +247,7 @@ class Communicator:
         self.name_bytes = name.value
         self.stream = Stream(rt)
         with _LIVE_LOCK:
+            self._seq = next(_SEQ)
             _LIVE.add(self)
             if not _ATEXIT:
                 atexit.register(_close_all)  # runs before mpi4py's MPI_Finalize (registered earlier)
@@ -422,7 +431,7 @@ class Communicator:
         """
         self._close(barrier=False)
 
-    def _close(self, barrier: bool) -> None:
+    def _close(self, barrier: bool, barrier_timeout: float | None = None) -> None:
         if self._closed:
             return
         self._closed = True
@@ -433,7 +442,7 @@ class Communicator:
                 # a peer still making collective calls learns that this rank closed instead
                 self._call_check(self.handle, -1, b"close()", b"close()", self._check_buf, len(self._check_buf))
             if barrier:
-                self._closing_barrier()
+                self._closing_barrier(envs.hccl_connect_timeout_s() if barrier_timeout is None else barrier_timeout)
         finally:
             self._release_operators()
             if self.handle:
@@ -448,13 +457,23 @@ class Communicator:
         """Release what operators hold on this communicator (before it is destroyed); the
         operators layer overrides it. Must not raise."""
 
-    def _closing_barrier(self) -> None:
-        """close() is collective: no rank destroys its end while a peer may still use it."""
+    def _closing_barrier(self, timeout: float) -> None:
+        """close() is collective: no rank destroys its end while a peer may still use it. Waits at
+        most ``timeout`` seconds for the others (then says so on stderr and closes without them)."""
         if self.size == 1 or not self.handle:
             return
         try:
             if self.mpi_comm is not None:
-                self.mpi_comm.Barrier()
+                req = self.mpi_comm.Ibarrier()
+                deadline, pause = time.monotonic() + timeout, 0.0
+                while not req.Test():
+                    if time.monotonic() > deadline:
+                        sys.stderr.write(f"hcomm-kit: rank {self.rank}: close() of communicator {self.name}: the "
+                                         f"other ranks did not reach their close() within {timeout:g} s; closing "
+                                         f"without them\n")
+                        return
+                    time.sleep(pause)
+                    pause = min(1e-3, pause * 2 or 1e-5)
             elif self.rt.hccl.HcclBarrier(self.handle, self.stream.handle) == 0:
                 self.rt.acl.aclrtSynchronizeStream(self.stream.handle)
         except Exception:  # a dead peer: nothing to wait for
