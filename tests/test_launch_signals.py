@@ -35,9 +35,13 @@ RANK = textwrap.dedent('''
     if mode == "child" and rank == 0:       # a process of its own, in another session
         info["child"] = subprocess.Popen(["sleep", "300"], start_new_session=True).pid
     if mode == "stubborn" and rank == 1:    # a child mpirun does not know, ignoring SIGTERM/SIGINT/SIGHUP:
-        info["child"] = subprocess.Popen([sys.executable, "-c",   # needs the SIGKILL after the grace period
-            "import signal, time; [signal.signal(s, signal.SIG_IGN) for s in "
-            "(signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]; time.sleep(600)"], start_new_session=True).pid
+        ready = out / "stubborn.ready"      # needs the SIGKILL after the grace period
+        info["child"] = subprocess.Popen([sys.executable, "-c",
+            "import signal, sys, time; [signal.signal(s, signal.SIG_IGN) for s in "
+            "(signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]; open(sys.argv[1], 'w').close(); time.sleep(600)",
+            str(ready)], start_new_session=True).pid
+        while not ready.exists():           # it ignores them from now on (a loaded machine starts it late)
+            time.sleep(0.01)
     (out / f"rank{rank}.json").write_text(json.dumps(info))
     while True:                             # "stuck": answer state dumps like the emulator does
         if (jd / "dump.request").exists() and not (jd / f"rank{rank}.state.json").exists():
