@@ -221,6 +221,7 @@ print("rank", c.rank, "done", flush=True)
 """
 
 
+@pytest.mark.slow  # a job of its own (7 s): the full run
 def test_unclosed_communicators_close_at_exit_in_the_same_order_on_every_rank(tmp_path: Path) -> None:
     """Communicators left open are closed at exit, newest first on every rank: each close's barrier
     meets the other ranks' (in the order of a set, two ranks once closed two communicators in
