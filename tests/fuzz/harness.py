@@ -151,9 +151,18 @@ def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[
         objdir.mkdir()
         from concurrent.futures import ThreadPoolExecutor
 
+        # the emulator's standard headers precompiled once (clang takes <header>.pch for -include):
+        # a quarter of this build's compile time, as the emulator's own g++ builds do
+        pch: list[str] = []
+        std = emu / "src" / "base" / "std_headers.h"
+        if std.is_file():
+            shutil.copyfile(std, objdir / std.name)
+            _run([clang, *cflags, *inc, "-x", "c++-header", str(objdir / std.name), "-o", f"{objdir / std.name}.pch"])
+            pch = ["-include", str(objdir / std.name)]
+
         def compile_one(src: Path) -> Path:
             obj = objdir / _emu().object_name(src, emu)
-            _run([clang, *cflags, *inc, "-c", str(src), "-o", str(obj)])
+            _run([clang, *cflags, *inc, *pch, "-c", str(src), "-o", str(obj)])
             return obj
 
         with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
