@@ -297,10 +297,11 @@ class CollectiveOps(PlannedCalls):
         return finish()
 
     def _small_host(self, x: np.ndarray, op: str) -> tuple | None:
-        """The device pair (input, output, bytes) that a blocking ``all_reduce`` of the small host
-        array ``x`` goes through, made on its first call; None when ``x`` takes the general way
-        (large, empty, not C-contiguous, a dtype the kernels do not take as is, ``avg``). A
-        repeated call then costs the device call's steady state plus two copies."""
+        """The device pair (input, output, bytes, ``aclrtMemcpy``'s address for the compiled helper)
+        that a blocking ``all_reduce`` of the small host array ``x`` goes through, made on its first
+        call; None when ``x`` takes the general way (large, empty, not C-contiguous, a dtype the
+        kernels do not take as is, ``avg``). A repeated call then costs the device call's steady
+        state plus two copies."""
         nbytes = x.nbytes
         if not 0 < nbytes <= _SMALL_HOST_BYTES or op not in _PLAIN_OPS or not x.flags.c_contiguous or self._closed:
             return None
