@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hcomm_kit.build import cache
+
 ROOT = Path(__file__).resolve().parents[1]
 EMU = ROOT / "hcomm_kit" / "emu"
 SOURCES = [
@@ -44,19 +46,27 @@ def _cxx() -> str:
 @pytest.mark.parametrize("variant", [v if v == "plain" else pytest.param(v, marks=pytest.mark.slow) for v in VARIANTS])
 def test_emu_utils(variant, tmp_path):
     assert (EMU / "include" / "securec.h").is_file(), "hcomm_kit/emu/include/securec.h is missing"
-    exe = tmp_path / f"test_emu_utils_{variant}"
     flags = [*PROJECT_FLAGS, *VARIANTS[variant]]
-    objs = [tmp_path / f"{src.stem}.o" for src in SOURCES]
-    # One compiler per source, in parallel (the CPUs of the machine), then the link.
-    procs = [(cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-             for cmd in ([_cxx(), *flags, "-c", str(src), "-o", str(obj)] for src, obj in zip(SOURCES, objs))]
-    for cmd, proc in procs:
-        out = proc.communicate(timeout=600)[0]
-        assert proc.returncode == 0, f"compile failed:\n{' '.join(cmd)}\n{out}"
-    cmd = [_cxx(), *flags, *map(str, objs), "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, f"link failed:\n{' '.join(cmd)}\n{build.stdout}{build.stderr}"
+    cxx = _cxx()
+    headers = sorted(p for d in (EMU / "include", EMU / "src") for p in d.rglob("*.h"))
+    key = cache.hash_key([*SOURCES, *headers], ["test_emu_utils", variant, *flags, cache.compiler_identity(cxx)])
 
+    def build(out: Path) -> None:
+        objs = [out / f"{src.stem}.o" for src in SOURCES]
+        # One compiler per source, in parallel (the CPUs of the machine), then the link.
+        procs = [(cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+                 for cmd in ([cxx, *flags, "-c", str(src), "-o", str(obj)] for src, obj in zip(SOURCES, objs))]
+        for cmd, proc in procs:
+            text = proc.communicate(timeout=600)[0]
+            assert proc.returncode == 0, f"compile failed:\n{' '.join(cmd)}\n{text}"
+        cmd = [cxx, *flags, *map(str, objs), "-o", str(out / "test_emu_utils")]
+        link = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert link.returncode == 0, f"link failed:\n{' '.join(cmd)}\n{link.stdout}{link.stderr}"
+        for obj in objs:
+            obj.unlink()
+
+    # built once per content (the build cache), run every time
+    exe = cache.cached_dir(f"test-emu-utils-{variant}", key, build) / "test_emu_utils"
     env = {**os.environ, **SANITIZER_ENV, "TMPDIR": str(tmp_path)}
     run = subprocess.run([str(exe), str(tmp_path)], capture_output=True, text=True, timeout=600, env=env)
     output = run.stdout + run.stderr
