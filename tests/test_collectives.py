@@ -543,7 +543,7 @@ def _host_loop(c, x, op: str, out=None):
 @pytest.mark.mpi(np=[2, NP3, NP4])
 def test_repeated_all_reduce_of_small_host_arrays(comm) -> None:
     """A blocking all_reduce of a small host array goes through a device pair of its own (dtype,
-    shape, op: CollectiveOps._small_host), so its repeated calls run the device call's plans: new
+    shape, op: PlannedCalls._small_host), so its repeated calls run the device call's plans: new
     contents every call give new result arrays (an earlier result is never written again), shapes,
     dtypes and ops alternate, an input that is not C-contiguous, a 0-d array, avg and a large array
     take the general way, and the call check still names a skipped call."""

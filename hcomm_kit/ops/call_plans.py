@@ -13,7 +13,7 @@ its first call did.
   It takes only the steady state (a plan whose argument block already holds this call site) and
   returns None for anything else, which then goes the Python way below.
 * A blocking ``all_reduce`` of a small host array (up to 64 KiB) goes through a device pair of its
-  own (dtype, shape, op: :meth:`CollectiveOps._small_host`), so the steady state above applies to
+  own (dtype, shape, op: :meth:`PlannedCalls._small_host`), so the steady state above applies to
   it; the compiled helper also makes the two copies and the result array (:func:`try_fast_host`).
 """
 
@@ -22,13 +22,25 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from ..base.errors import HcommKitError
+import numpy as np
+
+from ..base import dtypes as _dtypes
+from ..base.errors import ConfigError, HcommKitError
 from ..build import pyext
-from ..core.device import DeviceBuffer
+from ..core.device import DeviceBuffer, host_ptr
+from ..runtime import enums
 from . import callsite as _callsite
 from .custom_op import CustomOp
 
 __all__ = ["FastPlan", "PlannedCalls", "try_fast", "try_fast_host"]
+
+_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+_D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
+# A blocking all_reduce of a host array up to this size goes through a device pair of its own
+# (dtype, shape, op): the repeated device call's plans then apply (PlannedCalls._small_host).
+_SMALL_HOST_BYTES = 64 * 1024
+_SMALL_HOST_KEYS = 32  # pairs kept per communicator (at most 4 MiB)
+_PLAIN_OPS = frozenset({"sum", "prod", "max", "min"})
 
 _TRY: list = []  # [the compiled try_all_reduce, or None], filled by the first FastPlan
 _TRY_HOST: list = []  # [the compiled try_all_reduce_host, or None], filled with _TRY
@@ -43,16 +55,14 @@ def try_fast() -> Any:
 
 
 def try_fast_host() -> Any:
-    """The compiled ``try_all_reduce_host(comm, x, op, out)`` (None: not built, or no fast plan was made
-    yet in this process): a blocking ``all_reduce`` of a small host array through its device pair
-    (:meth:`CollectiveOps._small_host`). It returns None when the call is not the steady state, the
-    result array, the failed call's code (int), or ``(code,)`` when the copy back failed."""
+    """The compiled ``try_all_reduce_host(comm, x, op, out)`` (None: not built, or no fast plan was
+    made yet in this process): a blocking ``all_reduce`` of a small host array through its device
+    pair (:meth:`PlannedCalls._small_host`). It returns None when the call is not the steady state,
+    the result array, the failed call's code (int), or ``(code,)`` when the copy back failed."""
     return _TRY_HOST[0] if _TRY_HOST else None
 
 
 def _load_try() -> None:
-    import numpy as np
-
     mod = pyext.fastcall()
     if mod is not None:
         mod.setup(DeviceBuffer, _callsite._INTERNAL, _callsite._SITES, _callsite._OVERRIDE)
@@ -92,11 +102,14 @@ class FastPlan:
 
 
 class PlannedCalls:
-    """Launching repeated calls from their plans; mixed into :class:`~hcomm_kit.ops.collectives.CollectiveOps`."""
+    """Launching repeated calls from their plans, and small host arrays' device pairs; mixed into
+    :class:`~hcomm_kit.ops.collectives.CollectiveOps`."""
 
     _closed: bool
     _call_sites: bool
     _fast: dict
+    _host_stage: dict
+    rt: Any
 
     def _keep_fast(self, key: tuple, plan: FastPlan) -> None:
         """Keep ``plan`` as the :class:`FastPlan` of ``key`` (at most 256 per communicator)."""
@@ -162,3 +175,64 @@ class PlannedCalls:
         sig = p.sig
         token = (None, None, -1, sig, p.where) if sig is not None else None
         raise p.op._calls_error(ret, None, token)
+
+    def _small_host(self, x: np.ndarray, op: str) -> tuple | None:
+        """The device pair (input, output, bytes, ``aclrtMemcpy``'s address for the compiled helper)
+        that a blocking ``all_reduce`` of the small host array ``x`` goes through, made on its first
+        call; None when ``x`` takes the general way (large, empty, not C-contiguous, a dtype the
+        kernels do not take as is, ``avg``). A repeated call then costs the device call's steady
+        state plus two copies."""
+        nbytes = x.nbytes
+        if not 0 < nbytes <= _SMALL_HOST_BYTES or op not in _PLAIN_OPS or not x.flags.c_contiguous or self._closed:
+            return None
+        try:
+            dt = _dtypes.get_dtype(x.dtype)
+        except ConfigError:
+            return None  # the general way raises the error
+        if np.dtype(dt.numpy) != x.dtype:
+            return None
+        if len(self._host_stage) >= _SMALL_HOST_KEYS:
+            self._drop_host_stage()
+        memcpy = ctypes.cast(self.rt.acl.aclrtMemcpy, ctypes.c_void_p).value  # for the compiled helper
+        pair = (DeviceBuffer.empty(x.shape, dt, rt=self.rt), DeviceBuffer.empty(x.shape, dt, rt=self.rt), nbytes,
+                memcpy)
+        self._host_stage[(x.dtype, x.shape, op)] = pair
+        return pair
+
+    def _small_host_call(self, x: np.ndarray, op: str, out: np.ndarray | None, compiled_res: Any) -> Any:
+        """The blocking ``all_reduce`` of the small host array ``x`` through its device pair, driven
+        from Python (or the error of the compiled helper's failed call, ``compiled_res``); None
+        when it takes the general way. ``out``: None (a new array) or an array of x's shape and
+        dtype, C-contiguous and writable (``out=x`` is in place), else the general way."""
+        pair = self._host_stage.get((x.dtype, x.shape, op))
+        if compiled_res is not None:
+            self._host_failed(pair, op, compiled_res)
+        if out is not None and not (out.shape == x.shape and out.dtype == x.dtype and out.flags.c_contiguous
+                                    and out.flags.writeable):
+            return None
+        if pair is None:
+            pair = self._small_host(x, op)
+        if pair is None or not x.flags.c_contiguous:
+            return None
+        din, dout, nbytes, _ = pair
+        self.rt.checked.aclrtMemcpy(din.ptr, nbytes, host_ptr(x), nbytes, _H2D)
+        self.all_reduce(din, op, out=dout)
+        res = out if out is not None else np.empty(x.shape, x.dtype)
+        self.rt.checked.aclrtMemcpy(host_ptr(res), nbytes, dout.ptr, nbytes, _D2H)
+        return res
+
+    def _drop_host_stage(self) -> None:
+        """Free the device pairs of :meth:`_small_host`."""
+        for din, dout, _, _ in self._host_stage.values():
+            din.close()
+            dout.close()
+        self._host_stage.clear()
+
+    def _host_failed(self, pair: tuple, op: str, res: Any) -> None:
+        """Raise the error of a failed call of the compiled host path (``try_fast_host``'s ``res``:
+        the collective's code, or ``(code,)`` of the copy back), as the device call raises it."""
+        din, dout = pair[0], pair[1]
+        if type(res) is tuple:
+            self.rt.check_acl(res[0], "aclrtMemcpy")  # the copy of the result to the host
+        key = (din.ptr, din.capacity, din.dtype.value, din.shape, dout.ptr, dout.capacity, dout.dtype.value, op, False)
+        self._fast_failed(self._fast[key], res)

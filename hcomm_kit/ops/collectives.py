@@ -33,7 +33,6 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import Any
 
@@ -43,16 +42,13 @@ from ..base import dtypes as _dtypes
 from ..core.device import DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
 from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
-from .call_plans import FastPlan, PlannedCalls, try_fast, try_fast_host
+from .call_plans import _D2H, _H2D, FastPlan, PlannedCalls, try_fast, try_fast_host
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
-from ..runtime import enums
 from ..base.validate import as_count, as_rank, check_out_array
 
 __all__ = ["ALGORITHMS", "CollectiveOps", "parse_hccl_algo"]
 
-_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
-_D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 
 _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
 # Built-in operator -> the Python method that calls it (for the collective-call check's messages).
@@ -60,11 +56,6 @@ _API_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": 
               "alltoallv": "all_to_all_v"}
 _ROOTED = frozenset({"broadcast", "reduce", "scatter", "gather"})
 _DT_CACHE: dict = {}  # (dtype argument, numpy dtype) -> DType row (hot path)
-# A blocking all_reduce of a host array up to this size goes through a device pair of its own
-# (dtype, shape, op): the repeated device call's plans then apply (CollectiveOps._small_host).
-_SMALL_HOST_BYTES = 64 * 1024
-_SMALL_HOST_KEYS = 32  # pairs kept per communicator (at most 4 MiB)
-_PLAIN_OPS = frozenset({"sum", "prod", "max", "min"})
 
 
 class CollectiveOps(PlannedCalls):
@@ -295,67 +286,6 @@ class CollectiveOps(PlannedCalls):
         if s >= 0:  # enqueued only (CANN): wait here
             op.synchronize(s, timeout)
         return finish()
-
-    def _small_host(self, x: np.ndarray, op: str) -> tuple | None:
-        """The device pair (input, output, bytes, ``aclrtMemcpy``'s address for the compiled helper)
-        that a blocking ``all_reduce`` of the small host array ``x`` goes through, made on its first
-        call; None when ``x`` takes the general way (large, empty, not C-contiguous, a dtype the
-        kernels do not take as is, ``avg``). A repeated call then costs the device call's steady
-        state plus two copies."""
-        nbytes = x.nbytes
-        if not 0 < nbytes <= _SMALL_HOST_BYTES or op not in _PLAIN_OPS or not x.flags.c_contiguous or self._closed:
-            return None
-        try:
-            dt = _dtypes.get_dtype(x.dtype)
-        except ConfigError:
-            return None  # the general way raises the error
-        if np.dtype(dt.numpy) != x.dtype:
-            return None
-        if len(self._host_stage) >= _SMALL_HOST_KEYS:
-            self._drop_host_stage()
-        memcpy = ctypes.cast(self.rt.acl.aclrtMemcpy, ctypes.c_void_p).value  # for the compiled helper
-        pair = (DeviceBuffer.empty(x.shape, dt, rt=self.rt), DeviceBuffer.empty(x.shape, dt, rt=self.rt), nbytes,
-                memcpy)
-        self._host_stage[(x.dtype, x.shape, op)] = pair
-        return pair
-
-    def _small_host_call(self, x: np.ndarray, op: str, out: np.ndarray | None, compiled_res: Any) -> Any:
-        """The blocking ``all_reduce`` of the small host array ``x`` through its device pair, driven
-        from Python (or the error of the compiled helper's failed call, ``compiled_res``); None
-        when it takes the general way. ``out``: None (a new array) or an array of x's shape and
-        dtype, C-contiguous and writable (``out=x`` is in place), else the general way."""
-        pair = self._host_stage.get((x.dtype, x.shape, op))
-        if compiled_res is not None:
-            self._host_failed(pair, op, compiled_res)
-        if out is not None and not (out.shape == x.shape and out.dtype == x.dtype and out.flags.c_contiguous
-                                    and out.flags.writeable):
-            return None
-        if pair is None:
-            pair = self._small_host(x, op)
-        if pair is None or not x.flags.c_contiguous:
-            return None
-        din, dout, nbytes, _ = pair
-        self.rt.checked.aclrtMemcpy(din.ptr, nbytes, host_ptr(x), nbytes, _H2D)
-        self.all_reduce(din, op, out=dout)
-        res = out if out is not None else np.empty(x.shape, x.dtype)
-        self.rt.checked.aclrtMemcpy(host_ptr(res), nbytes, dout.ptr, nbytes, _D2H)
-        return res
-
-    def _drop_host_stage(self) -> None:
-        """Free the device pairs of :meth:`_small_host`."""
-        for din, dout, _, _ in self._host_stage.values():
-            din.close()
-            dout.close()
-        self._host_stage.clear()
-
-    def _host_failed(self, pair: tuple, op: str, res: Any) -> None:
-        """Raise the error of a failed call of the compiled host path (``try_fast_host``'s ``res``:
-        the collective's code, or ``(code,)`` of the copy back), as the device call raises it."""
-        din, dout = pair[0], pair[1]
-        if type(res) is tuple:
-            self.rt.check_acl(res[0], "aclrtMemcpy")  # the copy of the result to the host
-        key = (din.ptr, din.capacity, din.dtype.value, din.shape, dout.ptr, dout.capacity, dout.dtype.value, op, False)
-        self._fast_failed(self._fast[key], res)
 
     def _check_call(self, op: CustomOp, name: str, count: int, dt: "_dtypes.DType", reduce_op: Any, root: int,
                     algo: int, params: dict | None) -> tuple | None:

@@ -44,7 +44,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._sig_cache: dict = {}      # call-check descriptions of the collectives
         self._plans: dict = {}          # repeated collective calls on device buffers (CollectiveOps._call)
         self._fast: dict = {}           # ... and their one-C-call form (CollectiveOps._run_fast)
-        self._host_stage: dict = {}     # small host arrays: their device pair (CollectiveOps._small_host)
+        self._host_stage: dict = {}     # small host arrays' device pairs (PlannedCalls._small_host)
         return self
 
     def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):

@@ -16,7 +16,7 @@
  *
  * try_all_reduce(comm, x, out, op, async_op) -> None | int (HcommKitStreamCalls' return code)
  * try_all_reduce_host(comm, x, op, out) -> None | ndarray | int | (int,): a small host array's blocking
- *   all_reduce through its device pair (CollectiveOps._small_host), the same steady state in between.
+ *   all_reduce through its device pair (PlannedCalls._small_host), the same steady state in between.
  * setup_host(numpy.ndarray, numpy.empty) once, from call_plans.py.
  * setup(DeviceBuffer, internal_code_ids, sites, override_var) once, from call_plans.py.
  * forget(): CollectiveOps._fast changed (a plan made, replaced or dropped: PlannedCalls._keep_fast).
@@ -440,7 +440,7 @@ bool out_buffer(PyObject* out, PyObject* shape, PyObject* dtype, unsigned long l
     return true;
 }
 
-/* A blocking all_reduce of a small host array through its device pair (CollectiveOps._small_host:
+/* A blocking all_reduce of a small host array through its device pair (PlannedCalls._small_host:
  * comm._host_stage[(x.dtype, x.shape, op)] = (din, dout, nbytes, aclrtMemcpy address)): x copied
  * into din, the device call's steady state (run_device), then dout copied into out (None: a new
  * array of x's shape and dtype). None when any of it is not the steady state (nothing irreversible

@@ -1,8 +1,8 @@
 /* The standard headers most of the emulator's translation units read, precompiled once per build
- * (hcomm_kit/build/emulator.py: with g++, every unit is compiled with `-include` of this header's
- * precompiled form, which saves a third of a variant's compile time). Nothing else belongs here:
- * each source still includes what it uses, so it builds without the precompiled header too (the
- * fuzz harness's clang build, another compiler). */
+ * (hcomm_kit/build/emulator.py with g++, tests/fuzz/harness.py with clang: every unit is compiled
+ * with `-include` of this header's precompiled form, a fifth less compile time per variant).
+ * Nothing else belongs here: each source still includes what it uses, so it builds without the
+ * precompiled header too (another compiler, a failed precompile). */
 #ifndef HCOMM_KIT_EMU_STD_HEADERS_H
 #define HCOMM_KIT_EMU_STD_HEADERS_H
 

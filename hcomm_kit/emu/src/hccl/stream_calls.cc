@@ -55,7 +55,8 @@ constexpr uint64_t kSettleNs = 5000000000ull; /* longest a finished call waits f
  * call and compared it with the others' (or died, left, or the communicator was aborted). A rank
  * that posts a different call later finds the mismatch and aborts the communicator; without this
  * wait, a rank whose part of the operation needs nothing from that rank (a broadcast's non-root,
- * say) would have returned success before. Returns 0, or HCCL_E_PARA when the communicator was aborted for a mismatch.
+ * say) would have returned success before. Returns 0, or HCCL_E_PARA when the communicator was
+ * aborted for a mismatch.
  * The wait spins briefly, then yields, then sleeps with back-off (0 % CPU while a rank is late),
  * and gives up (success) after kSettleNs: the late rank still fails its own call then. */
 int settle_call(Comm* c, uint64_t seq) {
