@@ -137,6 +137,30 @@ def test_device_buffer_roundtrip(comm1) -> None:
     assert buf.view(50, "int32").nbytes == 200
 
 
+def test_closed_device_buffer_is_refused_before_any_launch(comm1) -> None:
+    """A closed buffer's old address never reaches a kernel or a copy: each use names it (before,
+    the kernel failed late with "src is NULL"), also after the repeated-call plans were made for it."""
+    from hcomm_kit.base.errors import ConfigError
+
+    x, y = comm1.to_device(np.arange(8, dtype=np.float32)), comm1.empty(8, "fp32")
+    for _ in range(4):  # the plans of a repeated call (and the compiled helper's memo) exist now
+        comm1.all_reduce(x, out=y)
+    ring = comm1.load_op(scaffold("ring-allreduce"))
+    x.close()
+    assert x.closed and not y.closed
+    closed = r"closed DeviceBuffer \(shape \(8,\), fp32\)"
+    for call, who in [(lambda: comm1.all_reduce(x, out=y), "allreduce: the input"),
+                      (lambda: comm1.all_reduce(y, out=x), "allreduce: out="),
+                      (lambda: comm1.broadcast(x, root=0), "the input"),
+                      (lambda: ring(x), "the input"), (lambda: ring(y, x), "the output"),
+                      (x.numpy, "numpy"), (lambda: x.copy_from(np.ones(8, np.float32)), "copy_from"),
+                      (x.fill_zero, "fill_zero"), (lambda: x.view(4), "view")]:
+        with pytest.raises(ConfigError, match=closed) as info:
+            call()
+        assert who in str(info.value), info.value
+    np.testing.assert_array_equal(comm1.all_reduce(y, out=y).numpy(), np.arange(8, dtype=np.float32))
+
+
 def test_op_single_rank_and_argument_errors(comm1) -> None:
     from hcomm_kit.base.errors import ConfigError
 

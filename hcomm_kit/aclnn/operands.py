@@ -102,7 +102,7 @@ def _copy_out(rt, o: _Operand) -> None:
 def _device_operand(x: "DeviceBuffer | DeviceView", dt) -> _Operand:
     o = _Operand()
     buf = x.buffer if isinstance(x, DeviceView) else x
-    o.ptr = buf.ptr
+    o.ptr = buf.address("an aclnn operand")
     o.storage = (buf.nbytes // dt.itemsize,) if isinstance(x, DeviceView) else None
     if isinstance(x, DeviceView):
         o.shape = tuple(int(v) for v in x.shape)

@@ -198,9 +198,25 @@ class DeviceBuffer:
         buf.copy_from(arr)
         return buf
 
+    # ---- state -----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has freed (or let go of) the memory."""
+        return not self.ptr
+
+    def address(self, what: str = "the device buffer") -> int:
+        """The device address, for a call that hands it on; ConfigError naming ``what`` when the
+        buffer was closed (its memory is freed: a kernel given its old address would fail late, or
+        read memory reused by another allocation)."""
+        if not self.ptr:
+            raise ConfigError(f"{what} is a closed DeviceBuffer (shape {self.shape}, {self.dtype.name}): close() "
+                              "freed its memory; pass a live buffer", key="buffer")
+        return self.ptr
+
     # ---- data movement ---------------------------------------------------------------------
     def copy_from(self, array: Any) -> "DeviceBuffer":
         """Copy a host array (same byte size or smaller) into this buffer (synchronous H2D)."""
+        self.address("copy_from: the destination")
         arr = np.ascontiguousarray(as_host_array(array))
         if arr.nbytes > self.capacity:
             raise ConfigError(f"host array of {arr.nbytes} bytes does not fit the device buffer of "
@@ -215,11 +231,14 @@ class DeviceBuffer:
             out = np.empty(self.shape, dtype=self.dtype.numpy)
         elif out.nbytes < self.nbytes or not out.flags.c_contiguous:
             raise ConfigError(f"output array must be C-contiguous with >= {self.nbytes} bytes", key="out")
+        self.address("numpy(): the source")
         if self.nbytes:
             self.rt.checked.aclrtMemcpy(host_ptr(out), out.nbytes, self.ptr, self.nbytes, _D2H)
         return out
 
     def fill_zero(self) -> "DeviceBuffer":
+        """Set every byte to 0 (synchronous)."""
+        self.address("fill_zero(): the buffer")
         if self.nbytes:
             self.rt.checked.aclrtMemset(self.ptr, self.capacity, 0, self.nbytes)
         return self
@@ -234,7 +253,7 @@ class DeviceBuffer:
     def view(self, shape: "int | tuple[int, ...]", dtype: Any = None) -> "DeviceBuffer":
         """A non-owning view of the same memory with another shape/dtype (must fit)."""
         shape = (int(shape),) if np.isscalar(shape) else tuple(shape)
-        v = DeviceBuffer(self.rt, self.ptr, self.capacity, shape, dtype or self.dtype, owned=False)
+        v = DeviceBuffer(self.rt, self.address("view(): the buffer"), self.capacity, shape, dtype or self.dtype, owned=False)
         if v.nbytes > self.capacity:
             raise ConfigError(f"view of {v.nbytes} bytes exceeds the buffer's {self.capacity} bytes", key="shape")
         return v

@@ -154,6 +154,7 @@ class CollectiveOps(PlannedCalls):
     def _stage_in(self, op: CustomOp, x: Any, dt: "_dtypes.DType", nelems: int) -> int:
         nbytes = nelems * dt.itemsize
         if isinstance(x, DeviceBuffer):
+            x.address(f"{op.name}: the input")
             if nbytes > x.capacity:
                 raise ConfigError(f"{op.name}: the input buffer holds {x.capacity} bytes, the call needs {nbytes} "
                                   f"({nelems} x {dt.name})", key="input")
@@ -176,6 +177,7 @@ class CollectiveOps(PlannedCalls):
         nbytes = nelems * dt.itemsize
         rt = self.rt
         if isinstance(out, DeviceBuffer):
+            out.address(f"{op.name}: out=")
             if out.dtype is not dt and out.dtype.name != dt.name:
                 raise ConfigError(f"{op.name}: out= is a DeviceBuffer of {out.dtype.name}, the result is {dt.name} "
                                   f"(the bytes would be reinterpreted); pass a {dt.name} buffer of >= {nbytes} bytes",

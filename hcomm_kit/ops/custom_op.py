@@ -373,7 +373,7 @@ class CustomOp(CallCheck, OpParams, LaunchSequence):
         elif isinstance(input, DeviceBuffer):
             dt = self._dtype(dtype, input.dtype)
             n, elems = self._counts(count, input.capacity // dt.itemsize if count is not None else input.size)
-            in_ptr = input.ptr
+            in_ptr = input.address(f"operator {self.name}: the input")
             device_in = True
         else:
             return self(as_host_array(input), output, count=count, dtype=dtype, reduce_op=reduce_op, root=root,
@@ -404,6 +404,7 @@ class CustomOp(CallCheck, OpParams, LaunchSequence):
             else:
                 out_ptr = self._pool.get("out", out_nbytes)[0]
         elif isinstance(output, DeviceBuffer):
+            output.address(f"operator {self.name}: the output")
             if output.dtype is not dt and output.dtype.name != dt.name:
                 raise ConfigError(f"operator {self.name}: output is a DeviceBuffer of {output.dtype.name}, the result "
                                   f"is {dt.name} (the bytes would be reinterpreted)", key="output")
