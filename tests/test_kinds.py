@@ -375,6 +375,8 @@ def test_run_checks_the_builtins_by_their_kind(tmp_path: Path) -> None:
     assert [(x["collective"], x["check"]) for x in rows] == [(n.replace("send_recv", "sendrecv"), "success")
                                                              for n in names]
     assert [x["size"] for x in rows if x["collective"] in ("reduce_scatter", "alltoall", "scatter")] == [1031 * 3 * 4] * 3
+    # a predicted time for each, also paired send/recv where rank 2 sits out (it used to wait 30 s for rank 2)
+    assert all(x["model_time_us"] and x["model_time_us"] > 0 for x in rows), rows
     r = _hk("run", "allgather", "--np", "3", "--iters", "0", "--algorithm", "ring", "--json", str(js))
     assert r.returncode == 0 and json.loads(js.read_text())["algorithm"] == "ring", r.stdout + r.stderr
 

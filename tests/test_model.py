@@ -52,7 +52,8 @@ for nb in sizes:
         for t in sim["all"]:
             per_rank[t["rank"]] = per_rank.get(t["rank"], 0) + 1
         writes = [t for t in sim["all"] if t["task"] == "write" and t["rank"] == 0]
-        print("SIM " + json.dumps({"bytes": nb, "time_us": sim["time_us"], "max_tasks": max(per_rank.values()),
+        print("SIM " + json.dumps({"bytes": nb, "time_us": sim["time_us"], "ranks": sim["ranks"],
+                                   "max_tasks": max(per_rank.values()),
                                    "writes": writes, "notes": sim["notes"], "critical": sim["critical_path"],
                                    "all": sim["all"] if os.environ.get("SIM_ALL") else []}), flush=True)
 comm.close()
@@ -121,6 +122,16 @@ def test_reproduces_hixl_point_to_point(tmp_path: Path, product: str, link: str,
         gbps = c["bytes"] / us / 1e3
         assert abs(gbps - c["GBps"]) / c["GBps"] <= 0.15, (
             f"{product} {link} {c['bytes']} B: model {gbps:.3f} GB/s, HIXL {c['GBps']} GB/s ({c['source']})")
+
+
+def test_point_to_point_is_modelled_with_its_partners_only(tmp_path: Path) -> None:
+    """Paired send/recv on 3 ranks (bench's sendrecv: 0 <-> 1, rank 2 sits it out): the model
+    takes the ranks the call's tasks dealt with and does not wait for rank 2. It used to wait for
+    rank 2's launch for HCOMM_KIT_MODEL_WAIT seconds (30 by default: `hcomm-kit run send_recv --np
+    3` took 31 s and printed no figure); here the wait is cut to 5 s, which fails the run."""
+    sim, = _run(tmp_path, 3, "A2:1x3", "sendrecv", [4096], env={"HCOMM_KIT_MODEL_WAIT": "5"})
+    assert sim["ranks"] == [0, 1], sim
+    assert sim["time_us"] > 0 and {t["rank"] for t in sim["critical"]} <= {0, 1}, sim
 
 
 # ---------------------------------------------------------------- (b) HCCL's alpha-beta formulas

@@ -282,7 +282,8 @@ class Communicator:
         """Modelled Ascend time (us) of the latest operation this rank ran on this communicator
         (built-in collective or custom operator): the task graph its kernel issued on every rank,
         simulated on the product's parameters (``hcomm_kit/emu/src/model/params``). Waits until
-        every rank has finished that call (``HCOMM_KIT_MODEL_WAIT`` s). None on the CANN backend,
+        every rank taking part has finished that call (``HCOMM_KIT_MODEL_WAIT`` s): the ranks its
+        tasks dealt with, every rank for a collective, the partners for point-to-point calls. None on the CANN backend,
         on one rank (no Hcomm tasks) and with ``HCOMM_KIT_MODEL=0``."""
         self._check_open()
         rt = self.rt

@@ -3,6 +3,7 @@
 #include "hccl/hooks.h"
 #include "model/model.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,27 @@ uint32_t find_launch(const ModelArea& a, uint32_t tag16, uint32_t inst) {
         if (n && L.tag16 == tag16 && L.inst == inst && n > best) best = n;
     }
     return best;
+}
+
+/* Adds to *part the ranks launch `number` of rank area a deals with: the peers of its transfers and
+ * channel notifies, and the recorders of the notifies its waits consumed (ids carry their rank).
+ * True when it also records ACL notifies, whose target rank the log does not know. */
+bool add_partners(const ModelArea& a, uint32_t number, uint32_t nranks, std::vector<char>* part) {
+    const ModelLaunch& L = a.l[number % kModelLaunches];
+    bool unknown = false;
+    uint64_t end = L.end.load(std::memory_order_acquire);
+    for (uint64_t pos = L.first; pos < end; pos++) {
+        const ModelTask& m = a.t[pos % kModelTasks];
+        if (m.launch != number) continue;
+        if (m.peer >= 0 && (uint32_t)m.peer < nranks) (*part)[(uint32_t)m.peer] = 1;
+        uint64_t rec = m.matched.load(std::memory_order_acquire);
+        if (rec != kModelIdValid && (rec & kModelIdValid)) {
+            uint32_t r = (uint32_t)(rec >> 48) & 0x7fff;
+            if (r < nranks) (*part)[r] = 1;
+        }
+        if (m.kind == mkind::RecordAcl) unknown = true;
+    }
+    return unknown;
 }
 
 double wait_default() {
@@ -71,6 +93,12 @@ int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelRe
     }
     uint64_t deadline = now_ns() + (uint64_t)(wait_s * 1e9);
     std::vector<uint32_t> numbers(c->nranks, 0);
+    /* The ranks taking part, found from the logs as their launches finish: this rank, then
+     * everyone their tasks dealt with. A collective reaches every rank; a point-to-point call only
+     * its partners, so a rank that sits it out (the odd rank of paired send/recv) is not waited
+     * for. A launch recording ACL notifies (target unknown to the log) takes in every rank. */
+    std::vector<char> part(c->nranks, 0), found(c->nranks, 0);
+    part[c->rank] = 1;
     for (;;) {
         std::string why;
         if (comm_aborted(c, &why)) {
@@ -78,18 +106,28 @@ int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelRe
             return HCCL_E_INTERNAL;
         }
         uint32_t missing = UINT32_MAX;
-        for (uint32_t r = 0; r < c->nranks && missing == UINT32_MAX; r++) {
-            const ModelArea& a = c->job->model[r];
-            uint32_t n = r == c->rank ? number : find_launch(a, tag16, inst);
-            if (!n || !complete(a.l[n % kModelLaunches], n)) missing = r;
-            numbers[r] = n;
+        for (bool grew = true; grew && missing == UINT32_MAX;) { /* until no new partner turns up */
+            grew = false;
+            for (uint32_t r = 0; r < c->nranks; r++) {
+                if (!part[r] || found[r]) continue;
+                const ModelArea& a = c->job->model[r];
+                uint32_t n = r == c->rank ? number : find_launch(a, tag16, inst);
+                if (!n || !complete(a.l[n % kModelLaunches], n)) {
+                    missing = r;
+                    break;
+                }
+                numbers[r] = n;
+                found[r] = 1;
+                grew = true;
+                if (add_partners(a, n, c->nranks, &part)) std::fill(part.begin(), part.end(), 1);
+            }
         }
         if (missing == UINT32_MAX) break;
         if (now_ns() >= deadline ||
             (gives_up && c->job->ranks[missing].state.load(std::memory_order_acquire) == kRankGone)) {
             *err = strprintf("rank %u has not logged a finished launch of operation '%s' #%u within %.0f s (every "
-                             "rank of communicator '%s' must run the same operation call; HCOMM_KIT_MODEL_WAIT "
-                             "sets the wait)",
+                             "rank of communicator '%s' that the call's tasks deal with must run the same "
+                             "operation call; HCOMM_KIT_MODEL_WAIT sets the wait)",
                              missing, tag.c_str(), inst, wait_s, c->name.c_str());
             return HCCL_E_TIMEOUT;
         }
@@ -104,10 +142,12 @@ int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelRe
             return HCCL_SUCCESS;
         }
     }
-    std::vector<std::vector<ModelInputTask>> tasks(c->nranks);
+    std::vector<std::vector<ModelInputTask>> tasks;
     std::vector<uint32_t> ranks;
     for (uint32_t r = 0; r < c->nranks; r++) {
+        if (!part[r]) continue;
         ranks.push_back(r);
+        tasks.emplace_back();
         const ModelArea& a = c->job->model[r];
         const ModelLaunch& l = a.l[numbers[r] % kModelLaunches];
         uint64_t first = l.first, end = l.end.load(std::memory_order_acquire);
@@ -129,7 +169,7 @@ int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelRe
             t.bytes = m.bytes;
             t.id = kModelIdValid | ((uint64_t)r << 48) | pos;
             t.matched = m.matched.load(std::memory_order_acquire);
-            tasks[r].push_back(t);
+            tasks.back().push_back(t);
         }
         if (l.number.load(std::memory_order_acquire) != numbers[r]) {
             *err = strprintf("rank %u's log of '%s' #%u was overwritten while it was read", r, tag.c_str(), inst);
