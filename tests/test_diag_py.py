@@ -359,14 +359,14 @@ import numpy as np
 import hcomm_kit
 from hcomm_kit.base.errors import HcommKitError
 c = hcomm_kit.init()
-x = np.ones(1 << 16, np.float32)
-c.all_reduce(x)
+x, op = np.ones(1 << 16, sys.argv[1]), sys.argv[2]
+c.all_reduce(x, op)
 if c.rank == 3:
     time.sleep(1.0)          # the others are inside the next all_reduce, waiting for rank 3
     os.kill(os.getpid(), signal.SIGKILL)
 t0 = time.monotonic()
 try:
-    c.all_reduce(x)
+    c.all_reduce(x, op)
     print("NO-ERROR")
 except HcommKitError as e:
     print("ERR", round(time.monotonic() - t0, 2), type(e).__name__, str(e).replace(chr(10), " | ")[:600])
@@ -375,11 +375,19 @@ os._exit(0)
 """
 
 
-def test_sigkill_of_one_of_four_ranks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dtype,op,error", [
+    ("float32", "sum", "RemoteError"),
+    # A2 (the default product) reduces int64 / prod in the kernel (HkDrain: it waits until its
+    # thread's tasks ran, then reduces on the CPU): it waited out HCCL_EXEC_TIMEOUT (1836 s) when a
+    # peer died, since the dropped tasks never wrote the flag it polls
+    pytest.param("int64", "prod", "KernelError", marks=pytest.mark.slow),
+])
+def test_sigkill_of_one_of_four_ranks(tmp_path: Path, dtype: str, op: str, error: str) -> None:
     before = _shm_entries()
     env = dict(os.environ, HCOMM_KIT_WORLD_SIZE="4", HCOMM_KIT_ROOT_INFO=str(tmp_path / "root"))
     env.pop("HCCL_EXEC_TIMEOUT", None)
-    procs = [subprocess.Popen([sys.executable, "-c", _KILL], env=dict(env, HCOMM_KIT_RANK=str(r)),
+    env.pop("HCOMM_KIT_SOC", None)
+    procs = [subprocess.Popen([sys.executable, "-c", _KILL, dtype, op], env=dict(env, HCOMM_KIT_RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(4)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert procs[3].returncode == -signal.SIGKILL
@@ -388,7 +396,7 @@ def test_sigkill_of_one_of_four_ranks(tmp_path: Path) -> None:
         m = re.search(r"ERR ([\d.]+) (\w+) (.*)", out)
         assert m, outs[r]
         assert float(m.group(1)) < 3.5, out      # 1 s of rank 3's sleep + < 2 s to notice
-        assert m.group(2) == "RemoteError" and "rank 3" in m.group(3) and "died" in m.group(3), out
+        assert m.group(2) == error and "rank 3" in m.group(3) and "died" in m.group(3), out
     leftover = [n for n in _shm_entries() - before if any(f".{p.pid}." in n for p in procs)]
     assert leftover == []
 

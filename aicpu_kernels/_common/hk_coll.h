@@ -274,6 +274,11 @@ __attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const Op
         if (spin < 64) {
             continue;
         }
+        if (spin % 64 == 0) {  // every ~1.3 ms: a communicator that failed meanwhile dropped the
+            // tasks, so the flag never comes; reopening the batch then fails, naming why
+            OP_CHECK(param.tag, HcommBatchModeEnd(param.tag));
+            OP_CHECK(param.tag, HcommBatchModeStart(param.tag));
+        }
         struct timespec nap = {0, 20000};
         nanosleep(&nap, nullptr);
         clock_gettime(CLOCK_MONOTONIC, &now);

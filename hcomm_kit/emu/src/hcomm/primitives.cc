@@ -726,6 +726,19 @@ EMU_API int32_t HcommBatchModeStart(const char* batchTag) {
     b.itag = last_itag;
     b.pending.clear();
     kernel_batch_reopened();
+    /* A batch reopened inside a kernel whose earlier tasks went to a communicator that has since
+     * been aborted (a peer died, a task failed, a mismatch): those tasks were dropped, so whatever
+     * the kernel waits for (a flag one of them writes, see the built-ins' HkDrain) never comes.
+     * The batch is open all the same, so the kernel's cleanup (HcommBatchModeEnd) goes as written. */
+    KernelCtx& k = kctx();
+    if (k.active)
+        for (const KernelCtx::OpUse& o : k.ops) {
+            std::string why;
+            if (o.c && comm_aborted(o.c, &why))
+                return seterr(HCCL_E_REMOTE, __func__,
+                              "communicator '%s' of this kernel's earlier tasks was aborted, so they were dropped: %s",
+                              comm_name(o.c), why.c_str());
+        }
     return HCCL_SUCCESS;
 }
 
