@@ -375,8 +375,11 @@ def test_run_checks_the_builtins_by_their_kind(tmp_path: Path) -> None:
     assert [(x["collective"], x["check"]) for x in rows] == [(n.replace("send_recv", "sendrecv"), "success")
                                                              for n in names]
     assert [x["size"] for x in rows if x["collective"] in ("reduce_scatter", "alltoall", "scatter")] == [1031 * 3 * 4] * 3
-    # a predicted time for each, also paired send/recv where rank 2 sits out (it used to wait 30 s for rank 2)
+    # a predicted time for each, also paired send/recv where rank 2 sits out (it used to wait 30 s for rank 2);
+    # --iters 0 checks one call and times nothing (the first call's tens of ms used to show as its time)
     assert all(x["model_time_us"] and x["model_time_us"] > 0 for x in rows), rows
+    assert all(x["time_us"] is None and x["busbw"] is None for x in rows), rows
+    assert "one call, checked, not timed (--iters 0)" in r.stdout, r.stdout
     r = _hk("run", "allgather", "--np", "3", "--iters", "0", "--algorithm", "ring", "--json", str(js))
     assert r.returncode == 0 and json.loads(js.read_text())["algorithm"] == "ring", r.stdout + r.stderr
 

@@ -55,8 +55,9 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
             + (f", algorithm {algorithm}" if target and algorithm else "" if target
                else f", algorithm {algorithm or 'auto'}")
             + f", {'in-place' if inplace else 'out-of-place'}"
-            + f", {iters} iterations after {warmup} warm-ups"
-            + (", each call waited for (--blocking)" if blocking else ", calls enqueued back to back (hccl_test)"))
+            + (", one call, checked, not timed (--iters 0)" if not iters else
+               f", {iters} iterations after {warmup} warm-ups"
+               + (", each call waited for (--blocking)" if blocking else ", calls enqueued back to back (hccl_test)")))
     lines = [what,
              f"# backend {backend}, soc {comm.soc}"
              + (" -- EMULATOR: CPU timings of the emulator on this host, not Ascend hardware figures; notify "
@@ -90,16 +91,18 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
     return "\n".join(lines)
 
 
-def _cell(v: float | None, width: int, fmt: str) -> str:
-    return f"{v:>{width}{fmt}}" if v is not None and v == v else f"{'N/A' if v is None else 'NULL':>{width}s}"
+def _cell(v: float | None, width: int, fmt: str, none: str = "N/A") -> str:
+    """v formatted; ``none`` when there is no value (N/A: no such figure, -: not timed), NULL for NaN."""
+    return f"{v:>{width}{fmt}}" if v is not None and v == v else f"{none if v is None else 'NULL':>{width}s}"
 
 
 def format_row(row: dict[str, Any], compare: "tuple[str, ...] | str | None" = ()) -> str:
     """One table row in the header's column order."""
     compare = _compares(compare)
     wrong = "NULL" if row["wrong"] is None else str(row["wrong"])
-    cells = [f"{row['size']:>16d}", f"{row['time_us']:>13.2f}", _cell(row["algbw"], 19, ".4f"),
-             _cell(row["busbw"], 19, ".4f"), f"{row['check']:>12s}", f"{wrong:>6s}",
+    untimed = "-" if row["time_us"] is None else "N/A"  # `run --iters 0`: checked, not timed
+    cells = [f"{row['size']:>16d}", _cell(row["time_us"], 13, ".2f", "-"), _cell(row["algbw"], 19, ".4f", untimed),
+             _cell(row["busbw"], 19, ".4f", untimed), f"{row['check']:>12s}", f"{wrong:>6s}",
              _cell(row.get("model_time_us"), 14, ".2f"), _cell(row.get("model_algbw"), 17, ".4f"),
              _cell(row.get("model_busbw"), 17, ".4f")]
     for c, w1, w2 in (("builtin", 16, 19), ("mpi", 12, 15)):

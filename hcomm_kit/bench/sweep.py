@@ -149,7 +149,11 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                       f"({'a multiple of ranks x ' if coll.split else ''}{dt.itemsize}-byte elements)", file=out)
             if set_check is not None:
                 _checked_calls(case, set_check)
-            us = _time_ours(case, iters, warmup, blocking)
+            if iters:
+                us: float | None = _time_ours(case, iters, warmup, blocking)
+            else:  # check only (`hcomm-kit run --iters 0`): one untimed call, its result checked
+                case.call(async_op=False)
+                us = None
             model_us = _model_time(comm)
             wrong, first, holdable = case.check() if check else (0, None, True)
             if comm.mpi_comm is not None and comm.size > 1:
@@ -157,7 +161,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                 firsts = comm.mpi_comm.gather(first, root=0)
                 first = next((f for f in (firsts or []) if f), None)
                 holdable = bool(comm.mpi_comm.allreduce(int(holdable), op=_mpi().MIN))
-            alg, bus = _bw(coll, case.data_size, us, comm.size)
+            alg, bus = _bw(coll, case.data_size, us, comm.size) if us is not None else (None, None)
             m_alg, m_bus = _bw(coll, case.data_size, model_us, comm.size) if model_us else (None, None)
             status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")
             row = {"collective": name, "algorithm": algorithm or "auto", "ranks": comm.size, "dtype": dt.name,
@@ -198,5 +202,5 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
         buses = [r["busbw"] for r in rows if r["busbw"] is not None]
         print(f"# Out of bounds values : {total_wrong} {'OK' if total_wrong == 0 else 'FAILED'}", file=out)
         print(f"# Avg bus bandwidth    : {sum(buses) / len(buses):.4f}" if buses else
-              "# Avg bus bandwidth    : N/A (time only)", file=out, flush=True)
+              f"# Avg bus bandwidth    : N/A ({'time only' if iters else 'nothing timed'})", file=out, flush=True)
     return rows
