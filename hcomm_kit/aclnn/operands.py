@@ -12,12 +12,11 @@ from typing import Sequence
 import numpy as np
 
 from ..base.errors import ConfigError
-from ..core.device import DeviceBuffer, Stream, host_ptr
+from ..core.device import _D2H, _H2D, DeviceBuffer, Stream, host_ptr
 from .pool import Block, WorkspacePool, stream_pool
 
 __all__ = ["DeviceView"]
 
-_H2D, _D2H = 1, 2
 _SPAN_FACTOR = 4              # a host view spanning more than 4x its bytes is staged compacted
 
 

@@ -193,8 +193,8 @@ _TABLE: tuple[EnvVar, ...] = (
            "operation can be asked for (bench, run --json, comm.last_model_time); 0 = no log, no model",
            choices=("1", "0")),
     EnvVar("HCOMM_KIT_MODEL_WAIT", "int", 30,
-           "timing model: seconds a rank asking for a modelled time waits for every rank taking part to finish the same "
-           "call",
+           "timing model: seconds a rank asking for a modelled time waits for every rank taking part to "
+           "finish the same call",
            minimum=1, maximum=86400),
     EnvVar("HCOMM_KIT_MODEL_PARAMS", "path", None,
            "timing model: a JSON parameter file replacing the packaged ones (the format hcomm_kit.base.model_params."

@@ -283,8 +283,8 @@ class Communicator:
         (built-in collective or custom operator): the task graph its kernel issued on every rank,
         simulated on the product's parameters (``hcomm_kit/emu/src/model/params``). Waits until
         every rank taking part has finished that call (``HCOMM_KIT_MODEL_WAIT`` s): the ranks its
-        tasks dealt with, every rank for a collective, the partners for point-to-point calls. None on the CANN backend,
-        on one rank (no Hcomm tasks) and with ``HCOMM_KIT_MODEL=0``."""
+        tasks dealt with, every rank for a collective, the partners for point-to-point calls. None
+        on the CANN backend, on one rank (no Hcomm tasks) and with ``HCOMM_KIT_MODEL=0``."""
         self._check_open()
         rt = self.rt
         if rt.backend != "emu" or not rt.has("HcommKitModelLastTime") or self.size < 2:

@@ -253,7 +253,8 @@ class DeviceBuffer:
     def view(self, shape: "int | tuple[int, ...]", dtype: Any = None) -> "DeviceBuffer":
         """A non-owning view of the same memory with another shape/dtype (must fit)."""
         shape = (int(shape),) if np.isscalar(shape) else tuple(shape)
-        v = DeviceBuffer(self.rt, self.address("view(): the buffer"), self.capacity, shape, dtype or self.dtype, owned=False)
+        v = DeviceBuffer(self.rt, self.address("view(): the buffer"), self.capacity, shape, dtype or self.dtype,
+                         owned=False)
         if v.nbytes > self.capacity:
             raise ConfigError(f"view of {v.nbytes} bytes exceeds the buffer's {self.capacity} bytes", key="shape")
         return v

@@ -27,15 +27,12 @@ import numpy as np
 from ..base import dtypes as _dtypes
 from ..base.errors import ConfigError, HcommKitError
 from ..build import pyext
-from ..core.device import DeviceBuffer, host_ptr
-from ..runtime import enums
+from ..core.device import _D2H, _H2D, DeviceBuffer, host_ptr
 from . import callsite as _callsite
 from .custom_op import CustomOp
 
 __all__ = ["FastPlan", "PlannedCalls", "try_fast", "try_fast_host"]
 
-_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
-_D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 # A blocking all_reduce of a host array up to this size goes through a device pair of its own
 # (dtype, shape, op): the repeated device call's plans then apply (PlannedCalls._small_host).
 _SMALL_HOST_BYTES = 64 * 1024

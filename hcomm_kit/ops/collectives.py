@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from ..base import dtypes as _dtypes
-from ..core.device import DeviceBuffer, as_host_array, host_ptr
+from ..core.device import _D2H, _H2D, DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
 from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
-from .call_plans import _D2H, _H2D, FastPlan, PlannedCalls, try_fast, try_fast_host
+from .call_plans import FastPlan, PlannedCalls, try_fast, try_fast_host
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..base.validate import as_count, as_rank, check_out_array

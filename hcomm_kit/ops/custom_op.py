@@ -36,7 +36,7 @@ from ..base.errors import AclError, CollectiveMismatchError, ConfigError, HcclEr
 from ..base.resources import aicpu_kernels_dir
 from ..base.validate import as_count, as_rank, check_out_array, check_timeout
 from ..build.opmodel import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
-from ..core.device import BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
+from ..core.device import _D2H, _H2D, BufferPool, DeviceBuffer, Event, Stream, as_host_array, host_ptr
 from ..runtime import enums, structs
 from .call_check import CallCheck
 from .launch_seq import LaunchSequence
@@ -51,8 +51,6 @@ PRODUCT_OF_DEV_TYPE = {0: "Ascend910B", 1: "Ascend910_93", 2: "Ascend950"}
 #: The reducing built-ins (directories of aicpu_kernels/) and the HCCL API whose dtype/op rules
 #: (hcomm_kit.base.dtypes.HCCL_API_REDUCE) they follow, however they are loaded.
 BUILTIN_HCCL_API = {"allreduce": "HcclAllReduce", "reduce": "HcclReduce", "reduce_scatter": "HcclReduceScatter"}
-_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
-_D2H = int(enums.MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
 _UINT16_MAX = 0xFFFF
 _MAX_TIMEOUT_S = 0xFFFFFFFE                 # uint32 seconds in OpParam / Hcomm waits (~136 years)
 _OP_TYPES = {"ring-allreduce": enums.HcclCMDType.HCCL_CMD_ALLREDUCE,

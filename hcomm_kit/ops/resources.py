@@ -13,13 +13,13 @@ import ctypes
 import threading
 from pathlib import Path
 
+from ..core.device import _H2D
 from ..runtime import enums, structs
 
 __all__ = ["Resources", "load_function"]
 
 CPU_TS = int(enums.CommEngine.COMM_ENGINE_CPU_TS)
 AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
-_H2D = int(enums.MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
 
 # Loaded binaries are per process (the device of this process): json path -> (binHandle, {kernel: func}).
 _BINARIES: dict[str, tuple[int, dict[str, int]]] = {}
