@@ -42,7 +42,9 @@ RANK = textwrap.dedent('''
             str(ready)], start_new_session=True).pid
         while not ready.exists():           # it ignores them from now on (a loaded machine starts it late)
             time.sleep(0.01)
-    (out / f"rank{rank}.json").write_text(json.dumps(info))
+    tmp = out / f".rank{rank}.json.tmp"     # whole or absent: the test reads it as soon as it exists
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, out / f"rank{rank}.json")
     while True:                             # "stuck": answer state dumps like the emulator does
         if (jd / "dump.request").exists() and not (jd / f"rank{rank}.state.json").exists():
             tmp = jd / f".rank{rank}.tmp"
