@@ -65,11 +65,23 @@ struct KernelTask : Task {
         d->kind = TaskDiag::Kernel;
         if (!d->brief) d->what = "kernel " + f->func_name;
     }
+    bool recycle() override;
+    void reuse() { /* as made, the argument buffer's storage kept */
+        args.clear();
+        ph.clear();
+        dev_args = nullptr;
+        dev_args_size = 0;
+        done_word = nullptr;
+        helps = false;
+    }
 };
+
+Recycler<KernelTask>& g_kernel_tasks = *new Recycler<KernelTask>(); /* leaky: workers may outlive exit */
+bool KernelTask::recycle() { return args.capacity() <= 4096 && g_kernel_tasks.give(this); }
 
 /* A launch of f on numBlocks blocks with its launch timeout (0: none); arguments set by the caller. */
 std::unique_ptr<KernelTask> kernel_task(Func* f, uint32_t numBlocks, uint64_t timeout_ns) {
-    auto t = std::make_unique<KernelTask>();
+    auto t = g_kernel_tasks.take();
     t->f = f;
     t->blocks = numBlocks;
     t->timeout_ns = timeout_ns;
@@ -88,7 +100,17 @@ int KernelTask::run(Stream* s, std::string* msg) {
     entry_t entry = reinterpret_cast<entry_t>(f->fn);
     const char* kname = f->func_name.c_str();
     uint64_t seq = g_kseq.fetch_add(1) + 1;
-    auto run = std::make_shared<KernelRun>();
+    /* The thread's last launch record serves again unless someone still holds it (a hang report,
+     * the watchdog): a launch allocates nothing for it in the steady state. */
+    static thread_local std::shared_ptr<KernelRun> tl_run;
+    std::shared_ptr<KernelRun> run;
+    if (tl_run && tl_run.use_count() == 1) {
+        run = tl_run;
+        run->reset();
+    } else {
+        run = std::make_shared<KernelRun>();
+        tl_run = run;
+    }
     run->tid = this_tid();
     run->code = f->code;
     run->kernel = f->func_name;
@@ -110,7 +132,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     if (timeout_ns) watchdog_arm(s, t_start + timeout_ns, seq);
     install_handlers();
     KernelCtx& k = kctx();
-    k = KernelCtx();
+    k.reset();
     k.active = true;
     k.dev = s->dev;
     k.kernel = kname;
@@ -132,7 +154,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     uint64_t t_end = acl_hooks.trace_kernel ? now_ns() : 0; /* only traces read it */
     guard_leave();
     set_current_ctx(saved_ctx);
-    std::vector<Comm*> used; /* communicators this kernel worked on: told when it fails */
+    std::vector<Comm*>& used = k.used; /* communicators this kernel worked on: told when it fails */
     for (auto& o : k.ops)
         if (o.c && std::find(used.begin(), used.end(), o.c) == used.end()) used.push_back(o.c);
     for (Comm* c : k.acquired)

@@ -190,6 +190,7 @@ static void worker_main(Stream* s, uint64_t gen) {
             if (rc) stream_note_error_locked(s, rc, msg);
         }
         stream_task_done(s, t.get());
+        task_end(t);
     }
     worker_thread_fini();
     abandoned_exit(s);
@@ -230,6 +231,7 @@ static bool inline_run_one(Stream* s, uint64_t last) {
         if (rc) stream_note_error_locked(s, rc, msg);
     }
     stream_task_done(s, t.get());
+    task_end(t);
     return true;
 }
 

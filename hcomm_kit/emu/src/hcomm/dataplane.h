@@ -73,6 +73,8 @@ struct ThreadView {
 int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind);
 /* Submits tasks to a device thread and wakes the device scheduler. */
 void hthread_submit(HThread* t, std::vector<HTask>&& tasks);
+/* One task, as hthread_submit (no vector made for a thread bound to a stream). */
+void hthread_submit_one(HThread* t, HTask&& task);
 /* Runs runnable device threads of dev once; returns true if any task made progress. */
 bool sched_pass(Device* dev);
 void sched_start(Device* dev);

@@ -157,9 +157,7 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
                       "rank %d: %s must run in batch mode (call HcommBatchModeStart first); only Ascend950 supports "
                       "eager mode",
                       c.rank, cfg().soc_name.c_str());
-    std::vector<HTask> v;
-    v.push_back(std::move(h));
-    hthread_submit(c.t, std::move(v));
+    hthread_submit_one(c.t, std::move(h));
     return HCCL_SUCCESS;
 }
 
@@ -748,10 +746,14 @@ EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
     if (!b.active) return seterr(HCCL_E_PARA, __func__, "no batch is open on this thread (tag '%s')", tag);
     if (b.tag != tag)
         return seterr(HCCL_E_PARA, __func__, "tag '%s' does not match the open batch '%s'", tag, b.tag.c_str());
-    auto pending = std::move(b.pending);
+    /* The batch's list moves out (to this thread's list of the last batch, whose storage the
+     * batch state takes back): neither is allocated again per batch. */
+    static thread_local std::vector<std::pair<HThread*, std::vector<HTask>>> tl_submitting;
+    std::vector<std::pair<HThread*, std::vector<HTask>>>& pending = tl_submitting;
+    pending.clear();
+    pending.swap(b.pending);
     b.active = false; /* the tag's buffer is kept for the next batch */
     b.itag = nullptr;
-    b.pending.clear();
     for (auto& p : pending) {
         for (HTask& h : p.second) h.bsize = (uint32_t)p.second.size();
         hthread_submit(p.first, std::move(p.second));
@@ -761,6 +763,7 @@ EMU_API int32_t HcommBatchModeEnd(const char* batchTag) {
             tl_spare.push_back(std::move(p.second));
         }
     }
+    pending.clear();
     return HCCL_SUCCESS;
 }
 
@@ -778,7 +781,8 @@ EMU_API int32_t HcommAcquireComm(const char* commId) {
      * and could not be stopped holds it for good: fail instead of waiting forever. */
     std::string why;
     bool lost = false;
-    if (!comm_use_acquire(c, [&] {
+    /* try_lock first: the stop test below is a std::function (an allocation) made only to wait */
+    if (!comm_use_lock(c).try_lock() && !comm_use_acquire(c, [&] {
             lost = k.dev && k.dev->lost.load();
             return lost || comm_aborted(c, &why);
         })) {

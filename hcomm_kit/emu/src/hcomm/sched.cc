@@ -574,16 +574,43 @@ static int aborted_code(Device* dev, Comm* comm, uint64_t started_ns) {
 namespace {
 struct HTaskStreamTask : Task {
     HThread* t;
-    std::vector<HTask> tasks;
+    /* The tasks: `one` when a single task was submitted (a host thread's eager record or wait, the
+     * usual case: no vector to allocate per call), else `many`. */
+    HTask one;
+    std::vector<HTask> many;
+    bool single = false;
     std::atomic<int> cur{-1};           /* index of the task being run (hang reports) */
     std::atomic<uint64_t> since{0};
-    HTaskStreamTask(HThread* th, std::vector<HTask>&& v) : t(th), tasks(std::move(v)) {
-        for (const HTask& h : tasks)
-            if (h.op == HOp::Wait) helps = true;
+    void set(HThread* th, std::vector<HTask>&& v) {
+        t = th;
+        many = std::move(v);
+        init();
     }
+    void set(HThread* th, HTask&& h) {
+        t = th;
+        one = std::move(h);
+        single = true;
+        init();
+    }
+    void init() {
+        for (size_t i = 0; i < size(); i++)
+            if (at(i).op == HOp::Wait) helps = true;
+    }
+    void reuse() { /* as made (set() follows) */
+        many.clear();
+        single = false;
+        cur.store(-1, std::memory_order_relaxed);
+        since.store(0, std::memory_order_relaxed);
+        done_word = nullptr;
+        helps = false;
+    }
+    bool recycle() override;
+    size_t size() const { return single ? 1 : many.size(); }
+    HTask& at(size_t i) { return single ? one : many[i]; }
+    const HTask& at(size_t i) const { return single ? one : many[i]; }
     int run(Stream* s, std::string* msg) override {
-        for (size_t i = 0; i < tasks.size(); i++) {
-            HTask& h = tasks[i];
+        for (size_t i = 0; i < size(); i++) {
+            HTask& h = at(i);
             cur.store((int)i, std::memory_order_relaxed);
             if (h.op != HOp::Wait) {
                 std::string m;
@@ -634,17 +661,17 @@ struct HTaskStreamTask : Task {
         d->comm = t->comm;
         int i = cur.load(std::memory_order_relaxed);
         size_t from = i < 0 ? 0 : (size_t)i;
-        if (i >= 0 && tasks[from].op == HOp::Wait) {
+        if (i >= 0 && at(from).op == HOp::Wait) {
             d->kind = TaskDiag::Wait;
-            d->wait = &tasks[from];
+            d->wait = &at(from);
             d->since_ns = since.load(std::memory_order_relaxed);
-            if (!d->brief) d->what = strprintf("%s (%s)", tasks[from].api, thread_name(thread_code(t)).c_str());
+            if (!d->brief) d->what = strprintf("%s (%s)", at(from).api, thread_name(thread_code(t)).c_str());
             from++;
         } else if (!d->brief) {
             d->what = strprintf("Hcomm tasks of %s", thread_name(thread_code(t)).c_str());
         }
-        for (size_t k = from; k < tasks.size(); k++) {
-            const HTask& h = tasks[k];
+        for (size_t k = from; k < size(); k++) {
+            const HTask& h = at(k);
             if (h.op == HOp::Record) d->records.emplace_back(h.slot_ctl, h.slot);
             if (h.has_post_record) d->records.emplace_back(h.post_ctl, h.post_slot);
         }
@@ -652,8 +679,27 @@ struct HTaskStreamTask : Task {
 };
 }  // namespace
 
+namespace {
+Recycler<HTaskStreamTask>& g_stream_htasks = *new Recycler<HTaskStreamTask>(); /* leaky: workers may outlive exit */
+}
+bool HTaskStreamTask::recycle() { return many.capacity() <= 64 && g_stream_htasks.give(this); }
+
 std::unique_ptr<Task> make_htask_stream_task(HThread* t, std::vector<HTask>&& tasks) {
-    return std::make_unique<HTaskStreamTask>(t, std::move(tasks));
+    auto task = g_stream_htasks.take();
+    task->set(t, std::move(tasks));
+    return task;
+}
+
+void hthread_submit_one(HThread* t, HTask&& task) {
+    if (t->stream_bound) {
+        auto st = g_stream_htasks.take();
+        st->set(t, std::move(task));
+        stream_enqueue(t->stream, std::move(st));
+        return;
+    }
+    std::vector<HTask> v;
+    v.push_back(std::move(task));
+    hthread_submit(t, std::move(v));
 }
 
 /* ---------------------------------------------------------------- the runtime's hooks */
