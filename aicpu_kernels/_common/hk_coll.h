@@ -238,6 +238,7 @@ static inline HcclResult HkSideCopyJoin(const OpParam &param, const AlgResourceC
  * int64 on A2). Results follow the emulator's reduce semantics: integers wrap modulo 2^n, fp16
  * products are rounded once to fp16 (round to nearest even), combined in the same order. */
 #define HK_SYNC_BYTES HK_SLICE_ALIGN_BYTES  /* tail of the own HCCL buffer holding the drain words */
+#define HK_SYNC_FLAGS (HK_SYNC_BYTES / 8 - 1)  /* flag words in turn; the last word counts the drains */
 
 /* True when the Hcomm reduce primitives take (dataType, reduceOp) on this product. */
 static inline bool HkPrimitiveReduces(const OpParam &param)
@@ -259,7 +260,15 @@ __attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const Op
                                                                         const AlgResourceCtx &resCtx,
                                                                         ThreadHandle thread, uint8_t *sync)
 {
-    uint64_t *const flag = reinterpret_cast<uint64_t *>(sync);
+    // A flag word of its own per drain (words 0..HK_SYNC_FLAGS-1 in turn; the last word counts the
+    // drains, kernel-private), so a drain ends only on its own token copy, which the thread runs
+    // after every earlier task. With one word for all drains, 8 loaded ranks sometimes saw the
+    // token while the thread's Read into scratch had not run yet (a copy of an earlier drain can
+    // land late there), and the kernel combined stale scratch data: silently wrong results.
+    uint64_t *const words = reinterpret_cast<uint64_t *>(sync);
+    const uint64_t drainNo = words[HK_SYNC_FLAGS] + 1;
+    words[HK_SYNC_FLAGS] = drainNo;
+    uint64_t *const flag = words + drainNo % HK_SYNC_FLAGS;
     const void *const tokenSrc = &resCtx.localBuffer.addr;
     uint64_t token;
     memcpy(&token, tokenSrc, sizeof token);
