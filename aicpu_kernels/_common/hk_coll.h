@@ -262,9 +262,11 @@ __attribute__((no_sanitize("thread"))) static inline HcclResult HkDrain(const Op
 {
     // A flag word of its own per drain (words 0..HK_SYNC_FLAGS-1 in turn; the last word counts the
     // drains, kernel-private), so a drain ends only on its own token copy, which the thread runs
-    // after every earlier task. With one word for all drains, 8 loaded ranks sometimes saw the
-    // token while the thread's Read into scratch had not run yet (a copy of an earlier drain can
-    // land late there), and the kernel combined stale scratch data: silently wrong results.
+    // after every earlier task. A copy may store its bytes more than once (glibc's memmove of 8
+    // bytes stores the first and the last 8, the same word twice; a DMA engine may split too):
+    // with one word for all drains, the copy's second store could land after the next drain had
+    // reset the word, which then ended before its thread's Read ran, and the kernel combined stale
+    // scratch data (8 loaded ranks: a slice silently missed one rank's contribution).
     uint64_t *const words = reinterpret_cast<uint64_t *>(sync);
     const uint64_t drainNo = words[HK_SYNC_FLAGS] + 1;
     words[HK_SYNC_FLAGS] = drainNo;
