@@ -139,6 +139,10 @@ _TABLE: tuple[EnvVar, ...] = (
            "emulator waits spin this many microseconds before sleeping on a futex; a wait for another rank "
            "spins only when every rank has a CPU, then yields the CPU for up to 1 ms first "
            "(default 20, 0 on a single-CPU machine: sleep at once)", minimum=0, maximum=1000000),
+    EnvVar("HCOMM_KIT_FAULT_COPY_RESTORE_US", "int", 0,
+           "fault injection for tests: an emulated device copy of at most 16 bytes stores its bytes once more "
+           "this many microseconds later, as a copy split into several stores may (0 = off)",
+           minimum=0, maximum=1000000),
     EnvVar("HCOMM_KIT_PIN", "choice", "auto",
            "emulator: bind each rank's process to one CPU (auto = when the ranks of the node nearly fill its "
            "CPUs: ranks <= CPUs < 2 x ranks; 1 = always; 0 = never; never when already bound to one CPU)",

@@ -210,6 +210,9 @@ bool config_load(std::string* err) {
     v = ncpu >= 2 ? 20 : 0;
     if (!env_u64("HCOMM_KIT_SPIN_US", 0, 1000000, &v, err)) return false;
     c.spin_ns = v * 1000;
+    v = 0;
+    if (!env_u64("HCOMM_KIT_FAULT_COPY_RESTORE_US", 0, 1000000, &v, err)) return false;
+    c.copy_restore_us = (uint32_t)v;
     v = 200;
     if (!env_u64("HCCL_BUFFSIZE", 1, 65536, &v, err)) return false;
     c.hccl_buffsize = v << 20;

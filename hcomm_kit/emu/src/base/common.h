@@ -95,6 +95,10 @@ struct Config {
     bool trace_model_clock = false;        /* HCOMM_KIT_TRACE_CLOCK=model: the trace's tasks on the timing model's clock */
     std::string job_dir;                   /* HCOMM_KIT_JOB_DIR: launcher's per-job directory (state dumps) */
     uint32_t progress_s = 10;              /* HCOMM_KIT_PROGRESS_SECONDS: a line per long wait this often */
+    /* HCOMM_KIT_FAULT_COPY_RESTORE_US (fault injection, tests): a device copy of at most 16 bytes
+     * stores its bytes once more this many microseconds later, as a copy split into several stores
+     * may (glibc's memmove of 8-16 bytes stores twice; a DMA engine may split); 0 = off. */
+    uint32_t copy_restore_us = 0;
 };
 /* Why a communicator was aborted: decides the code every rank's failing stream reports. */
 enum class AbortKind : uint32_t { Other = 0, Timeout, Deadlock, Check, Crash, PeerDead, Mismatch, KernelTimeout };

@@ -18,6 +18,7 @@
 
 #include <climits>
 #include <cstring>
+#include <unistd.h>
 #include <set>
 
 namespace emu {
@@ -217,8 +218,17 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
                     return -4;
                 }
             }
-            if (t.op == HOp::Copy) memmove(t.dst, t.src, t.n);
-            else reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
+            if (t.op == HOp::Copy && t.n <= 16 && cfg().copy_restore_us) { /* fault injection (tests) */
+                uint8_t bytes[16];
+                memcpy(bytes, t.src, t.n);
+                memcpy(t.dst, bytes, t.n);
+                usleep(cfg().copy_restore_us);
+                memcpy(t.dst, bytes, t.n); /* the same bytes stored again, late */
+            } else if (t.op == HOp::Copy) {
+                memmove(t.dst, t.src, t.n);
+            } else {
+                reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
+            }
             if (t.has_post_record) {
                 std::string f = hooks::record_slot(t, self, t.post_ctl, t.post_slot, t.post_rank, t.chan_rec);
                 if (!f.empty()) {
