@@ -141,14 +141,14 @@ def test_data_movement_every_dtype(comm) -> None:
 
 
 # ---- a staged reduction's drain ends only on its own copy -----------------------------------------
-@pytest.mark.mpi(np=[2, NP3], env={**SMALL_BUF, "HCOMM_KIT_FAULT_COPY_RESTORE_US": "3000"}, timeout=120)
+@pytest.mark.mpi(np=[2, NP3], env={**SMALL_BUF, "HCOMM_KIT_FAULT_COPY_RESTORE_US": "1000"}, timeout=120)
 def test_staged_drain_is_not_ended_by_a_late_store(comm, mpi_np) -> None:
     """A2 int64 / prod reductions are combined in the kernel after HkDrain, which waits for a token
-    the thread copies last. With every small copy storing its bytes again 3 ms later (as glibc's
+    the thread copies last. With every small copy storing its bytes again 1 ms later (as glibc's
     8-byte memmove stores twice), a drain that shared its flag word with the previous one ended at
     that late store, before its own Read ran: slices of the result silently lacked a rank's data."""
     n, r = comm.size, comm.rank
-    count = 3 * 65520 + 17  # several 1 MB-buffer slices and a tail
+    count = 2 * 65520 + 17  # two 1 MB-buffer slices and a tail
     for rop, dtype in (("sum", "int64"), ("prod", "fp32")):
         ins = all_data(n, count, dtype, rop, seed=5)
         want = reference.reduce(ins, rop, dtype)
