@@ -143,6 +143,12 @@ _TABLE: tuple[EnvVar, ...] = (
            "fault injection for tests: an emulated device copy of at most 16 bytes stores its bytes once more "
            "this many microseconds later, as a copy split into several stores may (0 = off)",
            minimum=0, maximum=1000000),
+    EnvVar("HCOMM_KIT_FAULT_FINDING_HOLD_MS", "int", 0,
+           "fault injection for tests: a device thread's checker finding meets HcclCommDestroy of its "
+           "communicator: the destroy first lets the device threads run their queued tasks until they are idle "
+           "or one holds a finding, and a finding is held, before its report is written, until the destroy "
+           "began; each wait at most this many milliseconds (0 = off)",
+           minimum=0, maximum=600000),
     EnvVar("HCOMM_KIT_PIN", "choice", "auto",
            "emulator: bind each rank's process to one CPU (auto = when the ranks of the node nearly fill its "
            "CPUs: ranks <= CPUs < 2 x ranks; 1 = always; 0 = never; never when already bound to one CPU)",

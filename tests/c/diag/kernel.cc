@@ -14,7 +14,7 @@ namespace {
 
 char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
 
-enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT };
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT, HELD };
 
 /* The scaffold's ring-allreduce (templates/.../ring-allreduce.cc.jinja) on BLOCK bytes of int32, one
  * slice: copy in, n-1 write-reduce steps, n-1 write steps, copy out. RING_SHIFT: bugRank's final copy
@@ -96,6 +96,18 @@ int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
         CK(HcommChannelNotifyWaitOnThread(t, r.channels[pv].handle, DATA, WAIT_TIMEOUT));
         return 0;
     }
+    if (bug == HELD) {
+        /* bugRank: t0 records the ACK notify of the next rank twice, nobody waits for it: a lost
+         * notify. The host does not wait for this call's "done" (scenario "Held-"), so the device
+         * threads run it on the executor while the host goes on to HcclCommDestroy;
+         * HCOMM_KIT_FAULT_FINDING_HOLD_MS holds the finding until then. */
+        if (me) {
+            const ChannelInfo& next = r.channels[(r.rank + 1) % r.rankSize];
+            CK(HcommChannelNotifyRecordOnThread(t, next.handle, ACK));
+            CK(HcommChannelNotifyRecordOnThread(t, next.handle, ACK));  // BUG: twice, never waited for
+        }
+        return 0;
+    }
     if (bug == RING || bug == RING_SHIFT) return Ring(p, r, bug == RING_SHIFT && me);
     if (bug == P2P || bug == P2P_SHIFT) return P2p(p, r, bug == P2P_SHIFT && me);
     if (bug == CYCLE) {
@@ -169,3 +181,4 @@ extern "C" unsigned int DgRing(OpParam* p) { return Run(p, RING); }
 extern "C" unsigned int DgRingShift(OpParam* p) { return Run(p, RING_SHIFT); }
 extern "C" unsigned int DgP2p(OpParam* p) { return Run(p, P2P); }
 extern "C" unsigned int DgP2pShift(OpParam* p) { return Run(p, P2P_SHIFT); }
+extern "C" unsigned int DgHeld(OpParam* p) { return Run(p, HELD); }

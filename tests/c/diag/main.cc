@@ -4,7 +4,9 @@
  *   diag_main <json> threads <n> <scenarios> <bugRank>
  *   diag_main <json> mpi <rootfile> <scenarios> <bugRank>
  *
- * scenarios: comma-separated kernel names without "Dg" (Good, Missing, ...). Each launch is
+ * scenarios: comma-separated kernel names without "Dg" (Good, Missing, ...); a name ending in "-"
+ * (Held-) launches without the host's wait for the kernel's "done" notify (the stream's sync then
+ * returns once the kernel has queued its tasks, which the device threads may still be running). Each launch is
  * synchronised with aclrtSynchronizeStream (no timeout: HCCL_EXEC_TIMEOUT keeps its 1836 s
  * default), like a C host that only checks return codes. Per launch every rank prints
  *   RESULT rank=<r> scenario=<s> rc=<code> secs=<t>
@@ -116,7 +118,7 @@ int setup(Rank& R, const HcclRootInfo* root) {
     return 0;
 }
 
-int launch(Rank& R, const std::string& name) {
+int launch(Rank& R, const std::string& name, bool wait_done) {
     {
         std::lock_guard<std::mutex> g(g_bin_m);
         if (!g_bin) {
@@ -138,7 +140,7 @@ int launch(Rank& R, const std::string& name) {
     CHECK(aclrtKernelArgsAppend(args, &R.param, sizeof R.param, &ph));
     CHECK(aclrtKernelArgsFinalize(args));
     CHECK(aclrtLaunchKernelWithConfig(fn, 1, R.stream, nullptr, args, nullptr));
-    CHECK(HcommThreadNotifyWaitOnThread(R.cpu, 0, 0));  /* "done", no timeout */
+    if (wait_done) CHECK(HcommThreadNotifyWaitOnThread(R.cpu, 0, 0));  /* "done", no timeout */
     return 0;
 }
 
@@ -181,11 +183,13 @@ int check_ring_p2p(Rank& R, bool ring) {
 
 int run_rank(Rank& R, const HcclRootInfo* root, const std::vector<std::string>& scenarios) {
     if (setup(R, root)) return 1;
-    for (const std::string& s : scenarios) {
+    for (std::string s : scenarios) {
+        bool wait_done = s.back() != '-';
+        if (!wait_done) s.pop_back();
         CHECK(HcclBarrier(R.comm, R.stream));
         CHECK(aclrtSynchronizeStream(R.stream));
         auto t0 = std::chrono::steady_clock::now();
-        if (launch(R, s)) return 1;
+        if (launch(R, s, wait_done)) return 1;
         int rc = aclrtSynchronizeStream(R.stream);
         double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const char* m = aclGetRecentErrMsg();

@@ -213,6 +213,9 @@ bool config_load(std::string* err) {
     v = 0;
     if (!env_u64("HCOMM_KIT_FAULT_COPY_RESTORE_US", 0, 1000000, &v, err)) return false;
     c.copy_restore_us = (uint32_t)v;
+    v = 0;
+    if (!env_u64("HCOMM_KIT_FAULT_FINDING_HOLD_MS", 0, 600000, &v, err)) return false;
+    c.finding_hold_ms = (uint32_t)v;
     v = 200;
     if (!env_u64("HCCL_BUFFSIZE", 1, 65536, &v, err)) return false;
     c.hccl_buffsize = v << 20;

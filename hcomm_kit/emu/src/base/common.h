@@ -99,6 +99,10 @@ struct Config {
      * stores its bytes once more this many microseconds later, as a copy split into several stores
      * may (glibc's memmove of 8-16 bytes stores twice; a DMA engine may split); 0 = off. */
     uint32_t copy_restore_us = 0;
+    /* HCOMM_KIT_FAULT_FINDING_HOLD_MS (fault injection, tests): a device thread that made a checker
+     * finding holds it before writing the report until its communicator's HcclCommDestroy began (or
+     * this many ms passed); 0 = off. */
+    uint32_t finding_hold_ms = 0;
 };
 /* Why a communicator was aborted: decides the code every rank's failing stream reports. */
 enum class AbortKind : uint32_t { Other = 0, Timeout, Deadlock, Check, Crash, PeerDead, Mismatch, KernelTimeout };

@@ -31,6 +31,21 @@ std::string check_finding(Comm* c, const std::string& text) {
     return full + " (HCOMM_KIT_CHECK=warn reports without failing; =0 turns the checker off)";
 }
 
+namespace {
+/* HCOMM_KIT_FAULT_FINDING_HOLD_MS (tests): the finding just made by a device thread waits, before its
+ * report is written, until the host began HcclCommDestroy (which waits for it, see there), or the
+ * time passed: the window in which another rank's error let the host tear the communicator down
+ * while this thread still reports. */
+void finding_hold(Comm* c) {
+    uint32_t ms = cfg().finding_hold_ms;
+    if (!ms || !c) return;
+    c->findings_held.fetch_add(1);
+    for (uint64_t until = now_ns() + (uint64_t)ms * 1000000ull; !c->destroying.load() && now_ns() < until;)
+        usleep(1000);
+    usleep(20000); /* and lets the destroy go on into the teardown */
+}
+}  // namespace
+
 std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan) {
     bool chk = check_mode() != 0, tr = trace_on();
     if (!chk && !tr) {
@@ -76,6 +91,7 @@ std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slo
     doorbell_ring(ctl);
     if (!old) return "";
     if (c && comm_aborted(c, nullptr)) return ""; /* leftovers of the operation that failed */
+    finding_hold(c);
     std::string who = self ? strprintf("rank %d %s", rank, thread_name(code).c_str()) : std::string("the host");
     std::string at = t.caller ? " at " + code_line(t.caller) : std::string();
     std::string text = strprintf(
@@ -117,10 +133,11 @@ bool consume_slot(const HTask& t, HThread* self, std::string* finding) {
     bool same = ptag == t.tag16;
     if (same) {
         if (d_inst == 0 || (chan && d_use == 0)) return true;
-    } else {
-        if (chan && d_use == 0) return true;               /* paired operators of different names */
-        if (!comm_op_tag(t.comm, ptag, &other)) return true; /* a tag this rank never ran: no claim */
+    } else if (chan && d_use == 0) {
+        return true; /* paired operators of different names */
     }
+    finding_hold(t.comm);
+    if (!same && !comm_op_tag(t.comm, ptag, &other)) return true; /* a tag this rank never ran: no claim */
     int rank = comm_rank(t.comm);
     std::string waiter = strprintf("rank %d %s, %s (%s%s on %s, %s)", rank, thread_name(thread_code(self)).c_str(),
                                    task_pos(t.bidx, t.bsize).c_str(), t.api,

@@ -349,7 +349,12 @@ void diag_comm_removed(Comm* c) {
     }
     if (!left.empty()) {
         std::string all;
-        for (auto& s : left) all += (all.empty() ? "" : "; ") + s.first + " (set by " + prov_text(c, s.second).substr(12) + ")";
+        const std::string lead = "an earlier record by ";
+        for (auto& s : left) {
+            std::string by = prov_text(c, s.second); /* "an earlier record by rank 0 thread t0 for op 'x'" */
+            if (!by.compare(0, lead.size(), lead)) by = by.substr(lead.size());
+            all += (all.empty() ? "" : "; ") + s.first + " (set by " + by + ")";
+        }
         std::string text = strprintf("[hcomm-kit check] rank %u: notifies left set when communicator %s was destroyed "
                                      "(recorded by an operation but never waited for: a doubled or extra record): %s",
                                      c->rank, c->name.c_str(), all.c_str());

@@ -23,7 +23,7 @@ int32_t vc_index(HThread* t) {
     if (t->vcg != -1) return t->vcg;
     Comm* c = t->comm;
     if (!c || !c->job) return t->vcg = -2;
-    std::lock_guard<std::mutex> g(c->m);
+    std::lock_guard<std::mutex> g(c->ops_m);
     if (c->vc_threads >= kVcPerRank) return t->vcg = -2;
     return t->vcg = (int32_t)(c->rank * kVcPerRank + c->vc_threads++);
 }

@@ -93,15 +93,17 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
             c->diag_threads = c->threads;
             c->diag_chans.clear();
             for (auto& kv : c->channels) c->diag_chans.emplace_back(std::get<1>(kv.first), kv.second);
-            c->diag_ops.assign(c->ops.begin(), c->ops.end());
             cm.unlock();
         }
         threads = c->diag_threads;
         chans = c->diag_chans;
-        ops = c->diag_ops;
         copy_str(s->host_call, c->cp_what.c_str());
         s->host_call_since = c->cp_since;
         s->host_connect = c->cp_peers;
+    }
+    {
+        std::lock_guard<std::mutex> og(c->ops_m);
+        ops.assign(c->ops.begin(), c->ops.end());
     }
     std::vector<KSeen> ks;
     auto seen = [&](const HTask& h) {

@@ -262,7 +262,7 @@ int comm_rank(Comm* c) { return (int)c->rank; }
 const char* comm_name(Comm* c) { return c->name.c_str(); }
 
 bool comm_op_tag(Comm* c, uint32_t tag16, std::string* tag) {
-    std::lock_guard<std::mutex> g(c->m);
+    std::lock_guard<std::mutex> g(c->ops_m);
     auto it = c->ops.find(tag16);
     if (it == c->ops.end()) return false;
     if (tag) *tag = it->second.tag;
@@ -270,7 +270,7 @@ bool comm_op_tag(Comm* c, uint32_t tag16, std::string* tag) {
 }
 
 uint32_t comm_op_begin(Comm* c, uint32_t tag16, const char* tag, uint64_t kseq) {
-    std::lock_guard<std::mutex> g(c->m);
+    std::lock_guard<std::mutex> g(c->ops_m);
     Comm::OpTrack& e = c->ops[tag16];
     if (e.tag.empty()) e.tag = tag;
     uint32_t n = ++e.started;
@@ -279,7 +279,7 @@ uint32_t comm_op_begin(Comm* c, uint32_t tag16, const char* tag, uint64_t kseq) 
 }
 
 void comm_op_submitted(Comm* c, uint32_t tag16, uint32_t inst) {
-    std::lock_guard<std::mutex> g(c->m);
+    std::lock_guard<std::mutex> g(c->ops_m);
     auto it = c->ops.find(tag16);
     if (it != c->ops.end() && it->second.submitted < inst) it->second.submitted = inst;
 }
@@ -438,7 +438,12 @@ EMU_API HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
 
 namespace {
 /* Frees everything a communicator owns in this process; peers may still run (they keep their
- * own mappings of our buffer, and our device control block stays). */
+ * own mappings of our buffer, and our device control block stays).
+ *
+ * Lock order (comm.h): what the teardown waits for here (a device thread's runner leaving it, an
+ * internal stream draining) may need the communicator's locks to finish its task (the checker
+ * names operations, the race checker hands out clocks): the waits happen with no lock of the
+ * communicator held, on lists taken out of it under m. */
 bool comm_teardown(Comm* c) {
     /* Wait for kernels holding it (HcommAcquireComm); every kernel ends within its launch timeout,
      * except one that overran it and could not be stopped: the device is then lost, and what that
@@ -449,31 +454,40 @@ bool comm_teardown(Comm* c) {
         if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
         return false;
     }
+    /* use_m stays held: no kernel acquires the communicator any more (runners never take it) */
     std::lock_guard<std::mutex> use(c->use_m, std::adopt_lock);
-    std::lock_guard<std::mutex> g(c->m);
-    for (HThread* t : c->threads) hthread_destroy(t);
-    c->threads.clear();
-    c->stream_threads.clear();
-    for (Stream* s : c->own_streams) stream_destroy(s);
-    c->own_streams.clear();
-    for (auto& kv : c->channels) {
+    std::vector<HThread*> threads;
+    std::vector<Stream*> streams;
+    std::map<std::tuple<int, uint32_t, int>, Channel*> channels;
+    std::map<std::pair<std::string, int>, EngineCtxBlock> ctxs;
+    std::map<std::string, EngineCtxBlock> devmem;
+    {
+        std::lock_guard<std::mutex> g(c->m);
+        c->destroying.store(true);
+        threads.swap(c->threads);
+        c->stream_threads.clear();
+        streams.swap(c->own_streams);
+        channels.swap(c->channels);
+        ctxs.swap(c->ctxs);
+        devmem.swap(c->devmem);
+    }
+    for (HThread* t : threads) hthread_destroy(t); /* waits for a runner inside it */
+    for (Stream* s : streams) stream_destroy(s);   /* waits for its tasks */
+    for (auto& kv : channels) {
         Channel* ch = kv.second;
         channel_unregister(ch);
         slots_free(c->dev, ch->local_slot_base, ch->notify_num);
         ch->magic = 0;
         delete ch;
     }
-    c->channels.clear();
-    for (auto& kv : c->ctxs) {
+    for (auto& kv : ctxs) {
         if (kv.second.device) mem_unregister(kv.second.ptr);
         free(kv.second.ptr);
     }
-    c->ctxs.clear();
-    for (auto& kv : c->devmem) {
+    for (auto& kv : devmem) {
         mem_unregister(kv.second.ptr);
         free(kv.second.ptr);
     }
-    c->devmem.clear();
     if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
     comm_release_segments(c);
     c->magic = 0;
@@ -481,8 +495,31 @@ bool comm_teardown(Comm* c) {
 }
 }  // namespace
 
+namespace {
+/* HCOMM_KIT_FAULT_FINDING_HOLD_MS (tests): before the destroy begins, its communicator's device
+ * threads run what they have queued until they are idle or one holds a checker finding (the
+ * checker's finding_hold waits for the destroy in turn), at most that long. */
+void finding_hold_meet(Comm* c) {
+    uint32_t ms = cfg().finding_hold_ms;
+    if (!ms) return;
+    std::vector<HThread*> ts;
+    {
+        std::lock_guard<std::mutex> g(c->m);
+        ts = c->threads;
+    }
+    auto busy = [&] {
+        for (HThread* t : ts)
+            if (!t->stream_bound && t->qlen.load() && !t->failed.load()) return true;
+        return false;
+    };
+    for (uint64_t until = now_ns() + (uint64_t)ms * 1000000ull; busy() && !c->findings_held.load() && now_ns() < until;)
+        usleep(1000);
+}
+}  // namespace
+
 EMU_API HcclResult HcclCommDestroy(HcclComm comm) {
     RESOLVE_COMM(c, comm);
+    finding_hold_meet(c);
     if (hccl_hooks.model_comm_removed) hccl_hooks.model_comm_removed(c);
     if (hccl_hooks.comm_removed) hccl_hooks.comm_removed(c); /* before it leaves g_comms: the monitor reports leftovers, then forgets it */
     tuner_forget(c);

@@ -355,8 +355,13 @@ struct Comm {
     std::unique_ptr<std::atomic<uint64_t>[]> live_checked; /* last liveness probe (ns) */
     std::unique_ptr<std::atomic<bool>[]> dead;             /* sticky */
 
+    std::atomic<bool> destroying{false}; /* HcclCommDestroy's teardown has begun */
+    std::atomic<uint32_t> findings_held{0}; /* HCOMM_KIT_FAULT_FINDING_HOLD_MS: findings waiting for the destroy */
     std::mutex use_m; /* comm_use_lock (HcommAcquireComm); taken with try_lock + backoff (comm_use_acquire) */
-    std::mutex m;     /* everything below */
+    /* Lock order: use_m, then m, then ops_m, then diag_m. Device-thread runners (the executor, stream
+     * workers helping in their waits) take only ops_m (and diag_m), never m or use_m: the host holds
+     * m across long control-plane waits (channel set-up), and HcclCommDestroy waits for the runners. */
+    std::mutex m;     /* everything below but ops, vc_threads and what diag_m guards */
     std::vector<HThread*> threads;
     std::vector<Stream*> own_streams;
     std::map<std::pair<Stream*, uint32_t>, HThread*> stream_threads; /* (stream, stream id) */
@@ -373,16 +378,16 @@ struct Comm {
         uint32_t submitted = 0; /* instances whose kernel returned */
         uint64_t kseq[8] = {};  /* kernel launch of instance n at [n % 8] */
     };
+    std::mutex ops_m;             /* ops and vc_threads: a leaf lock, never held while waiting */
     std::map<uint32_t, OpTrack> ops;
+    uint32_t vc_threads = 0;      /* race checker: clock indices handed to this rank's threads */
     uint32_t aicpu_threads = 0;   /* device threads acquired so far (their numbers t0, t1, ...) */
     uint64_t call_seq = 0;        /* collective calls checked (diag/call_check.cc) */
-    uint32_t vc_threads = 0;      /* race checker: clock indices handed to this rank's threads */
-    /* Hang analysis: the last thread / channel / op lists it read under m (used while m is held by
-     * a long control-plane call), and that call (host blocked in it since cp_since). Under diag_m. */
+    /* Hang analysis: the last thread / channel lists it read under m (used while m is held by a
+     * long control-plane call), and that call (host blocked in it since cp_since). Under diag_m. */
     std::mutex diag_m;
     std::vector<HThread*> diag_threads;
     std::vector<std::pair<uint32_t, Channel*>> diag_chans;
-    std::vector<std::pair<uint32_t, OpTrack>> diag_ops;
     std::string cp_what;
     uint64_t cp_since = 0;
     uint64_t cp_peers = 0; /* HcclChannelAcquire: bitmap of the ranks whose end has not matched yet */
