@@ -154,6 +154,19 @@ def test_destroy_while_a_thread_reports_a_finding(diag_prog, n: int) -> None:
     assert time.monotonic() - t0 < 15, out + err
 
 
+def test_no_deadlock_verdict_from_a_lagging_board(diag_prog) -> None:
+    """A correct operator on a loaded node, where a rank's monitor publishes its state late (here
+    0.4 s, HCOMM_KIT_FAULT_MONITOR_LAG): rank 2's wait hangs on rank 0, whose board still shows it
+    waiting for rank 1, whose part is over. Rank 0 took that record long ago: the analysis must not
+    call it a deadlock (it did: two_ring in repro/, 2 of 15 loaded bench sweeps, with a report that
+    contradicted its own counts)."""
+    rc, res, out, err = _run_threads(diag_prog, 4, "Lag", -1, timeout=60, HCOMM_KIT_FAULT_MONITOR_LAG="0:400")
+    assert "DEADLOCK" not in err + out, out + err
+    for r in range(4):
+        assert [x["rc"] for x in res[r]] == [0], out + err
+    assert rc == 0, out + err
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_unordered_overlapping_write_is_a_race(diag_prog, n: int) -> None:
     rc, res, out, err = _run_threads(diag_prog, n, "Good,Race", 0)

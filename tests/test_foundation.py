@@ -91,6 +91,7 @@ def test_env_table_is_complete() -> None:
         "HCOMM_KIT_PROGRESS_SECONDS",
         "HCOMM_KIT_MODEL", "HCOMM_KIT_MODEL_WAIT", "HCOMM_KIT_MODEL_PARAMS", "HCOMM_KIT_FAULT_COPY_RESTORE_US",
         "HCOMM_KIT_FAULT_FINDING_HOLD_MS",
+        "HCOMM_KIT_FAULT_MONITOR_LAG",
     }
     assert set(envs.VARIABLES) == expected
     assert all(v.meaning for v in envs.VARIABLES.values())

@@ -149,6 +149,10 @@ _TABLE: tuple[EnvVar, ...] = (
            "or one holds a finding, and a finding is held, before its report is written, until the destroy "
            "began; each wait at most this many milliseconds (0 = off)",
            minimum=0, maximum=600000),
+    EnvVar("HCOMM_KIT_FAULT_MONITOR_LAG", "str", None,
+           "fault injection for tests: RANK:MS, the emulator publishes rank RANK's hang-analysis snapshots MS "
+           "milliseconds late, as a monitor thread the OS does not run while the rank's device threads do "
+           "(unset = off)"),
     EnvVar("HCOMM_KIT_PIN", "choice", "auto",
            "emulator: bind each rank's process to one CPU (auto = when the ranks of the node nearly fill its "
            "CPUs: ranks <= CPUs < 2 x ranks; 1 = always; 0 = never; never when already bound to one CPU)",

@@ -1,6 +1,8 @@
 /* Device side of the diagnosis test operator: one entry per scenario (main.cc); each planted bug is
  * marked "BUG:" and only the rank param->bugRank carries it. Compiled with -g so that the reports
  * can name these lines. */
+#include <unistd.h>
+
 #include <cstring>
 
 #include "common.h"
@@ -14,7 +16,7 @@ namespace {
 
 char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
 
-enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT, HELD };
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT, HELD, LAG };
 
 /* The scaffold's ring-allreduce (templates/.../ring-allreduce.cc.jinja) on BLOCK bytes of int32, one
  * slice: copy in, n-1 write-reduce steps, n-1 write steps, copy out. RING_SHIFT: bugRank's final copy
@@ -108,6 +110,23 @@ int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
         }
         return 0;
     }
+    if (bug == LAG && r.rankSize == 4) {
+        /* No bug: rank 0 waits for rank 1's DATA (recorded after 0.3 s), then for rank 3's ACK
+         * (after 1 s), then records DATA to rank 2, which waits for it. Run with rank 0's published
+         * state 0.4 s late (HCOMM_KIT_FAULT_MONITOR_LAG=0:400): between 0.3 and 0.7 s the board
+         * shows rank 0 still waiting for rank 1, whose part is over. */
+        if (r.rank == 0) {
+            CK(HcommChannelNotifyWaitOnThread(t, r.channels[1].handle, DATA, WAIT_TIMEOUT));
+            CK(HcommChannelNotifyWaitOnThread(t, r.channels[3].handle, ACK, WAIT_TIMEOUT));
+            CK(HcommChannelNotifyRecordOnThread(t, r.channels[2].handle, DATA));
+        } else if (r.rank == 2) {
+            CK(HcommChannelNotifyWaitOnThread(t, r.channels[0].handle, DATA, WAIT_TIMEOUT));
+        } else {
+            usleep(r.rank == 1 ? 300000 : 1000000); /* the kernel's own work before it queues the record */
+            CK(HcommChannelNotifyRecordOnThread(t, r.channels[0].handle, r.rank == 1 ? DATA : ACK));
+        }
+        return 0;
+    }
     if (bug == RING || bug == RING_SHIFT) return Ring(p, r, bug == RING_SHIFT && me);
     if (bug == P2P || bug == P2P_SHIFT) return P2p(p, r, bug == P2P_SHIFT && me);
     if (bug == CYCLE) {
@@ -182,3 +201,4 @@ extern "C" unsigned int DgRingShift(OpParam* p) { return Run(p, RING_SHIFT); }
 extern "C" unsigned int DgP2p(OpParam* p) { return Run(p, P2P); }
 extern "C" unsigned int DgP2pShift(OpParam* p) { return Run(p, P2P_SHIFT); }
 extern "C" unsigned int DgHeld(OpParam* p) { return Run(p, HELD); }
+extern "C" unsigned int DgLag(OpParam* p) { return Run(p, LAG); }

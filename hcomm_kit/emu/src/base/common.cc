@@ -216,6 +216,16 @@ bool config_load(std::string* err) {
     v = 0;
     if (!env_u64("HCOMM_KIT_FAULT_FINDING_HOLD_MS", 0, 600000, &v, err)) return false;
     c.finding_hold_ms = (uint32_t)v;
+    if (const char* lag = getenv("HCOMM_KIT_FAULT_MONITOR_LAG"); lag && *lag) {
+        unsigned r = 0, ms = 0;
+        char tail = 0;
+        if (sscanf(lag, "%u:%u%c", &r, &ms, &tail) != 2 || r >= 64 || ms > 60000) {
+            *err = strprintf("HCOMM_KIT_FAULT_MONITOR_LAG='%s' is not RANK:MS (a rank below 64, at most 60000 ms)", lag);
+            return false;
+        }
+        c.monitor_lag_rank = (int)r;
+        c.monitor_lag_ms = ms;
+    }
     v = 200;
     if (!env_u64("HCCL_BUFFSIZE", 1, 65536, &v, err)) return false;
     c.hccl_buffsize = v << 20;

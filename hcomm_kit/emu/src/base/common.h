@@ -103,6 +103,10 @@ struct Config {
      * finding holds it before writing the report until its communicator's HcclCommDestroy began (or
      * this many ms passed); 0 = off. */
     uint32_t finding_hold_ms = 0;
+    /* HCOMM_KIT_FAULT_MONITOR_LAG=RANK:MS (fault injection, tests): the monitor publishes rank RANK's
+     * snapshots MS ms late (as a monitor thread the OS leaves unscheduled); rank -1 = off. */
+    int monitor_lag_rank = -1;
+    uint32_t monitor_lag_ms = 0;
 };
 /* Why a communicator was aborted: decides the code every rank's failing stream reports. */
 enum class AbortKind : uint32_t { Other = 0, Timeout, Deadlock, Check, Crash, PeerDead, Mismatch, KernelTimeout };

@@ -222,10 +222,20 @@ void analyse(Comm* c, Analysis& A) {
                     }
                 } else if (w.kind == 1) {
                     uint32_t p = w.peer;
+                    /* What rank p's snapshot says it will not do (any more) it may have done just
+                     * before: the waiter's state must be newer than p's last completed task (a record
+                     * made before would show there as a set notify). Snapshots of different ranks
+                     * are of different times: on a loaded node a rank's monitor publishes hundreds of
+                     * milliseconds behind its device threads. */
+                    uint64_t p_last = ~0ull; /* no task of rank p completed after this */
+                    if (p < n && A.ranks[p].gone) p_last = c->job->ranks[p].gone_ns.load(std::memory_order_relaxed);
+                    else if (p < n && A.ranks[p].have) p_last = A.ranks[p].s->progress_ns;
+                    const bool waiter_newer = A.ranks[nd.rank].seen_ns >= p_last;
                     if (p < n && A.ranks[p].dead) {
                         dead_end = strprintf("rank %u died", p);
                     } else if (p < n && A.ranks[p].gone) {
-                        dead_end = strprintf("rank %u already destroyed its communicator", p);
+                        if (waiter_newer) dead_end = strprintf("rank %u already destroyed its communicator", p);
+                        else stuck = false; /* it may have recorded it just before */
                     } else if (p >= n || !A.ranks[p].have || truncated(*A.ranks[p].s)) {
                         stuck = false;
                     } else {
@@ -245,7 +255,9 @@ void analyse(Comm* c, Analysis& A) {
                         int s_ch = ch && w.use ? stage(w.use, ch->done, ch->submitted, ch->uses) : -1;
                         int s_op = op && w.inst ? stage(w.inst, op->done, op->submitted, op->started) : -1;
                         int lo = s_ch < 0 ? s_op : s_op < 0 ? s_ch : std::min(s_ch, s_op);
-                        if (!ch && !host_stuck((int)p)) {
+                        if (!waiter_newer) {
+                            stuck = false; /* undecided until the waiter publishes a newer state */
+                        } else if (!ch && !host_stuck((int)p)) {
                             /* rank p's host may still make it: its HcclChannelAcquire with this rank
                              * (collective between the two ends) can return after this rank's did */
                             stuck = false;

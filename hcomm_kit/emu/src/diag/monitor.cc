@@ -17,6 +17,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <set>
 
 namespace emu {
@@ -32,7 +34,24 @@ struct MonState {
     uint64_t dead_seen = 0; /* when a dead rank was first seen (0: none) */
     uint64_t next_spin = 0; /* progress lines about this rank's own kernel running without issuing tasks */
     bool reported = false;
+    /* HCOMM_KIT_FAULT_MONITOR_LAG: snapshots built but not yet published, oldest first */
+    std::deque<std::unique_ptr<DiagSnap>> lagging;
 };
+
+/* HCOMM_KIT_FAULT_MONITOR_LAG (tests): rank c->rank's snapshots are published lag_ms late, as when its
+ * monitor thread is not run for that long; returns false when c is not the lagging rank. */
+bool publish_lagged(Comm* c, MonState& st, const DiagSnap& fresh) {
+    if (cfg().monitor_lag_rank != (int)c->rank) return false;
+    st.lagging.emplace_back(new DiagSnap(fresh));
+    const uint64_t lag = (uint64_t)cfg().monitor_lag_ms * 1000000ull;
+    std::unique_ptr<DiagSnap> due;
+    while (!st.lagging.empty() && fresh.taken_ns - st.lagging.front()->taken_ns >= lag) {
+        due = std::move(st.lagging.front());
+        st.lagging.pop_front();
+    }
+    if (due) publish_snap(c, *due);
+    return true;
+}
 
 std::mutex& g_mon_m = *new std::mutex();
 std::map<Comm*, MonState>& g_mon = *new std::map<Comm*, MonState>();
@@ -286,7 +305,9 @@ void monitor_main() {
             bool attention = att && now_ns() - att < 2 * kFreshNs;
             uint64_t key = snap->progress ^ ((uint64_t)snap->nthreads << 40) ^ ((uint64_t)snap->nstreams << 48) ^
                            ((uint64_t)snap->host_sync << 56);
-            if (attention || key != st.last_published_progress || snap->nthreads || snap->nstreams) {
+            if (publish_lagged(c, st, *snap)) {
+                /* published late (fault injection) */
+            } else if (attention || key != st.last_published_progress || snap->nthreads || snap->nstreams) {
                 publish_snap(c, *snap);
                 st.last_published_progress = key;
             } else {

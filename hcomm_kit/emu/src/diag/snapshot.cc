@@ -121,8 +121,9 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
             progress += t->executed.load(std::memory_order_relaxed);
             continue;
         }
-        progress += t->executed.load(std::memory_order_relaxed);
         std::lock_guard<std::mutex> g(t->qm);
+        /* under qm: a task the queue below no longer holds is counted (run_thread counts it there) */
+        progress += t->executed.load(std::memory_order_relaxed);
         if (t->q.empty()) {
             if (t->failed.load() && s->nthreads < kDiagThreads) {
                 DiagThread& d = s->threads[s->nthreads++];
@@ -357,6 +358,14 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
         copy_str(d.tag, o.second.tag.c_str());
     }
     s->progress = progress;
+    {
+        std::lock_guard<std::mutex> dg(c->diag_m);
+        if (progress != c->diag_progress) {
+            c->diag_progress = progress;
+            c->diag_progress_ns = now_ns(); /* the change happened before this */
+        }
+        s->progress_ns = c->diag_progress_ns;
+    }
 }
 
 

@@ -437,6 +437,14 @@ EMU_API HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
 }
 
 namespace {
+/* This rank leaves the communicator: the others' waits on it fail (comm_wait), and the hang analysis
+ * knows that nothing it recorded is younger than gone_ns. */
+void mark_gone(Comm* c) {
+    if (!c->job) return;
+    c->job->ranks[c->rank].gone_ns.store(now_ns(), std::memory_order_relaxed);
+    c->job->ranks[c->rank].state.store(kRankGone, std::memory_order_seq_cst);
+}
+
 /* Frees everything a communicator owns in this process; peers may still run (they keep their
  * own mappings of our buffer, and our device control block stays).
  *
@@ -451,7 +459,7 @@ bool comm_teardown(Comm* c) {
     if (!comm_use_acquire(c, [&] { return c->dev->lost.load(); })) {
         EMU_LOG(LOG_WARN, "communicator %s: a kernel that overran its launch timeout still holds it; its "
                 "resources stay allocated until the process exits", c->name.c_str());
-        if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
+        mark_gone(c);
         return false;
     }
     /* use_m stays held: no kernel acquires the communicator any more (runners never take it) */
@@ -488,7 +496,7 @@ bool comm_teardown(Comm* c) {
         mem_unregister(kv.second.ptr);
         free(kv.second.ptr);
     }
-    if (c->job) c->job->ranks[c->rank].state.store(kRankGone);
+    mark_gone(c);
     comm_release_segments(c);
     c->magic = 0;
     return true;

@@ -21,7 +21,7 @@ namespace emu {
 constexpr uint32_t kMaxRanks = 64;
 constexpr uint32_t kMailDepth = 32;          /* channel requests in flight per ordered rank pair */
 constexpr uint32_t kJobMagic = 0x484b4a42;   /* "HKJB" */
-constexpr uint32_t kJobVersion = 3; /* 3: ModelArea */
+constexpr uint32_t kJobVersion = 4; /* 3: ModelArea; 4: DiagSnap::progress_ns, JobRank::gone_ns */
 constexpr uint32_t kCommMagic = 0x434f4d4d;  /* "COMM" */
 constexpr uint32_t kRootMagic = 0x524b4348;  /* "HCKR" read as little-endian bytes */
 
@@ -146,6 +146,8 @@ struct DiagSnap {
     uint32_t pad;
     uint64_t taken_ns;
     uint64_t progress;         /* changes whenever any task of this rank completes */
+    uint64_t progress_ns;      /* no task of this rank completed after this time (when a snapshot
+                                * first saw the current progress): its records are all older */
     DiagThread threads[kDiagThreads];
     DiagStream streams[kDiagStreams];
     DiagKernel kernels[kDiagKernels];
@@ -279,6 +281,7 @@ struct JobRank {
     std::atomic<int32_t> device;    /* device id the rank runs on */
     uint32_t pad0;
     std::atomic<uint64_t> buf_size; /* bytes of its HCCL buffer */
+    std::atomic<uint64_t> gone_ns;  /* when it became kRankGone (written before state) */
     char ctl_name[96];              /* its device control block (DevCtl) segment */
     char buf_name[96];              /* its HCCL buffer segment (unlinked once everyone mapped it) */
 };
@@ -388,6 +391,7 @@ struct Comm {
     std::mutex diag_m;
     std::vector<HThread*> diag_threads;
     std::vector<std::pair<uint32_t, Channel*>> diag_chans;
+    uint64_t diag_progress = ~0ull, diag_progress_ns = 0; /* DiagSnap::progress, and when it last changed */
     std::string cp_what;
     uint64_t cp_since = 0;
     uint64_t cp_peers = 0; /* HcclChannelAcquire: bitmap of the ranks whose end has not matched yet */

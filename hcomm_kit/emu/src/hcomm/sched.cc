@@ -344,10 +344,11 @@ static bool run_thread(HThread* t) {
         {
             std::lock_guard<std::mutex> g(t->qm);
             t->q.pop_front();
+            /* counted with its removal: a snapshot that no longer sees the task sees it counted */
+            t->executed.fetch_add(1, std::memory_order_relaxed);
             t->qlen.fetch_sub(1, std::memory_order_release);
             t->dev->ctl->queued.fetch_sub(1, std::memory_order_seq_cst);
         }
-        t->executed.fetch_add(1, std::memory_order_relaxed);
         progress = true;
     }
     t->claimed.store(false, std::memory_order_release);
