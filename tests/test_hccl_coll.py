@@ -128,3 +128,32 @@ def test_mismatched_c_calls_fail_every_rank_naming_both(exe: Path, tmp_path: Pat
     assert named >= 1, out  # the rank that found it names both calls (the others may name the abort)
     assert _leaked(before, [proc.pid]) == []
 
+
+
+@pytest.mark.parametrize("case", ["links_allreduce", "links_batch", "links_acquire"])
+def test_calls_over_a_downed_link_fail_every_rank_at_once(exe: Path, tmp_path: Path, case: str) -> None:
+    """With the 0-1 link down (HCOMM_KIT_TOPOLOGY=A2:1x4): an allreduce (its algorithm needs every
+    pair's link), a batch send/recv ring (ranks 0 and 1 exchange over the link, ranks 2 and 3 only
+    with them and each other) and a host acquiring channels to every peer fail on every rank within
+    seconds, naming the link and HCOMM_KIT_LINKS_DOWN. They failed at once on ranks 0 and 1 only;
+    the others waited in HcclChannelAcquire for HCCL_CONNECT_TIMEOUT (here 60 s) or, in the batch,
+    for peers that had left (HCCL_EXEC_TIMEOUT)."""
+    before = _shm_entries()
+    env = {**hccl_capi.env(4, "Ascend910B"), "HCOMM_KIT_TOPOLOGY": "A2:1x4", "HCOMM_KIT_LINKS_DOWN": "0-1"}
+    proc = subprocess.Popen([str(exe), "threads", str(tmp_path), case], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=100)
+    finally:
+        proc.kill()
+    out = stdout + stderr[-4000:]
+    assert proc.returncode == 0, out
+    lines = re.findall(r"^LINKS rank (\d+) call (-?\d+) sync (-?\d+) secs ([\d.]+) msg (.*)$", stdout, re.M)
+    assert sorted(int(r) for r, *_ in lines) == [0, 1, 2, 3], out
+    for rank, call, sync, secs, msg in lines:
+        assert int(call) != 0 or int(sync) != 0, out
+        assert float(secs) < 10, out
+        assert "link between rank" in msg and "HCOMM_KIT_LINKS_DOWN=0-1" in msg, out
+        if rank in ("0", "1") or case == "links_allreduce":
+            assert int(call) == 19, out  # HCCL_E_NETWORK, from the call itself
+    assert _leaked(before, [proc.pid]) == []

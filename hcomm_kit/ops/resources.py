@@ -13,10 +13,26 @@ import ctypes
 import threading
 from pathlib import Path
 
+from ..base import envs
+from ..base.errors import ConfigError
 from ..core.device import _H2D
 from ..runtime import enums, structs
 
-__all__ = ["Resources", "load_function"]
+__all__ = ["Resources", "load_function", "links_text", "links_down_setting"]
+
+
+def links_text(topo, pairs) -> str:
+    """``"HCCS link between rank 0 and rank 1"``, or ``"links 0-1 (HCCS), 2-5 (RoCE)"`` for several
+    links ``(a, b)`` of ``topo``."""
+    if len(pairs) == 1:
+        (a, b), = pairs
+        return f"{topo.link_type(a, b)} link between rank {a} and rank {b}"
+    return "links " + ", ".join(f"{a}-{b} ({topo.link_type(a, b)})" for a, b in pairs)
+
+
+def links_down_setting() -> str:
+    """How the links were taken down, for messages: ``HCOMM_KIT_LINKS_DOWN=0-1``."""
+    return f"HCOMM_KIT_LINKS_DOWN={envs.get('HCOMM_KIT_LINKS_DOWN') or ''}"
 
 CPU_TS = int(enums.CommEngine.COMM_ENGINE_CPU_TS)
 AICPU_TS = int(enums.CommEngine.COMM_ENGINE_AICPU_TS)
@@ -89,7 +105,10 @@ class Resources:
         self.hccl_buffer_size = bsize.value
         self.ctx = ctx  # host copy of the engine context (op.resources(...).ctx)
         # Peers behind a downed link (HCOMM_KIT_LINKS_DOWN) get no channel: their channels[] entry
-        # keeps handle 0 and the operator routes around them (the rank graph reports no link).
+        # keeps handle 0 and a mesh operator routes around them (the rank graph reports no link).
+        # A ring or p2p operator cannot: it fails here, on every rank alike (every rank reads the
+        # same topology), instead of in its kernel or in a peer's wait.
+        self._check_links(spec)
         down = self._down_peers()
         self.acquire_channels([(i, p) for i, p in spec.channel_peers(rank, size) if p not in down],
                               spec.channel_notifies)
@@ -109,6 +128,24 @@ class Resources:
         """Copy the host copy of AlgResourceCtx to the engine context (device memory)."""
         ctx = self.ctx
         self.rt.checked.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
+
+    def _check_links(self, spec) -> None:
+        """Refuse a ``ring`` / ``p2p`` channel topology that needs a downed link anywhere in the
+        communicator (the ring neighbours ``r`` and ``r + 1`` of any rank ``r``)."""
+        comm = self.comm
+        if spec.topology not in ("ring", "p2p") or comm.size < 2 or not hasattr(comm, "topology"):
+            return
+        topo = comm.topology
+        n = comm.size
+        needed = sorted({(min(r, (r + 1) % n), max(r, (r + 1) % n)) for r in range(n)} & set(topo.links_down))
+        if needed:
+            raise ConfigError(
+                f"operator {spec.name}: its channel topology {spec.topology!r} needs the "
+                f"{links_text(topo, needed)} (ring neighbours), which {'is' if len(needed) == 1 else 'are'} down "
+                f"({links_down_setting()}): take the link up, or use topology = \"mesh\" and route around "
+                "it in the kernel (a mesh operator gets no channel over a downed link: "
+                "channels[peer].handle == 0; see examples/allreduce_route)",
+                key="resources.channels.topology")
 
     def _down_peers(self) -> set[int]:
         """Ranks this rank's links to are down (the emulator's topology; none on CANN)."""
@@ -151,6 +188,12 @@ class Resources:
     def ensure_peer(self, peer: int, notifies: int) -> None:
         """``peer`` topology: acquire the channel to ``peer`` on first use and publish it."""
         if peer != self.comm.rank and not self.ctx.channels[peer].handle:
+            topo = getattr(self.comm, "topology", None)
+            pair = (min(peer, self.comm.rank), max(peer, self.comm.rank))
+            if topo is not None and pair in topo.links_down:  # both ends see it: both fail at once
+                raise ConfigError(f"rank {self.comm.rank}: the channel to rank {peer} needs the "
+                                  f"{links_text(topo, [pair])}, which is down ({links_down_setting()})",
+                                  key="root")
             self.acquire_channels([(peer, peer)], notifies)
             self.push_ctx()
 

@@ -21,10 +21,12 @@
  *                                               <outdir>/root.bin)
  * cases: a comma-separated list of kinds to run (default: all). Prints "OK rank <r>" per rank.
  * cases "mismatch" / "mismatch0": the collective-call check instead (see Mismatch()).
+ * cases "links_allreduce" / "links_batch" / "links_acquire": a call over a downed link (see LinksDown()).
  */
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +37,7 @@
 
 #include <acl/acl.h>
 #include <hccl/hccl.h>
+#include <hccl/hccl_res.h>
 
 namespace {
 
@@ -568,6 +571,70 @@ int Mismatch(Rank& R, bool zero)
     return 0;
 }
 
+/* cases "links_allreduce" / "links_batch" / "links_acquire", run with HCOMM_KIT_LINKS_DOWN=0-1: every
+ * rank makes an HcclAllReduce of 8 fp32 (its algorithm needs every pair's link), a batch ring (send to
+ * rank + 1, recv from rank - 1: ranks 0 and 1 exchange over the downed link, the others wait for them),
+ * or acquires channels to every peer itself. Every rank's call must fail at once (at the call or at
+ * the stream's synchronisation), naming the link. Prints "LINKS rank <r> call <rc> sync <rc> secs <t>
+ * msg <text>". */
+int LinksDown(Rank& R, const std::string& which)
+{
+    void* d = nullptr;
+    ACLCHECK(aclrtMalloc(&d, 64 * sizeof(float), ACL_MEM_MALLOC_HUGE_FIRST));
+    ACLCHECK(aclrtMemset(d, 64 * sizeof(float), 0, 64 * sizeof(float)));
+    auto recent = [] {
+        const char* m = aclGetRecentErrMsg(); /* reading it clears it */
+        return std::string(m ? m : "");
+    };
+    auto t0 = std::chrono::steady_clock::now();
+    int call = 0;
+    if (which == "links_allreduce") {
+        call = HcclAllReduce(d, d, 8, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, R.comm, R.stream);
+    } else if (which == "links_batch") {
+        HcclSendRecvItem items[2];
+        memset(items, 0, sizeof items);
+        items[0].sendRecvType = HCCL_SEND;
+        items[0].remoteRank = (R.rank + 1) % R.n;
+        items[0].buf = d;
+        items[1].sendRecvType = HCCL_RECV;
+        items[1].remoteRank = (R.rank + R.n - 1) % R.n;
+        items[1].buf = static_cast<float*>(d) + 32;
+        for (HcclSendRecvItem& it : items) {
+            it.count = 8;
+            it.dataType = HCCL_DATA_TYPE_FP32;
+        }
+        call = HcclBatchSendRecv(items, 2, R.comm, R.stream);
+    } else {
+        std::vector<HcclChannelDesc> descs(R.n - 1);
+        HcclChannelDescInit(descs.data(), R.n - 1);
+        for (uint32_t i = 0, q = 0; q < R.n; q++) {
+            if (q == R.rank) continue;
+            descs[i].remoteRank = q;
+            descs[i].channelProtocol = COMM_PROTOCOL_HCCS;
+            descs[i++].notifyNum = 2;
+        }
+        std::vector<ChannelHandle> hs(R.n - 1, 0);
+        call = HcclChannelAcquire(R.comm, COMM_ENGINE_AICPU_TS, descs.data(), R.n - 1, hs.data());
+    }
+    std::string msg = recent();
+    int sync = call == 0 ? aclrtSynchronizeStream(R.stream) : 0;
+    if (sync != 0) msg = recent();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (char& ch : msg)
+        if (ch == '\n') ch = ' ';
+    printf("LINKS rank %u call %d sync %d secs %.3f msg %s\n", R.rank, call, sync, secs, msg.c_str());
+    /* as in CANN's examples, a rank whose call failed does not destroy its communicator while the
+     * others still wait (their waits must end through what the board says about it) */
+    static std::atomic<uint32_t> printed{0};
+    printed++;
+    for (int i = 0; i < 6000 && printed.load() < R.n; i++) usleep(10000);
+    ACLCHECK(HcclCommDestroy(R.comm));
+    ACLCHECK(aclrtDestroyStream(R.stream));
+    ACLCHECK(aclrtFree(d));
+    ACLCHECK(aclrtResetDevice(R.device));
+    return 0;
+}
+
 int RunRank(Rank& R, const HcclRootInfo* root, const std::string& only)
 {
     ACLCHECK(aclrtSetDevice(R.device));
@@ -575,6 +642,7 @@ int RunRank(Rank& R, const HcclRootInfo* root, const std::string& only)
     ACLCHECK(aclrtCreateStream(&R.stream));
     R.is950 = strcmp(aclrtGetSocName(), "Ascend950") == 0;
     if (only == "mismatch" || only == "mismatch0") return Mismatch(R, only == "mismatch0");
+    if (only.rfind("links_", 0) == 0) return LinksDown(R, only);
     if (only.empty() || only.find("args") != std::string::npos) {
         if (Args(R)) return 1;
     }

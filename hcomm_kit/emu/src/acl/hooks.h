@@ -26,9 +26,10 @@ struct AclHooks {
     /* hcomm/: after kernel_returned and the stream's bookkeeping: wake the executor for the tasks
      * the kernel submitted unless helper_follows (kernel_end_submit). */
     void (*kernel_submitted)(Stream* s, bool helper_follows);
-    /* hccl/: a kernel working on communicator c failed with msg: abort c on every rank ("rank R:
-     * msg"); true when this was the communicator's first abort. */
-    bool (*kernel_failed)(Comm* c, const std::string& msg, AbortKind kind);
+    /* hccl/: a kernel working on communicator c failed with *msg: abort c on every rank ("rank R:
+     * msg"), after adding to *msg what c knows of it (links of this rank taken down); true when this
+     * was the communicator's first abort. */
+    bool (*kernel_failed)(Comm* c, std::string* msg, AbortKind kind);
     /* hccl/: the watchdog abandoned a kernel working on c (what: why): abort c with a report. */
     void (*kernel_overran)(Comm* c, const std::string& what);
     /* diag/: the host wrote n bytes at dst (aclrtMemcpy, aclrtMemset, ...; race checker). */

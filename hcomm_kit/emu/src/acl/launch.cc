@@ -205,7 +205,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
      * their timeout: fail them now, naming the kernel. */
     bool first = used.empty();
     for (Comm* c : used)
-        if (acl_hooks.kernel_failed && acl_hooks.kernel_failed(c, *msg, crashed ? AbortKind::Crash : AbortKind::Other))
+        if (acl_hooks.kernel_failed && acl_hooks.kernel_failed(c, msg, crashed ? AbortKind::Crash : AbortKind::Other))
             first = true;
     /* Logged by the rank whose failure aborted the communicator, and by any rank whose kernel failed
      * on its own (a crash, or an error code with no failed API call before it); failures that

@@ -150,6 +150,16 @@ void analyse(Comm* c, Analysis& A) {
         return (h >= 0 || k >= 0) && (h < 0 || A.nodes[h].stuck) && (k < 0 || A.nodes[k].stuck);
     };
     auto host_blocker = [&](int r) { return A.connect_node[r] >= 0 ? A.connect_node[r] : A.host_node[r]; };
+    /* Rank p's latest HCCL call, which would have worked with rank q, failed and p's host has made no
+     * call since: p's part (its channel end, its kernel) will not come. The text, or "". */
+    auto failed_for = [&](uint32_t p, uint32_t q) -> std::string {
+        if (p >= n || !A.ranks[p].have || q >= 64) return "";
+        const DiagSnap& ps = *A.ranks[p].s;
+        if (!ps.failed_ns || !(ps.failed_peers >> q & 1) || ps.host_call[0] || ps.host_connect || ps.host_sync)
+            return "";
+        return strprintf("rank %u's latest call, which would have done its part with rank %u, failed and it made "
+                         "no call since: %s", p, q, ps.failed_call);
+    };
     /* greatest fixpoint: start from "everything blocked is stuck", unmark what can progress */
     for (bool changed = true; changed;) {
         changed = false;
@@ -182,10 +192,13 @@ void analyse(Comm* c, Analysis& A) {
                     if (!(s.host_connect >> p & 1)) continue;
                     if (A.ranks[p].dead || A.ranks[p].gone) {
                         if (dead_end.empty())
-                            dead_end = strprintf("rank %u %s", p, A.ranks[p].dead ? "died" : "already destroyed its communicator");
+                            dead_end = A.ranks[p].dead ? strprintf("rank %u died", p) : comm_gone_msg(c, p);
                         continue;
                     }
-                    if (!A.ranks[p].have || (A.ranks[p].s->host_connect >> nd.rank & 1) || !host_stuck((int)p)) {
+                    std::string failed = failed_for(p, (uint32_t)nd.rank);
+                    if (!failed.empty()) {
+                        if (dead_end.empty()) dead_end = failed;
+                    } else if (!A.ranks[p].have || (A.ranks[p].s->host_connect >> nd.rank & 1) || !host_stuck((int)p)) {
                         stuck = false; /* unknown, both ends are in the handshake, or p may still call it */
                     } else if (A.connect_node[p] >= 0) {
                         deps.push_back(A.connect_node[p]);
@@ -203,7 +216,7 @@ void analyse(Comm* c, Analysis& A) {
                     if ((int32_t)(c->job->bar_seq[q].load() - b) >= 0) continue; /* arrived */
                     if (A.ranks[q].dead || A.ranks[q].gone) {
                         if (dead_end.empty())
-                            dead_end = strprintf("rank %u %s", q, A.ranks[q].dead ? "died" : "already destroyed its communicator");
+                            dead_end = A.ranks[q].dead ? strprintf("rank %u died", q) : comm_gone_msg(c, q);
                         continue;
                     }
                     if (!A.ranks[q].have || !host_stuck((int)q)) stuck = false;
@@ -234,7 +247,7 @@ void analyse(Comm* c, Analysis& A) {
                     if (p < n && A.ranks[p].dead) {
                         dead_end = strprintf("rank %u died", p);
                     } else if (p < n && A.ranks[p].gone) {
-                        if (waiter_newer) dead_end = strprintf("rank %u already destroyed its communicator", p);
+                        if (waiter_newer) dead_end = comm_gone_msg(c, p);
                         else stuck = false; /* it may have recorded it just before */
                     } else if (p >= n || !A.ranks[p].have || truncated(*A.ranks[p].s)) {
                         stuck = false;
@@ -274,6 +287,8 @@ void analyse(Comm* c, Analysis& A) {
                                                          : "has queued all its tasks and none of them records it");
                         } else if (lo == 1) {
                             stuck = false; /* its kernel still runs and may record it */
+                        } else if (!failed_for(p, (uint32_t)nd.rank).empty()) {
+                            dead_end = failed_for(p, (uint32_t)nd.rank);
                         } else if (!host_stuck((int)p) || any_runnable_stream(ps)) {
                             stuck = false; /* rank p has not started it yet and still can */
                         } else {

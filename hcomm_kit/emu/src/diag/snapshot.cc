@@ -100,6 +100,9 @@ void build_snap(Comm* c, DiagSnap* s, uint64_t pending_age_ns) {
         copy_str(s->host_call, c->cp_what.c_str());
         s->host_call_since = c->cp_since;
         s->host_connect = c->cp_peers;
+        copy_str(s->failed_call, c->failed_call.c_str());
+        s->failed_ns = c->failed_ns;
+        s->failed_peers = c->failed_peers;
     }
     {
         std::lock_guard<std::mutex> og(c->ops_m);

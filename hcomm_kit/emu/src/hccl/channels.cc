@@ -44,10 +44,8 @@ int check_desc(Comm* c, const HcclChannelDesc& d, uint32_t i, const char* api) {
     if (d.remoteRank == c->rank)
         return (HcclResult)seterr(HCCL_E_PARA, api, "channelDescs[%u].remoteRank %u is this rank itself", i, d.remoteRank);
     if (c->topo.is_down(c->rank, d.remoteRank))
-        return (HcclResult)seterr(HCCL_E_NETWORK, api, "channelDescs[%u]: the %s link between rank %u and rank %u is down "
-                                  "(HCOMM_KIT_LINKS_DOWN=%s): route through another rank", i,
-                                  link_type_name(c->topo.link(c->rank, d.remoteRank)), c->rank, d.remoteRank,
-                                  getenv("HCOMM_KIT_LINKS_DOWN") ? getenv("HCOMM_KIT_LINKS_DOWN") : "");
+        return (HcclResult)seterr(HCCL_E_NETWORK, api, "rank %u: channelDescs[%u]: %s: route through another rank",
+                                  c->rank, i, link_down_text(c, c->rank, d.remoteRank).c_str());
     if (d.notifyNum > 1024)
         return (HcclResult)seterr(HCCL_E_PARA, api, "channelDescs[%u].notifyNum %u is above 1024", i, d.notifyNum);
     if (!proto_ok((int)d.channelProtocol))
@@ -84,8 +82,17 @@ struct Pending {
 int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t n, ChannelHandle* out, const char* api) {
     if (int r = check_channel_engine(engine, api)) return r;
     if (n == 0 || n > (1u << 20)) return (HcclResult)seterr(HCCL_E_PARA, api, "channelNum %u is not in (0, 1048576]", n);
+    comm_clear_failed_call(c);
     for (uint32_t i = 0; i < n; i++)
-        if (int r = check_desc(c, descs[i], i, api)) return r;
+        if (int r = check_desc(c, descs[i], i, api)) {
+            /* The peers of this call make their ends in their own HcclChannelAcquire and would wait
+             * for this one until HCCL_CONNECT_TIMEOUT: the board tells them it failed. */
+            uint64_t peers = 0;
+            for (uint32_t k = 0; k < n; k++)
+                if (descs[k].remoteRank < 64 && descs[k].remoteRank != c->rank) peers |= 1ull << descs[k].remoteRank;
+            comm_note_failed_call(c, api, last_err(), peers);
+            return r;
+        }
     std::lock_guard<std::mutex> g(c->m);
     JobSeg* j = c->job;
     std::vector<Pending> pend;

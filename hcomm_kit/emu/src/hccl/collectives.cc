@@ -302,6 +302,7 @@ int begin(Call& k, HcclComm comm, aclrtStream stream) {
     k.comm = comm;
     k.c = c;
     k.s = s;
+    comm_clear_failed_call(c);
     return HCCL_SUCCESS;
 }
 
@@ -328,8 +329,33 @@ int resources(Call& k) {
     return HCCL_SUCCESS;
 }
 
+#define TRY_RC(expr)                  \
+    do {                              \
+        if (int rc_ = (expr)) return rc_; \
+    } while (0)
+
+/* An algorithm that needs the links `pairs` (of every rank, not only this one's) cannot run while one
+ * of them is down: every rank finds the same from the topology they share and fails at once, naming
+ * the link, instead of the ranks at its ends failing in HcclChannelAcquire while the others wait there
+ * for them (until HCCL_CONNECT_TIMEOUT). */
+int links_up(Call& k, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, const char* algorithm) {
+    for (const auto& pr : pairs)
+        if (k.c->topo.is_down(pr.first, pr.second))
+            return seterr(HCCL_E_NETWORK, k.api, "rank %u: %s needs %s; the C API's collectives do not route "
+                          "around a downed link (an operator of your own can: a mesh operator gets no channel "
+                          "over it, channels[peer].handle == 0)", k.c->rank, algorithm,
+                          link_down_text(k.c, pr.first, pr.second, true).c_str());
+    return HCCL_SUCCESS;
+}
+
 /* Every peer's channel (the collectives). */
 int mesh(Call& k) {
+    if (!k.c->topo.down.empty()) {
+        std::vector<std::pair<uint32_t, uint32_t>> all;
+        for (uint32_t a = 0; a < k.c->nranks; a++)
+            for (uint32_t b = a + 1; b < k.c->nranks; b++) all.emplace_back(a, b);
+        TRY_RC(links_up(k, all, "the built-in algorithm (a channel between every pair of ranks)"));
+    }
     std::vector<uint32_t> peers;
     for (uint32_t p = 0; p < k.c->nranks; p++) peers.push_back(p);
     return ensure_channels(k.comm, k.c, *k.res, peers, k.api);
@@ -513,6 +539,22 @@ HcclResult batch(Call& k, const HcclSendRecvItem* items, uint32_t n, int op_type
         if (it.count != 0) peers.push_back(it.remoteRank);
     }
     if (peers.empty()) return HCCL_SUCCESS;
+    /* An item over a downed link: this rank and the item's peer fail at once (each sees the link);
+     * the abort fails the other ranks of the batch pattern too, whose items wait for these two. */
+    for (uint32_t i = 0; i < n; i++) {
+        const HcclSendRecvItem& it = items[i];
+        if (it.count == 0 || !k.c->topo.is_down(k.c->rank, it.remoteRank)) continue;
+        int type;
+        memcpy(&type, &it.sendRecvType, sizeof type);
+        std::string why = strprintf("rank %u: item %u (%s rank %u) needs %s", k.c->rank, i,
+                                    type == HCCL_SEND ? "send to" : "recv from", it.remoteRank,
+                                    link_down_text(k.c, k.c->rank, it.remoteRank, true).c_str());
+        uint64_t with = 0;
+        for (uint32_t p : peers)
+            if (p < 64) with |= 1ull << p;
+        comm_note_failed_call(k.c, k.api, why, with);
+        return (HcclResult)seterr_str(HCCL_E_NETWORK, k.api, why);
+    }
     std::sort(peers.begin(), peers.end());
     peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
     TRY(resources(k));

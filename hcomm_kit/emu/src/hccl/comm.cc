@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -102,7 +103,7 @@ int comm_wait(Comm* c, std::atomic<uint32_t>* word, uint64_t deadline, const std
         auto one = [&](uint32_t r) {
             if (r != c->rank && c->job->ranks[r].state.load() == kRankGone) {
                 fail = kWaitPeerDead;
-                *why = strprintf("rank %u (pid %d) already destroyed its communicator (HcclCommDestroy)", r, c->pid[r]);
+                *why = comm_gone_msg(c, r);
                 return true;
             }
             if (peer_dead_now(c, r)) {
@@ -305,6 +306,49 @@ void comm_note_host_call(Comm* c, const char* what) {
     c->cp_since = what ? now_ns() : 0;
 }
 
+void comm_note_failed_call(Comm* c, const char* api, const std::string& why, uint64_t peers) {
+    std::lock_guard<std::mutex> g(c->diag_m);
+    c->failed_call = strprintf("%s: %s", api, why.c_str());
+    c->failed_ns = now_ns();
+    c->failed_peers = peers;
+}
+
+std::string comm_gone_msg(Comm* c, uint32_t r) {
+    std::string m = strprintf("rank %u (pid %d) already destroyed its communicator (HcclCommDestroy)", r, c->pid[r]);
+    const JobRank& e = c->job->ranks[r];
+    if (e.gone_after[0]) m += strprintf(" right after its call failed: %.*s", (int)sizeof e.gone_after, e.gone_after);
+    return m;
+}
+
+void comm_clear_failed_call(Comm* c) {
+    if (!c->failed_ns) return; /* read by its own host only (and under diag_m by snapshots) */
+    std::lock_guard<std::mutex> g(c->diag_m);
+    c->failed_call.clear();
+    c->failed_ns = 0;
+    c->failed_peers = 0;
+}
+
+std::string link_down_text(const Comm* c, uint32_t a, uint32_t b, bool needed) {
+    const char* env = getenv("HCOMM_KIT_LINKS_DOWN");
+    return strprintf("the %s link between rank %u and rank %u%s down (HCOMM_KIT_LINKS_DOWN=%s)",
+                     link_type_name(c->topo.link(a, b)), a, b, needed ? ", which is" : " is", env ? env : "");
+}
+
+std::string comm_links_note(Comm* c) {
+    if (!c || c->topo.down.empty()) return "";
+    std::string peers, kinds;
+    for (const auto& d : c->topo.down) {
+        if (d.first != c->rank && d.second != c->rank) continue;
+        uint32_t p = d.first == c->rank ? d.second : d.first;
+        peers += strprintf("%s%u", peers.empty() ? "" : ", ", p);
+        if (kinds.empty()) kinds = link_type_name(c->topo.link(c->rank, p));
+    }
+    if (peers.empty()) return "";
+    const char* env = getenv("HCOMM_KIT_LINKS_DOWN");
+    return strprintf(" (rank %u has no channel to rank(s) %s: the %s link(s) to them are down, HCOMM_KIT_LINKS_DOWN=%s; "
+                     "route through another rank)", c->rank, peers.c_str(), kinds.c_str(), env ? env : "");
+}
+
 void comm_note_connect(Comm* c, uint64_t peers) {
     std::lock_guard<std::mutex> g(c->diag_m);
     c->cp_peers = peers;
@@ -317,8 +361,9 @@ HcclHooks hccl_hooks;
 namespace {
 /* AclHooks::kernel_failed: the other ranks would wait for this rank's part of the operation until
  * their timeout: fail them now, naming the kernel. */
-bool kernel_failed(Comm* c, const std::string& msg, AbortKind kind) {
-    return comm_abort(c, strprintf("rank %d: %s", comm_rank(c), msg.c_str()), kind);
+bool kernel_failed(Comm* c, std::string* msg, AbortKind kind) {
+    *msg += comm_links_note(c);
+    return comm_abort(c, strprintf("rank %d: %s", comm_rank(c), msg->c_str()), kind);
 }
 
 /* AclHooks::kernel_overran: the same for a kernel the watchdog abandoned, with the hang report. */
@@ -441,6 +486,11 @@ namespace {
  * knows that nothing it recorded is younger than gone_ns. */
 void mark_gone(Comm* c) {
     if (!c->job) return;
+    {
+        std::lock_guard<std::mutex> g(c->diag_m);
+        char* dst = c->job->ranks[c->rank].gone_after;
+        snprintf(dst, sizeof c->job->ranks[c->rank].gone_after, "%s", c->failed_ns ? c->failed_call.c_str() : "");
+    }
     c->job->ranks[c->rank].gone_ns.store(now_ns(), std::memory_order_relaxed);
     c->job->ranks[c->rank].state.store(kRankGone, std::memory_order_seq_cst);
 }

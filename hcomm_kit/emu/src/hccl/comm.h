@@ -21,7 +21,7 @@ namespace emu {
 constexpr uint32_t kMaxRanks = 64;
 constexpr uint32_t kMailDepth = 32;          /* channel requests in flight per ordered rank pair */
 constexpr uint32_t kJobMagic = 0x484b4a42;   /* "HKJB" */
-constexpr uint32_t kJobVersion = 4; /* 3: ModelArea; 4: DiagSnap::progress_ns, JobRank::gone_ns */
+constexpr uint32_t kJobVersion = 4; /* 3: ModelArea; 4: DiagSnap progress_ns and failed_*, JobRank::gone_ns */
 constexpr uint32_t kCommMagic = 0x434f4d4d;  /* "COMM" */
 constexpr uint32_t kRootMagic = 0x524b4348;  /* "HCKR" read as little-endian bytes */
 
@@ -144,6 +144,11 @@ struct DiagSnap {
     uint32_t host_sync;        /* host threads blocked in a synchronising call */
     uint32_t host_sync_stream; /* the stream the latest of them waits for (0: event or device) */
     uint32_t pad;
+    /* The latest HCCL call of this rank's host failed, so its part of that call (channels, kernel)
+     * will not happen: the call and why, and the ranks it would have worked with (bit r); failed_ns
+     * 0 when there is none (cleared by the host's next call). */
+    uint64_t failed_ns, failed_peers;
+    char failed_call[320];
     uint64_t taken_ns;
     uint64_t progress;         /* changes whenever any task of this rank completes */
     uint64_t progress_ns;      /* no task of this rank completed after this time (when a snapshot
@@ -282,6 +287,7 @@ struct JobRank {
     uint32_t pad0;
     std::atomic<uint64_t> buf_size; /* bytes of its HCCL buffer */
     std::atomic<uint64_t> gone_ns;  /* when it became kRankGone (written before state) */
+    char gone_after[256];           /* it left right after a failed call: that call and why ("" none) */
     char ctl_name[96];              /* its device control block (DevCtl) segment */
     char buf_name[96];              /* its HCCL buffer segment (unlinked once everyone mapped it) */
 };
@@ -392,6 +398,8 @@ struct Comm {
     std::vector<HThread*> diag_threads;
     std::vector<std::pair<uint32_t, Channel*>> diag_chans;
     uint64_t diag_progress = ~0ull, diag_progress_ns = 0; /* DiagSnap::progress, and when it last changed */
+    std::string failed_call;                              /* DiagSnap::failed_*: comm_note_failed_call */
+    uint64_t failed_ns = 0, failed_peers = 0;
     std::string cp_what;
     uint64_t cp_since = 0;
     uint64_t cp_peers = 0; /* HcclChannelAcquire: bitmap of the ranks whose end has not matched yet */
@@ -454,6 +462,17 @@ void comm_note_host_call(Comm* c, const char* what);
 void tuner_forget(Comm* c);
 /* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
 void comm_note_connect(Comm* c, uint64_t peers);
+/* The host's HCCL call `api` failed (why) before doing its part with the ranks in the bitmap peers,
+ * who may be waiting for it: published on the board, where the hang analysis fails their waits at
+ * once naming it (a rank whose call failed and that makes no other call will not do its part). */
+void comm_note_failed_call(Comm* c, const char* api, const std::string& why, uint64_t peers);
+/* The host makes another call: what comm_note_failed_call published no longer holds. */
+void comm_clear_failed_call(Comm* c);
+/* "rank R (pid P) already destroyed its communicator (HcclCommDestroy)[ right after its call failed: ...]" */
+std::string comm_gone_msg(Comm* c, uint32_t r);
+/* "the HCCS link between rank a and rank b is down (HCOMM_KIT_LINKS_DOWN=...)"; needed: "..., which is
+ * down (...)" (after "needs"). */
+std::string link_down_text(const Comm* c, uint32_t a, uint32_t b, bool needed = false);
 
 }  // namespace emu
 

@@ -120,6 +120,17 @@ EMU_API int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall
     Comm* checked = nullptr; /* a collective call check made by the sequence, and the call's number */
     uint64_t seq = 0;
     for (uint32_t i = 0; i < n; i++) {
+        if (calls[i].kind == HCOMM_KIT_SC_CALL_CHECK) {
+            /* On a communicator another rank's failure aborted, the call fails with that failure (its
+             * description compared with calls the others made after failing would only say they differ). */
+            std::string why;
+            Comm* cc = comm_from_handle(reinterpret_cast<HcclComm>(calls[i].a));
+            if (cc && comm_aborted(cc, &why)) {
+                *failed = i;
+                if (inl) stream_inline_end(s, false, api);
+                return seterr_str(HCCL_E_REMOTE, "HcommKitCallCheck", why);
+            }
+        }
         if (sync && calls[i].kind == HCOMM_KIT_SC_CALL_CHECK && (int32_t)calls[i].u32 < 0) {
             checked = comm_from_handle(reinterpret_cast<HcclComm>(calls[i].a));
             if (checked) {

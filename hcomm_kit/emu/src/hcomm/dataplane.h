@@ -169,6 +169,9 @@ void comm_op_submitted(Comm* c, uint32_t tag16, uint32_t inst);
 bool comm_op_tag(Comm* c, uint32_t tag16, std::string* tag);
 /* A communicator's own HCCL buffer (race checker). */
 void comm_buffer(Comm* c, void** base, uint64_t* size);
+/* "" when no link of this rank is down, else a clause for messages about a missing channel:
+ * " (rank 0 has no channel to rank 1: the HCCS link between them is down, HCOMM_KIT_LINKS_DOWN=0-1)". */
+std::string comm_links_note(Comm* c);
 
 /* Waits on one of dev's slots from a stream worker, running the device's runnable device threads
  * meanwhile. h: the Hcomm wait task (through the checker), else a plain ACL notify. Returns 1 when

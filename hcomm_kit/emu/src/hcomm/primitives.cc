@@ -212,7 +212,7 @@ void remote_access(Channel* ch, HTask::Access& a, const void* p, uint64_t len, u
 }
 
 int get_channel(Call& c, ChannelHandle h, Channel** out) {
-    if (!h) return seterr(HCCL_E_PTR, c.api, "channel handle is 0");
+    if (!h) return seterr(HCCL_E_PTR, c.api, "channel handle is 0%s", comm_links_note(c.t->comm).c_str());
     Channel* ch = channel_from_handle(h);
     if (!ch) return seterr(HCCL_E_PARA, c.api, "0x%llx is not a live ChannelHandle", (unsigned long long)h);
     if (ch->comm != c.t->comm)
