@@ -154,6 +154,23 @@ def test_destroy_while_a_thread_reports_a_finding(diag_prog, n: int) -> None:
     assert time.monotonic() - t0 < 15, out + err
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_host_reading_output_the_kernel_never_wrote(diag_prog, n: int) -> None:
+    """Every rank's kernel gathers the peers' blocks into its output but never copies its own (as
+    CANN's 05_custom_ops_allgather ASC kernel: at 2 ranks it raised no other finding and rank 1
+    printed zeros). The host reading the output back gets 509001 naming the bytes nothing wrote
+    (its own block) and the kernel, instead of garbage as data."""
+    rc, res, out, err = _run_threads(diag_prog, n, "OwnBlock", -1)
+    backs = dict(re.findall(r"READBACK rank=(\d+) rc=(-?\d+)", out))
+    assert sorted(int(r) for r in backs) == list(range(n)), out + err
+    msgs = {int(m.group(1)): m.group(2) for m in re.finditer(r"MSG-BEGIN rank=(\d+)\n(.*?)\nMSG-END", out, re.S)}
+    for r in range(n):
+        assert backs[str(r)] == "509001", out
+        msg = msgs[r]
+        assert "read of device memory nothing wrote" in msg and f"bytes [{r * 256}, {(r + 1) * 256})" in msg, msg
+        assert f"device {r}" in msg and "DgOwnBlock" in msg, msg
+
+
 def test_no_deadlock_verdict_from_a_lagging_board(diag_prog) -> None:
     """A correct operator on a loaded node, where a rank's monitor publishes its state late (here
     0.4 s, HCOMM_KIT_FAULT_MONITOR_LAG): rank 2's wait hangs on rank 0, whose board still shows it

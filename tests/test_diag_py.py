@@ -517,3 +517,66 @@ def test_trace_structure(tmp_path: Path) -> None:
     summ = subprocess.run([sys.executable, "-m", "hcomm_kit", "trace", "summary", str(trace)], capture_output=True,
                           text=True, timeout=60)
     assert summ.returncode == 0 and re.search(r"^\s+1\s+thread t0\s+\d+", summ.stdout, re.M), summ.stdout
+
+
+# ---- output an operator never wrote (the unwritten-output check) -----------------------------------
+
+
+def _direct_reduce_renamed(name: str, root_writes: bool = True) -> str:
+    """The direct-reduce pattern's exec_op.cc for an operator called ``name``; root_writes=False: the
+    root reduces into its HCCL buffer and never writes its output (the planted bug)."""
+    base = scaffold("direct-reduce")
+    text = (base / "op_kernel_aicpu" / "exec_op.cc").read_text()
+    text = text.replace(base.name, name).replace(base.name.upper(), name.upper())
+    if not root_writes:
+        assert text.count("output + offset") == 2, text
+        text = text.replace("output + offset", "myBuf")  # BUG: the root's result never reaches its output
+    return text
+
+
+@pytest.mark.mpi(np=[2, 4], timeout=240)
+def test_output_the_operator_never_wrote_fails_the_call(comm) -> None:
+    """Output an operator never wrote came back as data (exit 0): a reduce whose root never writes
+    its output returned 4075 of 4096 elements wrong there; a (correct) reduce kernel declared
+    kind = "allreduce" returned garbage on the other ranks. Now the call fails on the rank whose
+    output its kind defines, naming the rank, the operator and the unwritten byte ranges; the
+    ranks with nothing to write (a reduce's non-roots) and a correct call are left alone."""
+    from hcomm_kit.base.errors import CheckError
+
+    x = np.arange(4096, dtype=np.float32) + comm.rank
+    want = np.sum([np.arange(4096, dtype=np.float32) + r for r in range(comm.size)], axis=0)
+    name = "t_reduce_no_root_write"
+    bad = comm.load_op(scaffold("direct-reduce", name=name, exec_op=_direct_reduce_renamed(name, False)))
+    def call(op, **kw):  # every rank from this line (the call check compares call sites)
+        try:
+            return op(x, **kw), None
+        except CheckError as exc:
+            return None, str(exc)
+
+    for root in sorted({0, comm.size - 1}):
+        y, msg = call(bad, root=root)
+        if comm.rank == root:
+            assert msg is not None, y
+            assert f"unwritten output: rank {root}: operator {name} (kind reduce)" in msg, msg
+            assert "16384 of its 16384 output bytes were not written" in msg and "[0, 16384)" in msg, msg
+        else:
+            assert y is None and msg is None, msg
+    # a correct reduce kernel declared an allreduce: its kind says every rank gets the result
+    name = "t_reduce_as_allreduce"
+    op = comm.load_op(scaffold("direct-reduce", name=name, exec_op=_direct_reduce_renamed(name),
+                               toml_edit=(('kind = "reduce"', 'kind = "allreduce"'),)))
+    y, msg = call(op)
+    if comm.rank == 0:  # the kernel's root (OpParam.root = 0) writes its output
+        np.testing.assert_array_equal(y, want)
+    else:
+        assert msg is not None and f"rank {comm.rank}: operator {name} (kind allreduce): 16384 of" in msg, msg
+    # HCOMM_KIT_CHECK=warn (HcommKitSetCheck(2)): reported on stderr, the call returns
+    from hcomm_kit.bench.timing import _checker_switch
+
+    set_check = _checker_switch(comm)
+    set_check(2)
+    try:
+        y, msg = call(op)
+    finally:
+        set_check(1)
+    assert msg is None

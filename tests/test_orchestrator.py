@@ -55,8 +55,9 @@ def _ops_root() -> Path:
 
 
 def scaffold(pattern: str, handshake: str = "thread-notify", name: str | None = None, exec_op: str | None = None,
-             notifies: int | None = None) -> Path:
-    """Scaffold + build an operator once per test session (the session's ranks share it)."""
+             notifies: int | None = None, toml_edit: tuple[tuple[str, str], ...] = ()) -> Path:
+    """Scaffold + build an operator once per test session (the session's ranks share it).
+    ``toml_edit``: (old, new) text replacements in its op.toml (then re-rendered)."""
     from filelock import FileLock
 
     from hcomm_kit.build.opbuild import build_op
@@ -69,9 +70,15 @@ def scaffold(pattern: str, handshake: str = "thread-notify", name: str | None = 
     with FileLock(str(root / f"{name}.lock")):
         if not (opdir / ".built").exists():
             new_op(name, pattern=pattern, handshake=handshake, directory=root, force=True)
-            if notifies is not None:
+            edits = tuple(toml_edit) + ((("notifies_per_thread = 0", f"notifies_per_thread = {notifies}"),)
+                                        if notifies is not None else ())
+            if edits:
                 toml = opdir / "op.toml"
-                toml.write_text(toml.read_text().replace("notifies_per_thread = 0", f"notifies_per_thread = {notifies}"))
+                text = toml.read_text()
+                for old, new in edits:
+                    assert old in text, (old, text)
+                    text = text.replace(old, new)
+                toml.write_text(text)
                 update_op(opdir)
             if exec_op is not None:
                 (opdir / "op_kernel_aicpu" / "exec_op.cc").write_text(exec_op)

@@ -30,6 +30,7 @@ from ..build import pyext
 from ..core.device import _D2H, _H2D, DeviceBuffer, host_ptr
 from . import callsite as _callsite
 from .custom_op import CustomOp
+from .launch_seq import N_CALLS
 
 __all__ = ["FastPlan", "PlannedCalls", "try_fast", "try_fast_host"]
 
@@ -84,8 +85,8 @@ class FastPlan:
         # HcommKitStreamCalls(stream, calls, n, flags, &failed) without per-call argument conversion
         self.fn = op._stream_calls_untyped
         stream = ctypes.c_void_p(s)
-        self.args4 = (stream, calls[1], 4, flags, op._failed_ref)
-        self.args3 = (stream, calls[2], 3, flags, op._failed_ref)
+        self.args4 = (stream, calls[1], N_CALLS, flags, op._failed_ref)
+        self.args3 = (stream, calls[2], N_CALLS - 1, flags, op._failed_ref)
         # the same as addresses, for the compiled helper (see try_fast)
         self.cargs = (ctypes.cast(self.fn, ctypes.c_void_p).value, s, ctypes.addressof(calls[0][0]),
                       ctypes.addressof(calls[0][1]), flags, ctypes.addressof(op._failed))

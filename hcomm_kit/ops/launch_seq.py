@@ -10,12 +10,17 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from ..base import dtypes as _dtypes
 from ..base.errors import AclError, CollectiveMismatchError, HcclError
 from ..runtime import codes, enums, structs
 from .op_errors import MISMATCH_MARK
 from .resources import Resources
 
-__all__ = ["LaunchSequence"]
+__all__ = ["LaunchSequence", "N_CALLS"]
+
+#: Entries of the cached HcommKitStreamCalls array: call check, go, launch, done, output (the
+#: unwritten-output check); a call without a check starts at the second.
+N_CALLS = 5
 
 
 class LaunchSequence:
@@ -39,6 +44,8 @@ class LaunchSequence:
     _failed_ref: Any
     _sync_flags: int
     _thread_notify: bool
+    _out_watch: tuple
+    _out_label: Any
 
     def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
                 params: dict, timeout, sync: bool = False, check: tuple | None = None) -> bool:
@@ -84,12 +91,17 @@ class LaunchSequence:
             ret = self._finalize(self._args)
             if ret:
                 raise self._error(ret, "aclrtKernelArgsFinalize", timeout)
+            self._out_watch = self._watched_output(in_ptr, out_ptr, n, dt_value, r, params)
             self._last_key = key
         # ---- go, launch, done ---------------------------------------------------------------
         if self._stream_calls is not None:
             calls = self._calls.get((s, tmo)) or self._build_calls(res, s, tmo)
+            if calls[5][0] is not self._out_watch:  # the output of these arguments (unwritten-output check)
+                out = calls[0][4]
+                calls[5][0] = self._out_watch
+                out.a, out.b = self._out_watch
             if check is None:
-                ret = self._stream_calls(s, calls[2], 3, self._sync_flags if sync else 0, self._failed_ref)
+                ret = self._stream_calls(s, calls[2], N_CALLS - 1, self._sync_flags if sync else 0, self._failed_ref)
             else:
                 c0, shadow = calls[3], calls[4]  # the check entry, and what it holds (Python ints: cheap to compare)
                 b, c, u32 = check[0][1], check[1][1] if check[1] is not None else 0, check[2] & 0xFFFFFFFF
@@ -98,7 +110,7 @@ class LaunchSequence:
                 if shadow[1] != c or shadow[2] != u32:
                     c0.c, c0.u32 = c, u32
                     shadow[1], shadow[2] = c, u32
-                ret = self._stream_calls(s, calls[1], 4, self._sync_flags if sync else 0, self._failed_ref)
+                ret = self._stream_calls(s, calls[1], N_CALLS, self._sync_flags if sync else 0, self._failed_ref)
             if ret:
                 raise self._calls_error(ret, timeout, check)
             return sync
@@ -124,12 +136,34 @@ class LaunchSequence:
                 raise self._error(ret, "aclrtWaitAndResetNotify", timeout)
         return False
 
+    def _watched_output(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, r: int, params: dict) -> tuple:
+        """``(address, bytes)`` of the output a call with these arguments must write in full on this
+        rank (the emulator's unwritten-output check, with the notify checker): what the operator's
+        kind defines here, ``(0, 0)`` where it defines none (a reduce's or gather's other ranks, a
+        ``custom`` kind) or the output starts as the input (in place)."""
+        spec, comm = self.spec, self.comm
+        if not out_ptr or spec.kind == "custom" or not spec.kind_info.checks_rank(comm.rank, r):
+            return (0, 0)
+        if self._count_fields:
+            out_n = int(sum(int(c) for c in params[self._count_fields["recv_counts"]]))
+        elif spec.output == "count":
+            out_n = n
+        else:
+            out_n = spec.output_count(n, comm.size)
+        unit = _dtypes.get_dtype(dt_value).itemsize
+        out_bytes = out_n * unit
+        in_bytes = (n * comm.size if self._blocks else n) * unit
+        if in_ptr < out_ptr + out_bytes and out_ptr < in_ptr + in_bytes:
+            return (0, 0)
+        return (out_ptr, out_bytes)
+
     def _build_calls(self, res: Resources, s: int, tmo: int) -> tuple:
-        """The call check / go / launch / done calls of (stream, timeout) for HcommKitStreamCalls
-        (cached): (the array, a pointer to all four, a pointer to the last three, the check entry,
-        its signature, expected and peer fields as last set)."""
+        """The call check / go / launch / done / output calls of (stream, timeout) for
+        HcommKitStreamCalls (cached): (the array, a pointer to all five, a pointer to the last four,
+        the check entry, its signature, expected and peer fields as last set, [the output entry's
+        (address, bytes) as last set])."""
         K = enums.StreamCallKind
-        arr = (structs.HcommKitStreamCall * 4)()
+        arr = (structs.HcommKitStreamCall * N_CALLS)()
         arr[0].kind, arr[0].a = int(K.HCOMM_KIT_SC_CALL_CHECK), self.comm.handle or 0
         launch = arr[2]
         launch.kind, launch.u32, launch.a, launch.b = int(K.HCOMM_KIT_SC_LAUNCH), 1, self._fn, self._args
@@ -142,9 +176,13 @@ class LaunchSequence:
         else:
             go.kind, go.a = int(K.HCOMM_KIT_SC_NOTIFY_RECORD), res.notifies[0]
             done.kind, done.a, done.u32 = int(K.HCOMM_KIT_SC_NOTIFY_WAIT), res.notifies[1], tmo
+        out = arr[4]
+        out.kind, out.c = int(K.HCOMM_KIT_SC_OUTPUT), ctypes.cast(self._out_label, ctypes.c_void_p).value
+        out.a, out.b = self._out_watch
         if len(self._calls) >= 16:
             self._calls.clear()
-        entry = self._calls[(s, tmo)] = (arr, ctypes.pointer(arr[0]), ctypes.pointer(arr[1]), arr[0], [0, 0, 0])
+        entry = self._calls[(s, tmo)] = (arr, ctypes.pointer(arr[0]), ctypes.pointer(arr[1]), arr[0], [0, 0, 0],
+                                         [self._out_watch])
         return entry
 
     def _calls_error(self, ret: int, timeout, check: tuple | None) -> Exception:

@@ -145,7 +145,7 @@ HcclSendRecvType = _c_enum("HcclSendRecvType", _HCCL_TYPES, "HCCL_", "SEND RECV 
 # (full names: the prefix alone would read as an environment variable to tests/test_foundation.py)
 StreamCallKind = _c_enum("StreamCallKind", "hcomm_kit/emu_ext.h", "", """
     HCOMM_KIT_SC_LAUNCH=1 HCOMM_KIT_SC_THREAD_RECORD HCOMM_KIT_SC_THREAD_WAIT HCOMM_KIT_SC_NOTIFY_RECORD
-    HCOMM_KIT_SC_NOTIFY_WAIT HCOMM_KIT_SC_CALL_CHECK""")
+    HCOMM_KIT_SC_NOTIFY_WAIT HCOMM_KIT_SC_CALL_CHECK HCOMM_KIT_SC_OUTPUT""")
 StreamCallsFlag = _c_enum("StreamCallsFlag", "hcomm_kit/emu_ext.h", "", "HCOMM_KIT_SC_SYNC=1 HCOMM_KIT_SC_INLINE=2",
                           flag=True)
 

@@ -35,6 +35,7 @@ namespace {
 using StreamCallsFn = int32_t (*)(void*, void*, uint32_t, uint32_t, uint32_t*);
 using MemcpyFn = int32_t (*)(void*, size_t, const void*, size_t, int32_t); /* aclrtMemcpy */
 constexpr int32_t kH2D = 1, kD2H = 2;                                       /* aclrtMemcpyKind */
+constexpr uint32_t kCalls = 5; /* entries of an operator's HcommKitStreamCalls array (launch_seq.py N_CALLS) */
 
 struct State {
     PyObject* device_buffer = nullptr;  /* hcomm_kit.core.device.DeviceBuffer */
@@ -340,9 +341,9 @@ bool run_device(PyObject* comm, PyObject* x, PyObject* out, PyObject* op, PyObje
     if (!cargs || !PyTuple_CheckExact(cargs.p) || PyTuple_GET_SIZE(cargs.p) != 6) return false;
     Ref sig(attr(plan, s_sig));
     if (!sig) return false;
-    uint32_t ncalls = 3;
+    uint32_t ncalls = kCalls - 1; /* go, launch, done, output (hcomm_kit/ops/launch_seq.py N_CALLS) */
     if (sig.p != Py_None) {
-        ncalls = 4;
+        ncalls = kCalls; /* and the call check first */
         Ref sites_on(attr(comm, s_call_sites));
         if (!sites_on) return false;
         int on = PyObject_IsTrue(sites_on.p);
@@ -381,7 +382,7 @@ bool run_device(PyObject* comm, PyObject* x, PyObject* out, PyObject* op, PyObje
         }
     }
     auto fn = reinterpret_cast<StreamCallsFn>(static_cast<uintptr_t>(v[0]));
-    void* calls = reinterpret_cast<void*>(static_cast<uintptr_t>(ncalls == 4 ? v[2] : v[3]));
+    void* calls = reinterpret_cast<void*>(static_cast<uintptr_t>(ncalls == kCalls ? v[2] : v[3]));
     int32_t r;
     Py_BEGIN_ALLOW_THREADS
     r = fn(reinterpret_cast<void*>(static_cast<uintptr_t>(v[1])), calls, ncalls, static_cast<uint32_t>(v[4]),

@@ -16,7 +16,7 @@ namespace {
 
 char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
 
-enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT, HELD, LAG };
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT, HELD, LAG, OWN_BLOCK };
 
 /* The scaffold's ring-allreduce (templates/.../ring-allreduce.cc.jinja) on BLOCK bytes of int32, one
  * slice: copy in, n-1 write-reduce steps, n-1 write steps, copy out. RING_SHIFT: bugRank's final copy
@@ -157,6 +157,7 @@ int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
     /* collect: wait each peer's data notify, then copy its slot */
     for (uint32_t q = 0; q < r.rankSize; q++) {
         if (q != r.rank) CK(HcommChannelNotifyWaitOnThread(t, r.channels[q].handle, DATA, WAIT_TIMEOUT));
+        if (bug == OWN_BLOCK && q == r.rank) continue;  // BUG (every rank): its own block never reaches the output
         CK(HcommLocalCopyOnThread(t, B(p.outputPtr, q * BLOCK), buf + q * BLOCK, BLOCK));
     }
     /* clean exit: nobody touches my buffer after this */
@@ -202,3 +203,4 @@ extern "C" unsigned int DgP2p(OpParam* p) { return Run(p, P2P); }
 extern "C" unsigned int DgP2pShift(OpParam* p) { return Run(p, P2P_SHIFT); }
 extern "C" unsigned int DgHeld(OpParam* p) { return Run(p, HELD); }
 extern "C" unsigned int DgLag(OpParam* p) { return Run(p, LAG); }
+extern "C" unsigned int DgOwnBlock(OpParam* p) { return Run(p, OWN_BLOCK); }

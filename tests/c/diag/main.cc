@@ -194,6 +194,14 @@ int run_rank(Rank& R, const HcclRootInfo* root, const std::vector<std::string>& 
         double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const char* m = aclGetRecentErrMsg();
         int bad = rc != 0 ? 0 : s == "Good" ? check_good(R) : s == "Ring" || s == "P2p" ? check_ring_p2p(R, s == "Ring") : 0;
+        if (rc == 0 && s == "OwnBlock") { /* the host reads the output back, as CANN's examples print it */
+            std::vector<uint8_t> got(R.n * BLOCK);
+            int back = aclrtMemcpy(got.data(), got.size(), R.out, got.size(), ACL_MEMCPY_DEVICE_TO_HOST);
+            const char* bm = aclGetRecentErrMsg();
+            std::lock_guard<std::mutex> g(g_out);
+            printf("READBACK rank=%u rc=%d\nMSG-BEGIN rank=%u\n%s\nMSG-END\n", R.rank, back, R.rank,
+                   back && bm ? bm : "");
+        }
         {
             std::lock_guard<std::mutex> g(g_out);
             printf("RESULT rank=%u scenario=%s rc=%d secs=%.3f\n", R.rank, s.c_str(), rc, dt);

@@ -69,6 +69,14 @@ typedef struct {
 #define HCOMM_KIT_SC_NOTIFY_RECORD 4 /* aclrtRecordNotify(a, stream) */
 #define HCOMM_KIT_SC_NOTIFY_WAIT 5   /* aclrtWaitAndResetNotify(a, stream, u32) */
 #define HCOMM_KIT_SC_CALL_CHECK 6    /* HcommKitCallCheck(a, u32, b, c ? c : b, NULL, 0) */
+/* The unwritten-output check (with the notify checker, HCOMM_KIT_CHECK): the kernel this sequence
+ * launches must write every byte of [a, a + b) of device memory (the call's output on this rank)
+ * with its device tasks; c: what to call the call in the message (const char*, "rank 1: operator
+ * x (kind allreduce)"). Anywhere in the sequence, it watches from the sequence's first call; with
+ * SYNC it is judged after the synchronisation (the call fails with HCOMM_KIT_ERROR_CHECK naming the
+ * unwritten byte ranges, *failed = n), else by a task after the sequence's calls (the stream
+ * fails). b = 0: nothing to check. */
+#define HCOMM_KIT_SC_OUTPUT 7
 /* Flags of HcommKitStreamCalls. SYNC: then aclrtSynchronizeStream(stream). INLINE (with SYNC): when
  * the stream is idle, the calling thread runs the tasks itself instead of waking the stream's
  * worker and sleeping until it is done (no thread hand-offs); only for kernels that return by

@@ -130,6 +130,15 @@ struct Stream;
 struct HThread;
 struct Comm;
 
+/* Device memory a launch must write in full (the unwritten-output check, HcommKitStreamCalls'
+ * HCOMM_KIT_SC_OUTPUT): the device tasks' writes into it, as sorted disjoint byte ranges. */
+struct OutputWatch {
+    uint64_t id = 0;
+    uintptr_t base = 0;
+    uint64_t len = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> written; /* [lo, hi) offsets from base */
+};
+
 struct Device {
     int id = 0;
     int refcount = 0; /* aclrtSetDevice count */
@@ -163,7 +172,28 @@ struct Device {
      * on this device fail with 507017 naming it (lost_reason under m). */
     std::atomic<bool> lost{false};
     std::string lost_reason;
+    /* The latest kernel launched on this device (its function name, under m): named when the host
+     * reads back device memory nothing wrote (mem_unwritten_finding). */
+    std::string last_kernel;
+    /* Output watches armed (output_watch_begin): device tasks report their writes while > 0. */
+    std::atomic<uint32_t> watches{0};
+    std::mutex watch_m; /* watch_list, watch_next */
+    std::vector<OutputWatch> watch_list;
+    uint64_t watch_next = 1;
 };
+/* The unwritten-output check: watches [base, base + len) of dev's memory from now on (0: nothing to
+ * watch); a device task's write of n bytes at dst (output_watch_write, cheap while nothing is
+ * watched); the watch ends with the ranges nobody wrote ([lo, hi) offsets, at most max_ranges of
+ * them, *unwritten = their total bytes). */
+uint64_t output_watch_begin(Device* dev, const void* base, uint64_t len);
+/* Device memory nothing wrote (with the checker on, aclrtMalloc fills each allocation of at most
+ * 256 MiB with a pattern of 8-byte words that depends on the offset, as real device memory holds
+ * garbage): "" or the finding for the host reading back [src, src + n) (api: the copy) while
+ * 8-byte words of it still hold the pattern; in warn mode logged and "". */
+std::string mem_unwritten_finding(const char* api, const void* src, size_t n);
+void output_watch_write(Device* dev, const void* dst, uint64_t n);
+std::vector<std::pair<uint64_t, uint64_t>> output_watch_end(Device* dev, uint64_t id, uint64_t* unwritten,
+                                                            size_t max_ranges = 8);
 /* 0, or 507017 with the reason set (api) when dev is lost. */
 int device_lost_check(Device* dev, const char* api);
 

@@ -136,6 +136,10 @@ int KernelTask::run(Stream* s, std::string* msg) {
     k.active = true;
     k.dev = s->dev;
     k.kernel = kname;
+    {
+        std::lock_guard<std::mutex> g(s->dev->m);
+        if (s->dev->last_kernel != f->func_name) s->dev->last_kernel = f->func_name;
+    }
     k.kseq = seq;
     k.stream = s;
     k.run = run.get();

@@ -3,6 +3,7 @@
 #include "acl/hooks.h"
 #include "acl/runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -125,6 +126,69 @@ using namespace emu;
  * up front also keeps the rounding below from wrapping. */
 constexpr size_t kMaxAlloc = (size_t)PTRDIFF_MAX;
 
+namespace {
+/* The fill of new device memory (checker on): word i of an allocation; no write of data reproduces
+ * it at that offset, so a word still holding it was never written, by anything (kernel code too). */
+constexpr size_t kFillMax = 256ull << 20;
+inline uint64_t fill_word(uint64_t i) { return 0xA5C3E1F0D2B49687ull ^ (i * 0x9E3779B97F4A7C15ull); }
+void fill_new(void* p, size_t n) {
+    uint64_t* w = static_cast<uint64_t*>(p);
+    for (size_t i = 0; i < n / 8; i++) w[i] = fill_word(i);
+}
+}  // namespace
+
+std::string emu::mem_unwritten_finding(const char* api, const void* src, size_t n) {
+    if (!check_mode() || !n) return "";
+    MemRegion r;
+    if (!mem_find(src, n, &r) || r.kind != MemKind::Device || r.size > kFillMax) return "";
+    const uint64_t* w = reinterpret_cast<const uint64_t*>(r.base);
+    uint64_t lo = (uintptr_t)src - r.base, hi = lo + n;
+    uint64_t first = (lo + 7) / 8, last = hi / 8; /* whole words of [lo, hi) */
+    uint64_t unwritten = 0;
+    std::string ranges;
+    int shown = 0;
+    for (uint64_t i = first; i < last;) {
+        if (w[i] != fill_word(i)) {
+            i++;
+            continue;
+        }
+        uint64_t j = i;
+        while (j < last && w[j] == fill_word(j)) j++;
+        unwritten += (j - i) * 8;
+        if (shown++ < 8)
+            ranges += strprintf("%s[%llu, %llu)", ranges.empty() ? "" : ", ", (unsigned long long)(i * 8 - lo),
+                                (unsigned long long)(j * 8 - lo));
+        i = j;
+    }
+    if (!unwritten) return "";
+    /* An allocation nothing wrote at all is no operator's output (CANN's reduce example reads back its
+     * non-roots' untouched receive buffers): only one written in part is reported. */
+    bool written = false;
+    for (uint64_t i = 0, words = r.size / 8; i < words && !written; i++) written = w[i] != fill_word(i);
+    if (!written) return "";
+    if (shown > 8) ranges += ", ...";
+    Device* d = device_peek(r.device);
+    std::string k;
+    if (d) {
+        std::lock_guard<std::mutex> g(d->m);
+        k = d->last_kernel;
+    }
+    std::string text = strprintf(
+        "[hcomm-kit check] read of device memory nothing wrote: %s reads %llu byte(s) that nothing wrote since "
+        "aclrtMalloc (no host copy or memset, no device task, no kernel code) while the rest of their allocation "
+        "was written: bytes %s of the %llu it copies from %p, device %d (an allocation of %zu bytes at 0x%lx); on "
+        "Ascend they would be whatever the memory held. The latest kernel launched on device %d: %s (an operator "
+        "that leaves part of its output unwritten?)",
+        api, (unsigned long long)unwritten, ranges.c_str(), (unsigned long long)n, src, r.device, r.size,
+        (unsigned long)r.base, r.device, k.empty() ? "none" : k.c_str());
+    rank_log("%s", text.c_str());
+    if (check_mode() == 2) {
+        EMU_LOG(LOG_WARN, "%s (HCOMM_KIT_CHECK=warn: the copy goes on)", text.c_str());
+        return "";
+    }
+    return text + " (HCOMM_KIT_CHECK=warn reports without failing; =0 turns the checker off)";
+}
+
 static Device* need_device(const char* api, int* code) {
     Context* ctx = current_ctx();
     if (!ctx) {
@@ -153,6 +217,7 @@ static aclError malloc_impl(void** devPtr, size_t size, aclrtMemMallocPolicy pol
     if (posix_memalign(&p, 64, rounded) != 0 || !p)
         return seterr(ACL_ERROR_RT_MEMORY_ALLOCATION, api, "cannot allocate %zu bytes of device memory on device %d",
                       rounded, d->id);
+    if (check_mode() && rounded <= kFillMax) fill_new(p, rounded); /* garbage, as on a device (see above) */
     mem_register(p, rounded, d->id, MemKind::Device);
     *devPtr = p;
     return ACL_SUCCESS;
@@ -311,6 +376,10 @@ EMU_API aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t 
     if (int r = memcpy_check(__func__, dst, destMax, src, count, k)) return r;
     memmove(dst, src, count);
     note_host_write(dst, count);
+    if (k == ACL_MEMCPY_DEVICE_TO_HOST) {
+        std::string f = mem_unwritten_finding(__func__, src, count);
+        if (!f.empty()) return seterr_str(kCheckErrorCode, __func__, f);
+    }
     return ACL_SUCCESS;
 }
 
@@ -322,3 +391,70 @@ EMU_API aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_
     note_host_write(devPtr, count);
     return ACL_SUCCESS;
 }
+
+/* ================================================================ the unwritten-output check */
+
+namespace emu {
+
+uint64_t output_watch_begin(Device* dev, const void* base, uint64_t len) {
+    if (!dev || !base || !len) return 0;
+    std::lock_guard<std::mutex> g(dev->watch_m);
+    OutputWatch w;
+    w.id = dev->watch_next++;
+    w.base = (uintptr_t)base;
+    w.len = len;
+    dev->watch_list.push_back(std::move(w));
+    dev->watches.fetch_add(1, std::memory_order_relaxed);
+    return dev->watch_list.back().id;
+}
+
+void output_watch_write(Device* dev, const void* dst, uint64_t n) {
+    if (!n || !dev->watches.load(std::memory_order_relaxed)) return;
+    uintptr_t a = (uintptr_t)dst;
+    std::lock_guard<std::mutex> g(dev->watch_m);
+    for (OutputWatch& w : dev->watch_list) {
+        if (a >= w.base + w.len || a + n <= w.base) continue;
+        uint64_t lo = a > w.base ? a - w.base : 0, hi = std::min<uint64_t>(a + n - w.base, w.len);
+        /* merge [lo, hi) into the sorted disjoint list */
+        auto& v = w.written;
+        auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(lo, (uint64_t)0));
+        if (it != v.begin() && std::prev(it)->second >= lo) --it;
+        auto end = it;
+        while (end != v.end() && end->first <= hi) {
+            lo = std::min(lo, end->first);
+            hi = std::max(hi, end->second);
+            ++end;
+        }
+        it = v.erase(it, end);
+        v.insert(it, std::make_pair(lo, hi));
+    }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> output_watch_end(Device* dev, uint64_t id, uint64_t* unwritten,
+                                                            size_t max_ranges) {
+    std::vector<std::pair<uint64_t, uint64_t>> gaps;
+    *unwritten = 0;
+    if (!dev || !id) return gaps;
+    std::lock_guard<std::mutex> g(dev->watch_m);
+    for (size_t i = 0; i < dev->watch_list.size(); i++) {
+        OutputWatch& w = dev->watch_list[i];
+        if (w.id != id) continue;
+        uint64_t at = 0;
+        auto gap = [&](uint64_t lo, uint64_t hi) {
+            if (hi <= lo) return;
+            *unwritten += hi - lo;
+            if (gaps.size() < max_ranges) gaps.emplace_back(lo, hi);
+        };
+        for (const auto& r : w.written) {
+            gap(at, r.first);
+            at = r.second;
+        }
+        gap(at, w.len);
+        dev->watch_list.erase(dev->watch_list.begin() + (long)i);
+        dev->watches.fetch_sub(1, std::memory_order_relaxed);
+        break;
+    }
+    return gaps;
+}
+
+}  // namespace emu

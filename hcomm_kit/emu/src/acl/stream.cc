@@ -378,11 +378,13 @@ struct CopyTask : Task {
     void* dst;
     const void* src;
     size_t n;
+    bool d2h = false;
     CopyTask(void* d, const void* s, size_t c) : dst(d), src(s), n(c) {}
-    int run(Stream*, std::string*) override {
+    int run(Stream*, std::string* msg) override {
         memmove(dst, src, n);
         note_host_write(dst, n);
-        return 0;
+        if (d2h) *msg = mem_unwritten_finding("aclrtMemcpyAsync", src, n);
+        return msg->empty() ? 0 : kCheckErrorCode;
     }
     const char* name() const override { return "aclrtMemcpyAsync"; }
 };
@@ -493,6 +495,7 @@ EMU_API aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, si
     bool dst_pageable = !mem_find(dst, count, &r);
     bool src_pageable = !mem_find(src, count, &r);
     auto t = std::make_unique<CopyTask>(dst, src, count);
+    t->d2h = k == ACL_MEMCPY_DEVICE_TO_HOST;
     std::atomic<uint32_t> done{0};
     bool wait = dst_pageable || src_pageable;
     if (wait) t->done_word = &done;

@@ -90,7 +90,8 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
             uint64_t peers = 0;
             for (uint32_t k = 0; k < n; k++)
                 if (descs[k].remoteRank < 64 && descs[k].remoteRank != c->rank) peers |= 1ull << descs[k].remoteRank;
-            comm_note_failed_call(c, api, last_err(), peers);
+            comm_note_failed_call(c, last_err(), peers);
+            if (r == HCCL_E_NETWORK) comm_tell_link_failure(c, last_err());
             return r;
         }
     std::lock_guard<std::mutex> g(c->m);

@@ -340,11 +340,14 @@ int resources(Call& k) {
  * for them (until HCCL_CONNECT_TIMEOUT). */
 int links_up(Call& k, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, const char* algorithm) {
     for (const auto& pr : pairs)
-        if (k.c->topo.is_down(pr.first, pr.second))
-            return seterr(HCCL_E_NETWORK, k.api, "rank %u: %s needs %s; the C API's collectives do not route "
-                          "around a downed link (an operator of your own can: a mesh operator gets no channel "
-                          "over it, channels[peer].handle == 0)", k.c->rank, algorithm,
-                          link_down_text(k.c, pr.first, pr.second, true).c_str());
+        if (k.c->topo.is_down(pr.first, pr.second)) {
+            int rc = seterr(HCCL_E_NETWORK, k.api, "rank %u: %s needs %s; the C API's collectives do not route "
+                            "around a downed link (an operator of your own can: a mesh operator gets no channel "
+                            "over it, channels[peer].handle == 0)", k.c->rank, algorithm,
+                            link_down_text(k.c, pr.first, pr.second, true).c_str());
+            comm_tell_link_failure(k.c, last_err());
+            return rc;
+        }
     return HCCL_SUCCESS;
 }
 
@@ -552,8 +555,10 @@ HcclResult batch(Call& k, const HcclSendRecvItem* items, uint32_t n, int op_type
         uint64_t with = 0;
         for (uint32_t p : peers)
             if (p < 64) with |= 1ull << p;
-        comm_note_failed_call(k.c, k.api, why, with);
-        return (HcclResult)seterr_str(HCCL_E_NETWORK, k.api, why);
+        int rc = seterr_str(HCCL_E_NETWORK, k.api, why);
+        comm_note_failed_call(k.c, last_err(), with);
+        comm_tell_link_failure(k.c, last_err());
+        return (HcclResult)rc;
     }
     std::sort(peers.begin(), peers.end());
     peers.erase(std::unique(peers.begin(), peers.end()), peers.end());

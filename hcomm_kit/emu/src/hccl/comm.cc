@@ -306,9 +306,9 @@ void comm_note_host_call(Comm* c, const char* what) {
     c->cp_since = what ? now_ns() : 0;
 }
 
-void comm_note_failed_call(Comm* c, const char* api, const std::string& why, uint64_t peers) {
+void comm_note_failed_call(Comm* c, const std::string& text, uint64_t peers) {
     std::lock_guard<std::mutex> g(c->diag_m);
-    c->failed_call = strprintf("%s: %s", api, why.c_str());
+    c->failed_call = text;
     c->failed_ns = now_ns();
     c->failed_peers = peers;
 }
@@ -318,6 +318,11 @@ std::string comm_gone_msg(Comm* c, uint32_t r) {
     const JobRank& e = c->job->ranks[r];
     if (e.gone_after[0]) m += strprintf(" right after its call failed: %.*s", (int)sizeof e.gone_after, e.gone_after);
     return m;
+}
+
+void comm_tell_link_failure(Comm* c, const std::string& text) {
+    rank_log("%s", text.c_str());
+    if (!c->job || c->job->link_told.exchange(1) == 0) EMU_LOG(LOG_ERROR, "%s", text.c_str());
 }
 
 void comm_clear_failed_call(Comm* c) {

@@ -327,7 +327,8 @@ struct JobSeg {
     std::atomic<uint32_t> bar_gen;     /* barriers completed (futex) */
     std::atomic<uint64_t> attention_ns; /* a rank has a long wait: every monitor publishes each tick */
     std::atomic<uint32_t> trace_done;   /* ranks that wrote their HCOMM_KIT_TRACE part at destroy */
-    uint32_t pad[11];
+    std::atomic<uint32_t> link_told;    /* a call over a downed link was reported on stderr (once per job) */
+    uint32_t pad[10];
     std::atomic<uint32_t> bar_seq[kMaxRanks]; /* latest barrier each rank arrived at */
     JobRank ranks[kMaxRanks];
     MailBox mail[kMaxRanks][kMaxRanks]; /* mail[from][to] */
@@ -462,10 +463,13 @@ void comm_note_host_call(Comm* c, const char* what);
 void tuner_forget(Comm* c);
 /* The host waits in HcclChannelAcquire for the ranks in the bitmap peers (0: no longer). */
 void comm_note_connect(Comm* c, uint64_t peers);
-/* The host's HCCL call `api` failed (why) before doing its part with the ranks in the bitmap peers,
- * who may be waiting for it: published on the board, where the hang analysis fails their waits at
- * once naming it (a rank whose call failed and that makes no other call will not do its part). */
-void comm_note_failed_call(Comm* c, const char* api, const std::string& why, uint64_t peers);
+/* A call failed on a downed link (text: the full message): on stderr once per job (C hosts that only
+ * check return codes see it there), in the rank's log always. */
+void comm_tell_link_failure(Comm* c, const std::string& text);
+/* The host's HCCL call failed (text: "Api: why") before doing its part with the ranks in the bitmap
+ * peers, who may be waiting for it: published on the board, where the hang analysis fails their waits
+ * at once naming it (a rank whose call failed and that makes no other call will not do its part). */
+void comm_note_failed_call(Comm* c, const std::string& text, uint64_t peers);
 /* The host makes another call: what comm_note_failed_call published no longer holds. */
 void comm_clear_failed_call(Comm* c);
 /* "rank R (pid P) already destroyed its communicator (HcclCommDestroy)[ right after its call failed: ...]" */

@@ -42,14 +42,75 @@ static int32_t one_call(aclrtStream stream, const HcommKitStreamCall& c) {
             return HcommKitCallCheck(reinterpret_cast<HcclComm>(c.a), (int32_t)c.u32, sig,
                                      c.c ? reinterpret_cast<const char*>(c.c) : sig, nullptr, 0);
         }
+        case HCOMM_KIT_SC_OUTPUT:
+            return 0; /* watched around the sequence (HcommKitStreamCalls) */
         default:
             return seterr(ACL_ERROR_INVALID_PARAM, "HcommKitStreamCalls",
-                          "call kind %u is not one of HcommKitStreamCalls' call kinds (1-6)", c.kind);
+                          "call kind %u is not one of HcommKitStreamCalls' call kinds (1-7)", c.kind);
     }
 }
 
 namespace {
 constexpr uint64_t kSettleNs = 5000000000ull; /* longest a finished call waits for the others to check theirs */
+
+/* ---- the unwritten-output check (HCOMM_KIT_SC_OUTPUT) ----
+ * The device tasks' writes into the call's output are collected while it runs (output_watch_*,
+ * acl/memory.cc); what no task wrote is a finding: those bytes would come back as data although
+ * the operator never wrote them. */
+
+/* "" or the finding for watch id of dev over [base, base + len) (label: what the call is). */
+std::string output_finding(Device* dev, uint64_t id, uint64_t len, const char* label) {
+    uint64_t unwritten = 0;
+    auto gaps = output_watch_end(dev, id, &unwritten);
+    if (!unwritten) return "";
+    std::string ranges;
+    for (const auto& g : gaps) ranges += strprintf("%s[%llu, %llu)", ranges.empty() ? "" : ", ", (unsigned long long)g.first,
+                                                   (unsigned long long)g.second);
+    if (unwritten > 0 && gaps.size() == 8) ranges += ", ...";
+    std::string text = strprintf(
+        "[hcomm-kit check] unwritten output: %s: %llu of its %llu output bytes were not written by the call (bytes %s "
+        "of the output): they would come back as whatever the buffer held before. An operator writes its whole output "
+        "on every rank its kind (op.toml [op].kind) defines one",
+        label && *label ? label : "a call", (unsigned long long)unwritten, (unsigned long long)len, ranges.c_str());
+    rank_log("%s", text.c_str());
+    if (check_mode() == 2) {
+        EMU_LOG(LOG_WARN, "%s (HCOMM_KIT_CHECK=warn: the call goes on)", text.c_str());
+        return "";
+    }
+    return text + " (HCOMM_KIT_CHECK=warn reports without failing; =0 turns the checker off)";
+}
+
+/* A stream task of the check for a sequence made without SYNC: "arm" watches the output when the
+ * stream gets to the sequence, "verify" (queued after its calls) judges it. */
+struct OutputWatchTask : Task {
+    bool arm = false;
+    Device* dev = nullptr;
+    const void* base = nullptr;
+    uint64_t len = 0;
+    std::string label;
+    OutputWatchTask* verifier = nullptr; /* arm: its verify task (queued behind it: alive while it runs) */
+    uint64_t id = 0;                     /* verify: the watch, set by its arm task */
+    bool judge = true;                   /* verify: false when the sequence failed (only ends the watch) */
+    int run(Stream*, std::string* msg) override {
+        if (arm) {
+            verifier->id = output_watch_begin(dev, base, len);
+            return 0;
+        }
+        if (!judge) {
+            drop();
+            return 0;
+        }
+        *msg = output_finding(dev, id, len, label.c_str());
+        id = 0;
+        return msg->empty() ? 0 : kCheckErrorCode;
+    }
+    void drop() override {
+        uint64_t unwritten = 0;
+        if (!arm && id) output_watch_end(dev, id, &unwritten); /* the stream failed before: nothing to judge */
+        id = 0;
+    }
+    const char* name() const override { return arm ? "output watch" : "output check"; }
+};
 
 /* After a blocking collective whose call check passed: return only once every rank has posted that
  * call and compared it with the others' (or died, left, or the communicator was aborted). A rank
@@ -116,6 +177,50 @@ EMU_API int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall
             return code;
         }
     }
+    /* the unwritten-output check: the output a sequence declares is watched from here */
+    const HcommKitStreamCall* out = nullptr;
+    if (check_mode())
+        for (uint32_t i = 0; i < n; i++)
+            if (calls[i].kind == HCOMM_KIT_SC_OUTPUT && calls[i].a && calls[i].b) out = &calls[i];
+    /* Without SYNC: a task that watches when the stream gets here, and one after the calls that
+     * judges (queued on every way out once the first is: it owns the watch). */
+    Stream* os = nullptr;
+    std::unique_ptr<OutputWatchTask> verify;
+    if (out && !sync) {
+        int code = 0;
+        os = stream_resolve(stream, &code, api);
+        if (!os) return code;
+        auto arm = std::make_unique<OutputWatchTask>();
+        verify = std::make_unique<OutputWatchTask>();
+        for (OutputWatchTask* t : {arm.get(), verify.get()}) {
+            t->dev = os->dev;
+            t->base = reinterpret_cast<const void*>(out->a);
+            t->len = out->b;
+            if (out->c) t->label = reinterpret_cast<const char*>(out->c);
+        }
+        arm->arm = true;
+        arm->verifier = verify.get();
+        if (int r = stream_enqueue(os, std::move(arm))) return r;
+    }
+    struct VerifyQueue { /* the judging task goes after whatever the sequence enqueued */
+        Stream* s;
+        std::unique_ptr<OutputWatchTask>* t;
+        ~VerifyQueue() {
+            if (*t) {
+                (*t)->judge = false; /* a failed sequence: only end the watch */
+                stream_enqueue(s, std::unique_ptr<Task>(t->release()));
+            }
+        }
+    } verify_queue{os, &verify};
+    uint64_t watch = out && sync ? output_watch_begin(s->dev, reinterpret_cast<const void*>(out->a), out->b) : 0;
+    struct WatchEnd { /* a sequence that fails before its judgement drops its watch */
+        Device* dev;
+        uint64_t* id;
+        ~WatchEnd() {
+            uint64_t u;
+            if (*id) output_watch_end(dev, *id, &u);
+        }
+    } watch_end{s ? s->dev : nullptr, &watch};
     const bool inl = sync && (flags & HCOMM_KIT_SC_INLINE) && stream_inline_begin(s);
     Comm* checked = nullptr; /* a collective call check made by the sequence, and the call's number */
     uint64_t seq = 0;
@@ -144,9 +249,20 @@ EMU_API int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall
             return r;
         }
     }
-    if (!sync) return 0;
+    if (!sync) {
+        if (verify) {
+            *failed = n;
+            return stream_enqueue(os, std::unique_ptr<Task>(verify.release()));
+        }
+        return 0;
+    }
     *failed = n;
     int rc = inl ? stream_inline_end(s, true, "aclrtSynchronizeStream") : stream_sync(s, -1, "aclrtSynchronizeStream");
     if (rc == 0 && checked) rc = settle_call(checked, seq);
+    if (rc == 0 && watch) {
+        std::string finding = output_finding(s->dev, watch, out->b, reinterpret_cast<const char*>(out->c));
+        watch = 0;
+        if (!finding.empty()) rc = seterr_str(kCheckErrorCode, "aclrtSynchronizeStream", finding);
+    }
     return rc;
 }

@@ -229,6 +229,8 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             } else {
                 reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
             }
+            if (self && self->dev->watches.load(std::memory_order_relaxed)) /* the unwritten-output check */
+                output_watch_write(self->dev, t.dst, t.op == HOp::Copy ? t.n : t.n * dtype_size(t.dtype));
             if (t.has_post_record) {
                 std::string f = hooks::record_slot(t, self, t.post_ctl, t.post_slot, t.post_rank, t.chan_rec);
                 if (!f.empty()) {
