@@ -218,6 +218,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
                     return -4;
                 }
             }
+            if (t.link) return link_exec(t, self, msg, kind); /* a peer on the network */
             if (t.op == HOp::Copy && t.n <= 16 && cfg().copy_restore_us) { /* fault injection (tests) */
                 uint8_t bytes[16];
                 memcpy(bytes, t.src, t.n);
@@ -239,6 +240,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             }
             return 1;
         case HOp::Record: {
+            if (t.link) return link_exec(t, self, msg, kind);
             std::string f = hooks::record_slot(t, self, t.slot_ctl, t.slot, t.slot_rank, t.chan_rec);
             if (!f.empty()) {
                 *msg = f;
