@@ -161,6 +161,10 @@ void comm_release_segments(Comm* c) {
         net_mem_unregister(c->net_mem);
         c->net_mem = nullptr;
     }
+    if (c->area_mem) {
+        net_mem_unregister(c->area_mem);
+        c->area_mem = nullptr;
+    }
     for (uint32_t r = 0; r < c->pbuf_seg.size(); r++) {
         if (c->pbuf_seg[r].addr) {
             mem_unregister(c->pbuf_seg[r].addr);
@@ -420,8 +424,13 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
         snprintf(card.host, sizeof card.host, "%s", net_host_name().c_str());
         card.buf_addr = (uint64_t)(uintptr_t)c->buf;
         card.buf_size = c->buf_size;
+        /* its model log, which the ranks of other hosts read (model/api.cc) */
+        card.area_addr = (uint64_t)(uintptr_t)&j->model[rank];
+        card.area_size = sizeof(ModelArea);
         if (net_worker_address(card.addr, &card.addr_len, &err) ||
-            net_mem_register(c->buf, c->buf_size, &c->net_mem, card.rkey, &card.rkey_len, &err)) {
+            net_mem_register(c->buf, c->buf_size, true, &c->net_mem, card.rkey, &card.rkey_len, &err) ||
+            net_mem_register(&j->model[rank], sizeof(ModelArea), false, &c->area_mem, card.area_rkey,
+                             &card.area_rkey_len, &err)) {
             int rc = seterr(HCCL_E_NETWORK, api, "rank %u: %s", rank, err.c_str());
             job_set_abort(j, (int)rank, last_err());
             return fail(rc);

@@ -400,6 +400,7 @@ struct Comm {
     uint64_t net_key = 0;          /* key of its control messages (net_job_key); 0: no network */
     NetBoardRef board{};           /* where its ranks met; its sub-communicators meet there too */
     NetMem* net_mem = nullptr;     /* its HCCL buffer, registered for remote access */
+    NetMem* area_mem = nullptr;    /* its model log (job->model[rank]), registered for the far ranks to read */
     std::vector<PeerLink*> link;   /* per rank: the link to it (nullptr: its memory is mapped here) */
     std::vector<uint8_t> far;      /* per rank: on another host (not in this host's job segment) */
     std::vector<std::string> host; /* per rank: its host's name */

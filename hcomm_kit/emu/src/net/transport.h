@@ -31,7 +31,7 @@ const char* net_mode_name(NetMode m);
 /* ------------------------------------------------------------------ cards and the board */
 
 constexpr uint32_t kNetAddrMax = 1536; /* a UCX worker address (tcp: ~80 bytes; rc/ud/dc: a few hundred) */
-constexpr uint32_t kNetRkeyMax = 512;  /* a packed memory key */
+constexpr uint32_t kNetRkeyMax = 256;  /* a packed memory key */
 constexpr uint32_t kNetCardMagic = 0x4452434e; /* "NCRD" */
 
 /* What one rank tells the others about itself at communicator creation (POD, fixed size). */
@@ -48,6 +48,11 @@ struct NetCard {
     uint32_t rkey_len;      /* bytes of rkey used: the key of its HCCL buffer */
     uint8_t addr[kNetAddrMax];
     uint8_t rkey[kNetRkeyMax];
+    uint64_t area_addr;     /* its log area (the timing model's, in its host's job segment): read by others */
+    uint64_t area_size;
+    uint32_t area_rkey_len;
+    uint32_t pad;
+    uint8_t area_rkey[kNetRkeyMax];
 };
 
 /* Where a rendezvous board lives: the worker of the process that made the root info (in the root
@@ -104,6 +109,8 @@ public:
     virtual int read(void* dst, uint64_t off, uint64_t n, std::string* err) = 0;
     virtual int write_reduce(uint64_t off, const void* src, uint64_t count, int dtype, int op, std::string* err) = 0;
     virtual int read_reduce(void* dst, uint64_t off, uint64_t count, int dtype, int op, std::string* err) = 0;
+    /* Reads n bytes at offset off of the peer's log area (NetCard::area_addr). */
+    virtual int read_area(void* dst, uint64_t off, uint64_t n, std::string* err) = 0;
     /* Sets notify slot `slot` of the peer's device, as a local record would. */
     virtual int record(uint32_t slot, const RecordWords& w, std::string* err) = 0;
     /* A control message to the peer's process. */
@@ -128,9 +135,11 @@ std::string net_unavailable();
 /* Starts the network once per process (UCX context, worker, progress thread). 0 or an HCCL code. */
 int net_start(std::string* err);
 
-/* Registered memory: this process's HCCL buffer (its key goes into the card). */
+/* Registered memory: a rank's HCCL buffer (write_reduce may target it) or its log area (read only);
+ * its key goes into the card. */
 struct NetMem;
-int net_mem_register(void* p, uint64_t n, NetMem** out, uint8_t* rkey, uint32_t* rkey_len, std::string* err);
+int net_mem_register(void* p, uint64_t n, bool reduce_target, NetMem** out, uint8_t* rkey, uint32_t* rkey_len,
+                     std::string* err);
 void net_mem_unregister(NetMem* m);
 /* This process's worker address (for its cards). */
 int net_worker_address(uint8_t* addr, uint32_t* len, std::string* err);

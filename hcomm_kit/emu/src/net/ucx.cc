@@ -58,7 +58,7 @@ int net_start(std::string* err) {
     *err = net_unavailable();
     return HCCL_E_NOT_SUPPORT;
 }
-int net_mem_register(void*, uint64_t, NetMem**, uint8_t*, uint32_t*, std::string* err) { return net_start(err); }
+int net_mem_register(void*, uint64_t, bool, NetMem**, uint8_t*, uint32_t*, std::string* err) { return net_start(err); }
 void net_mem_unregister(NetMem*) {}
 int net_worker_address(uint8_t*, uint32_t*, std::string* err) { return net_start(err); }
 int net_board_create(NetBoardRef*, std::string* err) { return net_start(err); }
@@ -646,6 +646,7 @@ class UcxLink : public PeerLink {
 public:
     Peer* p = nullptr;
     ucp_rkey_h rk = nullptr;
+    ucp_rkey_h area_rk = nullptr;
 
     int write(uint64_t off, const void* src, uint64_t n, std::string* err) override {
         Done d;
@@ -671,6 +672,21 @@ public:
             r = ucp().get_nbx(p->ep, dst, n, card.buf_addr + off, rk, &prm);
         }
         return fail(wait_req(r, &d, p, "a read (UCX get)", err), n, off, err);
+    }
+    int read_area(void* dst, uint64_t off, uint64_t n, std::string* err) override {
+        if (!area_rk || off > card.area_size || n > card.area_size - off) {
+            *err = strprintf("rank %u publishes no log area of that size", rank);
+            return HCCL_E_PARA;
+        }
+        Done d;
+        ucp_request_param_t prm = param_cb(&d);
+        void* r;
+        {
+            std::lock_guard<std::mutex> l(g->m);
+            if (int rc = gone_locked(err)) return rc;
+            r = ucp().get_nbx(p->ep, dst, n, card.area_addr + off, area_rk, &prm);
+        }
+        return wait_req(r, &d, p, "a read of a peer's log area (UCX get)", err);
     }
     int read_reduce(void* dst, uint64_t off, uint64_t count, int dtype, int op, std::string* err) override {
         static thread_local std::vector<uint8_t> stage;
@@ -802,7 +818,8 @@ struct NetMem {
     void* p = nullptr;
 };
 
-int net_mem_register(void* p, uint64_t n, NetMem** out, uint8_t* rkey, uint32_t* rkey_len, std::string* err) {
+int net_mem_register(void* p, uint64_t n, bool reduce_target, NetMem** out, uint8_t* rkey, uint32_t* rkey_len,
+                     std::string* err) {
     if (int rc = net_start(err)) return rc;
     ucp_mem_map_params_t mp;
     memset(&mp, 0, sizeof mp);
@@ -831,7 +848,7 @@ int net_mem_register(void* p, uint64_t n, NetMem** out, uint8_t* rkey, uint32_t*
     memcpy(rkey, rb, rl);
     *rkey_len = (uint32_t)rl;
     ucp().rkey_buffer_release(rb);
-    {
+    if (reduce_target) {
         std::lock_guard<std::mutex> ml(g->mem_m);
         g->exported.emplace_back((uintptr_t)p, n);
     }
@@ -957,6 +974,7 @@ PeerLink* net_link_open(const NetCard& peer, std::string* err) {
         return nullptr;
     }
     ucs_status_t s = ucp().ep_rkey_unpack(l->p->ep, peer.rkey, &l->rk);
+    if (s == UCS_OK && peer.area_rkey_len) s = ucp().ep_rkey_unpack(l->p->ep, peer.area_rkey, &l->area_rk);
     if (s != UCS_OK) {
         *err = strprintf("UCX: rank %u's memory key does not unpack: %s", peer.rank, st_str(s));
         munmap(base, std::max<uint64_t>(peer.buf_size, 4096));
@@ -972,6 +990,7 @@ void net_link_close(PeerLink* pl) {
     {
         std::lock_guard<std::mutex> lk(g->m);
         if (l->rk) ucp().rkey_destroy(l->rk);
+        if (l->area_rk) ucp().rkey_destroy(l->area_rk);
     }
     munmap(l->base, std::max<uint64_t>(l->size, 4096));
     delete l; /* the peer's endpoint stays (other links, later communicators) */
