@@ -3,8 +3,8 @@ non-power-of-two counts against numpy, the modelled time of one call, then an op
 
 Run by `hcomm-kit launch --nnodes 2 ...` on each host; prints ``MH-OK <rank> <size> <model_us>`` when
 every check passed. Arguments: ``--die RANK`` makes that rank SIGKILL itself after the checks (the
-others then wait in a barrier, which must fail naming it), ``--big`` adds a 64 MiB all-reduce and
-prints its time.
+others then wait in a barrier, which must fail naming it), ``--hang RANK`` makes it sleep instead (the
+test kills its host), ``--big`` adds a 64 MiB all-reduce and prints its time.
 """
 
 from __future__ import annotations
@@ -26,12 +26,9 @@ def data(rank: int, count: int, dtype, seed: int) -> np.ndarray:
     return rng.integers(-50, 50, size=count).astype(dtype)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--die", type=int, default=-1)
-    ap.add_argument("--big", action="store_true")
-    args = ap.parse_args()
-    comm = hcomm_kit.init()
+def check_builtins(comm) -> float:
+    """Every built-in collective on comm against numpy; returns the modelled time (us) of a 4096-float
+    all-reduce."""
     n, r = comm.size, comm.rank
     for seed, (count, dtype) in enumerate([(1001, np.float32), (37, np.int32)]):
         ins = [data(k, count, dtype, seed) for k in range(n)]
@@ -65,7 +62,19 @@ def main() -> int:
             np.testing.assert_array_equal(out, ins[peer], err_msg="send/recv")
     comm.barrier()
     comm.all_reduce(np.ones(4096, np.float32))
-    model = comm.last_model_time
+    return comm.last_model_time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--die", type=int, default=-1)
+    ap.add_argument("--big", action="store_true")
+    ap.add_argument("--hang", type=int, default=-1, help="that rank sleeps instead of the last barrier")
+    ap.add_argument("--mark", default=None, help="--hang: the sleeping rank creates this file first")
+    args = ap.parse_args()
+    comm = hcomm_kit.init()
+    n, r = comm.size, comm.rank
+    model = check_builtins(comm)
     if args.big:
         x = np.ones(16 << 20, np.float32)  # 64 MiB
         comm.all_reduce(x)
@@ -76,9 +85,14 @@ def main() -> int:
         assert float(y[0]) == n and float(y[-1]) == n
         print(f"MH-BIG {r} {dt:.6f}", flush=True)
     print(f"MH-OK {r} {n} {model:.3f}", flush=True)
-    if args.die >= 0:
+    if args.die >= 0 or args.hang >= 0:
+        comm.barrier()  # every rank is done with the checks (the model reads the others' logs)
         if r == args.die:
             os.kill(os.getpid(), signal.SIGKILL)
+        if r == args.hang:  # its host is killed meanwhile
+            if args.mark:
+                open(args.mark, "w").close()
+            time.sleep(3600)
         t0 = time.monotonic()
         try:
             comm.barrier()

@@ -36,6 +36,8 @@ from ..base.errors import ConfigError, HcommKitError
 __all__ = ["Nodes", "parse_endpoint"]
 
 _POLL_S = 0.5  # how often a launcher looks at the other nodes while its job runs
+_FAILED_LINGER_S = 3.0  # node 0's store stays up this long after its job failed (the others see it)
+_DONE_WAIT_S = 3600.0   # ... and at most this long for the others to end after its job succeeded
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
@@ -123,9 +125,16 @@ class Nodes:
         self.offset, self.world = sum(counts[:self.node_rank]), sum(counts)
 
     def rank_env(self, root_info: Path) -> dict[str, str]:
-        """The environment of this host's ranks."""
-        return {"HCOMM_KIT_TRANSPORT": "multihost", "HCOMM_KIT_RANK_OFFSET": str(self.offset),
-                "HCOMM_KIT_WORLD_SIZE": str(self.world), "HCOMM_KIT_ROOT_INFO": str(root_info)}
+        """The environment of this host's ranks (a torch program's ``env://`` too: MASTER_ADDR is node
+        0's, where its rank 0 runs, MASTER_PORT the next port after the rendezvous's)."""
+        host, port = parse_endpoint(self.endpoint)
+        env = {"HCOMM_KIT_TRANSPORT": "multihost", "HCOMM_KIT_RANK_OFFSET": str(self.offset),
+               "HCOMM_KIT_WORLD_SIZE": str(self.world), "HCOMM_KIT_ROOT_INFO": str(root_info)}
+        if "MASTER_ADDR" not in os.environ:
+            env["MASTER_ADDR"] = host
+        if "MASTER_PORT" not in os.environ:
+            env["MASTER_PORT"] = str(port + 1 if port < 65535 else port - 1)
+        return env
 
     def relay_root_info(self, path: Path) -> None:
         """Carries the root info from rank 0's job directory to every host's (a thread; returns at once)."""
@@ -170,16 +179,20 @@ class Nodes:
         return sum(counts)
 
     def finish(self, status: int) -> None:
-        """Publish how this host's job ended; node 0 (which serves the store) waits for the others."""
+        """Publish how this host's job ended. Node 0 serves the store: after a success it waits for the
+        others to end (they watch the store while they run); after a failure a few seconds, for them to
+        see it (a lost host never answers)."""
         s = self._store
         if s is None:
             return
         try:
             s.set(f"end/{self.node_rank}", str(status))
             if self.node_rank == 0:
-                deadline = time.monotonic() + max(10.0, self.timeout or 0)
+                deadline = time.monotonic() + (_FAILED_LINGER_S if status else _DONE_WAIT_S)
                 others = [f"end/{k}" for k in range(1, self.nnodes)]
                 while others and time.monotonic() < deadline and not s.check(others):
+                    if status == 0 and self.watch():  # another node failed meanwhile: it saw no failure here
+                        break
                     time.sleep(_POLL_S)
         except Exception:
             pass

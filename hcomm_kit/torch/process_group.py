@@ -91,6 +91,11 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
         self._group_desc = ""
         self._aclnn_ops: dict[str, Any] = {}   # operator dir -> its loaded aclnn interface (run_op via="aclnn")
         if comm is None:
+            local = os.environ.get("LOCAL_WORLD_SIZE", "")
+            if local.isdigit() and int(local) < size and not os.environ.get("HCOMM_KIT_TRANSPORT"):
+                # torchrun --nnodes N: the group's ranks are on several hosts; the root info (made on
+                # rank 0, read there) then asks for the network
+                os.environ["HCOMM_KIT_TRANSPORT"] = "multihost"
             boot = Bootstrap.from_store(store, rank, size, _process.local_rank(rank))
             # No CPU pinning unless HCOMM_KIT_PIN=1: a rank's torch compute would share the one CPU
             # with the emulator's threads (2 ranks on 2 CPUs: DDP steps ~1.6x, FSDP2 ~2.6x slower pinned).

@@ -253,6 +253,14 @@ std::string comm_dead_msg(Comm* c, uint32_t r) {
     return strprintf("rank %u (pid %d, device %d) died", r, c->pid[r], c->device[r]);
 }
 
+std::string comm_peer_where(Comm* c, int peer) {
+    if (peer < 0 || !comm_far(c, (uint32_t)peer)) return "";
+    std::string why;
+    if (c->link[peer]) c->link[peer]->dead(&why);
+    return strprintf(" (pid %d, device %d, host %s: it died or its host was lost; the connection failed: %s)",
+                     c->pid[peer], c->device[peer], c->host[peer].c_str(), why.empty() ? "?" : why.c_str());
+}
+
 bool comm_peer_dead(Comm* c, int peer) {
     if (peer < 0 || (uint32_t)peer >= c->nranks || (uint32_t)peer == c->rank) return false;
     if (c->dead[peer].load()) return true;

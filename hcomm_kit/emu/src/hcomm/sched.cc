@@ -271,8 +271,9 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             }
             if (int r = aborted(t, msg, kind)) return r;
             if (t.comm && t.peer_rank >= 0 && comm_peer_dead(t.comm, t.peer_rank)) {
-                *msg = strprintf("rank %d: %s: peer rank %d died while this device thread waited for %s",
-                                 comm_rank(t.comm), t.api, t.peer_rank, slot_text(t).c_str());
+                *msg = strprintf("rank %d: %s: peer rank %d died while this device thread waited for %s%s",
+                                 comm_rank(t.comm), t.api, t.peer_rank, slot_text(t).c_str(),
+                                 comm_peer_where(t.comm, t.peer_rank).c_str());
                 *kind = AbortKind::PeerDead;
                 return -3;
             }

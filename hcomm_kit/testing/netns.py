@@ -1,6 +1,8 @@
-"""Two hosts on one machine, for the multi-host tests: two Linux network namespaces joined by a veth
+"""Two hosts on one machine, for the multi-host tests (tests/test_multihost.py) and measurements
+(scripts/multihost_bandwidth.py): two Linux network namespaces joined by a veth
 pair, and every command run in one of them gets a mount namespace of its own with a private
-``/dev/shm`` (a tmpfs), so nothing can pass between the "hosts" through shared memory. UCX is held
+``/dev/shm`` (a tmpfs) and a host name of its own (a UTS namespace), so nothing can pass between the
+"hosts" through shared memory. UCX is held
 to TCP (``UCX_TLS=tcp``): its shared-memory transports (CMA works across network namespaces of one
 PID namespace) would bypass the veth.
 
@@ -81,16 +83,24 @@ class TwoHosts:
 
     def argv(self, host: int, argv: list[str]) -> list[str]:
         """``argv`` run on host ``host`` (its network namespace, a private /dev/shm)."""
-        return ["ip", "netns", "exec", self.ns[host], "unshare", "-m", "--propagation", "private", "sh", "-c",
-                'mount -t tmpfs -o size=8g tmpfs /dev/shm && exec "$@"', "sh", *argv]
+        return ["ip", "netns", "exec", self.ns[host], "unshare", "-m", "-u", "--propagation", "private", "sh", "-c",
+                f'mount -t tmpfs -o size=8g tmpfs /dev/shm && hostname {self.hostname(host)} && exec "$@"', "sh",
+                *argv]
+
+    def hostname(self, host: int) -> str:
+        """The host name commands on host ``host`` see."""
+        return f"{self.tag}-host{host}"
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a command on a host: this one's, UCX held to TCP, then ``extra``."""
         return {**os.environ, "UCX_TLS": "tcp", "UCX_WARN_UNUSED_ENV_VARS": "n", **(extra or {})}
 
     def popen(self, host: int, argv: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
+        """Start ``argv`` on host ``host`` (``kw``: subprocess.Popen's)."""
         return subprocess.Popen(self.argv(host, argv), env=self.env(env), **kw)
 
     def pids(self, host: int) -> list[int]:
+        """Every process running on host ``host``."""
         r = subprocess.run(["ip", "netns", "pids", self.ns[host]], capture_output=True, text=True)
         return [int(x) for x in r.stdout.split() if x.isdigit()]
 
