@@ -139,3 +139,21 @@ def test_every_builtin_with_every_pair_over_ucx(comm) -> None:
 
     model = multihost_prog.check_builtins(comm)
     assert model > 0
+
+
+@two_hosts
+@pytest.mark.slow
+def test_torchrun_two_nodes_with_the_hcomm_backend(hosts: TwoHosts) -> None:
+    """`torchrun --nnodes 2` on each host (static rendezvous on node 0), the "hcomm" backend: it sees
+    WORLD_SIZE > LOCAL_WORLD_SIZE and asks for the network itself; all-reduce and all-gather vs numpy."""
+    procs = []
+    for k in range(2):
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(k),
+                "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", "29430",
+                str(ROOT / "tests" / "multihost_torch.py")]
+        procs.append(hosts.popen(k, argv, None, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 cwd=str(ROOT)))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    both = "".join(outs)
+    assert sorted(int(m) for m in re.findall(r"MHT-OK (\d+) 4", both)) == [0, 1, 2, 3], both[-6000:]
+    assert all(p.returncode == 0 for p in procs) and not _left(hosts)
