@@ -400,13 +400,14 @@ ucs_status_t am_table(void*, const void* header, size_t hlen, void* data, size_t
 void send_deferred_locked();
 Peer* peer_locked(const uint8_t* addr, uint32_t len, std::string* err);
 
-/* Progresses until idle (under g->m). */
-void progress_locked() {
+/* Progresses until idle (under g->m); returns the events handled. */
+unsigned progress_locked() {
     tl_in_progress = true;
-    while (ucp().worker_progress(g->w)) {
-    }
+    unsigned n = 0, k;
+    while ((k = ucp().worker_progress(g->w))) n += k;
     tl_in_progress = false;
     if (!g->deferred.empty() || !g->outstanding.empty()) send_deferred_locked();
+    return n;
 }
 
 ucp_request_param_t param_cb(Done* d) {
@@ -503,15 +504,19 @@ void send_deferred_locked() {
 
 void progress_main() {
     background_thread_init();
+    uint64_t active_ns = 0;
     for (;;) {
         {
             std::lock_guard<std::mutex> l(g->m);
-            progress_locked();
+            if (progress_locked()) active_ns = now_ns();
             if (ucp().worker_arm(g->w) == UCS_ERR_BUSY) continue;
         }
         pollfd fds[2] = {{g->efd, POLLIN, 0}, {g->wake_fd, POLLIN, 0}};
-        /* the timeout bounds a missed event and drives UCX's keepalive (dead hosts) */
-        int n = poll(fds, 2, 200);
+        /* While data moves (events in the last 50 ms) look again every millisecond: a send that filled
+         * its socket resumes when it drains, which the event fd does not always signal (the other side
+         * of a get or a put over TCP). Idle: 200 ms, which bounds a missed event and drives UCX's
+         * keepalive (dead hosts). */
+        int n = poll(fds, 2, now_ns() - active_ns < 50000000ull ? 1 : 200);
         if (n > 0 && (fds[1].revents & POLLIN)) {
             uint64_t v;
             ssize_t got = read(g->wake_fd, &v, sizeof v);
