@@ -214,3 +214,73 @@ def test_pytest_blocks(tour) -> None:
         job = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--mpi-np", "2",
                               f.name], cwd=where, env=_env(), capture_output=True, text=True, timeout=300)
         assert job.returncode == 0 and " passed" in job.stdout, f"{s.where()}:\n{(job.stdout + job.stderr)[-4000:]}"
+
+
+def test_environment_page_defaults_are_the_declared_ones() -> None:
+    """Each row of docs/environment.md names declared variables and gives their declared default
+    (``hcomm_kit.base.envs``: the one table), every declared variable has a row."""
+    from hcomm_kit.base import envs
+
+    computed = {"HCOMM_KIT_CACHE_DIR": "`~/.cache/hcomm_kit`"}  # None in the table: derived from $XDG_CACHE_HOME
+    rows = re.findall(r"^\| (`[A-Z][A-Z0-9_]*`(?:, `[A-Z][A-Z0-9_]*`)*) \| ([^|]+) \|", (DOCS / "environment.md").read_text(),
+                      re.M)
+    seen, problems = set(), []
+    for names, default in rows:
+        default = default.strip()
+        for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", names):
+            seen.add(name)
+            var = envs.VARIABLES.get(name)
+            if var is None:
+                problems.append(f"{name}: not declared in hcomm_kit/base/envs.py")
+                continue
+            want = computed.get(name) or ("`''`" if var.default == "" else f"`{var.default}`" if var.default is not None
+                                          else None)
+            if want is None:
+                if not default.startswith("("):
+                    problems.append(f"{name}: no declared default, the page says {default}")
+            elif default != want:
+                problems.append(f"{name}: the page says {default}, envs.py {want}")
+    missing = set(envs.VARIABLES) - seen
+    assert not problems and not missing, "\n".join(problems + [f"no row for {sorted(missing)}"])
+
+
+def test_command_line_page_lists_every_command() -> None:
+    """docs/cli.md's table has a row for each subcommand of ``hcomm-kit`` (hcomm_kit.cli.SUBCOMMANDS)."""
+    from hcomm_kit.cli import SUBCOMMANDS
+
+    page = (DOCS / "cli.md").read_text()
+    rows = set(re.findall(r"^\| `hcomm-kit (\w+)", page, re.M))
+    assert set(SUBCOMMANDS) <= rows, f"docs/cli.md has no row for {sorted(set(SUBCOMMANDS) - rows)}"
+    assert rows <= set(SUBCOMMANDS), f"docs/cli.md lists commands that do not exist: {sorted(rows - set(SUBCOMMANDS))}"
+
+
+# Words about how the software's development was organised, not about the software: none of them in
+# what a user reads (README, CHANGELOG, docs/, the pages and templates shipped in the wheel).
+HISTORY_WORDING = re.compile(r"\b(this|previous|last|next|earlier) stop\b|\bstops? \d+\b|\bsessions?\b|"
+                             r"\bhelper runs?\b|\bthe lead\b", re.I)
+
+
+def shipped_documents(root: Path) -> list[Path]:
+    """The documents a user reads under ``root`` (a checkout, or an installed package's data tree)."""
+    files = [root / name for name in ("README.md", "CHANGELOG.md") if (root / name).is_file()]
+    for tree in ("docs", "templates"):
+        if (root / tree).is_dir():
+            files += [p for p in sorted((root / tree).rglob("*")) if p.is_file() and p.suffix in (".md", ".jinja")
+                      and "pending" not in p.relative_to(root / tree).parts]
+    return files
+
+
+def history_wording(files: list[Path]) -> list[str]:
+    found = []
+    for path in files:
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if HISTORY_WORDING.search(line):
+                found.append(f"{path}:{n}: {line.strip()[:120]}")
+    return found
+
+
+def test_documents_speak_of_the_software() -> None:
+    files = shipped_documents(REPO)
+    assert len(files) > 20 and REPO / "README.md" in files
+    found = history_wording(files)
+    assert not found, "development-history wording in a user document:\n" + "\n".join(found)
