@@ -110,8 +110,13 @@ def test_reduce_table_is_the_one_of_dtypes() -> None:
 @pytest.mark.parametrize("module, page", [("hcomm_kit", "hcomm_kit.md"), ("hcomm_kit.aclnn", "aclnn.md"),
                                           ("hcomm_kit.torch", "torch.md")])
 def test_api_reference_lists_every_public_name(module: str, page: str) -> None:
-    """Each name of the module's ``__all__`` has a ``::: path.to.name`` entry on its reference page."""
-    names = importlib.import_module(module).__all__
+    """Each name of the module's ``__all__`` has a ``::: path.to.name`` entry on its reference page
+    (``__all__`` read from the source: importing hcomm_kit.torch imports torch, seconds)."""
+    import ast
+
+    source = REPO / Path(*module.split(".")) / "__init__.py"
+    names = next(ast.literal_eval(node.value) for node in ast.parse(source.read_text()).body
+                 if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets))
     documented = set(re.findall(r"^::: [\w.]+\.(\w+)$", (DOCS / "reference" / page).read_text(), re.M))
     assert set(names) <= documented, f"docs/reference/{page} misses {sorted(set(names) - documented)}"
 
@@ -286,7 +291,8 @@ def test_documents_speak_of_the_software() -> None:
     assert not found, "development-history wording in a user document:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("module", ["hcomm_kit", "hcomm_kit.aclnn", "hcomm_kit.torch", "hcomm_kit.testing"])
+@pytest.mark.parametrize("module", ["hcomm_kit", "hcomm_kit.aclnn", "hcomm_kit.testing",
+                                    pytest.param("hcomm_kit.torch", marks=pytest.mark.slow)])  # imports torch
 def test_public_api_has_docstrings(module: str) -> None:
     """The API reference is generated from the docstrings: every public function, class, method and
     property of the module's ``__all__`` (hcomm-kit's own, inherited ones included) has one."""
