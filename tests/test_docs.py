@@ -320,3 +320,17 @@ def test_public_api_has_docstrings(module: str) -> None:
                 if not (value.__doc__ if not isinstance(value, (staticmethod, classmethod)) else value.__func__.__doc__):
                     missing.append(f"{module}.{name}.{attr} ({klass.__module__}.{klass.__qualname__})")
     assert not missing, "no docstring:\n" + "\n".join(sorted(set(missing)))
+
+
+def test_docs_command_prints_the_pages_with_their_includes(capsys) -> None:
+    """``hcomm-kit docs index`` prints the home page with the README's tour in place of the site's
+    include line; every page of the site is listed."""
+    from hcomm_kit import cli
+
+    assert cli.main(["docs", "index"]) == 0
+    text = capsys.readouterr().out
+    assert "--8<--" not in text and "hcomm-kit new my_allreduce --pattern ring-allreduce" in text
+    assert "[end:tour]" not in text and "[start:tour]" not in text
+    assert cli.main(["docs"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert {p.stem for p in DOCS.glob("*.md")} | {"optoml"} == listed
