@@ -84,6 +84,9 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     _run([str(hk), "doctor"], cwd=elsewhere, env=env, timeout=600)
     out = _run([str(hk), "run", "allreduce", "--np", "2", "--count", "1000"], cwd=elsewhere, env=env, timeout=300)
     assert " OK" in out, out
+    # the README's first command after the install: the demo (scaffold, build, run on 4 ranks, check)
+    out = _run([str(hk), "demo", "--count", "1000"], cwd=elsewhere, env=env, timeout=300)
+    assert "demo_ring_allreduce" in out and "demo_mesh_allgather" in out and "all results match numpy" in out, out
     assert "Hcomm for operator authors" in _run([str(hk), "docs", "hcomm"], cwd=elsewhere, env=env)
 
     # the documents the wheel ships speak of the software
