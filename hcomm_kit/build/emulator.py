@@ -101,7 +101,7 @@ def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> l
 
     root = root or _EMU_ROOT
     kernels = [f"-I{aicpu_kernels_dir()}"] if _has_builtins(root) else []
-    return [*BASE_FLAGS, *kernels, *SANITIZE_FLAGS[_sanitize_mode(sanitize)], *ucx.compile_flags(),
+    return [*BASE_FLAGS, *kernels, *ucx.compile_flags(), *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
             f"-I{root / 'include'}", f"-I{root / 'src'}"]
 
 
