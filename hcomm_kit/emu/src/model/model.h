@@ -24,20 +24,23 @@
 
 namespace emu {
 
-/* One link type's parameters. A transfer of B bytes takes latency_us, then moves its bytes at
- * min(bandwidth x utilisation(B), the link's share, the ports' shares). */
+/* One link type's parameters (model/params/<product>.toml; every figure per direction). A transfer
+ * of B bytes waits latency_us once its task has started, then moves its bytes at the smallest of
+ * one stream's bandwidth in its direction (write or read) and its fair share of the directed
+ * link (link) and of each end's ports of that type (port). */
 struct LinkParams {
     double latency_us = 0;      /* before the first byte moves */
-    double bandwidth = 0;       /* bytes/us of one link between two NPUs, one direction */
-    double port = 0;            /* bytes/us of an NPU's ports of this type together, per direction (0: no limit) */
-    double notify_us = 0;       /* a notify record reaches the peer after this */
-    std::vector<std::pair<double, double>> util; /* (bytes, utilisation), ascending; log-linear between */
-    double utilisation(double bytes) const;
+    double notify_us = 0;       /* a channel notify record reaches the peer after this */
+    double write = 0;           /* bytes/us of one stream writing (initiator -> peer) */
+    double read = 0;            /* bytes/us of one stream reading (peer -> initiator) */
+    double link = 0;            /* bytes/us of all streams on one directed link together */
+    double port = 0;            /* bytes/us of an NPU's links of this type together (0: no limit) */
 };
 
 struct ModelParams {
     std::string product, file;
-    double task_us = 0;         /* the AICPU issues one task per task_us, in the kernel's order */
+    double task_us = 0;         /* the AICPU issues one task per task_us, in the kernel's order, never
+                                 * waiting for an earlier task to run (only the task's start does) */
     double launch_us = 0;       /* host launch of the kernel until its first task is issued */
     double thread_notify_us = 0; /* a thread notify (same NPU) reaches its waiter */
     double copy = 0;            /* local copy, bytes/us */
@@ -70,6 +73,7 @@ struct ModelTaskTime {
     uint64_t id = 0;            /* model id (rank << 48 | ring position) */
     int src = -1;               /* waits: the task whose record it consumed (-1: none of this operation) */
 };
+
 struct ModelResult {
     double time_us = 0;
     std::string product, tag;
@@ -78,6 +82,8 @@ struct ModelResult {
     std::vector<ModelTaskTime> tasks;
     std::vector<int> critical;  /* task indices, first to last */
     std::vector<std::string> notes;
+    /* One JSON object: the figure and the critical path (the keys HcommKitModelExplain documents),
+     * every task with all_tasks. */
     std::string json(bool all_tasks) const;
     /* The operation as Chrome / Perfetto trace event items (comma-separated, no brackets) on the
      * modelled clock, offset_us added to every time: per rank (pid) a slice per task on its
