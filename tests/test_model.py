@@ -54,7 +54,8 @@ for nb in sizes:
         for t in sim["all"]:
             per_rank[t["rank"]] = per_rank.get(t["rank"], 0) + 1
         writes = [t for t in sim["all"] if t["task"] == "write" and t["rank"] == 0]
-        keep = ("time_us", "ranks", "notes", "product", "op", "instance", "tasks", "critical_path")
+        keep = ("time_us", "ranks", "notes", "task_us", "launch_us", "links", "idle_links", "threads", "phases",
+                "bound", "product", "op", "instance", "tasks", "critical_path")
         print("SIM " + json.dumps({"bytes": nb, **{k: sim[k] for k in keep}, "max_tasks": max(per_rank.values()),
                                    "writes": writes, "critical": sim["critical_path"],
                                    "all": sim["all"] if os.environ.get("SIM_ALL") else []}), flush=True)
@@ -269,6 +270,12 @@ def test_scaffolded_operators_against_hccl_formulas(tmp_path: Path, pattern: str
         assert abs(sim["time_us"] - f.us) / f.us <= _within(n), (
             f"{pattern} {n} B: model {sim['time_us']:.1f} us, {f.citation}: {f.us:.1f} us "
             f"(links {f.link_us:.1f}, issue {f.issue_us:.1f} of {f.tasks} tasks)")
+        used = {(u["from"], u["to"]) for u in sim["links"]}
+        ring = {(r, (r + 1) % p) for r in range(p)}
+        everyone = {(a, b) for a in range(p) for b in range(p) if a != b}
+        # model explain: the ring uses its p links one way, the mesh all p (p - 1); the rest sit idle
+        assert used == (ring if family == "ring" else everyone), used
+        assert {tuple(x) for x in sim["idle_links"]} == everyone - used
 
 
 # ---------------------------------------------------------------- (d) topology changes the prediction
@@ -537,3 +544,108 @@ def test_selector_reads_the_model_parameters_and_kernel_slicing() -> None:
     last = h.transfer_us(1024, "read") + h.notify_us + 1024 / (prm.reduce_GBps * 1e3)
     assert small["mesh"] == pytest.approx((prm.launch_us + 39 * prm.task_us + last) * 1e-6, rel=1e-9)
     assert small["ring"] == pytest.approx((prm.launch_us + 75 * prm.task_us) * 1e-6, rel=1e-9)
+
+
+# ---------------------------------------------------------------- (f) model explain: what bound the time
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def test_explain_links_threads_and_phases(tmp_path: Path) -> None:
+    """The explain keys of the calibration job (A2:1x2, one write and one read of 8 MiB a rank),
+    recomputed from its task list: each directed link's bytes, transfers and busy time (the union
+    of its transfers' stretches after their latency), each thread's tasks and busy time; no idle
+    link (both directions carry bytes); the critical path's phases follow each other from 0 to the
+    modelled time and add up to it, as does "bound"."""
+    h = model_params.load("A2").links["HCCS"]
+    big = 8 << 20
+    sim = _xfer_sims(tmp_path, "A2:1x2", _A2_HCCS_SIZES)[big]
+    links: dict[tuple[int, int], dict] = {}
+    threads: dict[tuple[int, str], dict] = {}
+    for t in sim["all"]:
+        th = threads.setdefault((t["rank"], t["thread"]), {"tasks": 0, "busy": 0.0})
+        th["tasks"] += 1
+        if t["task"] in ("write", "read", "local copy"):
+            th["busy"] += t["end_us"] - t["start_us"]
+        if t["task"] in ("write", "read"):
+            key = (t["rank"], t["peer"]) if t["task"] == "write" else (t["peer"], t["rank"])
+            u = links.setdefault(key, {"bytes": 0, "n": 0, "iv": []})
+            u["bytes"] += t["bytes"]
+            u["n"] += 1
+            u["iv"].append((t["start_us"] + h.latency_us, t["end_us"]))
+    got = {(u["from"], u["to"]): u for u in sim["links"]}
+    assert set(got) == set(links) == {(0, 1), (1, 0)} and sim["idle_links"] == []
+    for key, u in links.items():
+        assert got[key]["bytes"] == u["bytes"] == 2 * big and got[key]["transfers"] == u["n"] == 2
+        assert got[key]["busy_us"] == pytest.approx(_union(u["iv"]), abs=2e-3)
+        assert got[key]["utilisation"] == pytest.approx(got[key]["busy_us"] / sim["time_us"], abs=1e-3)
+    assert {(x["rank"], x["thread"]): x["tasks"] for x in sim["threads"]} == {k: v["tasks"] for k, v in threads.items()}
+    for x in sim["threads"]:
+        assert x["busy_us"] == pytest.approx(threads[x["rank"], x["thread"]]["busy"], abs=2e-3)
+    ph = sim["phases"]
+    assert ph[0]["bound"] == "launch" and ph[0]["start_us"] == 0 and ph[-1]["end_us"] == pytest.approx(sim["time_us"])
+    assert all(a["end_us"] == pytest.approx(b["start_us"], abs=1e-3) for a, b in zip(ph, ph[1:]))
+    assert sum(p["us"] for p in ph) == pytest.approx(sim["time_us"], abs=1e-2)
+    assert sum(sim["bound"].values()) == pytest.approx(sim["time_us"], abs=1e-2)
+    assert sim["bound"]["link"] > 0.9 * sim["time_us"]  # 8 MiB each way: the links decide
+
+
+def test_explain_says_what_bound_the_time(tmp_path: Path) -> None:
+    """The scaffold's mesh allgather on A2:1x4 (the jobs of the formula test): at 64 KiB the
+    AICPU's issue decides, and the first sentence counts the tasks issued before the path's first
+    and gives its share; at 16 MiB a link does, and the sentence names the two ranks, the link
+    type and the rate. The text view carries the bound, the why, the links, the threads and the
+    phases."""
+    from hcomm_kit.bench.explain import format_explain, summarise
+
+    op = str(scaffold("mesh-allgather"))
+    small, big = _run_cached(tmp_path, 4, "A2:1x4", op, [s // 4 for s in (_OP_SIZES[0], _OP_SIZES[2])], "")
+    s = summarise(small)
+    issue = next(p for p in small["phases"] if p["bound"] == "issue")
+    assert s["dominant"] == "issue", s
+    assert f"issued {issue['tasks']} tasks" in s["why"][0] and f"{issue['us']:.1f} of {small['time_us']:.1f} us" \
+        in s["why"][0], s["why"]
+    b = summarise(big)
+    assert b["dominant"] == "link", b
+    assert "transfers make" in b["why"][0] and "with rank" in b["why"][0] and "HCCS" in b["why"][0] \
+        and "GB/s" in b["why"][0], b["why"]
+    row = {"collective": "t_mesh_allgather", "ranks": 4, "size": _OP_SIZES[2], "dtype": "fp32", "model_busbw": 1.0}
+    text = format_explain(big, row, _topology("A2:1x4"))
+    for needle in ("bound by: issue", "why:", "  - link: ", "links (directed, busiest first; 12 of 12",
+                   "threads (busiest first", "critical path in phases"):
+        assert needle in text, text
+
+
+def test_explain_cli_compares_two_operators(tmp_path: Path) -> None:
+    """`hcomm-kit model explain allgather --compare OPDIR --json` on A2:1x2 at two sizes: one run
+    per subject and size, in turn, each with the explain keys and a summary; the side-by-side view
+    of the same runs names both and their ratio."""
+    from hcomm_kit.bench.explain import format_compare
+
+    op = _xfer()
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    e.pop("HCOMM_KIT_SOC", None)
+    res = subprocess.run([sys.executable, "-m", "hcomm_kit", "model", "explain", "allgather", "-n", "2", "--topology",
+                          "A2:1x2", "-b", "64K,2M", "--compare", op, "--json"], env=e, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout.strip().splitlines()[-1])
+    runs = doc["runs"]
+    assert [(r["subject"], r["size"]) for r in runs] == [("allgather", 65536), (op, 65536), ("allgather", 2 << 20),
+                                                         (op, 2 << 20)]
+    for r in runs:
+        assert r["summary"]["dominant"] in ("issue", "link", "local", "peer") and r["summary"]["why"]
+        assert r["phases"] and r["threads"] and r["links"]
+    rows = [{"size": r["size"], "ranks": 2, "dtype": "fp32", "model_busbw": None} for r in runs]
+    text = format_compare(list(zip(runs, rows)), ("allgather", "t_model_xfer"), _topology("A2:1x2"))
+    assert "allgather against t_model_xfer" in text
+    assert "ratio" in text and f"{runs[1]['time_us'] / runs[0]['time_us']:.2f}x" in text, text

@@ -337,6 +337,7 @@ std::string ModelResult::json(bool all_tasks) const {
     s += "],\"notes\":[";
     for (size_t i = 0; i < notes.size(); i++) s += strprintf("%s\"%s\"", i ? "," : "", notes[i].c_str());
     s += "]";
+    s += analysis_json();
     if (all_tasks) {
         s += ",\"all\":[";
         for (size_t i = 0; i < tasks.size(); i++) s += (i ? "," : "") + task(tasks[i]);
