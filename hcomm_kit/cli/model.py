@@ -7,7 +7,7 @@
 
 explain runs one call of COLLECTIVE (a built-in) or OPDIR (an operator directory) on N ranks in
 the emulator per size, then simulates the tasks every rank's kernel issued on the product's
-parameters (docs "Predicted time") and says what bound the modelled time: the time by bound along
+parameters (docs/predicted-time.md) and says what bound the modelled time: the time by bound along
 the critical path (the AICPU's issue, a link, a local copy / reduction, a peer's notify, the host
 launch) and why, in sentences naming the ranks, threads and links; every directed link's bytes,
 busy time and utilisation, the idle links; every device thread's use; the critical path in
