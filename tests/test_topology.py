@@ -192,19 +192,25 @@ def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
     downed link leaves the built-ins no algorithm and says so."""
     from hcomm_kit.build import emulator
 
+    from hcomm_kit.ops import selector
+
     res = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:2x4", "--count", "262144"])
     assert res.returncode == 0, res.stdout + res.stderr
-    assert ("AicpuAllReduceSoleRing 0.000287 s, AicpuAllReduceSequenceMeshMesh 0.000116 s -> "
-            "AicpuAllReduceSequenceMeshMesh") in res.stdout + res.stderr
+    cost = {e.algorithm: e.cost for e in selector.offer("allreduce", 1 << 20, _topo(((0, 1, 2, 3), (4, 5, 6, 7))), 8)}
+    assert cost["hierarchical"] < cost["ring"] < cost["mesh"], cost
+    assert (f"AicpuAllReduceSoleRing {cost['ring']:.3g} s, AicpuAllReduceSequenceMeshMesh {cost['hierarchical']:.3g} s "
+            "-> AicpuAllReduceSequenceMeshMesh") in res.stdout + res.stderr
 
     plugin = tmp_path / "prefer_ring.so"
     cmd = ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{emulator.get_include()}",
            str(TESTS_C / "tuner" / "prefer_ring.c"), "-o", str(plugin)]
     built = subprocess.run(cmd, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    base = _run_cli(["run", "allreduce", "--np", "2"])
+    # 1 MiB on 2 ranks: the model picks the one-shot mesh (smaller sizes: the pair's ring, fewer tasks)
+    base = _run_cli(["run", "allreduce", "--np", "2", "--count", "262144"])
     trace = tmp_path / "trace.json"
-    tuned = _run_cli(["run", "allreduce", "--np", "2"], HCCL_TUNER_PLUGIN=str(plugin), HCOMM_KIT_TRACE=str(trace))
+    tuned = _run_cli(["run", "allreduce", "--np", "2", "--count", "262144"], HCCL_TUNER_PLUGIN=str(plugin),
+                     HCOMM_KIT_TRACE=str(trace))
     assert base.returncode == 0 and tuned.returncode == 0, base.stderr + tuned.stderr
     assert "-> AicpuAllReduceSoleMeshoneshot\n" in base.stdout + base.stderr
     out = tuned.stdout + tuned.stderr
@@ -294,13 +300,14 @@ def test_two_level_is_offered_with_its_cost() -> None:
         "AicpuAllReduceSequenceMeshMesh", "sequence", ("mesh", "mesh"), "mesh")
     # one slice of 4 chunks on one thread (aicpu_kernels/allreduce HierRun), the timing model's A2
     # figures: stage the input; read and reduce chunk li from the 3 server peers (HCCS), from the
-    # level-1 peer (RoCE), read the 3 server peers' reduced chunks; the host launch, and the data
-    # (longer than the slice's 4 + 10 x 3 + 5 x 1 tasks at 2 us)
+    # level-1 peer (RoCE), read the 3 server peers' reduced chunks, each read followed by its
+    # notify; the host launch, and the data (longer than the slice's 4 + 10 x 3 + 5 x 1 tasks)
     from hcomm_kit.base import model_params
 
     prm = model_params.load("A2")
     c = d / 4
-    hccs, roce = prm.links["HCCS"].transfer_us(c), prm.links["RoCE"].transfer_us(c)
+    h, r = prm.links["HCCS"], prm.links["RoCE"]
+    hccs, roce = h.transfer_us(c, "read") + h.notify_us, r.transfer_us(c, "read") + r.notify_us
     copy, red = 1 / (prm.copy_GBps * 1e3), 1 / (prm.reduce_GBps * 1e3)
     data = (d * copy + 3 * hccs + 3 * c * red) + (roce + c * red) + (c * copy + 3 * hccs)
     assert data > 39 * prm.task_us

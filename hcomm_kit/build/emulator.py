@@ -97,9 +97,11 @@ def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> l
     the include path after ``include/``, so internal headers read ``"base/json.h"``; the public
     ``include/acl/``, ``include/hccl/`` ... are found first, so an internal header must not take
     the name of a public one (``src/hccl/hccl.h`` would never be read)."""
+    from . import ucx
+
     root = root or _EMU_ROOT
     kernels = [f"-I{aicpu_kernels_dir()}"] if _has_builtins(root) else []
-    return [*BASE_FLAGS, *kernels, *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
+    return [*BASE_FLAGS, *kernels, *ucx.compile_flags(), *SANITIZE_FLAGS[_sanitize_mode(sanitize)],
             f"-I{root / 'include'}", f"-I{root / 'src'}"]
 
 
@@ -203,6 +205,8 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
     sources, headers = _inputs(root)
     if not sources:
         raise BuildError(f"no emulator sources (**/*.cc) in {root / 'src'}; the package install is incomplete")
+    from . import ucx
+
     cxx = cache.default_cxx()
     flags = compile_flags(mode, root=root)
     builtins = _has_builtins(root)
@@ -217,7 +221,7 @@ def get_library(sanitize: str | None = None, *, verbose: bool = False, root: Pat
     # Flags are hashed without the absolute -I paths: headers are hashed by content instead.
     key = cache.hash_key(
         [*sources, *headers, *kernels],
-        ["emu", mode, *COMPAT_NAMES, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags,
+        ["emu", mode, *COMPAT_NAMES, *BASE_FLAGS, *SANITIZE_FLAGS[mode], *LINK_LIBS, *kflags, *ucx.key_parts(),
          cache.compiler_identity(cxx), *(f"{p.relative_to(root).as_posix()}" for p in [*sources, *headers]),
          *(f"aicpu_kernels/{p.relative_to(kdir).as_posix()}" for p in kernels)],
     )

@@ -141,6 +141,17 @@ def run(args: argparse.Namespace) -> int:
 
         rep.check("fast path", fast_path)
 
+        def network() -> str:  # not a problem when missing: one-host jobs do not need it
+            from ..build import ucx
+
+            u = ucx.find()
+            if u.problem:
+                return f"ranks on one host only ({u.problem})"
+            major, minor = u.header_version or (0, 0)
+            return f"ranks on several hosts possible: UCX {major}.{minor} headers in {u.include}, library {u.library}"
+
+        rep.check("network", network)
+
     if rep.problems:
         print(f"\nhcomm-kit doctor: {len(rep.problems)} problem(s):", file=sys.stderr)
         for p in rep.problems:

@@ -2,6 +2,8 @@
 
   hcomm-kit launch --np 4 -- python train.py --epochs 1
   hcomm-kit launch --np 2 --timeout 60 -- ./my_host_program
+  hcomm-kit launch --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29400 --np 4 -- python train.py   # on host 0
+  hcomm-kit launch --nnodes 2 --node-rank 1 --rdzv-endpoint 10.0.0.1:29400 --np 4 -- python train.py   # on host 1
 
 Adds --oversubscribe, --allow-run-as-root (when root) and per-rank output tags. When one rank
 exits non-zero, mpirun terminates the others; Python programs that call hcomm_kit.init() under
@@ -22,7 +24,9 @@ HELP = "run a command on N ranks under mpirun"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--np", "-n", type=int, required=True, metavar="N", help="number of ranks")
+    parser.add_argument("--np", "-n", type=int, required=True, metavar="N",
+                        help="number of ranks (with --nnodes: ranks on this host)")
+    add_node_arguments(parser)
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="kill the whole job after S seconds (exit 124)")
     parser.add_argument("--grace", type=float, default=5.0, metavar="S",
@@ -32,6 +36,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="show mpirun's own messages (by default each distinct error is shown once, with its ranks)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the program and its arguments")
+
+
+def add_node_arguments(parser: argparse.ArgumentParser) -> None:
+    """torchrun's multi-node flags (``launch``, ``run``, ``test``, ``bench``)."""
+    g = parser.add_argument_group("several hosts (as torchrun: start the same command on every host)")
+    g.add_argument("--nnodes", type=int, default=1, metavar="N", help="number of hosts (default 1)")
+    g.add_argument("--node-rank", type=int, default=0, metavar="K",
+                   help="this host's index, 0 .. N-1 (node 0 serves the rendezvous; job ranks follow node order)")
+    g.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
+                   help="node 0's address and a free TCP port, where the hosts' launchers meet (a c10d TCPStore)")
+
+
+def nodes_of(args: argparse.Namespace, np: int):
+    """The :class:`~hcomm_kit.jobs.nodes.Nodes` of a multi-host launch, or None (one host).
+
+    Raises:
+        ConfigError: --nnodes > 1 without --rdzv-endpoint, or a bad value.
+    """
+    from ..base.errors import ConfigError
+    from ..jobs.nodes import Nodes
+
+    if getattr(args, "nnodes", 1) == 1 and getattr(args, "rdzv_endpoint", None) is None:
+        if getattr(args, "node_rank", 0) != 0:
+            raise ConfigError("--node-rank needs --nnodes > 1", key="--node-rank")
+        return None
+    if not args.rdzv_endpoint:
+        raise ConfigError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address and a free port)",
+                          key="--rdzv-endpoint")
+    return Nodes(args.nnodes, args.node_rank, args.rdzv_endpoint, np)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,5 +84,6 @@ def run(args: argparse.Namespace) -> int:
         check_seconds(args.timeout, "--timeout")
         check_seconds(args.grace, "--grace", zero_ok=True)
         check_env()
+        nodes = nodes_of(args, args.np)
     return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace,
-                  verbose=args.verbose)
+                  verbose=args.verbose, nodes=nodes)

@@ -3,6 +3,7 @@
   hcomm-kit run ops/my_allreduce --np 4 --count 65536 -d fp32 -o sum
   hcomm-kit run ops/my_allgather --np 3 -d bf16 --json rows.jsonl
   hcomm-kit run ops/my_allgather --np 2 --debug          (debug build, kernel logs shown)
+  hcomm-kit run ops/my_allgather --np 2 --nnodes 2 --node-rank K --rdzv-endpoint HOST:PORT   (on each of 2 hosts)
 
 OP is an operator directory (with op.toml) or a built-in (its name or directory in
 aicpu_kernels/: the collective its op.toml kind names, with its algorithm selection). The input of each rank is deterministic; what is
@@ -47,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true",
                         help="load the operators' debug builds and show their kernel logs (HCOMM_KIT_DEBUG=1)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
+    from .launch import add_node_arguments
+
+    add_node_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,11 +69,14 @@ def run(args: argparse.Namespace) -> int:
         if args.root is not None and not 0 <= args.root < args.np:
             raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
         opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
+        from .launch import nodes_of
+
+        nodes = None if under_mpi() else nodes_of(args, args.np)
         if not under_mpi():
             _preflight(args, opdirs)
     if args.debug:
         os.environ["HCOMM_KIT_DEBUG"] = "1"
-    if not under_mpi() and args.np > 1:
+    if not under_mpi() and (args.np > 1 or nodes is not None):
         from .bench import _prebuild
         from ..jobs.launch import launch
 
@@ -80,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                           ("--algorithm", args.algorithm)):
             if val is not None:
                 argv += [flag, str(val)]
-        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
+        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose, nodes=nodes)
     if args.np == 1 and not under_mpi():
         from ..core.communicator import expect_single_rank
 

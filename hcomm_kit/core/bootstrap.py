@@ -10,6 +10,10 @@ Three sources, tried in this order by :func:`detect`:
    ``HCOMM_KIT_LOCAL_RANK`` picks the device (default: the rank);
 3. neither: a single process, a 1-rank communicator.
 
+A host of a multi-host launch (``hcomm-kit launch --nnodes``, :mod:`hcomm_kit.jobs.nodes`) comes
+before them: ``HCOMM_KIT_RANK_OFFSET`` + the local mpirun rank is the job rank, the root info comes
+through the file its launcher relays, and there is no job-wide MPI world (``mpi_comm`` is None).
+
 A key-value store (``set(key, bytes)`` / ``get(key)``, e.g. a ``torch.distributed`` c10d store)
 can carry the root info instead: :meth:`Bootstrap.from_store` (used by the ``hcomm`` backend of
 ``hcomm_kit.torch``, so it works under ``torchrun`` without MPI).
@@ -41,6 +45,7 @@ ENV_LOCAL_RANK = "HCOMM_KIT_LOCAL_RANK"
 # Set by Open MPI / MPICH / Intel MPI / PMIx launchers in every rank.
 _MPI_MARKERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
 _LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MPI_LOCAL_RANK", "PMI_LOCAL_RANK")
+_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")  # this host's launcher's rank of the process
 
 
 def under_mpi() -> bool:
@@ -180,6 +185,19 @@ def detect(comm: Any = None) -> Bootstrap:
     if comm is not None:
         rank, size = comm.Get_rank(), comm.Get_size()
         return Bootstrap(rank, size, _local_rank(rank), mpi_comm=comm)
+    offset = envs.rank_offset()
+    if offset is not None:  # a host of a multi-host launch (hcomm_kit.jobs.nodes): no job-wide MPI world
+        local = next((int(os.environ[v]) for v in _RANK_VARS if os.environ.get(v, "").isdigit()), None)
+        size_raw, info = os.environ.get(ENV_WORLD_SIZE, ""), os.environ.get(ENV_ROOT_INFO, "").strip()
+        if local is None or not size_raw.isdigit() or not info:
+            raise ConfigError(f"HCOMM_KIT_RANK_OFFSET={offset} is set (a multi-host launch) but the local rank "
+                              f"({'/'.join(_RANK_VARS)}), {ENV_WORLD_SIZE} or {ENV_ROOT_INFO} is not: start the "
+                              f"ranks with `hcomm-kit launch --nnodes`", key="HCOMM_KIT_RANK_OFFSET")
+        rank, size = offset + local, int(size_raw)
+        if not 0 <= rank < size:
+            raise ConfigError(f"rank {rank} (HCOMM_KIT_RANK_OFFSET={offset} + local rank {local}) is not below "
+                              f"{ENV_WORLD_SIZE}={size}", key="HCOMM_KIT_RANK_OFFSET")
+        return Bootstrap(rank, size, _local_rank(local), root_info_file=Path(info))
     env_rank, env_size = os.environ.get(ENV_RANK), os.environ.get(ENV_WORLD_SIZE)
     if env_rank is not None or env_size is not None:
         try:

@@ -49,7 +49,7 @@ _SAME_SIGNAL_S = 0.25  # a repeat of the same signal within this is one signal (
 
 def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag_output: bool = True,
            env: Mapping[str, str] | None = None, cwd: str | None = None, grace: float = DEFAULT_GRACE,
-           verbose: bool = False) -> int:
+           verbose: bool = False, nodes=None) -> int:
     """Run ``command`` on ``np`` ranks; return its exit status.
 
     Returns 124 when ``timeout`` seconds passed, 128 + N when the launcher got signal N
@@ -59,13 +59,17 @@ def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag
     The job's output goes through :class:`~hcomm_kit.jobs.output.JobOutput`: each distinct
     error once with its ranks, Open MPI's failure banners summed up in one line (``verbose``:
     everything as mpirun prints it).
+
+    ``nodes`` (a :class:`~hcomm_kit.jobs.nodes.Nodes`): this host's part of a job on several hosts;
+    its launchers meet first, the ranks get their job ranks and the root info through them, and the
+    job stops when another node's job failed or the rendezvous is lost.
     """
     from ..core.bootstrap import under_mpi
     from .output import JobOutput
     from .mpirun import mpirun_argv, shm_backing_dir
     from .job import JobDir
 
-    inside = under_mpi()
+    inside = under_mpi() and nodes is None
     output = None if inside else JobOutput(np, tag_output=tag_output, verbose=verbose)
     argv = list(command) if inside else mpirun_argv(np, list(command), env=env, tag_output=True)
     with JobDir() as job, shm_backing_dir() as shm_env:
@@ -73,15 +77,30 @@ def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag
         full_env[ENV_JOB_DIR] = str(job.path)
         if not inside:
             argv[1:1] = ["-x", ENV_JOB_DIR]
-        return _Job(argv, np, full_env, cwd, job.path, grace, output).run(timeout)
+        if nodes is not None:
+            nodes.join()
+            root_info = job.path / "root_info"
+            for name, value in nodes.rank_env(root_info).items():
+                full_env[name] = value
+                argv[1:1] = ["-x", name]
+            nodes.relay_root_info(root_info)
+        status = 1
+        try:
+            status = _Job(argv, np, full_env, cwd, job.path, grace, output,
+                          watch=nodes.watch if nodes is not None else None).run(timeout)
+            return status
+        finally:
+            if nodes is not None:
+                nodes.finish(status)
 
 
 class _Job:
     """The running mpirun (or command) and the signal handling around it."""
 
     def __init__(self, argv: list[str], np: int, env: dict[str, str], cwd: str | None, job_dir, grace: float,
-                 output=None) -> None:
+                 output=None, watch=None) -> None:
         self.argv, self.np, self.env, self.cwd, self.job_dir, self.grace = argv, np, env, cwd, job_dir, grace
+        self.watch = watch  # called every ~0.5 s while the job runs: a reason to stop it, or None
         self.output = output  # JobOutput reading mpirun's stdout/stderr (None: inherited)
         self.signals: list[int] = []
         self._last_signal = 0.0
@@ -126,7 +145,14 @@ class _Job:
             if self.output:
                 self.output.start(self.proc)
             deadline = time.monotonic() + timeout if timeout is not None else None
+            next_watch = time.monotonic() + 0.5
             while True:
+                if self.watch is not None and time.monotonic() >= next_watch:
+                    next_watch = time.monotonic() + 0.5
+                    why = self.watch()
+                    if why:
+                        status = self._stop(why, signal.SIGTERM, 1, extra="; killed the ranks of this host")
+                        return status
                 if self.signals:
                     status = self._stop(f"got {signal.Signals(self.signals[0]).name}", self.signals[0],
                                         128 + self.signals[0])

@@ -142,15 +142,18 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
                 op(x, count=count, dtype=dtype, reduce_op=rop, root=root, **call)
             dt_us = (time.perf_counter() - t0) / iters * 1e6
         model_us = _model_time(comm)  # the last call (the checked one when nothing was timed)
+        # Every rank joins (whether there is a reference is the same on all ranks; a rank whose
+        # output the kind does not check contributes 0; a wrong output is +inf, never NaN).
         if comm.mpi_comm is not None:
             from mpi4py import MPI
 
-            # Every rank joins (whether there is a reference is the same on all ranks; a rank whose
-            # output the kind does not check contributes 0; a wrong output is +inf, never NaN).
             if has_ref:
                 err = comm.mpi_comm.allreduce(err, op=MPI.MAX)
             if dt_us is not None:
                 dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
+        elif comm.size > 1:  # ranks on several hosts: no job-wide MPI world, the communicator itself
+            both = comm.all_reduce(np.array([err if has_ref else 0.0, dt_us or 0.0], np.float32), "max")
+            err, dt_us = (float(both[0]) if has_ref else err), (float(both[1]) if dt_us is not None else None)
         ok = (err == 0.0) if has_ref else None
         rows.append({"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
                      "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,

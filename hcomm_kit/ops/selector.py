@@ -111,11 +111,15 @@ class _Cost:
     def reduce(self, nbytes: float) -> float:
         return nbytes / (self.p.reduce_GBps * 1e3)
 
-    def link(self, a: int, b: int, nbytes: float) -> float:
-        """One transfer of nbytes between ranks a and b, alone on its link (latency included)."""
-        return self.p.links[self.topo.link_type(a, b)].transfer_us(nbytes) if nbytes > 0 else 0.0
+    def link(self, a: int, b: int, nbytes: float, op: str = "write") -> float:
+        """One transfer (a write or a read) of nbytes between ranks a and b, alone on its link
+        (latency included), and the notify that tells the peer it landed."""
+        if nbytes <= 0:
+            return 0.0
+        lp = self.p.links[self.topo.link_type(a, b)]
+        return lp.transfer_us(nbytes, op) + lp.notify_us
 
-    def parallel(self, rank: int, peers, nbytes: float) -> float:
+    def parallel(self, rank: int, peers, nbytes: float, op: str = "write") -> float:
         """rank moving nbytes with each of peers at once (a thread per peer): its own links in
         parallel, each link type's port (when the product has one) shared by the peers behind it."""
         by_kind: dict[str, list[int]] = {}
@@ -125,17 +129,17 @@ class _Cost:
         worst = 0.0
         for kind, qs in by_kind.items():
             lp = self.p.links[kind]
-            t = max(self.link(rank, q, nbytes) for q in qs)
+            t = max(self.link(rank, q, nbytes, op) for q in qs)
             if lp.port_GBps > 0:
                 t = max(t, lp.latency_us + len(qs) * nbytes / (lp.port_GBps * 1e3))
             worst = max(worst, t)
         return worst
 
-    def serial(self, rank: int, peers, nbytes: float) -> float:
+    def serial(self, rank: int, peers, nbytes: float, op: str = "write") -> float:
         """rank moving nbytes with each of peers in turn (one thread)."""
-        return sum(self.link(rank, q, nbytes) for q in peers if q != rank)
+        return sum(self.link(rank, q, nbytes, op) for q in peers if q != rank)
 
-    def serial_all(self, rank: int, nbytes: float) -> float:
+    def serial_all(self, rank: int, nbytes: float, op: str = "read") -> float:
         """rank reading nbytes from every peer in rank order while every other rank does the same
         (the one-shot allreduce): a peer's port of a link type (when the product has one) serves
         all the ranks that reach it over that type at once."""
@@ -146,16 +150,17 @@ class _Cost:
                 continue
             kind = self.topo.link_type(rank, q)
             lp = self.p.links[kind]
-            t = self.link(rank, q, nbytes)
+            t = self.link(rank, q, nbytes, op)
             if lp.port_GBps > 0:
                 readers = sum(1 for r in range(n) if r != q and self.topo.link_type(r, q) == kind)
                 t = max(t, lp.latency_us + readers * nbytes / (lp.port_GBps * 1e3))
             total += t
         return total
 
-    def total(self, tasks: float, data: float) -> float:
-        """A call: the host launch, then the AICPU's issue of every task or the data, whichever is longer."""
-        return self.p.launch_us + max(self.tasks(tasks), data)
+    def total(self, tasks: float, data: float, last: float = 0.0) -> float:
+        """A call: the host launch, then the AICPU's issue of every task and the run of the last
+        one(s) issued (last), or the data, whichever is longer (the issue overlaps the transfers)."""
+        return self.p.launch_us + max(self.tasks(tasks) + last, data)
 
 
 def _slices(nbytes: float, piece: float) -> int:
@@ -167,8 +172,9 @@ def _ring_pairs(n: int) -> list[tuple[int, int]]:
 
 
 def _ring_step(c: _Cost, n: int, nbytes: float) -> float:
-    """One ring step: every rank sends nbytes to its next; the slowest link decides."""
-    return max(c.link(a, b, nbytes) for a, b in _ring_pairs(n))
+    """One ring step: every rank sends nbytes to its next, which then tells it that it may send the
+    next piece (a second notify); the slowest link decides."""
+    return max(c.link(a, b, nbytes) + c.p.links[c.topo.link_type(a, b)].notify_us for a, b in _ring_pairs(n))
 
 
 def _allreduce_costs(c: _Cost, n: int, d: float) -> dict[str, float]:
@@ -178,8 +184,9 @@ def _allreduce_costs(c: _Cost, n: int, d: float) -> dict[str, float]:
     # reduce) every peer's slice in turn; 5n - 1 tasks a slice
     k = _slices(d, CACHE_SLICE_BYTES)
     s = d / k
+    last = max(c.link(r, q, s, "read") for r in range(n) for q in range(n) if q != r) + c.reduce(s)
     out["mesh"] = c.total(k * (5 * n - 1), k * (c.copy(s) + max(c.serial_all(r, s) for r in range(n))
-                                                  + (n - 1) * c.reduce(s)))
+                                                  + (n - 1) * c.reduce(s)), last)
     if n == 2:
         # pair: slices of 2 x CACHE_SLICE_BYTES; write-reduce half, read it back, copies; 8 tasks a slice
         k = _slices(d, 2 * CACHE_SLICE_BYTES)
@@ -191,7 +198,7 @@ def _allreduce_costs(c: _Cost, n: int, d: float) -> dict[str, float]:
         k = _slices(d, n * CACHE_SLICE_BYTES)
         ch = d / k / n
         out["ring"] = c.total(k * (10 * n - 5), k * ((n - 1) * (_ring_step(c, n, ch) + c.reduce(ch)) + c.copy(
-            (n - 1) * ch) + c.copy(ch) + max(c.serial(r, range(n), ch) for r in range(n))))
+            (n - 1) * ch) + c.copy(ch) + max(c.serial(r, range(n), ch, "read") for r in range(n))))
     return out
 
 
@@ -214,7 +221,8 @@ def _block_costs(collective: str, c: _Cost, n: int, b: float) -> dict[str, float
         mesh_local = c.copy(s) + (n - 1) * c.reduce(s)
     else:
         mesh_local = 2 * c.copy(s)
-    mesh_links = max(c.parallel(r, range(n), s) for r in range(n)) if workers else c.link(0, 1, s)
+    op = "write" if red else "read"  # reduce_scatter's workers write-reduce, allgather's read
+    mesh_links = max(c.parallel(r, range(n), s, op) for r in range(n)) if workers else c.link(0, 1, s, op)
     out = {"mesh": c.total(k * mesh_tasks, k * (mesh_links + mesh_local))}
     if red:  # stage n - 1 blocks, n - 1 write-reduce steps, the result copied out
         ring_data = (n - 1) * (_ring_step(c, n, s) + c.reduce(s)) + n * c.copy(s)
@@ -299,15 +307,16 @@ def _two_level_cost(collective: str, c: _Cost, servers, d: float) -> tuple[float
     group_of = {r: (g, inter[j]) for g in local for j, r in enumerate(g)}
     ranks = [r for g in local for r in g]
 
-    def serial(which: int, nbytes: float) -> float:
-        return max(c.serial(r, group_of[r][which], nbytes) for r in ranks)
+    def serial(which: int, nbytes: float) -> float:  # the two-level kernel reads its peers in turn
+        return max(c.serial(r, group_of[r][which], nbytes, "read") for r in ranks)
 
     if collective == "allreduce":
         k = _slices(d, nl * CACHE_SLICE_BYTES)
         ch = d / k / nl
         data = (c.copy(nl * ch) + serial(0, ch) + (nl - 1) * c.reduce(ch) + serial(1, ch) + (ns - 1) * c.reduce(ch)
                 + c.copy(ch) + serial(0, ch))
-        cost = c.total(k * (4 + 10 * (nl - 1) + 5 * (ns - 1)), k * data)
+        last = max(c.link(r, q, ch, "read") for g in local for r in g for q in g if q != r)
+        cost = c.total(k * (4 + 10 * (nl - 1) + 5 * (ns - 1)), k * data, last)
     else:
         k = _slices(d, CACHE_SLICE_BYTES)
         s = d / k

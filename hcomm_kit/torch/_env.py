@@ -44,6 +44,12 @@ def launcher_env(environ: "dict[str, str] | os._Environ[str] | None" = None) -> 
                 break
     if "RANK" not in found or "WORLD_SIZE" not in found:
         return {}
+    offset = env.get("HCOMM_KIT_RANK_OFFSET", "").strip()
+    if offset.isdigit() and env.get("HCOMM_KIT_WORLD_SIZE", "").strip().isdigit():
+        # a host of `hcomm-kit launch --nnodes` (hcomm_kit.jobs.nodes): job ranks, and the launcher's
+        # MASTER_ADDR / MASTER_PORT (node 0)
+        found["RANK"] = str(int(offset) + int(found["RANK"]))
+        found["WORLD_SIZE"] = env["HCOMM_KIT_WORLD_SIZE"].strip()
     out = {k: v for k, v in found.items() if k not in env}
     local_size = found.get("LOCAL_WORLD_SIZE")
     if "MASTER_ADDR" not in env and local_size == found["WORLD_SIZE"]:

@@ -91,6 +91,11 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
         self._group_desc = ""
         self._aclnn_ops: dict[str, Any] = {}   # operator dir -> its loaded aclnn interface (run_op via="aclnn")
         if comm is None:
+            local = os.environ.get("LOCAL_WORLD_SIZE", "")
+            if local.isdigit() and int(local) < size and not os.environ.get("HCOMM_KIT_TRANSPORT"):
+                # torchrun --nnodes N: the group's ranks are on several hosts; the root info (made on
+                # rank 0, read there) then asks for the network
+                os.environ["HCOMM_KIT_TRANSPORT"] = "multihost"
             boot = Bootstrap.from_store(store, rank, size, _process.local_rank(rank))
             # No CPU pinning unless HCOMM_KIT_PIN=1: a rank's torch compute would share the one CPU
             # with the emulator's threads (2 ranks on 2 CPUs: DDP steps ~1.6x, FSDP2 ~2.6x slower pinned).
@@ -109,19 +114,24 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
 
     # ---- identity ----------------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - the C++ virtual's name
+        """``"hcomm"``."""
         return BACKEND_NAME
 
     # Group name and description: kept here (a C++ ProcessGroup keeps them in its backends).
     def getGroupName(self) -> str:  # noqa: N802
+        """The group's name, as torch set it."""
         return self._group_name
 
     def setGroupName(self, name: str) -> None:  # noqa: N802
+        """Set by torch when it creates the group (named in this backend's messages)."""
         self._group_name = str(name)
 
     def getGroupDesc(self) -> str:  # noqa: N802
+        """The group's description, as torch set it."""
         return self._group_desc
 
     def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        """Set by torch when it creates the group."""
         self._group_desc = str(desc)
 
     def _label(self) -> str:
@@ -275,6 +285,11 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
         return self._submit("barrier", [], lambda st: comm.barrier(timeout=tmo), drain=True)
 
     def monitored_barrier(self, *args: Any, **kwargs: Any) -> None:
+        """Not supported (gloo only).
+
+        Raises:
+            NotImplementedError: always; ``dist.barrier``'s timeout names the collective that did not finish.
+        """
         raise NotImplementedError("hcomm: monitored_barrier is not supported (gloo only); use dist.barrier, "
                                   "whose timeout names the collective that did not finish")
 

@@ -129,6 +129,7 @@ struct Context;
 struct Stream;
 struct HThread;
 struct Comm;
+class PeerLink;
 
 /* Device memory a launch must write in full (the unwritten-output check, HcommKitStreamCalls'
  * HCOMM_KIT_SC_OUTPUT): the device tasks' writes into it, as sorted disjoint byte ranges. */
@@ -259,6 +260,9 @@ struct HTask {
     uint8_t mkind = 0;
     int16_t mpeer = -1;
     uint64_t mid = 0;
+    /* A transfer or record to a peer this rank cannot map (net/transport.h): it goes over the link;
+     * nullptr: the peer's memory is mapped here (shared memory). */
+    PeerLink* link = nullptr;
     /* HCCL-buffer bytes it reads / writes (race checker): owner rank, offset, length, kind */
     struct Access {
         int16_t rank = -1;        /* owner of the buffer; -1 = no access */

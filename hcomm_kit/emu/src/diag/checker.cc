@@ -44,35 +44,28 @@ void finding_hold(Comm* c) {
         usleep(1000);
     usleep(20000); /* and lets the destroy go on into the teardown */
 }
-}  // namespace
 
-std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan) {
-    bool chk = check_mode() != 0, tr = trace_on();
-    if (!chk && !tr) {
-        slot_record(ctl, slot);
-        return "";
-    }
+/* The words of a record by t into slot `slot` of rank slot_rank (its trace flow id, its provenance
+ * when the checker is on) and the checker's note of it (self->recent: hang reports name a record
+ * nobody consumed). ctl: the slot owner's control block (a stand-in for a rank on another host). */
+void record_prepare(const HTask& t, HThread* self, const DevCtl* ctl, uint32_t slot, int slot_rank, bool chan,
+                    bool chk, bool tr, uint64_t* fid, uint64_t* prov) {
     Comm* c = self && self->comm ? self->comm : t.comm;
     int rank = c ? comm_rank(c) : -1;
-    uint64_t fid = chk && self ? vc_publish(self) : 0;
-    if (!fid && tr && self) fid = trace_flow_id((uint32_t)(rank < 0 ? 0 : rank));
-    ctl->flow[slot].store(fid, std::memory_order_release);
-    if (tr) trace_flow(true, fid, self, now_ns());
-    if (!chk) {
-        slot_record(ctl, slot);
-        return "";
-    }
+    *fid = chk && self ? vc_publish(self) : 0;
+    if (!*fid && tr && self) *fid = trace_flow_id((uint32_t)(rank < 0 ? 0 : rank));
+    if (tr) trace_flow(true, *fid, self, now_ns());
+    *prov = 0;
+    if (!chk) return;
     uint32_t code = thread_code(self);
-    uint64_t p = prov::make(t.tag16 == 0, chan, rank < 0 ? 0x7f : (uint32_t)rank, code, t.tag16, t.inst, t.use);
-    uint64_t before = ctl->src[slot].load(std::memory_order_relaxed);
-    ctl->src[slot].store(p, std::memory_order_release);
+    *prov = prov::make(t.tag16 == 0, chan, rank < 0 ? 0x7f : (uint32_t)rank, code, t.tag16, t.inst, t.use);
     if (self) {
         std::lock_guard<std::mutex> g(self->rec_m);
         HThread::RecentRecord& r = self->recent[self->nrecent++ % 8];
         r.ctl = ctl;
         r.slot = slot;
         r.slot_rank = slot_rank;
-        r.prov = p;
+        r.prov = *prov;
         r.when_ns = now_coarse_ns(); /* hang reports: seconds */
         r.caller = t.caller;
         r.api = t.api;
@@ -87,23 +80,63 @@ std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slo
         r.inst = t.inst;
         r.use = t.use;
     }
+}
+
+std::string lost_notify_text(Comm* c, const std::string& who, const std::string& what, uint64_t before) {
+    return strprintf(
+        "lost notify: %s, set %s while it was still set by %s that no wait has consumed yet; the two records merge "
+        "into one, so a wait will miss a signal (a doubled record, or a record before the peer consumed the previous "
+        "one)",
+        who.c_str(), what.c_str(), prov_text(c, before).c_str());
+}
+}  // namespace
+
+std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan) {
+    bool chk = check_mode() != 0, tr = trace_on();
+    if (!chk && !tr) {
+        slot_record(ctl, slot);
+        return "";
+    }
+    Comm* c = self && self->comm ? self->comm : t.comm;
+    int rank = c ? comm_rank(c) : -1;
+    uint64_t fid = 0, p = 0;
+    record_prepare(t, self, ctl, slot, slot_rank, chan, chk, tr, &fid, &p);
+    ctl->flow[slot].store(fid, std::memory_order_release);
+    if (!chk) {
+        slot_record(ctl, slot);
+        return "";
+    }
+    uint64_t before = ctl->src[slot].load(std::memory_order_relaxed);
+    ctl->src[slot].store(p, std::memory_order_release);
     uint32_t old = ctl->slots[slot].exchange(1, std::memory_order_acq_rel);
     doorbell_ring(ctl);
     if (!old) return "";
     if (c && comm_aborted(c, nullptr)) return ""; /* leftovers of the operation that failed */
     finding_hold(c);
+    uint32_t code = thread_code(self);
     std::string who = self ? strprintf("rank %d %s", rank, thread_name(code).c_str()) : std::string("the host");
     std::string at = t.caller ? " at " + code_line(t.caller) : std::string();
-    std::string text = strprintf(
-        "lost notify: %s, %s (%s%s, %s), set %s while it was still set by %s that no wait has consumed yet; "
-        "the two records merge into one, so a wait will miss a signal (a doubled record, or a record before the "
-        "peer consumed the previous one)",
-        who.c_str(), task_pos(t.bidx, t.bsize).c_str(), t.api, at.c_str(),
-        op_text(t.tag, t.inst, t.use, slot_rank).c_str(),
-        t.desc.kind || t.op == HOp::Record ? record_target_text(t, slot_rank).c_str()
-                                           : strprintf("notify slot %u of rank %d", slot, slot_rank).c_str(),
-        prov_text(c, before).c_str());
-    return check_finding(c, text);
+    who += strprintf(", %s (%s%s, %s)", task_pos(t.bidx, t.bsize).c_str(), t.api, at.c_str(),
+                     op_text(t.tag, t.inst, t.use, slot_rank).c_str());
+    std::string what = t.desc.kind || t.op == HOp::Record ? record_target_text(t, slot_rank)
+                                                          : strprintf("notify slot %u of rank %d", slot, slot_rank);
+    return check_finding(c, lost_notify_text(c, who, what, before));
+}
+
+void record_words(const HTask& t, HThread* self, const DevCtl* ctl, uint32_t slot, int slot_rank, bool chan,
+                  uint64_t* flow, uint64_t* prov) {
+    bool chk = check_mode() != 0, tr = trace_on();
+    *flow = *prov = 0;
+    if (chk || tr) record_prepare(t, self, ctl, slot, slot_rank, chan, chk, tr, flow, prov);
+}
+
+void remote_lost_notify(Comm* c, uint32_t slot, uint64_t prov, uint64_t before) {
+    if (comm_aborted(c, nullptr)) return;
+    std::string who = strprintf("rank %u %s (%s)", prov::rank(prov), thread_name(prov::thread(prov)).c_str(),
+                                prov_text(c, prov).c_str());
+    std::string what = strprintf("notify slot %u of rank %u (a record from another host)", slot, (unsigned)comm_rank(c));
+    std::string f = check_finding(c, lost_notify_text(c, who, what, before));
+    if (!f.empty()) comm_abort(c, f, AbortKind::Check);
 }
 
 bool consume_slot(const HTask& t, HThread* self, std::string* finding) {

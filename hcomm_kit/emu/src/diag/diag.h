@@ -16,6 +16,12 @@ namespace emu {
  * true, with *finding set when the record came from another operation. */
 std::string record_slot(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan);
 bool consume_slot(const HTask& t, HThread* self, std::string* finding);
+/* A record into a slot of a rank on another host (net/): its trace flow id and provenance, with
+ * the checker's note, as record_slot makes them; the slot's owner stores them (hcomm/remote.cc). */
+void record_words(const HTask& t, HThread* self, const DevCtl* ctl, uint32_t slot, int slot_rank, bool chan,
+                  uint64_t* flow, uint64_t* prov);
+/* A record from another host found slot `slot` of this rank still set (before: its provenance). */
+void remote_lost_notify(Comm* c, uint32_t slot, uint64_t prov, uint64_t before);
 /* The race checker's bookkeeping when thread self starts a task of another kernel launch. */
 void check_op_begin(const HTask& t, HThread* self);
 /* The race checker's bookkeeping of an access task (Copy/Reduce) before it runs: "" or a finding. */

@@ -27,6 +27,8 @@ struct Registrar {
 
         hcomm_hooks.record_slot = record_slot;
         hcomm_hooks.consume_slot = consume_slot;
+        hcomm_hooks.record_words = record_words;
+        hcomm_hooks.remote_lost_notify = remote_lost_notify;
         hcomm_hooks.check_op_begin = check_op_begin;
         hcomm_hooks.check_accesses = check_accesses;
         hcomm_hooks.wait_report = diag_wait_report;

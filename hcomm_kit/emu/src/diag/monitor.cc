@@ -128,7 +128,9 @@ void monitor_comm(Comm* c, MonState& st, const DiagSnap& mine) {
     bool any = false;
     for (const Node& nd : A.nodes)
         if (nd.stuck && nd.type != Node::Host) any = true;
-    if (any) {
+    /* No verdict for a communicator with ranks on other hosts: their boards are in their hosts' job
+     * segments, so a wait on them can never be proved stuck here (it ends at its timeout instead). */
+    if (any && !(c->net_key && c->nlocal < c->nranks)) {
         uint64_t sig = stuck_signature(A);
         uint64_t first_ns = now, last_ns = 0;
         for (const Node& nd : A.nodes) {

@@ -22,7 +22,8 @@ namespace {
 int32_t vc_index(HThread* t) {
     if (t->vcg != -1) return t->vcg;
     Comm* c = t->comm;
-    if (!c || !c->job) return t->vcg = -2;
+    /* ranks on other hosts log into their own host's job segment: the checker cannot see them */
+    if (!c || !c->job || (c->net_key && c->nlocal < c->nranks)) return t->vcg = -2;
     std::lock_guard<std::mutex> g(c->ops_m);
     if (c->vc_threads >= kVcPerRank) return t->vcg = -2;
     return t->vcg = (int32_t)(c->rank * kVcPerRank + c->vc_threads++);

@@ -143,6 +143,28 @@ void unlink_name(ShmSeg* seg) {
 
 /* Releases everything bootstrap acquired (failure paths and destroy). */
 void comm_release_segments(Comm* c) {
+    if (c->net_key) net_unsubscribe(c->net_key); /* no handler runs for c once this returns */
+    for (uint32_t r = 0; r < c->link.size(); r++) {
+        if (c->link[r]) {
+            mem_unregister(c->link[r]->base);
+            net_link_close(c->link[r]);
+            c->link[r] = nullptr;
+            c->pbuf[r] = nullptr;
+        }
+        if (c->standin[r]) {
+            munmap(c->standin[r], sizeof(DevCtl));
+            c->standin[r] = nullptr;
+            c->ctl[r] = nullptr;
+        }
+    }
+    if (c->net_mem) {
+        net_mem_unregister(c->net_mem);
+        c->net_mem = nullptr;
+    }
+    if (c->area_mem) {
+        net_mem_unregister(c->area_mem);
+        c->area_mem = nullptr;
+    }
     for (uint32_t r = 0; r < c->pbuf_seg.size(); r++) {
         if (c->pbuf_seg[r].addr) {
             mem_unregister(c->pbuf_seg[r].addr);
@@ -179,12 +201,14 @@ int map_peer(Comm* c, uint32_t r, const char* api) {
         return 0;
     }
     std::string err;
+    if (comm_far(c, r)) return 0; /* its card was read from the board (net_attach) */
     if (!shm_open_map(&c->ctl_seg[r], std::string(e.ctl_name, strnlen(e.ctl_name, sizeof e.ctl_name)), sizeof(DevCtl),
                       &err)) {
         if (peer_dead_now(c, r)) return (HcclResult)seterr(HCCL_E_REMOTE, api, "%s during initialisation", comm_dead_msg(c, r).c_str());
         return (HcclResult)seterr(HCCL_E_SYSCALL, api, "rank %u: %s", r, err.c_str());
     }
     c->ctl[r] = static_cast<DevCtl*>(c->ctl_seg[r].addr);
+    if (c->link.size() && c->link[r]) return 0; /* HCOMM_KIT_TRANSPORT=ucx: its buffer is reached over the link */
     uint64_t bs = e.buf_size.load();
     if (!shm_open_map(&c->pbuf_seg[r], std::string(e.buf_name, strnlen(e.buf_name, sizeof e.buf_name)), bs, &err)) {
         if (peer_dead_now(c, r)) return (HcclResult)seterr(HCCL_E_REMOTE, api, "%s during initialisation", comm_dead_msg(c, r).c_str());
@@ -193,6 +217,98 @@ int map_peer(Comm* c, uint32_t r, const char* api) {
     c->pbuf[r] = c->pbuf_seg[r].addr;
     c->pbuf_size[r] = bs;
     mem_register(c->pbuf[r], bs, c->device[r], MemKind::HcclBuffer);
+    return 0;
+}
+
+struct InitArgs {
+    std::string jobid;
+    NetMode net = NetMode::Shm; /* version 2 root info, or a multi-host parent */
+    NetBoardRef board{};        /* where the ranks meet (net != Shm) */
+    std::string board_key;      /* the key of the board slot (net != Shm): the job id, and for a
+                                 * sub-communicator how many of that id its parent made */
+    std::string name;        /* "" = default */
+    uint64_t buf_size = 0;   /* 0 = default */
+    bool has_topo = false;   /* false: HCOMM_KIT_TOPOLOGY, else one server */
+    Topology topo;
+};
+
+constexpr int kRemoteDevice = -2; /* device of a far rank's stand-in buffer: never a local device */
+
+/* A communicator with ranks on several hosts (or HCOMM_KIT_TRANSPORT=ucx): every rank's card through
+ * the rendezvous board, then a link to each rank that is on another host (or to every rank, ucx);
+ * the far ranks' entries of this host's job segment are filled from their cards. */
+int net_attach(Comm* c, const NetCard& mine, const InitArgs& a, uint64_t deadline, const char* api) {
+    JobSeg* j = c->job;
+    std::vector<NetCard> cards;
+    std::string err;
+    auto stop = [&](int* code) -> std::string {
+        std::string why;
+        if (job_aborted(j, &why)) {
+            *code = HCCL_E_REMOTE;
+            return why;
+        }
+        if (deadline && now_ns() > deadline) {
+            *code = HCCL_E_TIMEOUT;
+            return strprintf("not every rank arrived within HCCL_CONNECT_TIMEOUT=%u s", cfg().connect_timeout_s);
+        }
+        return "";
+    };
+    comm_note_host_call(c, "HcclCommInitRootInfo: meeting the ranks of other hosts");
+    int rc = net_board_exchange(a.board, net_job_key(a.board_key), c->nranks, c->rank, mine, &cards, stop, &err);
+    comm_note_host_call(c, nullptr);
+    if (rc)
+        return (HcclResult)seterr(rc, api, "rank %u of %u (job %s, host %s): %s", c->rank, c->nranks, c->jobid.c_str(),
+                                  mine.host, err.c_str());
+    uint32_t nlocal = 0;
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        const NetCard& k = cards[r];
+        bool far = memcmp(k.host_key, mine.host_key, sizeof mine.host_key) != 0;
+        c->far[r] = far;
+        c->host[r] = std::string(k.host, strnlen(k.host, sizeof k.host));
+        if (!far) nlocal++;
+        if (r == c->rank || (!far && c->net != NetMode::Ucx)) continue;
+        PeerLink* l = net_link_open(k, &err);
+        if (!l)
+            return (HcclResult)seterr(HCCL_E_NETWORK, api, "rank %u: the link to rank %u (host %s): %s", c->rank, r,
+                                      c->host[r].c_str(), err.c_str());
+        c->link[r] = l;
+        c->pbuf[r] = l->base;
+        c->pbuf_size[r] = k.buf_size;
+        mem_register(l->base, k.buf_size, kRemoteDevice, MemKind::HcclBuffer);
+        if (!far) continue;
+        c->pid[r] = k.pid;
+        c->device[r] = k.device;
+        void* st = mmap(nullptr, sizeof(DevCtl), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+        if (st == MAP_FAILED)
+            return (HcclResult)seterr(HCCL_E_MEMORY, api, "rank %u: cannot map a stand-in control block for rank %u",
+                                      c->rank, r);
+        c->standin[r] = st;
+        c->ctl[r] = static_cast<DevCtl*>(st);
+        JobRank& e = j->ranks[r]; /* the same rank table on every host */
+        e.pid.store(k.pid);
+        e.device.store(k.device);
+        e.buf_size.store(k.buf_size);
+        uint32_t free_state = kRankFree;
+        e.state.compare_exchange_strong(free_state, kRankAttached);
+    }
+    c->nlocal = nlocal;
+    note_local_ranks(nlocal);
+    if (c->rank == 0 && c->topo.nservers > 1) { /* servers of the topology against hosts */
+        for (uint32_t r = 1; r < c->nranks; r++) {
+            uint32_t first = 0;
+            while (c->topo.server[first] != c->topo.server[r]) first++;
+            if (first != r && c->far[r] != c->far[first] && c->host[r] != c->host[first]) {
+                EMU_LOG(LOG_WARN, "communicator %s: server %u of the topology has ranks on host %s and host %s: its "
+                        "in-server pairs run over the network (results and the model's times are those of the topology; "
+                        "only the wall time grows). Give each host whole servers (--np a multiple of the server size)",
+                        c->name.c_str(), c->topo.server[r], c->host[first].c_str(), c->host[r].c_str());
+                break;
+            }
+        }
+    }
+    EMU_LOG(LOG_INFO, "communicator %s: rank %u on host %s; %u of %u ranks on this host, the others over the network "
+            "(HCOMM_KIT_TRANSPORT=%s)", c->name.c_str(), c->rank, mine.host, nlocal, c->nranks, net_mode_name(c->net));
     return 0;
 }
 
@@ -217,13 +333,6 @@ int wait_fail(Comm* c, int rc, const std::string& why, const char* api, const ch
                   why.c_str(), ranks_where(c, missing).c_str(), what);
 }
 
-struct InitArgs {
-    std::string jobid;
-    std::string name;        /* "" = default */
-    uint64_t buf_size = 0;   /* 0 = default */
-    bool has_topo = false;   /* false: HCOMM_KIT_TOPOLOGY, else one server */
-    Topology topo;
-};
 
 int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, const char* api) {
     Context* ctx = current_ctx();
@@ -255,10 +364,26 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     c->recv_seq.assign(nranks, 0);
     uint64_t deadline = secs_deadline(cfg().connect_timeout_s);
     std::string jname = shm_prefix() + "job." + a.jobid;
+    bool multi = a.net != NetMode::Shm;
+    if (multi) {
+        std::string err;
+        if (int rc = net_start(&err))
+            return (HcclResult)seterr(rc, api, "rank %u: the root info asks for ranks on several hosts "
+                                      "(HCOMM_KIT_TRANSPORT=%s on the root) but the network cannot start: %s", rank,
+                                      net_mode_name(a.net), err.c_str());
+        c->net = a.net;
+        c->net_key = net_job_key(a.jobid);
+        c->board = a.board;
+        c->link.assign(nranks, nullptr);
+        c->far.assign(nranks, 0);
+        c->host.assign(nranks, std::string());
+        c->standin.assign(nranks, nullptr);
+    }
 
     if (int rc = job_attach(jname, &c->job_seg, deadline, api)) return rc;
     JobSeg* j = c->job = static_cast<JobSeg*>(c->job_seg.addr);
     Comm* cp = c.get();
+    if (multi) net_subscribe(c->net_key, cp); /* before its card is on the board: nobody sends earlier */
     auto fail = [&](int rc) {
         comm_release_segments(cp);
         return rc;
@@ -288,6 +413,29 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     }
     c->buf = c->buf_seg.addr;
     mem_register(c->buf, c->buf_size, dev->id, MemKind::HcclBuffer);
+    NetCard card;
+    if (multi) {
+        memset(&card, 0, sizeof card);
+        card.magic = kNetCardMagic;
+        card.rank = rank;
+        card.pid = (int32_t)getpid();
+        card.device = dev->id;
+        net_host_key(card.host_key);
+        snprintf(card.host, sizeof card.host, "%s", net_host_name().c_str());
+        card.buf_addr = (uint64_t)(uintptr_t)c->buf;
+        card.buf_size = c->buf_size;
+        /* its model log, which the ranks of other hosts read (model/api.cc) */
+        card.area_addr = (uint64_t)(uintptr_t)&j->model[rank];
+        card.area_size = sizeof(ModelArea);
+        if (net_worker_address(card.addr, &card.addr_len, &err) ||
+            net_mem_register(c->buf, c->buf_size, true, &c->net_mem, card.rkey, &card.rkey_len, &err) ||
+            net_mem_register(&j->model[rank], sizeof(ModelArea), false, &c->area_mem, card.area_rkey,
+                             &card.area_rkey_len, &err)) {
+            int rc = seterr(HCCL_E_NETWORK, api, "rank %u: %s", rank, err.c_str());
+            job_set_abort(j, (int)rank, last_err());
+            return fail(rc);
+        }
+    }
     JobRank& me = j->ranks[rank];
     me.pid.store((int32_t)getpid());
     me.device.store(dev->id);
@@ -301,6 +449,14 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
         c->job_seg.linked = false;
     }
     job_wake(j);
+    if (multi) {
+        if (int rc = net_attach(cp, card, a, deadline, api)) {
+            job_set_abort(j, (int)rank, last_err());
+            return fail(rc);
+        }
+    } else {
+        note_local_ranks(nranks);
+    }
 
     /* Wait for every rank, mapping peers as they publish. */
     std::vector<bool> mapped(nranks, false);
@@ -308,7 +464,7 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     auto all_mapped = [&]() -> bool {
         bool all = true;
         for (uint32_t r = 0; r < nranks; r++) {
-            if (mapped[r]) continue;
+            if (mapped[r] || comm_far(cp, r)) continue;
             if (j->ranks[r].state.load(std::memory_order_acquire) < kRankPublished) {
                 all = false;
                 continue;
@@ -329,7 +485,7 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     }
     if (wr != kWaitOk) {
         int rc = wait_fail(cp, wr, why, api, "arrived", [&](uint32_t r) {
-            return j->ranks[r].state.load() < kRankPublished;
+            return !comm_far(cp, r) && j->ranks[r].state.load() < kRankPublished;
         });
         if (wr == kWaitPeerDead) job_set_abort(j, (int)rank, why);
         return fail(rc);
@@ -337,10 +493,11 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     me.state.store(kRankAttached, std::memory_order_release);
     j->attached.fetch_add(1);
     job_wake(j);
-    wr = comm_wait(cp, &j->wake, deadline, [&] { return j->attached.load() >= nranks; }, nullptr, &why);
+    uint32_t here = multi ? c->nlocal : nranks;
+    wr = comm_wait(cp, &j->wake, deadline, [&] { return j->attached.load() >= here; }, nullptr, &why);
     if (wr != kWaitOk) {
         int rc = wait_fail(cp, wr, why, api, "attached", [&](uint32_t r) {
-            return j->ranks[r].state.load() < kRankAttached;
+            return !comm_far(cp, r) && j->ranks[r].state.load() < kRankAttached;
         });
         if (wr == kWaitPeerDead) job_set_abort(j, (int)rank, why);
         return fail(rc);
@@ -348,6 +505,7 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     /* Every peer mapped our buffer: its name is no longer needed (nor the job's, which the
      * last arriver removed). */
     unlink_name(&c->buf_seg);
+    if (multi) shm_unlink(jname.c_str()); /* every rank of this host has it (the count above) */
     c->job_seg.linked = false;
     {
         std::lock_guard<std::mutex> g(g_comms_m);
@@ -367,7 +525,8 @@ int need_acl(const char* api) {
     return 0;
 }
 
-int parse_root(const HcclRootInfo* root, std::string* job, const char* api) {
+int parse_root(const HcclRootInfo* root, InitArgs* a, const char* api) {
+    std::string* job = &a->jobid;
     RootBlob b;
     memcpy(&b, root->internal, sizeof b);
     if (b.magic != kRootMagic)
@@ -375,8 +534,16 @@ int parse_root(const HcclRootInfo* root, std::string* job, const char* api) {
                       "rootInfo was not produced by HcclGetRootInfo of this emulator (magic 0x%08x, expected \"HCKR\"); "
                       "broadcast the bytes HcclGetRootInfo wrote on the root rank to every rank",
                       b.magic);
-    if (b.version != 1) return (HcclResult)seterr(HCCL_E_PARA, api, "rootInfo version %u is not supported (expected 1)", b.version);
-    if (b.uid != (uint32_t)getuid())
+    if (b.version != 1 && b.version != 2)
+        return (HcclResult)seterr(HCCL_E_PARA, api, "rootInfo version %u is not supported (expected 1 or 2)", b.version);
+    if (b.version == 2) { /* ranks on several hosts: uids may differ between hosts */
+        if (b.mode != (uint32_t)NetMode::MultiHost && b.mode != (uint32_t)NetMode::Ucx)
+            return (HcclResult)seterr(HCCL_E_PARA, api, "rootInfo names transport mode %u, not multihost or ucx", b.mode);
+        if (b.board.addr_len == 0 || b.board.addr_len > kNetAddrMax)
+            return (HcclResult)seterr(HCCL_E_PARA, api, "rootInfo carries a malformed rendezvous address");
+        a->net = (NetMode)b.mode;
+        a->board = b.board;
+    } else if (b.uid != (uint32_t)getuid())
         return (HcclResult)seterr(HCCL_E_PARA, api, "rootInfo was created by uid %u but this process runs as uid %u", b.uid,
                       (unsigned)getuid());
     size_t n = strnlen(b.job, sizeof b.job);
@@ -384,6 +551,7 @@ int parse_root(const HcclRootInfo* root, std::string* job, const char* api) {
     for (size_t i = 0; i < n; i++)
         if (!isxdigit((unsigned char)b.job[i])) return (HcclResult)seterr(HCCL_E_PARA, api, "rootInfo carries a malformed job id");
     *job = std::string(b.job, n);
+    a->board_key = *job;
     return 0;
 }
 
@@ -414,7 +582,7 @@ int init_root(uint32_t nRanks, const HcclRootInfo* root, uint32_t rank, const Hc
         return (HcclResult)seterr(HCCL_E_PARA, api, "nRanks %u is not in [1, %u]", nRanks, kMaxRanks);
     if (rank >= nRanks) return (HcclResult)seterr(HCCL_E_PARA, api, "rank %u is not below nRanks %u", rank, nRanks);
     InitArgs a;
-    if (int r = parse_root(root, &a.jobid, api)) return r;
+    if (int r = parse_root(root, &a, api)) return r;
     if (config)
         if (int r = apply_config(config, &a, api)) return r;
     return comm_init(nRanks, rank, a, comm, api);
@@ -580,6 +748,14 @@ EMU_API HcclResult HcclGetRootInfo(HcclRootInfo* rootInfo) {
     b.version = 1;
     snprintf(b.job, sizeof b.job, "%s", random_hex(16).c_str());
     b.uid = (uint32_t)getuid();
+    NetMode mode = net_mode_env();
+    if (mode != NetMode::Shm) { /* ranks may be on several hosts: they meet on a board in this process */
+        std::string err;
+        if (int rc = net_board_create(&b.board, &err))
+            return (HcclResult)seterr(rc, __func__, "HCOMM_KIT_TRANSPORT=%s: %s", net_mode_name(mode), err.c_str());
+        b.version = 2;
+        b.mode = (uint32_t)mode;
+    }
     memcpy(rootInfo->internal, &b, sizeof b);
     return HCCL_SUCCESS;
 }
@@ -627,6 +803,16 @@ EMU_API HcclResult HcclCreateSubCommConfig(HcclComm* comm, uint32_t rankNum, uin
                                   subCommRankId, rankIds[subCommRankId], parent->rank, parent->name.c_str());
     InitArgs a;
     a.jobid = job_id_of(key);
+    if (parent->net != NetMode::Shm) { /* the members meet on the parent's board */
+        a.net = parent->net;
+        a.board = parent->board;
+        uint32_t made;
+        {
+            std::lock_guard<std::mutex> g(parent->m);
+            made = ++parent->sub_made[subCommId];
+        }
+        a.board_key = a.jobid + strprintf("#%u", made);
+    }
     if (int r = apply_config(config, &a, __func__)) return (HcclResult)r;
     if (a.name.empty()) a.name = parent->name + strprintf("_sub%llu", (unsigned long long)subCommId);
     a.has_topo = true;

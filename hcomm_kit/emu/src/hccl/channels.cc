@@ -142,15 +142,30 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
             if (!p.posted) {
                 MailBox& mb = j->mail[c->rank][p.peer];
                 if (p.seq - mb.consumed.load(std::memory_order_acquire) <= kMailDepth) {
-                    MailEntry& e = mb.e[p.seq % kMailDepth];
                     const HcclChannelDesc& d = descs[p.idx];
-                    e.notify_num = d.notifyNum;
-                    e.protocol = (int32_t)d.channelProtocol;
-                    e.slot_base = p.slot_base;
-                    e.engine = engine;
-                    e.seq.store(p.seq, std::memory_order_release);
-                    p.posted = true;
-                    job_wake(j);
+                    if (comm_far(c, p.peer)) { /* its host's job segment gets the request */
+                        CtlMsg m;
+                        m.key = c->net_key;
+                        m.type = (uint32_t)CtlType::Mail;
+                        m.from = c->rank;
+                        m.to = p.peer;
+                        m.a = p.seq;
+                        m.b = d.notifyNum;
+                        m.c = (uint64_t)(int64_t)d.channelProtocol;
+                        m.d = p.slot_base;
+                        m.e = (uint64_t)(int64_t)engine;
+                        std::string err;
+                        if (c->link[p.peer]->control(m, nullptr, 0, &err) == 0) p.posted = true;
+                    } else {
+                        MailEntry& e = mb.e[p.seq % kMailDepth];
+                        e.notify_num = d.notifyNum;
+                        e.protocol = (int32_t)d.channelProtocol;
+                        e.slot_base = p.slot_base;
+                        e.engine = engine;
+                        e.seq.store(p.seq, std::memory_order_release);
+                        p.posted = true;
+                        job_wake(j);
+                    }
                 }
             }
             if (!p.matched) {
@@ -162,6 +177,16 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
                     p.got_slot = e.slot_base;
                     mb.consumed.store(p.seq, std::memory_order_release);
                     p.matched = true;
+                    if (comm_far(c, p.peer)) { /* its host's job segment learns it */
+                        CtlMsg m;
+                        m.key = c->net_key;
+                        m.type = (uint32_t)CtlType::MailAck;
+                        m.from = c->rank;
+                        m.to = p.peer;
+                        m.a = p.seq;
+                        std::string err;
+                        c->link[p.peer]->control(m, nullptr, 0, &err);
+                    }
                     job_wake(j);
                 }
             }
@@ -210,6 +235,7 @@ int acquire_channels(Comm* c, int engine, const HcclChannelDesc* descs, uint32_t
         ch->remote_slot_base = p.got_slot;
         ch->remote_buf = c->pbuf[p.peer];
         ch->remote_buf_size = c->pbuf_size[p.peer];
+        ch->link = c->link.empty() ? nullptr : c->link[p.peer];
         channel_register(ch);
         c->channels[chan_key(engine, d)] = ch;
     }

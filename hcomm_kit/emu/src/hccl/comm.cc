@@ -79,6 +79,7 @@ bool job_aborted(JobSeg* j, std::string* why) {
 bool peer_dead_now(Comm* c, uint32_t r) {
     if (r == c->rank) return false;
     if (c->dead[r].load()) return true;
+    if (comm_far(c, r)) return comm_peer_dead(c, (int)r);
     int pid = c->pid[r];
     if (pid <= 0 || pid == (int)getpid()) return false;
     if (c->ctl_seg[r].fd >= 0) return comm_peer_dead(c, (int)r);
@@ -231,6 +232,12 @@ bool comm_peer_gone(Comm* c, int peer) {
 bool comm_abort(Comm* c, const std::string& why, AbortKind kind) {
     if (!c->job) return false;
     bool first = job_set_abort(c->job, (int)c->rank, why, kind);
+    if (first && c->net_key) { /* the hosts of the other ranks learn it from this one */
+        CtlMsg m;
+        m.type = (uint32_t)CtlType::Abort;
+        m.a = (uint64_t)kind;
+        net_send_far(c, m, why.data(), std::min<size_t>(why.size(), sizeof(c->job->abort_reason) - 1));
+    }
     for (uint32_t r = 0; r < c->nranks; r++)
         if (c->ctl[r] && !c->dead[r].load()) doorbell_ring(c->ctl[r]);
     sched_abort_comm(c);
@@ -238,12 +245,32 @@ bool comm_abort(Comm* c, const std::string& why, AbortKind kind) {
 }
 
 std::string comm_dead_msg(Comm* c, uint32_t r) {
+    if (comm_far(c, r)) {
+        std::string why;
+        if (c->link[r]) c->link[r]->dead(&why);
+        return strprintf("rank %u (pid %d, device %d, host %s) died or its host was lost (the connection failed: %s)", r,
+                         c->pid[r], c->device[r], c->host[r].c_str(), why.empty() ? "?" : why.c_str());
+    }
     return strprintf("rank %u (pid %d, device %d) died", r, c->pid[r], c->device[r]);
+}
+
+std::string comm_peer_where(Comm* c, int peer) {
+    if (peer < 0 || !comm_far(c, (uint32_t)peer)) return "";
+    std::string why;
+    if (c->link[peer]) c->link[peer]->dead(&why);
+    return strprintf(" (pid %d, device %d, host %s: it died or its host was lost; the connection failed: %s)",
+                     c->pid[peer], c->device[peer], c->host[peer].c_str(), why.empty() ? "?" : why.c_str());
 }
 
 bool comm_peer_dead(Comm* c, int peer) {
     if (peer < 0 || (uint32_t)peer >= c->nranks || (uint32_t)peer == c->rank) return false;
     if (c->dead[peer].load()) return true;
+    if (comm_far(c, (uint32_t)peer)) { /* its connection's state, kept by the network */
+        if (!c->link[peer] || !c->link[peer]->dead()) return false;
+        if (!c->dead[peer].exchange(true))
+            EMU_LOG(LOG_WARN, "communicator %s: %s", c->name.c_str(), comm_dead_msg(c, (uint32_t)peer).c_str());
+        return true;
+    }
     /* Rate limit first: this runs at every unsatisfied wait attempt, getpid() is a system call. */
     uint64_t now = now_ns(), last = c->live_checked[peer].load();
     if (now - last < kProbeNs) return false;
@@ -260,6 +287,16 @@ bool comm_peer_dead(Comm* c, int peer) {
 }
 
 int comm_rank(Comm* c) { return (int)c->rank; }
+
+uint64_t comm_net_key(Comm* c) { return c->net_key; }
+
+Comm* comm_by_net_key(uint64_t key) {
+    if (!key) return nullptr;
+    std::lock_guard<std::mutex> g(g_comms_m);
+    for (Comm* c : g_comms)
+        if (c->net_key == key) return c;
+    return nullptr;
+}
 const char* comm_name(Comm* c) { return c->name.c_str(); }
 
 bool comm_op_tag(Comm* c, uint32_t tag16, std::string* tag) {
@@ -298,6 +335,22 @@ Stream* comm_stream(Comm* c, aclrtStream stream, const char* api, int* rc) {
         return nullptr;
     }
     return s;
+}
+
+bool barrier_arrive(Comm* c, uint32_t r, uint32_t seq) {
+    JobSeg* j = c->job;
+    j->bar_seq[r].store(seq, std::memory_order_seq_cst);
+    if (j->bar_count.fetch_add(1) + 1 != c->nranks) return false;
+    j->bar_count.store(0);
+    j->bar_gen.store(seq, std::memory_order_seq_cst);
+    futex_wake(&j->bar_gen, INT_MAX, true);
+    if (c->net_key) {
+        CtlMsg m;
+        m.type = (uint32_t)CtlType::BarRelease;
+        m.a = seq;
+        net_send_far(c, m);
+    }
+    return true;
 }
 
 void comm_note_host_call(Comm* c, const char* what) {
@@ -424,15 +477,23 @@ struct BarrierTask : Task {
     Comm* c;
     uint32_t seq; /* this rank's barrier number: done when bar_gen >= seq */
     BarrierTask(Comm* cm, uint32_t s) : c(cm), seq(s) {}
-    /* Counts this rank in; the last one releases everybody. Returns true if this was the last. */
+    /* Counts this rank in; the last one releases everybody. Returns true if this was the last. The
+     * count is kept on the host of rank 0: a rank of another host sends its arrival there. */
     bool arrive() {
-        JobSeg* j = c->job;
-        j->bar_seq[c->rank].store(seq, std::memory_order_seq_cst);
-        if (j->bar_count.fetch_add(1) + 1 != c->nranks) return false;
-        j->bar_count.store(0);
-        j->bar_gen.store(seq, std::memory_order_seq_cst);
-        futex_wake(&j->bar_gen, INT_MAX, true);
-        return true;
+        if (comm_far(c, 0)) {
+            c->job->bar_seq[c->rank].store(seq, std::memory_order_seq_cst);
+            CtlMsg m;
+            m.type = (uint32_t)CtlType::BarArrive;
+            m.to = 0;
+            m.from = c->rank;
+            m.key = c->net_key;
+            m.a = seq;
+            std::string err;
+            if (c->link[0]->control(m, nullptr, 0, &err))
+                EMU_LOG(LOG_WARN, "HcclBarrier: rank %u cannot tell rank 0 it arrived: %s", c->rank, err.c_str());
+            return false;
+        }
+        return barrier_arrive(c, c->rank, seq);
     }
     /* The stream already failed: still arrive (without waiting) so that the peers are not held
      * until HCCL_EXEC_TIMEOUT by a rank that will report its own error at synchronisation. */
@@ -498,6 +559,11 @@ void mark_gone(Comm* c) {
     }
     c->job->ranks[c->rank].gone_ns.store(now_ns(), std::memory_order_relaxed);
     c->job->ranks[c->rank].state.store(kRankGone, std::memory_order_seq_cst);
+    if (c->net_key) { /* and the ranks on other hosts */
+        CtlMsg m;
+        m.type = (uint32_t)CtlType::Gone;
+        net_send_far(c, m);
+    }
 }
 
 /* Frees everything a communicator owns in this process; peers may still run (they keep their

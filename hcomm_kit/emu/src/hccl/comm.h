@@ -13,6 +13,7 @@
 
 #include "hcomm/dataplane.h"
 #include "hccl/topology.h"
+#include "net/transport.h"
 
 #include <tuple>
 
@@ -28,9 +29,11 @@ constexpr uint32_t kRootMagic = 0x524b4348;  /* "HCKR" read as little-endian byt
 /* What HcclGetRootInfo writes at the start of HcclRootInfo.internal. */
 struct RootBlob {
     uint32_t magic;   /* kRootMagic ("HCKR") */
-    uint32_t version; /* 1 */
+    uint32_t version; /* 1: every rank on this host; 2: ranks may be on several hosts (mode, board) */
     char job[40];     /* job id: 32 hex characters, NUL-terminated */
     uint32_t uid;     /* creator's uid (segments live under /hcomm_kit.<uid>.) */
+    uint32_t mode;    /* version 2: NetMode (HCOMM_KIT_TRANSPORT of the root) */
+    NetBoardRef board; /* version 2: the rendezvous board in the root's process */
 };
 
 /* ------------------------------------------------------------------ hang-analysis board
@@ -410,6 +413,18 @@ struct Comm {
     std::vector<uint32_t> graph_list;
     std::vector<uint32_t> layer_list;
     Topology topo; /* fixed at init (hccl/topology.h) */
+    /* Ranks reached over the network (net/transport.h); all empty for a one-host communicator. */
+    NetMode net = NetMode::Shm;
+    uint64_t net_key = 0;          /* key of its control messages (net_job_key); 0: no network */
+    NetBoardRef board{};           /* where its ranks met; its sub-communicators meet there too */
+    NetMem* net_mem = nullptr;     /* its HCCL buffer, registered for remote access */
+    NetMem* area_mem = nullptr;    /* its model log (job->model[rank]), registered for the far ranks to read */
+    std::vector<PeerLink*> link;   /* per rank: the link to it (nullptr: its memory is mapped here) */
+    std::vector<uint8_t> far;      /* per rank: on another host (not in this host's job segment) */
+    std::vector<std::string> host; /* per rank: its host's name */
+    std::vector<void*> standin;    /* per far rank: a never-set stand-in of its DevCtl (ctl[r]) */
+    uint32_t nlocal = 0;           /* ranks on this host, this one included */
+    std::map<uint64_t, uint32_t> sub_made; /* sub-communicators made per subCommId (their board key) */
 };
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */
@@ -436,6 +451,14 @@ int comm_wait(Comm* c, std::atomic<uint32_t>* word, uint64_t deadline, const std
               const std::vector<uint32_t>* peers, std::string* why);
 /* Releases everything bootstrap acquired (failure paths and destroy; bootstrap.cc). */
 void comm_release_segments(Comm* c);
+/* Control messages of a communicator with ranks on other hosts (net_ctl.cc). Sends m to every
+ * rank on another host (to = each); failures to reach a dead rank are ignored. */
+void net_send_far(Comm* c, CtlMsg m, const void* payload = nullptr, size_t len = 0);
+/* HcclBarrier's arrival of rank r at barrier seq on the host of rank 0 (comm.cc): true when it was
+ * the last, and the barrier is released. */
+bool barrier_arrive(Comm* c, uint32_t r, uint32_t seq);
+/* Rank r runs on another host. */
+inline bool comm_far(const Comm* c, uint32_t r) { return r < c->far.size() && c->far[r]; }
 /* How long channel set-up waits for the peers' ends (HcommKitCommSetConnectTimeout, else
  * HCCL_CONNECT_TIMEOUT). */
 uint32_t connect_timeout_s(const Comm* c);

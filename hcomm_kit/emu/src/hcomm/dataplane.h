@@ -123,7 +123,9 @@ struct Channel {
     uint32_t local_slot_base = 0; /* in our device's DevCtl: ChannelNotifyWait waits here */
     DevCtl* remote_ctl = nullptr; /* the peer's DevCtl (mapped): ChannelNotifyRecord sets remote_slot_base + idx */
     uint32_t remote_slot_base = 0;
-    void* remote_buf = nullptr;   /* our mapping of the peer's HCCL buffer (HcclChannelGetHcclBuffer) */
+    void* remote_buf = nullptr;   /* our mapping of the peer's HCCL buffer (HcclChannelGetHcclBuffer), or the
+                                   * link's stand-in range */
+    PeerLink* link = nullptr;     /* the peer cannot be mapped: transfers and records go over this link */
     uint64_t remote_buf_size = 0;
     /* Operations that used this channel (one use per kernel launch), see KernelCtx::chans. */
     std::atomic<uint32_t> uses{0};
@@ -157,6 +159,9 @@ uint32_t comm_size(Comm* c);
 DevCtl* comm_ctl(Comm* c, uint32_t rank); /* a rank's device control block (mapped), or nullptr */
 bool comm_peer_gone(Comm* c, int peer);   /* destroyed its communicator (HcclCommDestroy) */
 bool comm_peer_dead(Comm* c, int peer);
+/* "" for a rank on this host; for a rank on another host " (pid P, device D, host H: died or its host
+ * was lost, the connection failed: why)", appended to messages about it. */
+std::string comm_peer_where(Comm* c, int peer);
 /* "rank R (pid P, device D) died": the message of every failure caused by a dead rank. */
 std::string comm_dead_msg(Comm* c, uint32_t r);
 int comm_rank(Comm* c);
@@ -178,6 +183,14 @@ std::string comm_links_note(Comm* c);
  * consumed, 0 on timeout, -1 when aborted (msg says why). */
 int stream_wait_slot(Device* dev, uint32_t slot, uint64_t deadline_ns, Comm* comm, std::string* msg, const HTask* h,
                      HThread* self);
+
+/* Runs a transfer or record task whose peer is reached over the network (t.link; hcomm/remote.cc),
+ * as htask_exec does for a mapped peer. */
+int link_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind);
+/* The communicator whose network key is key (nullptr: none here), and a communicator's key (0: its
+ * ranks are on this host); hccl/ implements them. */
+Comm* comm_by_net_key(uint64_t key);
+uint64_t comm_net_key(Comm* c);
 
 /* Thread codes for messages, provenance and the hang-analysis board: a device (AICPU) thread's
  * number within its communicator, or kStreamThread | stream id for a stream-bound (CPU_TS) thread. */

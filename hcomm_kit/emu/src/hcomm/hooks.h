@@ -14,6 +14,11 @@ struct HcommHooks {
     /* The notify checker and the race checker (diag/checker.cc, diag/race.cc): */
     std::string (*record_slot)(const HTask& t, HThread* self, DevCtl* ctl, uint32_t slot, int slot_rank, bool chan);
     bool (*consume_slot)(const HTask& t, HThread* self, std::string* finding);
+    /* A record into a slot of a rank reached over the network: the words a local record stores
+     * (trace flow, provenance); and a lost notify found by the owner of such a slot. */
+    void (*record_words)(const HTask& t, HThread* self, const DevCtl* ctl, uint32_t slot, int slot_rank, bool chan,
+                         uint64_t* flow, uint64_t* prov);
+    void (*remote_lost_notify)(Comm* c, uint32_t slot, uint64_t prov, uint64_t before);
     void (*check_op_begin)(const HTask& t, HThread* self);
     std::string (*check_accesses)(const HTask& t, HThread* self);
     /* The cross-rank report for a failed wait (a timeout), ready to be an abort reason. */

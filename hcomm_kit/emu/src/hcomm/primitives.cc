@@ -123,6 +123,7 @@ int emit(Call& c, HTask&& h, Channel* ch = nullptr) {
     BatchState& b = batch();
     h.api = c.api;
     h.comm = c.t->comm;
+    if (ch && ch->link && (h.op == HOp::Copy || h.op == HOp::Reduce || h.op == HOp::Record)) h.link = ch->link;
     KernelCtx& kc = kctx();
     h.caller = kc.active ? tl_caller : nullptr; /* host calls come through ctypes/libffi: no line to show */
     static const char* const untagged = intern(std::string());

@@ -218,6 +218,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
                     return -4;
                 }
             }
+            if (t.link) return link_exec(t, self, msg, kind); /* a peer on the network */
             if (t.op == HOp::Copy && t.n <= 16 && cfg().copy_restore_us) { /* fault injection (tests) */
                 uint8_t bytes[16];
                 memcpy(bytes, t.src, t.n);
@@ -241,6 +242,7 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             }
             return 1;
         case HOp::Record: {
+            if (t.link) return link_exec(t, self, msg, kind);
             std::string f = hooks::record_slot(t, self, t.slot_ctl, t.slot, t.slot_rank, t.chan_rec);
             if (!f.empty()) {
                 *msg = f;
@@ -271,8 +273,9 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
             }
             if (int r = aborted(t, msg, kind)) return r;
             if (t.comm && t.peer_rank >= 0 && comm_peer_dead(t.comm, t.peer_rank)) {
-                *msg = strprintf("rank %d: %s: peer rank %d died while this device thread waited for %s",
-                                 comm_rank(t.comm), t.api, t.peer_rank, slot_text(t).c_str());
+                *msg = strprintf("rank %d: %s: peer rank %d died while this device thread waited for %s%s",
+                                 comm_rank(t.comm), t.api, t.peer_rank, slot_text(t).c_str(),
+                                 comm_peer_where(t.comm, t.peer_rank).c_str());
                 *kind = AbortKind::PeerDead;
                 return -3;
             }

@@ -52,6 +52,55 @@ bool add_partners(const ModelArea& a, uint32_t number, uint32_t nranks, std::vec
     return unknown;
 }
 
+/* Every rank's model log as this rank reads it: its area in this host's job segment, or, for a rank
+ * on another host, a copy of its area fetched over the network (the launch table, then the tasks of a
+ * launch once it is complete: they do not change after that until the ring comes round). */
+class Logs {
+public:
+    explicit Logs(Comm* c) : c_(c), copy_(c->nranks) {}
+    ~Logs() {
+        for (ModelArea* a : copy_) free(a);
+    }
+    /* Rank r's area, its launch table fresh (a far rank's fetched now); nullptr + *err on failure. */
+    const ModelArea* head(uint32_t r, std::string* err) {
+        if (!comm_far(c_, r)) return &c_->job->model[r];
+        ModelArea* a = area(r, err);
+        if (!a) return nullptr;
+        uint64_t n = (uint64_t)((const char*)&a->t[0] - (const char*)a);
+        if (int rc = c_->link[r]->read_area(a, 0, n, err)) {
+            (void)rc;
+            *err = strprintf("rank %u's model log on host %s: %s", r, c_->host[r].c_str(), err->c_str());
+            return nullptr;
+        }
+        return a;
+    }
+    /* The tasks of rank r's launch L (a far rank's fetched now). */
+    int tasks(uint32_t r, const ModelLaunch& L, std::string* err) {
+        if (!comm_far(c_, r)) return 0;
+        ModelArea* a = copy_[r];
+        uint64_t first = L.first, end = L.end.load(std::memory_order_acquire);
+        const uint64_t base = (uint64_t)((const char*)&a->t[0] - (const char*)a);
+        for (uint64_t pos = first; pos < end;) {
+            uint64_t i = pos % kModelTasks, k = std::min<uint64_t>(end - pos, kModelTasks - i);
+            if (int rc = c_->link[r]->read_area(&a->t[i], base + i * sizeof(ModelTask), k * sizeof(ModelTask), err)) {
+                *err = strprintf("rank %u's model log on host %s: %s", r, c_->host[r].c_str(), err->c_str());
+                return rc;
+            }
+            pos += k;
+        }
+        return 0;
+    }
+
+private:
+    ModelArea* area(uint32_t r, std::string* err) {
+        if (!copy_[r]) copy_[r] = static_cast<ModelArea*>(calloc(1, sizeof(ModelArea)));
+        if (!copy_[r]) *err = "out of memory for a copy of a model log";
+        return copy_[r];
+    }
+    Comm* c_;
+    std::vector<ModelArea*> copy_;
+};
+
 double wait_default() {
     const char* v = getenv("HCOMM_KIT_MODEL_WAIT");
     double s = v && *v ? atof(v) : 30.0;
@@ -99,6 +148,7 @@ int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelRe
      * for. A launch recording ACL notifies (target unknown to the log) takes in every rank. */
     std::vector<char> part(c->nranks, 0), found(c->nranks, 0);
     part[c->rank] = 1;
+    Logs logs(c);
     for (;;) {
         std::string why;
         if (comm_aborted(c, &why)) {
@@ -110,11 +160,21 @@ int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelRe
             grew = false;
             for (uint32_t r = 0; r < c->nranks; r++) {
                 if (!part[r] || found[r]) continue;
-                const ModelArea& a = c->job->model[r];
+                std::string lerr;
+                const ModelArea* ap = logs.head(r, &lerr);
+                if (!ap) {
+                    *err = lerr;
+                    return HCCL_E_NETWORK;
+                }
+                const ModelArea& a = *ap;
                 uint32_t n = r == c->rank ? number : find_launch(a, tag16, inst);
                 if (!n || !complete(a.l[n % kModelLaunches], n)) {
                     missing = r;
                     break;
+                }
+                if (int rc = logs.tasks(r, a.l[n % kModelLaunches], &lerr)) {
+                    *err = lerr;
+                    return rc;
                 }
                 numbers[r] = n;
                 found[r] = 1;
@@ -148,7 +208,13 @@ int model_launch(Comm* c, uint32_t number, double wait_s, bool gives_up, ModelRe
         if (!part[r]) continue;
         ranks.push_back(r);
         tasks.emplace_back();
-        const ModelArea& a = c->job->model[r];
+        std::string lerr;
+        const ModelArea* ap = comm_far(c, r) ? logs.head(r, &lerr) : &c->job->model[r];
+        if (!ap) {
+            *err = lerr;
+            return HCCL_E_NETWORK;
+        }
+        const ModelArea& a = *ap;
         const ModelLaunch& l = a.l[numbers[r] % kModelLaunches];
         uint64_t first = l.first, end = l.end.load(std::memory_order_acquire);
         if (l.overflow.load() || a.next.load(std::memory_order_acquire) - first > kModelTasks) {
@@ -271,6 +337,7 @@ EMU_API int32_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf,
     ModelResult r;
     std::string err;
     if (int rc = model_last(c, wait_default(), &r, &err)) return -(int32_t)seterr_str(rc, __func__, err);
+    if (const ModelParams* p = model_params(c->topo.product, &err)) r.analyse(*p, c->topo);
     std::string j = r.json(allTasks != 0);
     if (j.size() >= (size_t)INT32_MAX)
         return -(int32_t)seterr(HCCL_E_MEMORY, __func__, "the simulation's JSON is %zu bytes (2 GiB at most)", j.size());
