@@ -255,3 +255,60 @@ def test_failing_rank_ends_the_job(tmp_path: Path, launcher: str) -> None:
     pids = {int(x) for x in re.findall(r"pid (\d+)$", p.stdout, re.M)}
     assert pids, p.stdout[-4000:]
     _assert_no_shm_left(pids, jobs_before)
+
+
+# ---- a DDP job whose rank raises (a gloo script, only the backend name changed) -------------------
+DDP_RAISING = textwrap.dedent('''
+    import os, sys, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    print(f"pid {os.getpid()}", flush=True)
+    dist.init_process_group(sys.argv[1])
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)),
+                bucket_cap_mb=0.01)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 32)
+    for step in range(6):
+        if step == 3 and rank == 1:
+            raise ValueError("rank 1 fails on purpose")
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    print(f"rank {rank}: trained", flush=True)
+''')
+
+
+def test_ddp_rank_that_raises_fails_the_others_with_an_error(tmp_path: Path, autoload_env: dict[str, str]) -> None:
+    """A rank raising mid-training: every other rank's backward raises a RuntimeError naming the
+    failed collective (as gloo's 'Connection closed by peer'), never a crash of DDP's reducer on
+    the future's value (SIGSEGV in parseCppCommHookResult); nothing is left in /dev/shm."""
+    n = 3
+    script = tmp_path / "ddp_raising.py"
+    script.write_text(DDP_RAISING)
+    jobs_before = _jobs()
+    env = {**os.environ, **autoload_env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+           "WORLD_SIZE": str(n)}
+    procs = [subprocess.Popen([sys.executable, str(script), "hcomm"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env={**env, "RANK": str(r)},
+                              start_new_session=True) for r in range(n)]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=120)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    text = "\n".join(f"--- rank {r} (exit {p.returncode}) ---\n{o[-2500:]}" for r, (p, o) in
+                     enumerate(zip(procs, outs)))
+    assert procs[1].returncode == 1 and "ValueError: rank 1 fails on purpose" in outs[1], text
+    for r in (0, 2):
+        assert procs[r].returncode == 1, text  # a Python exception, not -11 (SIGSEGV)
+        assert re.search(r"^(\[rank\d\]: )?RuntimeError: .*rank 1", outs[r], re.M), text
+        assert "trained" not in outs[r], text
+    pids = {int(x) for o in outs for x in re.findall(r"^pid (\d+)$", o, re.M)}
+    assert len(pids) == n, text
+    _assert_no_shm_left(pids, jobs_before)

@@ -26,6 +26,24 @@ __all__ = ["HcommWork"]
 _FATAL = (AclError, HcclError, CollectiveMismatchError)
 
 
+def _failed_future(exc: Exception) -> torch.futures.Future:
+    """A completed future that holds ``exc`` as an error of the C++ future itself.
+
+    ``Future.set_exception`` stores the exception as the future's *value* (a Python object, raised
+    only by Python's ``wait()``/``value()``): C++ readers such as DDP's reducer
+    (``parseCppCommHookResult`` in ``finalize_backward``) take that value for the result and crash
+    on it. A ``then`` callback that raises sets the error on the C++ future, so ``value()`` throws
+    there too: DDP's backward raises a ``RuntimeError`` with ``exc``'s text, as with gloo.
+    """
+    def fail(_: torch.futures.Future) -> None:
+        raise exc
+
+    done: torch.futures.Future = torch.futures.Future()
+    failed = done.then(fail)
+    done.set_result(None)
+    return failed
+
+
 class _Stage:
     """What one collective leaves in flight: its operands (tensors registered with the runtime, kept
     alive), the runtime Works of the kernels it enqueued, and the host steps to run after them."""
@@ -128,7 +146,7 @@ class HcommWork(dist.Work):
         if exc is None:
             self._future.set_result(self._outputs)  # runs the future's callbacks, on this thread
         else:
-            self._future.set_exception(exc)  # torch futures take Exceptions only
+            self._future = _failed_future(exc)
 
     # ---- the Work API ------------------------------------------------------------------------
     def wait(self, timeout: Any = None) -> bool:
