@@ -57,8 +57,16 @@ class _Stage:
         self.orphans = orphans                  # the group's: operands of kernels that may still run
 
     def done(self) -> bool:
-        """True when every kernel finished (or failed); never blocks."""
-        return all(w.is_completed() for w in self.works)
+        """True when every kernel finished (or failed); never blocks, never starts posted
+        point-to-point calls (:class:`hcomm_kit.ops.p2p.P2PWork`: they start together, when waited for)."""
+        return all(getattr(w, "started", True) and w.is_completed() for w in self.works)
+
+    def start(self) -> None:
+        """Start the posted point-to-point calls of this collective (and those posted with them)."""
+        for w in self.works:
+            start = getattr(w, "start", None)
+            if start is not None:
+                start()
 
     def finish(self, deadline: float | None) -> None:
         """Wait for the kernels (until ``deadline``, ``time.monotonic()`` seconds; None: their own
@@ -180,6 +188,10 @@ class HcommWork(dist.Work):
 
     def is_completed(self) -> bool:
         """True when the collective finished (its results are then in place); never blocks."""
+        if not self._completed and self._stage is not None:
+            with self._pg._lock:
+                if self._stage is not None:
+                    self._stage.start()  # a polled send / recv must make progress
         if not self._completed and (self._stage is None or self._stage.done()):
             self._pg._complete(self, None)  # its kernels are done: only host steps left
         return self._completed

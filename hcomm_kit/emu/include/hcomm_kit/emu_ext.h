@@ -34,6 +34,27 @@ int32_t HcommKitSetCheck(int32_t mode);
 int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, const char* expected, char* msg,
                           uint64_t msgLen);
 
+/* Point-to-point call check matched per direction: posts this rank's description of its next send
+ * to peer (recv = 0) or receive from peer (recv = 1) and compares it with the peer's description of
+ * the same transfer (the k-th send from A to B pairs with B's k-th receive from A, whatever else
+ * either posts in between). A mismatch aborts the communicator on every rank and returns
+ * HCCL_E_PARA with the text (also in msg). */
+int32_t HcommKitP2PCheck(HcclComm comm, int32_t peer, int32_t recv, const char* signature, const char* expected,
+                         char* msg, uint64_t msgLen);
+
+/* Why the communicator was aborted: 0 when it was not (or comm is not a live communicator), else
+ * its kind (HCOMM_KIT_ABORT_MISMATCH & co. below), with the text every rank's failed call reports
+ * in buf (truncated to bufLen - 1). */
+int32_t HcommKitCommAbortReason(HcclComm comm, char* buf, uint64_t bufLen);
+#define HCOMM_KIT_ABORT_OTHER 1
+#define HCOMM_KIT_ABORT_TIMEOUT 2
+#define HCOMM_KIT_ABORT_DEADLOCK 3
+#define HCOMM_KIT_ABORT_CHECK 4
+#define HCOMM_KIT_ABORT_CRASH 5
+#define HCOMM_KIT_ABORT_PEER_DEAD 6
+#define HCOMM_KIT_ABORT_MISMATCH 7
+#define HCOMM_KIT_ABORT_KERNEL_TIMEOUT 8
+
 /* How long channel set-up on this communicator (HcclChannelAcquire, a collective's first call)
  * waits for the peers' ends, in seconds; 0 goes back to HCCL_CONNECT_TIMEOUT. HCCL_E_PARA for a
  * communicator that is not live or more than 86400 s. */
