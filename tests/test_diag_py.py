@@ -130,10 +130,11 @@ def test_skipped_call_fails_on_every_rank_naming_both_call_sites(comm) -> None:
             _skipping_program(c, skip)
             assert c.rank == skip  # the others' second call fails
             c.close() if ending == "close" else c.barrier()
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 15  # within seconds, not after a timeout (loaded machines)
         text = str(info.value)
         m2 = re.search(r"call #2: the ranks do not make the same call \((.*?); ranks not listed", text)
-        m1 = re.search(r"call #1 was made with the same arguments from different lines \((.*?)\): a rank skipped", text)
+        m1 = re.search(r"the ranks made call #1 \((.*?)\) with the same arguments from different lines: a rank "
+                       r"skipped a call", text)
         assert m1 and m2, text
         assert re.search(rf"(^|; ){group}: {re.escape(call)}\S*test_diag_py\.py:{first + 1}(;|$)", m2[1]), text
         assert re.search(rf"(^|; )rank {skip}: {ending}\(", m2[1]), text

@@ -89,13 +89,14 @@ bool sites_differ(const std::vector<std::pair<uint32_t, std::string>>& posted) {
 
 /* The calls before `seq` that the ranks made with the same arguments from different call sites,
  * back to the last call made from one site on every rank (as far as the kCallDepth calls each
- * rank keeps reach): "" when call seq - 1 came from one site, else a sentence naming the first of
- * them with every rank's site. A site difference alone is no error (ranks branch around the same
- * collective); once the calls differ, it is where a rank skipped a call or made an extra one. */
+ * rank keeps reach): "" when call seq - 1 came from one site, else a sentence naming them (the
+ * first two and the last two of a longer run) with every rank's site. A site difference alone is
+ * no error (ranks branch around the same collective); once the calls differ, one of them is where
+ * a rank skipped a call or made an extra one. */
 std::string site_history(Comm* c, uint64_t seq) {
     JobSeg* j = c->job;
-    uint64_t first = 0, n = 0;
-    std::vector<std::pair<uint32_t, std::string>> first_posted, posted;
+    std::vector<std::pair<uint64_t, std::string>> run; /* newest first: (call, every rank's call) */
+    std::vector<std::pair<uint32_t, std::string>> posted;
     for (uint64_t s = seq - 1; s >= 1 && s + kCallDepth > seq; s--) {
         posted.clear();
         for (uint32_t r = 0; r < c->nranks; r++) {
@@ -103,17 +104,27 @@ std::string site_history(Comm* c, uint64_t seq) {
             if (posted_call(j, r, s, &text)) posted.emplace_back(r, text);
         }
         if (!sites_differ(posted)) break;
-        first = s, first_posted = posted, n++;
+        run.emplace_back(s, calls_by_rank(posted));
     }
-    if (!first) return "";
-    std::string what = n == 1 ? strprintf("call #%llu was made", (unsigned long long)first)
-                              : strprintf("%llu calls were made", (unsigned long long)n);
-    std::string which = n == 1 ? "" : strprintf(", the first of them call #%llu", (unsigned long long)first);
-    return strprintf(" Before it, %s with the same arguments from different lines%s (%s): a rank skipped a call (or "
-                     "made an extra one) %s. Ranks may make one call from different lines; only calls that differ "
-                     "afterwards are an error.",
-                     what.c_str(), which.c_str(), calls_by_rank(first_posted).c_str(),
-                     n == 1 ? "there" : "there or later");
+    if (run.empty()) return "";
+    std::reverse(run.begin(), run.end());
+    std::string calls;
+    for (size_t i = 0; i < run.size(); i++) {
+        if (run.size() > 4 && i == 2) {
+            calls += strprintf("; ... %zu more ...", run.size() - 4);
+            i = run.size() - 3;
+            continue;
+        }
+        calls += strprintf("%scall #%llu (%s)", i ? "; " : "", (unsigned long long)run[i].first, run[i].second.c_str());
+    }
+    if (run.size() == 1)
+        return strprintf(" Before it, the ranks made %s with the same arguments from different lines: a rank skipped a "
+                         "call (or made an extra one) there. Ranks may make one call from different lines; only calls "
+                         "that differ afterwards are an error.", calls.c_str());
+    return strprintf(" Before it, the ranks made calls #%llu to #%llu with the same arguments from different lines (%s): a "
+                     "rank skipped a call (or made an extra one) at one of them. Ranks may make one call from different "
+                     "lines; only calls that differ afterwards are an error.",
+                     (unsigned long long)run.front().first, (unsigned long long)run.back().first, calls.c_str());
 }
 
 }  // namespace
