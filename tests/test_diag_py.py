@@ -75,6 +75,19 @@ def test_mismatched_collectives_and_roots(comm) -> None:
     c = comm.split(0)
     _expect_mismatch(c, lambda: c.broadcast(x, root=0 if c.rank == 0 else 1), "root=0", "root=1")
     c.close()
+    # a custom operator on rank 0 where the others call all_reduce: a mismatch naming both calls,
+    # also on the operator's first call (its channels' set-up would wait for the others)
+    op_dir = scaffold("ring-allreduce")
+    for warm in (False, True):
+        c = comm.split(0)
+        op = c.load_op(op_dir)
+        if warm:
+            np.testing.assert_array_equal(op(x), x * c.size)
+            c.all_reduce(x)
+        _expect_mismatch(c, lambda: op(x) if c.rank == 0 else c.all_reduce(x),
+                         f"rank 0: {op.name}[{op.tag}](dtype=fp32, reduce_op=sum, count=12, root=0)",
+                         "all_reduce(count=12, dtype=fp32, op=sum)")
+        c.close()
 
 
 @pytest.mark.mpi(np=[2], timeout=120)

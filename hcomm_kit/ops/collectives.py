@@ -283,8 +283,8 @@ class CollectiveOps(PlannedCalls):
                         check=check)
         if async_op == "stream":
             return finish()
-        if async_op:
-            return op.complete(finish, stream=s, timeout=timeout, async_op=True)
+        if async_op:  # the Work holds a DeviceBuffer input until the kernel finished
+            return op.complete(finish, stream=s, timeout=timeout, async_op=True, keep=x if device else None)
         if s >= 0:  # enqueued only (CANN): wait here
             op.synchronize(s, timeout)
         return finish()

@@ -96,12 +96,13 @@ class P2PWork:
 
 
 class _Item:
-    __slots__ = ("recv", "peer", "dt", "count", "ptr", "timeout", "work", "release")
+    __slots__ = ("recv", "peer", "dt", "count", "ptr", "timeout", "work", "release", "hold")
 
     def __init__(self, recv: bool, peer: int, dt: "_dtypes.DType", count: int, ptr: int, timeout: float | None,
-                 work: P2PWork, release: Any) -> None:
+                 work: P2PWork, release: Any, hold: Any) -> None:
         self.recv, self.peer, self.dt, self.count, self.ptr = recv, peer, dt, count, ptr
         self.timeout, self.work, self.release = timeout, work, release
+        self.hold = hold  # the DeviceBuffer the kernel reads or writes: alive until the batch finished
 
 
 class P2PQueue:
@@ -156,6 +157,7 @@ class P2PQueue:
         self._check_transfer(recv, peer, count, dt)
         nbytes = count * dt.itemsize
         release = None
+        hold: Any = data if dev else None
         if dev:
             ptr = data.ptr
             finish = (lambda: data) if recv else (lambda: None)
@@ -163,7 +165,7 @@ class P2PQueue:
             ptr = 0
             finish = (lambda: host) if recv else (lambda: None)
         else:
-            buf = self._take(nbytes)
+            buf = hold = self._take(nbytes)
             ptr = buf.ptr
             release = lambda b=buf: self._give(b)  # noqa: E731
             if recv:
@@ -176,7 +178,7 @@ class P2PQueue:
                 buf.copy_from(host)  # taken now: the caller may reuse its array at once
                 finish = lambda: None  # noqa: E731
         work = P2PWork(self, _released(finish, release))
-        self.items.append(_Item(recv, peer, dt, count, ptr, timeout, work, release))
+        self.items.append(_Item(recv, peer, dt, count, ptr, timeout, work, release, hold))
         if async_op:
             return work
         return work.wait()
@@ -247,7 +249,9 @@ class P2PQueue:
                       itemType=[int(it.recv) for it in part], itemRank=[it.peer for it in part],
                       itemDataType=[it.dt.value for it in part], itemCount=[it.count for it in part],
                       itemBuf=[it.ptr for it in part])
-        return op.complete(lambda: None, stream=s, timeout=tmo, async_op=True)
+        # the batch's Work (held by the operator until its next launch waits for it) keeps every
+        # buffer alive until the kernel finished, also those of calls nobody waits for
+        return op.complete(lambda: None, stream=s, timeout=tmo, async_op=True, keep=[it.hold for it in moving])
 
     def finish(self, timeout: float | None) -> None:
         """Closing: start what is posted and wait for it (at most ``timeout`` seconds each)."""

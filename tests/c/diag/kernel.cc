@@ -1,6 +1,7 @@
 /* Device side of the diagnosis test operator: one entry per scenario (main.cc); each planted bug is
  * marked "BUG:" and only the rank param->bugRank carries it. Compiled with -g so that the reports
  * can name these lines. */
+#include <cstdlib>
 #include <cstring>
 
 #include "common.h"
@@ -14,7 +15,8 @@ namespace {
 
 char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
 
-enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT };
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT,
+           ABORT };
 
 /* The scaffold's ring-allreduce (templates/.../ring-allreduce.cc.jinja) on BLOCK bytes of int32, one
  * slice: copy in, n-1 write-reduce steps, n-1 write steps, copy out. RING_SHIFT: bugRank's final copy
@@ -75,6 +77,9 @@ int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
     if (bug == CRASH && me) {
         volatile int* nowhere = nullptr;
         *nowhere = 42;  // BUG: crash
+    }
+    if (bug == ABORT && me) {
+        abort();  // BUG: aborts (SIGABRT raised inside libc)
     }
     if (bug == THREAD_MISSING) {
         /* main waits for the worker, which should record slot 1 of main when done */
@@ -169,3 +174,4 @@ extern "C" unsigned int DgRing(OpParam* p) { return Run(p, RING); }
 extern "C" unsigned int DgRingShift(OpParam* p) { return Run(p, RING_SHIFT); }
 extern "C" unsigned int DgP2p(OpParam* p) { return Run(p, P2P); }
 extern "C" unsigned int DgP2pShift(OpParam* p) { return Run(p, P2P_SHIFT); }
+extern "C" unsigned int DgAbort(OpParam* p) { return Run(p, ABORT); }
