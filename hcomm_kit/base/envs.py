@@ -357,6 +357,9 @@ def hccl_algo() -> str | None:
 
 #: HCOMM_KIT_TOPOLOGY's products and the HCOMM_KIT_SOC each runs on.
 TOPOLOGY_PRODUCTS: dict[str, str] = {"A2": "Ascend910B", "A3": "Ascend910_93", "950": "Ascend950"}
+#: NPUs one server of each product holds at most (the emulator's hccl/topology.cc max_per_server
+#: says the same, with CANN's sources: A2 and 950 servers hold 8, A3 servers 16).
+TOPOLOGY_MAX_NPUS: dict[str, int] = {"A2": 8, "A3": 16, "950": 8}
 
 
 def topology() -> tuple[str, int, int] | None:
@@ -370,6 +373,12 @@ def topology() -> tuple[str, int, int] | None:
             int(servers) < 1 or int(npus) < 1:
         raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
             str(raw), "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS))
+    most = TOPOLOGY_MAX_NPUS[product]
+    if int(npus) > most:
+        ranks = int(servers) * int(npus)
+        hint = f"{product}:{-(-ranks // most)}x{most}" if ranks % most == 0 else f"{product}:SERVERSx{most}"
+        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
+            str(raw), f"at most {most} NPUs per server: an {product} server holds {most} (e.g. {hint})")
     return product, int(servers), int(npus)
 
 

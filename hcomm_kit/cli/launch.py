@@ -50,6 +50,6 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
         check_seconds(args.timeout, "--timeout")
         check_seconds(args.grace, "--grace", zero_ok=True)
-        check_env()
+        check_env(args.np)
     return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace,
                   verbose=args.verbose)
