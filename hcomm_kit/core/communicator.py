@@ -34,6 +34,7 @@ _LIVE_LOCK = threading.Lock()
 _ATEXIT = False
 _SEQ = itertools.count()  # creation order of this process's communicators (the same on every rank)
 _EXIT_BARRIER_S = 10.0  # at exit, the closing barrier waits at most this long for the other ranks
+_STOPPED_BY_SIGNAL = [False]  # SIGTERM / SIGHUP ended the program (exit_on_signal)
 
 
 def _close_all() -> None:
@@ -58,7 +59,11 @@ def exit_failed(exc: BaseException) -> None:
     fewer or other collective calls than its peers, so its results may be wrong). Print ``exc`` and
     end the process with status 1 instead of 0: under MPI by ``MPI_Abort`` (the job ends, as after
     an uncaught exception), else by C ``exit(1)``, which still runs the runtime's own exit handlers
-    (the emulator unlinks its /dev/shm segments) but not the rest of Python's finalization."""
+    (the emulator unlinks its /dev/shm segments) but not the rest of Python's finalization. Nothing
+    when the program is ending with an uncaught exception already (Ctrl-C included) or was stopped by
+    a signal: it fails anyway, and its peers learn of it through the call check."""
+    if getattr(sys, "last_value", None) is not None or _STOPPED_BY_SIGNAL[0]:
+        return
     try:
         sys.stderr.write(f"hcomm-kit: the program ends with an error: {type(exc).__name__}: {exc}\n")
         sys.stderr.flush()
@@ -72,6 +77,28 @@ def exit_failed(exc: BaseException) -> None:
     except Exception:  # noqa: BLE001 - fall back to exit(1)
         pass
     ctypes.CDLL(None).exit(1)
+
+
+def _exit_through_the_interpreter_on(*signals: int) -> None:
+    """A launcher ends the ranks of a failed job with SIGTERM (mpirun, torchrun), a closed terminal
+    with SIGHUP: where nobody handles them yet, they raise SystemExit(128 + signal) instead, so the
+    process ends through the interpreter (communicators aborted or closed at exit, the emulator's
+    /dev/shm segments unlinked) instead of dying on the spot and leaving them behind."""
+    try:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in signals:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, exit_on_signal)
+    except (ValueError, OSError):  # no signals here
+        pass
+
+
+def exit_on_signal(signum: int, frame: Any) -> None:
+    """The handler of :func:`_exit_through_the_interpreter_on` (the torch backend replaces it for
+    SIGTERM with its own, which also aborts its groups)."""
+    _STOPPED_BY_SIGNAL[0] = True
+    raise SystemExit(128 + signum)
 
 
 def _ignore_sigterm_from_now_on() -> None:
@@ -278,6 +305,12 @@ class Communicator:
             if not _ATEXIT:
                 atexit.register(_close_all)  # runs before mpi4py's MPI_Finalize (registered earlier)
                 _ATEXIT = True
+                # the first communicator of this process: what dead launchers left goes now (their
+                # Open MPI backing directories; the emulator reclaims its own segments)
+                from ..base.leftovers import reclaim_backing_dirs
+
+                reclaim_backing_dirs()
+                _exit_through_the_interpreter_on(signal.SIGTERM, signal.SIGHUP)
 
     # ---- properties ------------------------------------------------------------------------
     @property

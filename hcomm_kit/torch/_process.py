@@ -72,8 +72,10 @@ def install_hooks() -> None:
     # A launcher ends the other ranks of a failed job with SIGTERM (mpirun, torchrun): exit through
     # the interpreter (atexit: communicators aborted, the emulator's /dev/shm segments unlinked)
     # instead of dying on the spot and leaving them behind. Only where nobody handles SIGTERM yet.
+    from ..core.communicator import exit_on_signal
+
     try:
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and \
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, exit_on_signal) and \
                 threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _exit_on_sigterm)
     except (ValueError, OSError):  # not the main thread / no signals here

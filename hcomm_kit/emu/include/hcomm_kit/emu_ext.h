@@ -23,6 +23,11 @@
 extern "C" {
 #endif
 
+/* The process is ending: unlink the names of its shared-memory segments now, as its exit handler
+ * would (for hosts that end without running C exit handlers, e.g. Python after a KeyboardInterrupt,
+ * which kills itself with SIGINT). Mappings stay valid. Returns the names unlinked. */
+int32_t HcommKitProcessExiting(void);
+
 /* The checker's mode for this process from now on: 0 off, 1 findings fail the operation, 2 warn
  * only (as HCOMM_KIT_CHECK=0/1/warn). Returns the previous mode, or -1 for a bad value. */
 int32_t HcommKitSetCheck(int32_t mode);
