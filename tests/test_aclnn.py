@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import gc
-
 import re
 import subprocess
 import sys

@@ -194,8 +194,11 @@ def _reap_dropped() -> None:
 class Work:
     """Handle of one :func:`invoke`: :meth:`wait` returns the output; :meth:`is_completed` polls.
 
-    What the call was given (``x``, ``out``, tensor lists, staging blocks) lives until the operator
-    finished: until :meth:`wait`, or, for a Work dropped unwaited, until its event says so."""
+    It holds the call's input and output (device buffers and views included, tensor lists, staging
+    blocks) until the operator has finished, so a temporary passed to :func:`invoke`
+    (``invoke(name, comm.to_device(x), ...)``) is not freed while the kernel still reads it: until
+    :meth:`wait`, or, for a Work dropped unwaited, until its event says the operator finished.
+    """
 
     def __init__(self, op: AclnnOp, event: Event, finish, cleanup, keep: Any = None) -> None:
         self._op, self._event, self._finish, self._cleanup = op, event, finish, cleanup
@@ -204,6 +207,7 @@ class Work:
         self._finalizer = weakref.finalize(self, _dropped, event, cleanup, keep)
 
     def is_completed(self) -> bool:
+        """True once the operator has finished (or :meth:`wait` has returned)."""
         return self._done or self._event.query()
 
     def wait(self, timeout: float | None = None) -> Any:
@@ -239,7 +243,7 @@ class Work:
             except BaseException as exc:
                 self._error = exc
             finally:
-                if not timed_out:  # a running operator keeps its workspace and staging blocks
+                if not timed_out:  # a running operator keeps its workspace, staging blocks and operands
                     self._cleanup()
                     self._event.close()
                 else:

@@ -315,6 +315,7 @@ class Communicator:
     # ---- properties ------------------------------------------------------------------------
     @property
     def soc(self) -> str:
+        """The product the device emulates or is (``Ascend910B``, ``Ascend910_93``, ``Ascend950``)."""
         return self.device.soc
 
     @property
@@ -335,7 +336,7 @@ class Communicator:
             rt.check_hccl(-n, "HcommKitCommTopology")
         return Topology.from_json(buf.value.decode())
 
-    # ---- the timing model (README "Predicted time") -----------------------------------------
+    # ---- the timing model (docs/predicted-time.md) -----------------------------------------
     @property
     def last_model_time(self) -> float | None:
         """Modelled Ascend time (us) of the latest operation this rank ran on this communicator
@@ -379,6 +380,7 @@ class Communicator:
 
     @property
     def closed(self) -> bool:
+        """True after :meth:`close` or :meth:`abort`."""
         return self._closed
 
     def _check_open(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import envs
 from ..core import communicator as _core
@@ -24,6 +24,9 @@ from ..base.resources import aicpu_kernels_dir
 from .algorithms import ALGORITHMS
 from .collectives import CollectiveOps
 from .p2p import P2PQueue
+
+if TYPE_CHECKING:
+    from .custom_op import CustomOp
 
 __all__ = ["Communicator", "init"]
 
@@ -49,7 +52,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._p2p = P2PQueue(self)      # send / recv posted and not started (hcomm_kit.ops.p2p)
         return self
 
-    def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
+    def load_op(self, path: "str | os.PathLike[str]", **build_options: Any) -> CustomOp:
         """Load (building if needed) the custom operator in ``path`` (its directory or op.toml).
 
         Args:
@@ -58,7 +61,7 @@ class Communicator(_core.Communicator, CollectiveOps):
                 logs on stderr; default: ``HCOMM_KIT_DEBUG``), ``verbose=True`` echoes the build.
 
         Returns:
-            A :class:`~hcomm_kit.ops.custom_op.CustomOp`, cached per directory.
+            The operator (cached per directory and build options).
         """
         self._check_open()
         if build_options.get("debug") is None:
