@@ -180,9 +180,10 @@ _TABLE: tuple[EnvVar, ...] = (
            "emulator notify checker: 1 = a finding fails the operation (code 509001), warn = report only, "
            "0 = off", choices=("1", "warn", "0")),
     EnvVar("HCOMM_KIT_CALL_CHECK", "choice", "strict",
-           "collective-call check: strict = the ranks' k-th collective calls must also come from the same "
-           "call site (file:line; a skipped call fails on every rank), loose = arguments only (ranks may make "
-           "one call from different lines; a skipped call of the same arguments then goes unnoticed)",
+           "collective-call check: strict = every call also carries its call site (file:line): a difference "
+           "in site alone is no error, and when the ranks' calls later differ (a skipped call) the report "
+           "names the calls made from different lines with each rank's site; loose = no sites (reports "
+           "name no lines)",
            choices=("strict", "loose")),
     EnvVar("HCOMM_KIT_LOG_DIR", "path", None,
            "directory for one log file per rank (operator launches, every failed call) and the JSON hang reports"),
@@ -316,7 +317,7 @@ def check_mode() -> str:
 
 
 def call_check() -> str:
-    """HCOMM_KIT_CALL_CHECK: ``'strict'`` (call sites compared) or ``'loose'`` (arguments only)."""
+    """HCOMM_KIT_CALL_CHECK: ``'strict'`` (call sites posted) or ``'loose'`` (arguments only)."""
     return str(get("HCOMM_KIT_CALL_CHECK"))
 
 
