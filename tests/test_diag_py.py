@@ -99,6 +99,31 @@ def test_custom_operator_where_the_others_call_all_reduce(comm) -> None:
 
 
 @pytest.mark.mpi(np=[2], timeout=120)
+def test_call_interrupted_after_its_check_fails_the_peers_at_once(comm) -> None:
+    """A rank interrupted between its call's check and its launch (Ctrl-C or SIGTERM during a first
+    call's channel set-up) aborts the communicator: the peers fail at once naming it, instead of
+    waiting for its part until a timeout."""
+    c = comm.split(0)
+    x = np.ones(64, np.float32)
+    if c.rank == 1:
+        op = c.builtin_op("allreduce")
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        op.resources = interrupted  # the first call's set-up, after the call was checked
+        with pytest.raises(KeyboardInterrupt):
+            c.all_reduce(x)
+    else:
+        t0 = time.monotonic()
+        with pytest.raises(Exception, match=r"rank 1: its call to allreduce was checked but never made "
+                                            r"\(KeyboardInterrupt"):
+            c.all_reduce(x)
+        assert time.monotonic() - t0 < 15
+    c.abort()
+
+
+@pytest.mark.mpi(np=[2], timeout=120)
 def test_mismatched_send_recv(comm) -> None:
     c = comm.split(0)
     if c.rank == 0:

@@ -529,6 +529,18 @@ class Communicator:
             raise CollectiveMismatchError(f"rank {self.rank}: close() of communicator {self.name}: {mismatch}",
                                           call="close()")
 
+    def _abandon_call(self, what: str, exc: BaseException) -> None:
+        """This rank posted a call to the call check and will not make it (``exc`` ended it in
+        between): abort the communicator on every rank, naming it, so that no peer waits for this
+        rank's part (emulator only; a no-op when it is aborted already)."""
+        if not self.handle or not self.rt.has("HcommKitCommAbort"):
+            return
+        try:
+            self.rt.hccl.HcommKitCommAbort(self.handle, f"its call to {what} was checked but never made "
+                                                        f"({type(exc).__name__}: {exc})"[:1000].encode())
+        except Exception:  # noqa: BLE001 - the original error is the one raised
+            pass
+
     def _abort_reason(self) -> tuple[int, str]:
         """(HCOMM_KIT_ABORT_MISMATCH & co. kind, text) of the emulator's abort of this communicator; (0, "")
         when it was not aborted (or on CANN)."""

@@ -55,7 +55,12 @@ class LaunchSequence:
             # peers: compare the calls first, so that ranks making different calls fail naming
             # them instead of waiting for each other's set-up.
             self._check_now(check)
-            check = None
+            try:
+                return self._submit(in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, params, timeout, sync=sync)
+            except BaseException as exc:
+                # posted, never made (a failed set-up, Ctrl-C, SIGTERM): the peers must not wait for it
+                self.comm._abandon_call(f"{self.name}", exc)
+                raise
         if res is None:
             res = self.resources(s)
         if self._peer_topology:

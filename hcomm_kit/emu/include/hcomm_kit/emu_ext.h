@@ -47,6 +47,10 @@ int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, co
 int32_t HcommKitP2PCheck(HcclComm comm, int32_t peer, int32_t recv, const char* signature, const char* expected,
                          char* msg, uint64_t msgLen);
 
+/* Abort the communicator on every rank with `reason` (for a host that posted a call to the call
+ * check and will not make it after all): the peers' calls fail at once naming it. */
+int32_t HcommKitCommAbort(HcclComm comm, const char* reason);
+
 /* Why the communicator was aborted: 0 when it was not (or comm is not a live communicator), else
  * its kind (HCOMM_KIT_ABORT_MISMATCH & co. below), with the text every rank's failed call reports
  * in buf (truncated to bufLen - 1). */

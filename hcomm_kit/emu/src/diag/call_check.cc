@@ -308,6 +308,18 @@ EMU_API int32_t HcommKitCommAbortReason(HcclComm comm, char* buf, uint64_t bufLe
     return (int32_t)kind + 1;
 }
 
+/* hcomm-kit extension (hcomm_kit/emu_ext.h): abort the communicator on every rank with `reason`, for a
+ * host that posted a call (the call check) it will not make after all (interrupted in between): its
+ * peers' calls fail at once naming it instead of waiting for this rank's part. The first abort's
+ * reason stays. Returns HCCL_SUCCESS, or HCCL_E_PARA for a communicator that is not live. */
+EMU_API int32_t HcommKitCommAbort(HcclComm comm, const char* reason) {
+    Comm* c = comm_from_handle(comm);
+    if (!c) return seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", comm);
+    std::string why = strprintf("rank %u: %s", c->rank, reason && *reason ? reason : "aborted by its host");
+    if (comm_abort(c, why, AbortKind::Other)) rank_log("%s", why.c_str());
+    return HCCL_SUCCESS;
+}
+
 /* hcomm-kit extension: the notify checker's mode for this process from now on (0 off, 1 findings
  * fail the operation, 2 warn only); returns the previous mode, or -1 for a bad value. */
 EMU_API int32_t HcommKitSetCheck(int32_t mode) {
