@@ -53,7 +53,12 @@ class LaunchSequence:
                                                   and not res.ctx.channels[r].handle)):
             # The first call on this stream (with this peer) sets up channels, which waits for the
             # peers: compare the calls first, so that ranks making different calls fail naming
-            # them instead of waiting for each other's set-up.
+            # them instead of waiting for each other's set-up. Refused arguments are refused before
+            # the call is posted (the communicator stays usable).
+            if params and not self._param_names.keys() >= params.keys():
+                self._check_params(params)  # raises
+            if self._a2a3_gate:
+                self._check_product_reduce(dt_value, rop)
             self._check_now(check)
             try:
                 return self._submit(in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, params, timeout, sync=sync)
