@@ -229,7 +229,7 @@ struct P2PSig {                /* the same for point-to-point calls, per ordered
 };
 /* Point-to-point calls matched per direction (HcommKitP2PCheck): the k-th transfer from a sender to
  * a receiver is the sender's k-th send to it and the receiver's k-th receive from it. */
-constexpr uint32_t kP2PDirDepth = 16;
+constexpr uint32_t kP2PDirDepth = 64; /* a window of 64 receives posted before the sends (osu_bibw) is checked whole */
 
 /* ------------------------------------------------------------------ timing model (model/)
  * Every rank logs the tasks its kernels queue (model/record.cc): one ModelTask per task in a ring,
