@@ -326,12 +326,23 @@ def test_invoker_matches_load_op(comm) -> None:
     assert isinstance(yb, DeviceBuffer)
     np.testing.assert_array_equal(yb.numpy(), expected("ring-allreduce", comm.rank, comm.size, 256, "int32"))
     np.testing.assert_array_equal(w2.wait(), expected("ring-allreduce", comm.rank, comm.size, 64, "fp32"))
-    # a temporary device buffer as input: the Work keeps it until the kernel has run (it was freed as
-    # soon as invoke returned, and the kernel read freed memory: 507018 "not device memory")
-    w3 = aclnn.invoke("RingSum", DeviceBuffer.from_numpy(make_input(comm.rank, 1000, "fp32")), group=comm,
-                      stream=aclnn.stream_pool(comm.rt).get(1))
+    # the README's snippet: a temporary DeviceBuffer given to an asynchronous call lives until the
+    # call finished (the Work holds it; a dropped Work's call keeps it until its event completes),
+    # as through comm.load_op and the collectives with async_op=True
+    s1 = aclnn.stream_pool(comm.rt).get(1)
+    x = make_input(comm.rank, 3001, "fp32")
+    want = expected("ring-allreduce", comm.rank, comm.size, 3001, "fp32")
+    w = aclnn.invoke("RingSum", comm.to_device(x), group=comm, stream=s1)
     gc.collect()
-    np.testing.assert_array_equal(w3.wait().numpy(), expected("ring-allreduce", comm.rank, comm.size, 1000, "fp32"))
+    scratch = [comm.to_device(np.zeros(3001, np.float32)) for _ in range(4)]  # reuse freed memory, if any
+    np.testing.assert_array_equal(w.wait().numpy(), want)
+    aclnn.invoke("RingSum", comm.to_device(x), group=comm, stream=s1)  # dropped unwaited
+    gc.collect()
+    np.testing.assert_array_equal(aclnn.invoke("RingSum", x, group=comm, stream=s1).wait(), want)
+    np.testing.assert_array_equal(direct(comm.to_device(x), async_op=True).wait().numpy(), want)
+    np.testing.assert_array_equal(comm.all_reduce(comm.to_device(x), async_op=True).wait().numpy(),
+                                  sum(make_input(q, 3001, "fp32") for q in range(comm.size)))
+    del scratch
     try:
         import torch
     except ImportError:
@@ -627,6 +638,26 @@ def test_invoker_refusals(comm) -> None:
         aclnn.invoke("Nope", x, group=comm.name)
     # the pool and the executor survive refusals: a good call still works
     np.testing.assert_array_equal(aclnn.invoke("RingSum", x, group=comm.name).wait(), x * comm.size)
+    # counts that differ across ranks: a mismatch naming each rank's call (phase two's collective-call
+    # check), on a first call (before the channels' set-up) and on a later one, never a race report
+    from hcomm_kit.base.errors import CollectiveMismatchError
+
+    s = aclnn.stream_pool(comm.rt).get(3)  # its failed kernel's error stays with the stream: not the default one
+    for warm in (False, True):
+        other = comm.split(0)
+        if warm:
+            aclnn.invoke("RingSum", x, group=other, stream=s).wait()
+        with pytest.raises(CollectiveMismatchError) as ei:
+            aclnn.invoke("RingSum", np.ones(16 if comm.rank == 0 else 24, np.float32), group=other, stream=s).wait()
+        text = str(ei.value)
+        assert "collective mismatch" in text, text
+        assert "rank 0: aclnnRingSum(dtype=fp32, op=sum, count=16, root=0)" in text, text
+        assert "rank 1: aclnnRingSum(dtype=fp32, op=sum, count=24, root=0)" in text, text
+        try:
+            s.synchronize()  # a rank whose kernel was enqueued: the stream's error, consumed
+        except Exception:  # noqa: BLE001 - the mismatch again
+            pass
+        other.abort()
 
 
 @pytest.mark.mpi(np=[1], env={"HCOMM_KIT_SOC": "Ascend950"}, timeout=300)

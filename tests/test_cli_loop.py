@@ -79,10 +79,25 @@ def _no_start(monkeypatch) -> None:
     ("demo", {"HCOMM_KIT_SPIN_US": "-1"}, "HCOMM_KIT_SPIN_US='-1'"),
     ("test anything --np 2", {"HCCL_EXEC_TIMEOUT": "x"}, "HCCL_EXEC_TIMEOUT='x'"),
     ("launch --np 2 -- true", {"HCCL_ALGO": "allgather=level0:foo"}, "HCCL_ALGO="),
+    # the cluster topology and the links taken down, against the product and the job's ranks (they
+    # used to start every rank, then fail after ~34 s, or exit 1 with a traceback under launch)
+    ("launch --np 32 --topology A2:2x16 -- true", {}, "at most 8 NPUs per server: an A2 server holds 8 (e.g. A2:4x8)"),
+    ("run allreduce --np 32 --topology A2:2x16", {}, "at most 8 NPUs per server"),
+    ("bench allreduce --np 32", {"HCOMM_KIT_TOPOLOGY": "A2:2x16"}, "HCOMM_KIT_TOPOLOGY='A2:2x16'"),
+    ("test anything --np 34", {"HCOMM_KIT_TOPOLOGY": "A3:2x17"}, "at most 16 NPUs per server"),
+    ("launch --np 8 -- true", {"HCOMM_KIT_TOPOLOGY": "A2:2x8"}, "2 servers x 8 NPUs = 16 ranks, but the job has 8"),
+    ("launch --np 2 -- true", {"HCOMM_KIT_LINKS_DOWN": "garbage"}, "HCOMM_KIT_LINKS_DOWN='garbage'"),
+    ("run allreduce --np 2", {"HCOMM_KIT_LINKS_DOWN": "garbage"}, "RANK-RANK pairs"),
+    ("bench allreduce --np 2", {"HCOMM_KIT_LINKS_DOWN": "0-99"}, "link 0-99 names rank 99, but the job has 2 ranks"),
+    ("test anything --np 2", {"HCOMM_KIT_LINKS_DOWN": "0-99"}, "names rank 99"),
+    ("launch --np 2 --links-down 0-99 -- true", {}, "names rank 99"),
 ])
 def test_bad_input_is_refused_by_the_launcher(argv, env, needle, capsys, monkeypatch) -> None:
     """One line, exit 2 (a usage error, as argparse's), no traceback, nothing started (no mpirun)."""
     monkeypatch.setenv("HCOMM_KIT_BACKEND", "emu")
+    for k in ("HCOMM_KIT_TOPOLOGY", "HCOMM_KIT_LINKS_DOWN", "HCOMM_KIT_SOC", "HCOMM_KIT_DEVICE_COUNT"):
+        monkeypatch.setenv(k, "")  # --topology / --links-down export these: restored after the test
+        monkeypatch.delenv(k)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     _no_start(monkeypatch)
@@ -100,6 +115,18 @@ def test_run_needs_room_in_dev_shm_for_the_hccl_buffers(capsys, monkeypatch) -> 
     rc = cli.main(["run", "allreduce", "--np", "2", "--count", "1000000"])
     err = capsys.readouterr().err
     assert rc == 2 and "would fill 15.3 MiB of /dev/shm" in err and "has 1.0 MiB free" in err, err
+
+
+def test_npus_per_server_match_the_emulator() -> None:
+    """The launcher's limit of NPUs per server is the emulator's (hccl/topology.cc max_per_server)."""
+    from hcomm_kit.base import envs
+
+    text = (REPO / "hcomm_kit" / "emu" / "src" / "hccl" / "topology.cc").read_text()
+    m = re.search(r'max_per_server\(const std::string& product\) \{ return product == "(\w+)" \? (\d+) : (\d+); \}',
+                  text)
+    assert m, "max_per_server changed: update this test and envs.TOPOLOGY_MAX_NPUS"
+    special, n_special, n_other = m.group(1), int(m.group(2)), int(m.group(3))
+    assert envs.TOPOLOGY_MAX_NPUS == {p: (n_special if p == special else n_other) for p in envs.TOPOLOGY_PRODUCTS}
 
 
 def test_env_table_ranges_match_the_emulator() -> None:

@@ -22,6 +22,7 @@ from cann_style import build_example
 from test_emu_comm import _leaked, _reap, _shm_entries
 
 KERNEL = "kernel.cc"  # the source file the reports must point into
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -241,14 +242,23 @@ def test_partly_stale_reads_are_found(diag_prog, n: int) -> None:
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_crash_fails_every_rank_with_the_source_line(diag_prog, n: int) -> None:
-    rc, res, out, err = _run_threads(diag_prog, n, "Good,Crash", 1)
-    crashed = _last(res, 1)
-    assert crashed["rc"] == 507018, out
-    assert re.search(rf"crashed with Segmentation fault at \S*{KERNEL}:\d+ in", crashed["msg"]), crashed["msg"]
-    for r in range(n):
-        if r != 1:
-            assert _last(res, r)["rc"] == 507057 and _last(res, r)["secs"] < 5, out
-            assert "communicator aborted by rank 1" in _last(res, r)["msg"], out
+    """A segfault in the kernel's code, and abort() (SIGABRT raised inside libc: the report walks the
+    crashed stack to the kernel's frame), are reported at the kernel's line, never at libc's
+    pthread_kill.c; the other ranks fail at once."""
+    src = (REPO / "tests" / "c" / "diag" / "kernel.cc").read_text().splitlines()
+    abort_line = next(i for i, t in enumerate(src, 1) if "abort();  // BUG" in t)
+    for scenario, signal_name in (("Crash", "Segmentation fault"), ("Abort", "Aborted")):
+        rc, res, out, err = _run_threads(diag_prog, n, f"Good,{scenario}", 1)
+        crashed = _last(res, 1)
+        assert crashed["rc"] == 507018, out
+        assert re.search(rf"crashed with {signal_name} at \S*{KERNEL}:\d+ in", crashed["msg"]), crashed["msg"]
+        if scenario == "Abort":
+            assert re.search(rf"crashed with Aborted at \S*{KERNEL}:{abort_line} in", crashed["msg"]), crashed["msg"]
+            assert "pthread_kill" not in crashed["msg"].split(" in a call that reached ")[0], crashed["msg"]
+        for r in range(n):
+            if r != 1:
+                assert _last(res, r)["rc"] == 507057 and _last(res, r)["secs"] < 5, out
+                assert "communicator aborted by rank 1" in _last(res, r)["msg"], out
 
 
 def test_warn_mode_reports_without_failing(diag_prog) -> None:

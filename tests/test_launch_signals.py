@@ -273,3 +273,107 @@ def test_reclaim_shm_only_takes_dead_owners(tmp_path: Path) -> None:
         os.close(fd)
     assert removed == [dead.name]
     assert live.exists() and young_tmp.exists() and other.exists() and not dead.exists()
+
+
+# ---- what a dead launcher or a rank stopped by a signal leaves ------------------------------------
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_doctor_removes_and_names_what_dead_processes_left(tmp_path: Path) -> None:
+    """A SIGKILLed launcher's Open MPI backing directory (with Open MPI's segments in it) and a dead
+    rank's emulator segment are removed by ``hcomm-kit doctor``, which names them; those of live
+    processes (and of a launcher still starting) stay."""
+    import fcntl
+
+    from hcomm_kit.cli.doctor import leftovers
+
+    uid, dead = os.getuid(), _dead_pid()
+    gone = tmp_path / f"hcomm_kit_mpi_{dead}_abc"
+    gone.mkdir()
+    (gone / "sm_segment.vm.0.d6330001.0").write_bytes(b"\0" * 4096)
+    live = tmp_path / f"hcomm_kit_mpi_{os.getpid()}_def"  # this process is alive
+    live.mkdir()
+    segment = tmp_path / f"hcomm_kit.{uid}.d{dead}.0.1234"
+    segment.write_bytes(b"x")
+    held = tmp_path / f"hcomm_kit.{uid}.d{os.getpid()}.1.5678"
+    held.write_bytes(b"x")
+    old = time.time() - 60
+    for p in (gone, live, segment, held):
+        os.utime(p, (old, old))
+    fd = os.open(held, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # its owner lives
+    try:
+        line = leftovers(str(tmp_path))
+        assert line.startswith(f"removed 2 left in {tmp_path} by processes that died: "), line
+        assert gone.name in line and segment.name in line, line
+        assert not gone.exists() and not segment.exists() and live.exists() and held.exists()
+        assert leftovers(str(tmp_path)) == f"none in {tmp_path}"
+    finally:
+        os.close(fd)
+
+
+def test_next_communicator_removes_a_dead_launchers_backing_directory() -> None:
+    """The next process that creates a communicator (not only the next launcher) removes what a
+    SIGKILLed launcher left: its Open MPI backing directory in /dev/shm."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    left = Path("/dev/shm") / f"hcomm_kit_mpi_{_dead_pid()}_relpy{os.getpid()}"
+    left.mkdir()
+    (left / "sm_segment.vm.0.d1.0").write_bytes(b"\0" * 4096)
+    old = time.time() - 60
+    os.utime(left, (old, old))
+    try:
+        subprocess.run([sys.executable, "-c", "import hcomm_kit; hcomm_kit.init().close()"], check=True,
+                       timeout=300, env={**os.environ, "HCOMM_KIT_RANK": "0", "HCOMM_KIT_WORLD_SIZE": "1"})
+        assert not left.exists()
+    finally:
+        import shutil
+
+        shutil.rmtree(left, ignore_errors=True)
+
+
+SIGINT_RANK = textwrap.dedent('''
+    import os, sys, numpy as np, hcomm_kit
+    comm = hcomm_kit.init()
+    print(f"pid {os.getpid()}", flush=True)
+    x = np.ones(4096, np.float32)
+    while True:
+        comm.all_reduce(x)
+''')
+
+
+@pytest.mark.parametrize("sig,status", [("SIGINT", -signal.SIGINT), ("SIGTERM", 143)])
+def test_rank_stopped_by_a_signal_removes_its_segments(tmp_path: Path, sig: str, status: int) -> None:
+    """A rank ended by SIGINT (KeyboardInterrupt: the interpreter then kills itself with SIGINT, so
+    no C exit handler runs; torchrun forwards Ctrl-C this way) or SIGTERM (mpirun / torchrun ending
+    a job: it exits through the interpreter) unlinks its emulator segments as it exits, not after
+    its launcher's 30 s or at the next job's start."""
+    script = tmp_path / "sigint_rank.py"
+    script.write_text(SIGINT_RANK)
+    env = {**os.environ, "HCOMM_KIT_WORLD_SIZE": "2", "HCOMM_KIT_ROOT_INFO": str(tmp_path / "root.info")}
+    procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env={**env, "HCOMM_KIT_RANK": str(r)}, start_new_session=True)
+             for r in range(2)]
+    try:
+        pids = []
+        for p in procs:
+            line = p.stdout.readline()
+            assert line.startswith("pid "), line + p.stdout.read()
+            pids.append(int(line.split()[1]))
+        mine = [f".d{pid}." for pid in pids]
+        assert all(any(m in n for n in os.listdir("/dev/shm")) for m in mine), "the ranks created their segments"
+        time.sleep(0.5)
+        procs[1].send_signal(getattr(signal, sig))
+        for p in procs:
+            p.wait(timeout=60)
+            left = [n for n in os.listdir("/dev/shm") if f".d{p.pid}." in n]  # at once, before anyone reclaims
+            assert not left, f"segments of rank pid {p.pid} (exit {p.returncode}) are left: {left}"
+        assert procs[1].returncode == status, procs[1].stdout.read()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()

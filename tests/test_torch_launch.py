@@ -7,7 +7,11 @@ and plain processes with env:// (failure handling).
   ``torch.backends`` entry point registers it) trains unchanged under both launchers;
 * a rank that raises makes the others fail within the group's timeout + 1 s, a rank that stops
   issuing collectives makes them time out within timeout + 1 s; every process ends, and nothing
-  of theirs is left in /dev/shm.
+  of theirs is left in /dev/shm;
+* third-party-shaped scripts (no hcomm_kit import) run unchanged: rank branches around the same
+  collectives, a batched isend/irecv ring at 2, 3 and 4 ranks, receives posted before sends
+  (osu_bibw's window), a DDP job whose rank raises (the others raise a RuntimeError); a rank that
+  skips a collective and goes on still fails the job, naming both lines.
 """
 
 from __future__ import annotations
@@ -255,3 +259,175 @@ def test_failing_rank_ends_the_job(tmp_path: Path, launcher: str) -> None:
     pids = {int(x) for x in re.findall(r"pid (\d+)$", p.stdout, re.M)}
     assert pids, p.stdout[-4000:]
     _assert_no_shm_left(pids, jobs_before)
+
+
+# ---- a DDP job whose rank raises (a gloo script, only the backend name changed) -------------------
+DDP_RAISING = textwrap.dedent('''
+    import os, sys, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    print(f"pid {os.getpid()}", flush=True)
+    dist.init_process_group(sys.argv[1])
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)),
+                bucket_cap_mb=0.01)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 32)
+    for step in range(6):
+        if step == 3 and rank == 1:
+            raise ValueError("rank 1 fails on purpose")
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    print(f"rank {rank}: trained", flush=True)
+''')
+
+
+def test_ddp_rank_that_raises_fails_the_others_with_an_error(tmp_path: Path, autoload_env: dict[str, str]) -> None:
+    """A rank raising mid-training: every other rank's backward raises a RuntimeError naming the
+    failed collective (as gloo's 'Connection closed by peer'), never a crash of DDP's reducer on
+    the future's value (SIGSEGV in parseCppCommHookResult); nothing is left in /dev/shm."""
+    n = 3
+    script = tmp_path / "ddp_raising.py"
+    script.write_text(DDP_RAISING)
+    jobs_before = _jobs()
+    env = {**os.environ, **autoload_env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+           "WORLD_SIZE": str(n)}
+    procs = [subprocess.Popen([sys.executable, str(script), "hcomm"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env={**env, "RANK": str(r)},
+                              start_new_session=True) for r in range(n)]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=120)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    text = "\n".join(f"--- rank {r} (exit {p.returncode}) ---\n{o[-2500:]}" for r, (p, o) in
+                     enumerate(zip(procs, outs)))
+    assert procs[1].returncode == 1 and "ValueError: rank 1 fails on purpose" in outs[1], text
+    for r in (0, 2):
+        assert procs[r].returncode == 1, text  # a Python exception, not -11 (SIGSEGV)
+        assert re.search(r"^(\[rank\d\]: )?RuntimeError: .*rank 1", outs[r], re.M), text
+        assert "trained" not in outs[r], text
+    pids = {int(x) for o in outs for x in re.findall(r"^pid (\d+)$", o, re.M)}
+    assert len(pids) == n, text
+    _assert_no_shm_left(pids, jobs_before)
+
+
+# ---- third-party-shaped scripts: correct ones pass, a skipped collective fails ---------------------
+THIRD_PARTY = textwrap.dedent('''
+    import sys, torch, torch.distributed as dist
+
+    dist.init_process_group(sys.argv[1])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+
+    # rank-0 branches around the same collectives, as training scripts have around logging
+    t = torch.full((5,), float(rank + 1))
+    if rank == 0:
+        dist.all_reduce(t)
+        dist.broadcast(t, src=0)
+        dist.barrier()
+    else:
+        dist.all_reduce(t)
+        dist.broadcast(t, src=0)
+        dist.barrier()
+    assert t.tolist() == [world * (world + 1) / 2] * 5, t
+    print(f"rank {rank}: rank branches ok", flush=True)
+
+    # a batched ring exchange (pipeline stages, ring attention): isend to the next, irecv from the previous
+    for step in range(3):
+        send = torch.arange(7, dtype=torch.float32) + 100 * rank + step
+        recv = torch.empty(7)
+        reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, recv, prv)])
+        for req in reqs:
+            req.wait()
+        assert recv.tolist() == (torch.arange(7, dtype=torch.float32) + 100 * prv + step).tolist(), recv
+    print(f"rank {rank}: batched ring ok", flush=True)
+
+    # receives posted before sends, between pairs of ranks (OSU osu_bibw's window of 64)
+    if rank < world - world % 2:
+        peer = rank ^ 1
+        bufs = [torch.empty(33) for _ in range(64)]
+        reqs = [dist.irecv(b, peer) for b in bufs]
+        reqs += [dist.isend(torch.full((33,), peer * 1000 + i + 0.5 * rank), peer) for i in range(64)]
+        for req in reqs:
+            req.wait()
+        for i, b in enumerate(bufs):
+            assert b.tolist() == [rank * 1000 + i + 0.5 * peer] * 33, (i, b[:3])
+    print(f"rank {rank}: receives before sends ok", flush=True)
+    dist.destroy_process_group()
+''')
+
+
+@pytest.mark.parametrize("np_", [2, 3, 4])
+def test_third_party_scripts_run_unchanged(tmp_path: Path, autoload_env: dict[str, str], np_: int) -> None:
+    script = tmp_path / "third_party.py"
+    script.write_text(THIRD_PARTY)
+    p = _torchrun(np_, str(script), "hcomm", env=autoload_env)
+    assert p.returncode == 0, p.stdout[-4000:]
+    for what in ("rank branches ok", "batched ring ok", "receives before sends ok"):
+        assert p.stdout.count(what) == np_, p.stdout[-4000:]
+
+
+SKIPPING = textwrap.dedent('''
+    import sys, torch, torch.distributed as dist
+
+    dist.init_process_group(sys.argv[1])
+    rank = dist.get_rank()
+    t = torch.ones(8)
+    if rank != 1:
+        dist.all_reduce(torch.full((8,), 10.0))  # rank 1 skips this one and goes on
+    dist.all_reduce(t)
+    print(f"rank {rank}: result {t[0].item()}", flush=True)
+    dist.destroy_process_group()
+    print(f"rank {rank}: done", flush=True)
+''')
+
+
+def test_skipped_collective_fails_the_job_naming_both_lines(tmp_path: Path, autoload_env: dict[str, str]) -> None:
+    """Rank 1's all_reduce meets rank 0's first one (another line: no error by itself); then rank 1
+    closes where rank 0 makes its second all_reduce: both fail, naming the lines, and the job fails."""
+    script = tmp_path / "skipping.py"
+    script.write_text(SKIPPING)
+    p = _torchrun(2, str(script), "hcomm", env=autoload_env)
+    assert p.returncode != 0, p.stdout[-4000:]
+    assert "rank 1: done" not in p.stdout and "rank 0: done" not in p.stdout, p.stdout[-4000:]
+    assert re.search(r"rank 0: all_reduce\(count=8, dtype=fp32, op=sum\) at \S*skipping\.py:8; "
+                     r"rank 1: all_reduce\(count=8, dtype=fp32, op=sum\) at \S*skipping\.py:9", p.stdout), \
+        p.stdout[-4000:]
+    assert "rank 1: close()" in p.stdout, p.stdout[-4000:]
+
+
+LATE = textwrap.dedent('''
+    import datetime, os, sys, time, torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    if rank == 1:
+        time.sleep(12)  # never arrives within the group's timeout
+        sys.exit(0)
+    t0 = time.monotonic()
+    try:
+        dist.init_process_group(sys.argv[1], timeout=datetime.timedelta(seconds=4))
+    except Exception as exc:
+        print(f"rank {rank} raised after {time.monotonic() - t0:.2f} s: {type(exc).__name__}: {exc}", flush=True)
+        raise
+    print(f"rank {rank}: init_process_group returned", flush=True)
+''')
+
+
+def test_init_process_group_timeout_governs_a_rank_that_never_arrives(tmp_path: Path,
+                                                                     autoload_env: dict[str, str]) -> None:
+    """As with gloo, ``init_process_group(timeout=4 s)`` raises after about 4 s naming the missing
+    rank, not after the communicator creation's HCCL_CONNECT_TIMEOUT (120 s)."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE)
+    p = _torchrun(2, str(script), "hcomm", env=autoload_env, timeout=120)
+    assert p.returncode != 0, p.stdout[-4000:]
+    m = re.search(r"rank 0 raised after ([0-9.]+) s: HcommKitError: rank 0: rank\(s\) 1 of 2 did not reach the "
+                  r"creation of the communicator within 4 s \(the process group's timeout\)", p.stdout)
+    assert m and 3.5 < float(m.group(1)) < 10, p.stdout[-4000:]

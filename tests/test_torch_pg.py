@@ -413,18 +413,31 @@ def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> 
 
 
 @pytest.mark.mpi(np=[2], timeout=240)
-def test_skipped_collective_fails_naming_the_users_lines(groups) -> None:
-    """A rank that skips a torch.distributed collective: both ranks fail naming this file's lines
-    (the first frames outside torch and hcomm-kit), never a silent sum of the wrong tensors."""
+def test_rank_branches_pass_and_a_skipped_collective_fails_naming_the_users_lines(groups) -> None:
+    """Ranks making one collective from different lines (rank-0 branches of a training script) get
+    gloo's results; a rank that skips a torch.distributed collective and goes on fails on both ranks
+    once their calls differ (here at its next call, a barrier), naming this file's lines of the call
+    it skipped (the first frames outside torch and hcomm-kit), never a silent sum of the wrong tensors."""
+    hc, gl = groups
     r = dist.get_rank()
     g = dist.new_group(backend="hcomm")
+    t, ref = torch.full((10,), float(r + 1)), torch.full((10,), float(r + 1))
+    for group, x in ((g, t), (gl, ref)):
+        if r == 0:
+            dist.all_reduce(x, group=group)
+            dist.broadcast(x, 0, group=group)
+        else:
+            dist.all_reduce(x, group=group)
+            dist.broadcast(x, 0, group=group)
+    torch.testing.assert_close(t, ref, rtol=0, atol=0)
     line = sys._getframe().f_lineno + 3
     with pytest.raises(Exception) as info:
         if r != 1:
             dist.all_reduce(torch.ones(100), group=g)
         dist.all_reduce(torch.full((100,), 2.0), group=g)
+        dist.barrier(group=g)
     text = str(info.value)
-    assert "differ only in their call site" in text, text
+    assert "with the same arguments from different lines" in text and "a rank skipped a call" in text, text
     assert re.search(rf"rank 0: all_reduce\(count=100, dtype=fp32, op=sum\) at \S*test_torch_pg\.py:{line}\b", text)
     assert re.search(rf"rank 1: all_reduce\(count=100, dtype=fp32, op=sum\) at \S*test_torch_pg\.py:{line + 1}\b",
                      text)

@@ -29,19 +29,20 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
 
 from ..base import dtypes as _dtypes
-from ..base.errors import AclError, ConfigError, OpTimeoutError
+from ..base.errors import ConfigError, OpTimeoutError
 from ..base.validate import check_timeout
 from ..build.aclnnbuild import AclnnBuild, build_aclnn
 from ..build.opspec import PARAM_TYPES, OpSpec
 from ..core.device import DeviceBuffer, Event, Stream, as_host_array
 from ..runtime import codes
 from .builtin import BuiltinOp, Call, builtin_op, is_builtin
-from .meta import MetaApi, TensorDesc, check_status, meta_api
+from .meta import MetaApi, TensorDesc, check_status, meta_api, status_error
 from .operands import DeviceView, _check_out, _copy_out, _device_operand, _host_operand, _stream_handle
 from .pool import Block, WorkspacePool, workspace_pool
 
@@ -156,18 +157,54 @@ def get_op(name: str) -> AclnnOp:
     return op
 
 
+# Calls whose Work was dropped before they finished: (event, cleanup, what they were given). Their
+# memory stays until the event says the operator finished (checked at every invoke).
+_DROPPED: list[tuple[Event, Any, Any]] = []
+_DROPPED_LOCK = threading.Lock()
+# What calls whose wait timed out were given: their operator may still use it.
+_STILL_RUNNING: list[Any] = []
+
+
+def _dropped(event: Event, cleanup: Any, keep: Any) -> None:
+    """A Work was garbage-collected unwaited: keep its call's memory until the call finished."""
+    with _DROPPED_LOCK:
+        _DROPPED.append((event, cleanup, keep))
+    _reap_dropped()
+
+
+def _reap_dropped() -> None:
+    """Release what dropped Works' calls held once their operators finished."""
+    with _DROPPED_LOCK:
+        if not _DROPPED:
+            return
+        done = []
+        for entry in list(_DROPPED):
+            try:
+                finished = entry[0].query()
+            except Exception:  # noqa: BLE001 - a failed call is finished too
+                finished = True
+            if finished:
+                _DROPPED.remove(entry)
+                done.append(entry)
+    for event, cleanup, _ in done:
+        cleanup()
+        event.close()
+
+
 class Work:
     """Handle of one :func:`invoke`: :meth:`wait` returns the output; :meth:`is_completed` polls.
 
-    It holds the call's input and output (device buffers and views included) until the operator
-    has finished, so a temporary passed to :func:`invoke` (``invoke(name, comm.to_device(x), ...)``)
-    is not freed while the kernel still reads it.
+    It holds the call's input and output (device buffers and views included, tensor lists, staging
+    blocks) until the operator has finished, so a temporary passed to :func:`invoke`
+    (``invoke(name, comm.to_device(x), ...)``) is not freed while the kernel still reads it: until
+    :meth:`wait`, or, for a Work dropped unwaited, until its event says the operator finished.
     """
 
-    def __init__(self, op: AclnnOp, event: Event, finish, cleanup, keep: tuple = ()) -> None:
+    def __init__(self, op: AclnnOp, event: Event, finish, cleanup, keep: Any = None) -> None:
         self._op, self._event, self._finish, self._cleanup = op, event, finish, cleanup
         self._done, self._result, self._error = False, None, None
-        self._keep = keep  # the operands, released once the operator has finished
+        self._keep = keep
+        self._finalizer = weakref.finalize(self, _dropped, event, cleanup, keep)
 
     def is_completed(self) -> bool:
         """True once the operator has finished (or :meth:`wait` has returned)."""
@@ -184,6 +221,7 @@ class Work:
         check_timeout(timeout)
         if not self._done:
             self._done = True
+            self._finalizer.detach()
             rt = self._op.rt
             timed_out = False
             try:
@@ -200,7 +238,7 @@ class Work:
                                          f"Work.wait(timeout=...); it may still be running",
                                          op=self._op.api, timeout=float(timeout))
                 if ret:
-                    raise AclError(ret, codes.acl_name(ret), f"{self._op.api} ({api})", rt.recent_error_message())
+                    raise status_error(ret, f"{self._op.api} ({api})", rt.recent_error_message())
                 self._result = self._finish()
             except BaseException as exc:
                 self._error = exc
@@ -208,7 +246,9 @@ class Work:
                 if not timed_out:  # a running operator keeps its workspace, staging blocks and operands
                     self._cleanup()
                     self._event.close()
-                    self._keep = ()
+                else:
+                    _STILL_RUNNING.append(self._keep)
+                self._keep = None
         if self._error is not None:
             raise self._error
         return self._result
@@ -247,6 +287,7 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
         AclError: phase one or two refused (code ``ACLNN_ERR_*``, the runtime's message).
         ConfigError: an ``out`` of the wrong dtype / size, or read-only.
     """
+    _reap_dropped()
     if is_builtin(name) and name not in _REGISTRY:
         return _invoke_builtin(builtin_op(name, _rt()), x, out, group=group, reduce_op=reduce_op, root=root,
                                stream=stream, ranks=ranks, dtype=dtype, params=params)
@@ -314,7 +355,7 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
             _copy_out(rt, yo)
         return result
 
-    return Work(op, ev, finish, cleanup, keep=(x, out))
+    return Work(op, ev, finish, cleanup, keep=(x, out, params))
 
 
 def _invoke_builtin(op: BuiltinOp, x: Any, out: Any, *, group: Any, reduce_op: Any, root: int,

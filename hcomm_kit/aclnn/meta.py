@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ..base import dtypes as _dtypes
-from ..base.errors import AclError, ConfigError
+from ..base.errors import AclError, CollectiveMismatchError, ConfigError
+from ..ops.op_errors import MISMATCH_MARK
 from ..runtime import codes
 
 __all__ = ["MetaApi", "meta_api", "TensorDesc", "check_status"]
@@ -76,9 +77,18 @@ def meta_api(rt) -> MetaApi:
 
 
 def check_status(rt, status: int, api: str) -> None:
-    """Raise :class:`AclError` (code, ACLNN name, ``aclGetRecentErrMsg()``) for a non-zero status."""
+    """Raise :class:`AclError` (code, ACLNN name, ``aclGetRecentErrMsg()``) for a non-zero status;
+    :class:`CollectiveMismatchError` when the collective-call check refused the call."""
     if status:
-        raise AclError(status, codes.acl_name(status), api, rt.recent_error_message())
+        raise status_error(status, api, rt.recent_error_message())
+
+
+def status_error(status: int, api: str, message: str) -> Exception:
+    """The exception of a failed aclnn phase or operator: :class:`CollectiveMismatchError` when the
+    ranks made different calls (the emulator's call check), else :class:`AclError`."""
+    if MISMATCH_MARK in message:
+        return CollectiveMismatchError(f"{api}: {message}")
+    return AclError(status, codes.acl_name(status), api, message)
 
 
 class TensorDesc:

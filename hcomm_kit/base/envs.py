@@ -203,9 +203,10 @@ _TABLE: tuple[EnvVar, ...] = (
            "emulator notify checker: 1 = a finding fails the operation (code 509001), warn = report only, "
            "0 = off", choices=("1", "warn", "0")),
     EnvVar("HCOMM_KIT_CALL_CHECK", "choice", "strict",
-           "collective-call check: strict = the ranks' k-th collective calls must also come from the same "
-           "call site (file:line; a skipped call fails on every rank), loose = arguments only (ranks may make "
-           "one call from different lines; a skipped call of the same arguments then goes unnoticed)",
+           "collective-call check: strict = every call also carries its call site (file:line): a difference "
+           "in site alone is no error, and when the ranks' calls later differ (a skipped call) the report "
+           "names the calls made from different lines with each rank's site; loose = no sites (reports "
+           "name no lines)",
            choices=("strict", "loose")),
     EnvVar("HCOMM_KIT_LOG_DIR", "path", None,
            "directory for one log file per rank (operator launches, every failed call) and the JSON hang reports"),
@@ -349,7 +350,7 @@ def check_mode() -> str:
 
 
 def call_check() -> str:
-    """HCOMM_KIT_CALL_CHECK: ``'strict'`` (call sites compared) or ``'loose'`` (arguments only)."""
+    """HCOMM_KIT_CALL_CHECK: ``'strict'`` (call sites posted) or ``'loose'`` (arguments only)."""
     return str(get("HCOMM_KIT_CALL_CHECK"))
 
 
@@ -390,6 +391,9 @@ def hccl_algo() -> str | None:
 
 #: HCOMM_KIT_TOPOLOGY's products and the HCOMM_KIT_SOC each runs on.
 TOPOLOGY_PRODUCTS: dict[str, str] = {"A2": "Ascend910B", "A3": "Ascend910_93", "950": "Ascend950"}
+#: NPUs one server of each product holds at most (the emulator's hccl/topology.cc max_per_server
+#: says the same, with CANN's sources: A2 and 950 servers hold 8, A3 servers 16).
+TOPOLOGY_MAX_NPUS: dict[str, int] = {"A2": 8, "A3": 16, "950": 8}
 
 
 def topology() -> tuple[str, int, int] | None:
@@ -403,6 +407,12 @@ def topology() -> tuple[str, int, int] | None:
             int(servers) < 1 or int(npus) < 1:
         raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
             str(raw), "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS))
+    most = TOPOLOGY_MAX_NPUS[product]
+    if int(npus) > most:
+        ranks = int(servers) * int(npus)
+        hint = f"{product}:{-(-ranks // most)}x{most}" if ranks % most == 0 else f"{product}:SERVERSx{most}"
+        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
+            str(raw), f"at most {most} NPUs per server: an {product} server holds {most} (e.g. {hint})")
     return product, int(servers), int(npus)
 
 

@@ -148,7 +148,21 @@ def _context(spec: OpSpec, api: str) -> dict:
         "product_mask": _mask(PRODUCTS.index(p) for p in spec.products),
         "a2a3_dtype_mask": _mask(_dtypes.get_dtype(d).value for d in A2A3_REDUCE_DTYPES),
         "a2a3_reduce_mask": _mask(_dtypes.get_reduce_op(r).value for r in A2A3_REDUCE_OPS),
+        "same_args": _same_args(spec),
     }
+
+
+_SAME_COUNT, _SAME_ROOT = 1, 2  # HK_SAME_COUNT, HK_SAME_ROOT of hcomm_kit/aclnn_ext.h
+
+
+def _same_args(spec: OpSpec) -> int:
+    """What phase two's call check compares besides operator, dtype and reduce op, as the Python
+    operators' check does (CustomOp._check_custom_call): with ``[io] same_args`` the count (not an
+    alltoallv's: its counts differ per rank) and the root (not a peer operator's: it names the
+    partner)."""
+    if not spec.same_args:
+        return 0
+    return (0 if spec.count_params() else _SAME_COUNT) | (0 if spec.topology == "peer" else _SAME_ROOT)
 
 
 def render_sources(spec: OpSpec) -> dict[str, str]:

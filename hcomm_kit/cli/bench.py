@@ -199,7 +199,7 @@ def _preflight(args: argparse.Namespace, target, size_list: list[int]) -> None:
     from ..base import dtypes as _dtypes
     from ..jobs.preflight import check_env, check_memory, check_names, check_seconds
 
-    check_env()
+    check_env(args.np)
     check_seconds(args.timeout, "--timeout")
     coll = bench.builtin_collective(args.collective) if target is None else None
     algo_table = {"sendrecv": "send_recv"}.get(coll, coll) if coll else None

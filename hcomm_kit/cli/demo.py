@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--count {args.count}: use at least 1 element per rank", key="--count")
         check_seconds(args.timeout, "--timeout")
         check_names(dtype=args.dtype)
-        check_env()
+        check_env(args.np)
         check_memory(args.count, dtypes.get_dtype(args.dtype).itemsize, args.np)
     work = Path(tempfile.mkdtemp(prefix="hcomm_kit_demo_"))
     try:

@@ -73,6 +73,17 @@ class _Report:
         return value
 
 
+def leftovers(shm_dir: str = "/dev/shm") -> str:
+    """Remove what processes of hcomm-kit that died left in ``shm_dir`` (emulator segments, Open MPI
+    backing directories of SIGKILLed launchers: :mod:`hcomm_kit.base.leftovers`) and say what."""
+    from ..base.leftovers import reclaim_all
+
+    removed = reclaim_all(shm_dir)
+    if not removed:
+        return f"none in {shm_dir}"
+    return f"removed {len(removed)} left in {shm_dir} by processes that died: {', '.join(sorted(removed))}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the report; return 0 when every check passed, else 1."""
     if args.env:
@@ -151,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
             return f"ranks on several hosts possible: UCX {major}.{minor} headers in {u.include}, library {u.library}"
 
         rep.check("network", network)
+
+    rep.check("leftovers", leftovers)
 
     if rep.problems:
         print(f"\nhcomm-kit doctor: {len(rep.problems)} problem(s):", file=sys.stderr)

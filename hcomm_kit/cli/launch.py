@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("missing command: `hcomm-kit launch --np N -- CMD ...`", key="CMD")
         check_seconds(args.timeout, "--timeout")
         check_seconds(args.grace, "--grace", zero_ok=True)
-        check_env()
         nodes = nodes_of(args, args.np)
+        check_env(args.np * (nodes.nnodes if nodes else 1))  # the topology holds every host's ranks
     return launch(cmd, args.np, timeout=args.timeout, tag_output=not args.no_tag_output, grace=args.grace,
                   verbose=args.verbose, nodes=nodes)

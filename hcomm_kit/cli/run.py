@@ -103,7 +103,7 @@ def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
     from ..jobs.preflight import check_env, check_memory, check_names, check_op_algorithm, check_seconds
     from ..build.opspec import load_opspec
 
-    check_env()
+    check_env(args.np)
     check_seconds(args.timeout, "--timeout")
     check_names(dtype=args.dtype, reduce_op=args.reduce_op)
     elements = args.count

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         _apply_topology_arguments(args)  # --topology / --links-down written after OPDIR
         if args.np is not None:
             check_np(args.np)
-        check_env()
+        check_env(args.np)
         opdir = resolve_op(args.opdir).resolve()
         tests = opdir / "tests"
         spec = load_opspec(opdir)

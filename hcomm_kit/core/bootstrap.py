@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,8 @@ class Bootstrap:
         root_info_file: the shared root-info path (env bootstrap), or None.
         store: a key-value store with ``set(key, bytes)`` and a blocking ``get(key)`` (store
             bootstrap), or None; ``store_key`` is the key rank 0 sets.
+        store_timeout: seconds every rank waits for the others to reach the store bootstrap (a
+            c10d store's ``wait(keys, timeout)``); None: the store's own timeout.
     """
 
     rank: int
@@ -83,17 +86,19 @@ class Bootstrap:
     root_info_file: Path | None = None
     store: Any = None
     store_key: str = "hcomm_kit/root_info"
+    store_timeout: float | None = None
 
     @classmethod
     def from_store(cls, store: Any, rank: int, size: int, local_rank: int | None = None,
-                   key: str = "hcomm_kit/root_info") -> "Bootstrap":
-        """Root info through ``store``: rank 0 sets ``key``, the others ``get`` it (the store's
-        own timeout bounds the wait). ``local_rank`` picks the device (default: from the
-        environment, else the rank)."""
+                   key: str = "hcomm_kit/root_info", timeout: float | None = None) -> "Bootstrap":
+        """Root info through ``store``: every rank announces itself and waits for the others (at
+        most ``timeout`` seconds, else the store's own timeout), then rank 0 sets ``key`` and the
+        others ``get`` it. ``local_rank`` picks the device (default: from the environment, else
+        the rank)."""
         if not 0 <= int(rank) < int(size):
             raise ConfigError(f"rank {rank} is not in [0, {size})", key="rank")
         lr = _local_rank(int(rank)) if local_rank is None else int(local_rank)
-        return cls(int(rank), int(size), lr, store=store, store_key=key)
+        return cls(int(rank), int(size), lr, store=store, store_key=key, store_timeout=timeout)
 
     @property
     def kind(self) -> str:
@@ -115,10 +120,37 @@ class Bootstrap:
             return self._exchange_store(make_root_info)
         return self._exchange_file(make_root_info)
 
+    def _arrive(self) -> None:
+        """Store bootstrap: wait until every rank reached it (at most :attr:`store_timeout`), so that
+        a rank that never comes fails the others after that timeout, not after the communicator
+        creation's HCCL_CONNECT_TIMEOUT (120 s). Stores without ``wait``/``check`` skip it."""
+        store = self.store
+        if not (hasattr(store, "wait") and hasattr(store, "check")):
+            return
+        keys = [f"{self.store_key}/arrived/{r}" for r in range(self.size)]
+        store.set(keys[self.rank], b"1")
+        try:
+            if self.store_timeout:
+                store.wait(keys, timedelta(seconds=self.store_timeout))
+            else:
+                store.wait(keys)
+        except Exception as exc:  # noqa: BLE001 - the store's timeout (or its failure): say who is missing
+            try:
+                missing = [r for r, k in enumerate(keys) if not store.check([k])]
+            except Exception:  # noqa: BLE001 - the store itself is gone
+                missing = []
+            within = f"within {self.store_timeout:g} s (the process group's timeout)" if self.store_timeout \
+                else "within the store's timeout"
+            who = f"rank(s) {', '.join(map(str, missing))}" if missing else "some ranks"
+            raise HcommKitError(f"rank {self.rank}: {who} of {self.size} did not reach the creation of the "
+                                f"communicator {within}; check that every rank started and calls "
+                                f"init_process_group / new_group ({type(exc).__name__}: {exc})") from None
+
     def _exchange_store(self, make_root_info) -> bytes:
         from ..runtime.enums import HCCL_ROOT_INFO_BYTES
 
         key = self.store_key
+        self._arrive()
         if self.rank == 0:
             try:
                 data = make_root_info()

@@ -18,8 +18,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..base import envs
-from ..base.errors import BackendError, ConfigError, HcommKitError
-from ..runtime import enums, structs
+from ..base.errors import BackendError, CollectiveMismatchError, ConfigError, HcommKitError
+from ..runtime import codes, enums, structs
 from .bootstrap import Bootstrap, detect
 from .device import DeviceBuffer, Device, Stream
 from ..base.validate import as_color
@@ -34,18 +34,71 @@ _LIVE_LOCK = threading.Lock()
 _ATEXIT = False
 _SEQ = itertools.count()  # creation order of this process's communicators (the same on every rank)
 _EXIT_BARRIER_S = 10.0  # at exit, the closing barrier waits at most this long for the other ranks
+_STOPPED_BY_SIGNAL = [False]  # SIGTERM / SIGHUP ended the program (exit_on_signal)
 
 
 def _close_all() -> None:
     # Newest first (a split before its parent): the same order on every rank, so each closing
     # barrier meets the other ranks' (the set's own order differs between processes, and two ranks
     # closing two communicators in opposite orders waited for each other for ever at exit).
+    failed: CollectiveMismatchError | None = None
     for c in sorted(list(_LIVE), key=lambda c: c._seq, reverse=True):
         try:
             c._close(barrier=True, barrier_timeout=_EXIT_BARRIER_S)
+        except CollectiveMismatchError as exc:
+            failed = failed or exc
         except Exception:
             pass
     _ignore_sigterm_from_now_on()
+    if failed is not None:
+        exit_failed(failed)
+
+
+def exit_failed(exc: BaseException) -> None:
+    """At exit: a communicator's closing call check found the ranks out of step (this rank made
+    fewer or other collective calls than its peers, so its results may be wrong). Print ``exc`` and
+    end the process with status 1 instead of 0: under MPI by ``MPI_Abort`` (the job ends, as after
+    an uncaught exception), else by C ``exit(1)``, which still runs the runtime's own exit handlers
+    (the emulator unlinks its /dev/shm segments) but not the rest of Python's finalization. Nothing
+    when the program is ending with an uncaught exception already (Ctrl-C included) or was stopped by
+    a signal: it fails anyway, and its peers learn of it through the call check."""
+    if getattr(sys, "last_value", None) is not None or _STOPPED_BY_SIGNAL[0]:
+        return
+    try:
+        sys.stderr.write(f"hcomm-kit: the program ends with an error: {type(exc).__name__}: {exc}\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - closed streams: still end with status 1
+        pass
+    try:
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+            mpi.COMM_WORLD.Abort(1)
+    except Exception:  # noqa: BLE001 - fall back to exit(1)
+        pass
+    ctypes.CDLL(None).exit(1)
+
+
+def _exit_through_the_interpreter_on(*signals: int) -> None:
+    """A launcher ends the ranks of a failed job with SIGTERM (mpirun, torchrun), a closed terminal
+    with SIGHUP: where nobody handles them yet, they raise SystemExit(128 + signal) instead, so the
+    process ends through the interpreter (communicators aborted or closed at exit, the emulator's
+    /dev/shm segments unlinked) instead of dying on the spot and leaving them behind."""
+    try:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in signals:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, exit_on_signal)
+    except (ValueError, OSError):  # no signals here
+        pass
+
+
+def exit_on_signal(signum: int, frame: Any) -> None:
+    """The handler of :func:`_exit_through_the_interpreter_on` (the torch backend replaces it for
+    SIGTERM with its own, which also aborts its groups)."""
+    _STOPPED_BY_SIGNAL[0] = True
+    raise SystemExit(128 + signum)
 
 
 def _ignore_sigterm_from_now_on() -> None:
@@ -252,6 +305,12 @@ class Communicator:
             if not _ATEXIT:
                 atexit.register(_close_all)  # runs before mpi4py's MPI_Finalize (registered earlier)
                 _ATEXIT = True
+                # the first communicator of this process: what dead launchers left goes now (their
+                # Open MPI backing directories; the emulator reclaims its own segments)
+                from ..base.leftovers import reclaim_backing_dirs
+
+                reclaim_backing_dirs()
+                _exit_through_the_interpreter_on(signal.SIGTERM, signal.SIGHUP)
 
     # ---- properties ------------------------------------------------------------------------
     @property
@@ -437,15 +496,26 @@ class Communicator:
     def _close(self, barrier: bool, barrier_timeout: float | None = None) -> None:
         if self._closed:
             return
+        self._finish_pending(not barrier, _EXIT_BARRIER_S if barrier_timeout is None else barrier_timeout)
         self._closed = True
+        mismatch = None
         try:
             if self.stream.handle:
                 self.rt.acl.aclrtSynchronizeStream(self.stream.handle)
-            if self._call_check is not None and self.size > 1 and self.handle:
+            checked = self._call_check is not None and self.size > 1 and self.handle
+            aborted_before = checked and self._abort_reason()[0] != 0
+            if checked:
                 # a peer still making collective calls learns that this rank closed instead
                 self._call_check(self.handle, -1, b"close()", b"close()", self._check_buf, len(self._check_buf))
             if barrier:
                 self._closing_barrier(envs.hccl_connect_timeout_s() if barrier_timeout is None else barrier_timeout)
+            if barrier and checked and not aborted_before:
+                # This close() was the call at which the ranks' calls differed (the peers made more
+                # or other collective calls): fail it, whoever found it, after the closing barrier
+                # (the peers compare their calls with this one before they reach theirs).
+                kind, why = self._abort_reason()
+                if kind == codes.HCOMM_KIT_ABORT_MISMATCH:
+                    mismatch = why
         finally:
             self._release_operators()
             if self.handle:
@@ -455,6 +525,35 @@ class Communicator:
             self.stream.close()
             with _LIVE_LOCK:
                 _LIVE.discard(self)
+        if mismatch is not None:
+            raise CollectiveMismatchError(f"rank {self.rank}: close() of communicator {self.name}: {mismatch}",
+                                          call="close()")
+
+    def _abandon_call(self, what: str, exc: BaseException) -> None:
+        """This rank posted a call to the call check and will not make it (``exc`` ended it in
+        between): abort the communicator on every rank, naming it, so that no peer waits for this
+        rank's part (emulator only; a no-op when it is aborted already)."""
+        if not self.handle or not self.rt.has("HcommKitCommAbort"):
+            return
+        try:
+            self.rt.hccl.HcommKitCommAbort(self.handle, f"its call to {what} was checked but never made "
+                                                        f"({type(exc).__name__}: {exc})"[:1000].encode())
+        except Exception:  # noqa: BLE001 - the original error is the one raised
+            pass
+
+    def _abort_reason(self) -> tuple[int, str]:
+        """(HCOMM_KIT_ABORT_MISMATCH & co. kind, text) of the emulator's abort of this communicator; (0, "")
+        when it was not aborted (or on CANN)."""
+        if not self.handle or not self.rt.has("HcommKitCommAbortReason"):
+            return 0, ""
+        buf = ctypes.create_string_buffer(4096)
+        kind = int(self.rt.checked.HcommKitCommAbortReason(self.handle, buf, len(buf)))
+        return kind, buf.value.decode(errors="replace")
+
+    def _finish_pending(self, abort: bool, timeout: float) -> None:
+        """Before closing: start and wait for the calls posted and not started yet (at most
+        ``timeout`` seconds each), or drop them (``abort``); the operators layer overrides it. Must
+        not raise."""
 
     def _release_operators(self) -> None:
         """Release what operators hold on this communicator (before it is destroyed); the

@@ -24,7 +24,6 @@ the process group.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import json
 import os
 import shutil
@@ -34,8 +33,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
+from ..base.leftovers import pid_alive, reclaim_shm, reclaim_unlocked  # noqa: F401 - re-exported
 from ..core.rank import die_with_parent, prctl as _prctl  # noqa: F401 - die_with_parent: launcher side too
 
 __all__ = [
@@ -268,26 +268,6 @@ def _kill(pid: int, sig: int) -> None:
         pass
 
 
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a zombie of ours is reaped here)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    except ChildProcessError:
-        pass  # not our child
-    except OSError:
-        pass
-    stat = _read(f"/proc/{pid}/stat")
-    if not stat:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            return True
-        return not sys.platform.startswith("linux")
-    return stat[stat.rfind(")") + 2:].split()[:1] != ["Z"]
 
 
 # ---- process attributes ---------------------------------------------------------------------------
@@ -304,64 +284,3 @@ def set_child_subreaper(on: bool) -> bool:
             pass
     _prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0)
     return bool(before.value)
-
-
-# ---- shared memory --------------------------------------------------------------------------------
-def reclaim_shm(shm_dir: str = "/dev/shm", min_age: float = 2.0) -> list[str]:
-    """Remove the emulator's shared-memory segments (``hcomm_kit.<uid>.*``) whose owner is dead.
-
-    A segment's creator holds a flock on it for its whole life (the kernel drops it when the
-    process dies, even by SIGKILL), so a segment whose lock can be taken has no owner: the same
-    rule the emulator applies at start-up. Names still being created (``.tmp``) must also be
-    ``min_age`` seconds old. Segments of live processes, of other jobs included, are untouched.
-    """
-    prefix = f"hcomm_kit.{os.getuid()}."
-    now = time.time()
-    return reclaim_unlocked(shm_dir, lambda name: name.startswith(prefix),
-                            lambda name, st: name.endswith(".tmp") and now - st.st_mtime < min_age, os.unlink)
-
-
-def reclaim_unlocked(base: str, wanted: Callable[[str], bool], skip: Callable[[str, os.stat_result], bool],
-                     remove: Callable[[str], None], *, directory: bool = False) -> list[str]:
-    """Remove the entries of ``base`` whose owner is dead: their creator holds a flock on them for
-    its whole life, so one whose lock can be taken has none.
-
-    Args:
-        base: the directory to look in.
-        wanted: which names to consider.
-        skip: ``skip(name, stat)``: leave this one alone (too young, another user's...).
-        remove: removes one path (an OSError leaves it, unnamed in the result).
-        directory: the entries are directories (opened with O_DIRECTORY to take their lock).
-
-    Returns:
-        The names removed.
-    """
-    removed: list[str] = []
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return removed
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_DIRECTORY if directory else 0)
-    for name in names:
-        if not wanted(name):
-            continue
-        path = os.path.join(base, name)
-        try:
-            fd = os.open(path, flags)
-        except OSError:
-            continue
-        try:
-            if skip(name, os.fstat(fd)):
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # its owner lives (for a directory: or a child holding the lock)
-            try:
-                remove(path)
-                removed.append(name)
-            except OSError:
-                pass
-        finally:
-            os.close(fd)
-    return removed

@@ -12,17 +12,16 @@ import contextlib
 import fcntl
 import functools
 import os
-import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..base.errors import BackendError
+from ..base.leftovers import BACKING_PREFIX, reclaim_backing_dirs
 
 __all__ = ["find_mpirun", "mpirun_argv", "mpi_library_version", "shm_backing_dir", "reclaim_backing_dirs"]
 
@@ -99,8 +98,6 @@ def mpirun_argv(
     return argv
 
 
-_BACKING_PREFIX = "hcomm_kit_mpi_"
-_BACKING_NAME = re.compile(rf"^{_BACKING_PREFIX}(\d+)_")
 
 
 @contextlib.contextmanager
@@ -116,7 +113,7 @@ def shm_backing_dir() -> Iterator[dict[str, str]]:
     """
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     reclaim_backing_dirs(base or tempfile.gettempdir())
-    path = tempfile.mkdtemp(prefix=f"{_BACKING_PREFIX}{os.getpid()}_", dir=base)
+    path = tempfile.mkdtemp(prefix=f"{BACKING_PREFIX}{os.getpid()}_", dir=base)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # the kernel drops it when this process dies, even by SIGKILL
@@ -124,24 +121,6 @@ def shm_backing_dir() -> Iterator[dict[str, str]]:
     finally:
         shutil.rmtree(path, ignore_errors=True)
         os.close(fd)
-
-
-def reclaim_backing_dirs(base: str = "/dev/shm", min_age: float = 2.0) -> list[str]:
-    """Remove this user's ``hcomm_kit_mpi_<pid>_*`` directories whose launcher is dead.
-
-    Dead = its flock can be taken and its pid no longer exists; directories younger than
-    ``min_age`` seconds (being created) and other users' are left alone. Returns the names removed.
-    """
-    from .job import pid_alive, reclaim_unlocked
-
-    uid, now = os.getuid(), time.time()
-
-    def skip(name: str, st: os.stat_result) -> bool:  # another user's, being created, or its launcher lives
-        pid = int(_BACKING_NAME.match(name).group(1))
-        return st.st_uid != uid or now - st.st_mtime < min_age or pid_alive(pid)
-
-    return reclaim_unlocked(base, lambda name: _BACKING_NAME.match(name) is not None, skip,
-                            lambda path: shutil.rmtree(path, ignore_errors=True), directory=True)
 
 
 @functools.lru_cache(maxsize=1)

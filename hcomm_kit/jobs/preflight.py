@@ -4,7 +4,8 @@
 (exit status 2, as argparse's own errors), instead of inside every rank after mpirun started:
 
 * :func:`check_env`: every ``HCOMM_KIT_*`` / ``HCCL_*`` variable of :mod:`hcomm_kit.base.envs` (the one
-  table of names, types and ranges), ``HCCL_ALGO``'s syntax included;
+  table of names, types and ranges), ``HCCL_ALGO``'s syntax included, and :func:`check_topology`:
+  the cluster topology and the links taken down against the job's rank count;
 * :func:`check_seconds`: ``--timeout`` / ``--grace``;
 * :func:`check_names`: dtype, reduce op and algorithm names;
 * :func:`check_memory`: what a run of ``count`` elements per rank needs (host memory of every
@@ -23,7 +24,7 @@ from typing import Iterator
 
 from ..base.errors import ConfigError, UsageError
 
-__all__ = ["usage_errors", "check_env", "check_seconds", "check_names", "check_op_algorithm", "host_bytes_per_rank",
+__all__ = ["usage_errors", "check_env", "check_topology", "check_seconds", "check_names", "check_op_algorithm", "host_bytes_per_rank",
            "check_memory", "available_memory", "shm_free"]
 
 _PREFIXES = ("HCOMM_KIT_", "HCCL_")
@@ -38,8 +39,9 @@ def usage_errors() -> Iterator[None]:
         raise UsageError.of(exc) from None
 
 
-def check_env() -> None:
-    """Validate every set ``HCOMM_KIT_*`` / ``HCCL_*`` variable of :data:`hcomm_kit.base.envs.VARIABLES`.
+def check_env(np: int | None = None) -> None:
+    """Validate every set ``HCOMM_KIT_*`` / ``HCCL_*`` variable of :data:`hcomm_kit.base.envs.VARIABLES`,
+    and the cluster topology a job of ``np`` ranks would get (:func:`check_topology`).
 
     Raises:
         ConfigError: the first bad value, naming the variable, the value and what is accepted.
@@ -55,6 +57,36 @@ def check_env() -> None:
 
         for coll in ALGORITHMS:  # a per-collective part is parsed only for its own collective
             parse_hccl_algo(algo, coll)
+    check_topology(np)
+
+
+def check_topology(np: int | None) -> None:
+    """``HCOMM_KIT_TOPOLOGY`` (or ``--topology``) and ``HCOMM_KIT_LINKS_DOWN`` (``--links-down``), as
+    every rank's communicator creation would refuse them: the syntax, at most the NPUs a server of
+    the product holds, as many ranks as the job's ``np`` (None: not known here), links between ranks
+    that exist.
+
+    Raises:
+        ConfigError: naming the variable, its value and what is accepted.
+    """
+    from ..base import envs
+
+    topo = envs.topology()  # syntax and NPUs per server
+    ranks = np
+    if topo is not None:
+        product, servers, npus = topo
+        if np is not None and servers * npus != np:
+            raise ConfigError(f"HCOMM_KIT_TOPOLOGY={envs.get('HCOMM_KIT_TOPOLOGY')}: {servers} servers x {npus} NPUs = "
+                              f"{servers * npus} ranks, but the job has {np} (--np); make them agree",
+                              key="HCOMM_KIT_TOPOLOGY")
+        ranks = servers * npus
+    down = envs.links_down()  # syntax
+    if ranks is not None:
+        for a, b in down:
+            if b >= ranks:
+                raise ConfigError(f"HCOMM_KIT_LINKS_DOWN={envs.get('HCOMM_KIT_LINKS_DOWN')}: link {a}-{b} names rank "
+                                  f"{b}, but the job has {ranks} ranks (0-{ranks - 1}); name links between its "
+                                  f"ranks, or unset HCOMM_KIT_LINKS_DOWN", key="HCOMM_KIT_LINKS_DOWN")
 
 
 def check_seconds(value: float | None, flag: str, *, zero_ok: bool = False) -> None:

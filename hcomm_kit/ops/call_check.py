@@ -1,8 +1,11 @@
 """The collective-call check of a loaded operator (emulator extension ``HcommKitCallCheck``).
 
 Every rank of a communicator makes the same collective calls in the same order; the emulator
-compares each rank's k-th call (its description and call site, :mod:`hcomm_kit.ops.callsite`)
-with the others' and fails every rank's call before data moves when they differ. A check is
+compares each rank's k-th call description with the others' and fails every rank's call before
+data moves when they differ. Each call also carries its call site (:mod:`hcomm_kit.ops.callsite`):
+a difference in site alone is no error (ranks may branch around one collective), but once the
+calls differ the report names every call made from different lines since the ranks' last common
+one (where a rank skipped a call or made an extra one). A check is
 prepared as a *token* (:meth:`CallCheck._post_check`): C strings cached per description, made
 either as the first call of the launch sequence (``HcommKitStreamCalls``) or on its own
 (:meth:`CallCheck._check_now`). :class:`~hcomm_kit.ops.custom_op.CustomOp` mixes it in; the
@@ -46,10 +49,10 @@ class CallCheck:
         Every rank of the communicator makes the same collective calls in the same order; a rank
         whose call differs (operator, count, dtype, reduce op, root) is found by the later of two
         ranks, the communicator is aborted, and every rank's call fails before data moves. The
-        call site (the first frame outside hcomm-kit, see :mod:`hcomm_kit.ops.callsite`) is posted too:
-        collectives of every rank must also come from the same site (unless
-        ``HCOMM_KIT_CALL_CHECK=loose`` or inside :func:`hcomm_kit.same_call`), so a rank that
-        skipped a call fails instead of pairing its next call with the others' skipped one.
+        call site (the first frame outside hcomm-kit, see :mod:`hcomm_kit.ops.callsite`) is posted too
+        (unless ``HCOMM_KIT_CALL_CHECK=loose``; :func:`hcomm_kit.same_call` posts a label): a
+        difference in site alone is no error, but when the calls later differ (a rank skipped a
+        call: at its next call, a barrier or ``close()``) the report names both sites.
         Point-to-point partners' sites are shown, not compared.
 
         Args:

@@ -1,15 +1,16 @@
 """Where a collective call comes from: the user's ``file:line``, for the collective-call check.
 
 The emulator's call check (:meth:`hcomm_kit.ops.custom_op.CustomOp.check_call`) matches every rank's k-th
-collective call and compares their descriptions. Two calls with the same arguments are told apart by
-their call site: the first frame outside hcomm-kit (and outside torch and the standard library, so
-that ``torch.distributed`` calls and DDP's hooks name the user's line, e.g. ``loss.backward()``). A
-rank that skips a call then posts the next call's site where the others post the skipped one's, and
-every rank fails naming both, instead of reducing the wrong buffers together.
+collective call and compares their descriptions. Each call also carries its call site: the first
+frame outside hcomm-kit (and outside torch and the standard library, so that ``torch.distributed``
+calls and DDP's hooks name the user's line, e.g. ``loss.backward()``). Ranks may make the same call
+from different lines (``if rank == 0: comm.barrier() else: comm.barrier()``): that alone is no
+error. A rank that skips a call posts the next call's site where the others post the skipped one's;
+its calls then differ from the others' (at its next different call, a barrier, or ``close()``),
+and every rank fails with a report naming both sites.
 
-Ranks that make the same call from different lines on purpose (``if rank == 0: comm.barrier()
-else: comm.barrier()``) say so with :func:`same_call`, or turn site comparison off for the process
-with ``HCOMM_KIT_CALL_CHECK=loose``.
+:func:`same_call` labels calls (reports then name the label instead of the lines);
+``HCOMM_KIT_CALL_CHECK=loose`` posts no sites.
 
 Cost: one ``sys._getframe`` and a dict lookup per frame (the verdict "internal or not" is cached per
 code object, the text per code object and instruction): about 0.3 µs per call.
@@ -121,10 +122,11 @@ def label() -> str | None:
 
 @contextlib.contextmanager
 def same_call(name: str | None = None) -> Iterator[None]:
-    """Collective calls made inside are the same call whatever line they come from.
+    """Collective calls made inside carry a label (or no site) instead of their line.
 
-    The call check tells a rank's calls apart by their call site (a skipped call fails on every
-    rank). Ranks that reach one collective from different lines on purpose wrap those calls::
+    A difference in call site alone is no error, so ranks may reach one collective from different
+    lines without it; the label only changes what reports name (``same_call('init')`` instead of the
+    lines)::
 
         with hcomm_kit.same_call():
             if comm.rank == 0:
@@ -133,9 +135,8 @@ def same_call(name: str | None = None) -> Iterator[None]:
                 y = comm.all_reduce(x)
 
     Args:
-        name: compare this label instead of the call site (every rank's call must carry the same
-            label, so a rank that skips the block still fails); None: no site is compared (the
-            arguments still are).
+        name: post this label instead of the call site; None: post no site (the arguments are
+            compared either way).
 
     The setting is per thread and per asyncio task (a context variable); blocks nest.
     """

@@ -283,8 +283,8 @@ class CollectiveOps(PlannedCalls):
                         check=check)
         if async_op == "stream":
             return finish()
-        if async_op:
-            return op.complete(finish, stream=s, timeout=timeout, async_op=True)
+        if async_op:  # the Work holds a DeviceBuffer input until the kernel finished
+            return op.complete(finish, stream=s, timeout=timeout, async_op=True, keep=x if device else None)
         if s >= 0:  # enqueued only (CANN): wait here
             op.synchronize(s, timeout)
         return finish()
@@ -293,17 +293,9 @@ class CollectiveOps(PlannedCalls):
                     algo: int, params: dict | None) -> tuple | None:
         """Every rank must make the same call here (CustomOp.check_call): the token of the check
         that the launch makes first (it raises before anything is enqueued)."""
-        if name == "send_recv":
-            d = params["direction"] if params else 0
-            key: tuple = ("p2p", d, count, dt.value, root)
-            pair = self._sig_cache.get(key)
-            if pair is None:
-                what = f"(count={count}, dtype={dt.name})"
-                pair = ((f"send{what} to rank {root}", f"recv{what} from rank {self.rank}") if d == 0 else
-                        (f"recv{what} from rank {root}", f"send{what} to rank {self.rank}"))
-                if len(self._sig_cache) < 256:
-                    self._sig_cache[key] = pair
-            return op._post_check(pair[0], pair[1], peer=root)
+        if name == "send_recv":  # enqueued on a stream: checked per direction, as every send / recv
+            self._p2p._check_transfer(bool(params["direction"]) if params else False, root, count, dt)
+            return None
         key = (name, count, dt.value, reduce_op, root, algo)
         sig = self._sig_cache.get(key)
         if sig is None:
@@ -519,26 +511,48 @@ class CollectiveOps(PlannedCalls):
 
     def send(self, x: Any, dst: int, *, dtype: Any = None, async_op: bool | str = False, timeout: float | None = None,
              stream: Any = None) -> Any:
-        """Send ``x`` to rank ``dst`` (which calls :meth:`recv`); returns None (or a Work)."""
+        """Send ``x`` to rank ``dst``, which receives it with :meth:`recv`.
+
+        Sends and receives pair per peer and direction, in order (see :mod:`hcomm_kit.ops.p2p`):
+        this rank's k-th send to ``dst`` is ``dst``'s k-th receive from this rank. A blocking call
+        returns once ``dst`` received it; ``async_op=True`` posts it and returns a Work (the posted
+        calls start together when one of them is waited for); ``async_op="stream"`` / ``stream=``
+        enqueue at once on the stream (calls then run in the order they were made, as HcclSend).
+
+        Returns:
+            None, or a Work whose ``wait()`` returns None.
+        """
         peer = self._peer(dst, "send")
-        x = self._prepare(x)
-        n = self._size(x)
-        return self._call("send_recv", x, in_elems=n, out_shape=None, out=None, count=n, dtype=dtype, root=peer,
-                          async_op=async_op, timeout=timeout, stream=stream, params={"direction": 0})
+        if async_op == "stream" or stream is not None:
+            x = self._prepare(x)
+            n = self._size(x)
+            return self._call("send_recv", x, in_elems=n, out_shape=None, out=None, count=n, dtype=dtype, root=peer,
+                              async_op=async_op, timeout=timeout, stream=stream, params={"direction": 0})
+        if async_op not in (True, False):
+            raise ConfigError(f"send: async_op={async_op!r}; use False, True or 'stream'", key="async_op")
+        return self._p2p.post(False, peer, x, dtype, timeout, async_op)
 
     def recv(self, out: Any, src: int, *, dtype: Any = None, async_op: bool | str = False, timeout: float | None = None,
              stream: Any = None) -> Any:
         """Receive into ``out`` (numpy array or DeviceBuffer, sized like the sender's data) from ``src``.
 
-        Returns ``out`` (or a Work).
+        Pairs with ``src``'s sends to this rank in order (see :meth:`send` for ``async_op``).
+
+        Returns:
+            ``out``, or a Work whose ``wait()`` returns it.
         """
         peer = self._peer(src, "recv")
         if out is None:
             raise ConfigError("recv: pass out= (an array or DeviceBuffer sized like the sent data)", key="out")
-        o = out if isinstance(out, DeviceBuffer) else as_host_array(out)
-        dt = _dtypes.get_dtype(dtype if dtype is not None else o.dtype)
-        return self._call("send_recv", None, in_elems=0, out_shape=tuple(o.shape), out=out, count=o.size, dtype=dt,
-                          root=peer, async_op=async_op, timeout=timeout, stream=stream, params={"direction": 1})
+        if async_op == "stream" or stream is not None:
+            o = out if isinstance(out, DeviceBuffer) else as_host_array(out)
+            dt = _dtypes.get_dtype(dtype if dtype is not None else o.dtype)
+            return self._call("send_recv", None, in_elems=0, out_shape=tuple(o.shape), out=out, count=o.size,
+                              dtype=dt, root=peer, async_op=async_op, timeout=timeout, stream=stream,
+                              params={"direction": 1})
+        if async_op not in (True, False):
+            raise ConfigError(f"recv: async_op={async_op!r}; use False, True or 'stream'", key="async_op")
+        return self._p2p.post(True, peer, out, dtype, timeout, async_op)
 
     def barrier(self, *, async_op: bool | str = False, timeout: float | None = None, stream: Any = None) -> Any:
         """Every rank waits until every rank has reached the barrier.

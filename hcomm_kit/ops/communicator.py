@@ -23,6 +23,7 @@ from ..core.bootstrap import Bootstrap
 from ..base.resources import aicpu_kernels_dir
 from .algorithms import ALGORITHMS
 from .collectives import CollectiveOps
+from .p2p import P2PQueue
 
 if TYPE_CHECKING:
     from .custom_op import CustomOp
@@ -48,6 +49,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._plans: dict = {}          # repeated collective calls on device buffers (CollectiveOps._call)
         self._fast: dict = {}           # ... and their one-C-call form (CollectiveOps._run_fast)
         self._host_stage: dict = {}     # small host arrays' device pairs (PlannedCalls._small_host)
+        self._p2p = P2PQueue(self)      # send / recv posted and not started (hcomm_kit.ops.p2p)
         return self
 
     def load_op(self, path: "str | os.PathLike[str]", **build_options: Any) -> CustomOp:
@@ -77,7 +79,14 @@ class Communicator(_core.Communicator, CollectiveOps):
             self._ops[key] = op
         return op
 
+    def _finish_pending(self, abort: bool, timeout: float) -> None:
+        if abort:
+            self._p2p.drop()
+        else:
+            self._p2p.finish(timeout)
+
     def _release_operators(self) -> None:
+        self._p2p.close()
         for res in list(self._resources.values()):
             try:
                 res.close()

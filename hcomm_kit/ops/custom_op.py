@@ -430,7 +430,8 @@ class CustomOp(CallCheck, OpParams, LaunchSequence):
         if self._submit(in_ptr, out_ptr, n, dt.value, rop, r, tmo, s, params, timeout, sync=not async_op,
                         check=check):
             return finish()
-        return self.complete(finish, stream=s, timeout=timeout, async_op=async_op)
+        return self.complete(finish, stream=s, timeout=timeout, async_op=async_op,
+                             keep=input if device_in else None)
 
     def _counts(self, count: int | None, available: int) -> tuple[int, int]:
         """``(OpParam.count, input elements)`` of a call with ``count=`` (None: from the input's
@@ -493,9 +494,11 @@ class CustomOp(CallCheck, OpParams, LaunchSequence):
         return dt.value, rop, r, tmo, s
 
     def complete(self, finish, *, stream: "Stream | int | None" = None, timeout: float | None = None,
-                 async_op: bool = False) -> Any:
+                 async_op: bool = False, keep: Any = None) -> Any:
         """After :meth:`launch`: wait and return ``finish()``, or return a :class:`Work` whose
-        ``wait()`` does (``async_op``). ``finish`` copies results back (e.g. device -> host)."""
+        ``wait()`` does (``async_op``). ``finish`` copies results back (e.g. device -> host);
+        ``keep``: what the call was given (a DeviceBuffer input), held by the Work until the call
+        finished (the operator holds its pending Work until its next call waits for it)."""
         if not async_op:
             self.synchronize(stream, timeout)
             return finish()
@@ -504,7 +507,7 @@ class CustomOp(CallCheck, OpParams, LaunchSequence):
         if ret:
             self._free_events.append(ev)
             raise self._error(ret, "aclrtRecordEvent", timeout)
-        work = Work(self, ev, (finish, self._default_timeout if timeout is None else timeout))
+        work = Work(self, ev, (finish, self._default_timeout if timeout is None else timeout), keep)
         self._pending = work
         return work
 

@@ -55,7 +55,26 @@ class LaunchSequence:
         too (one call; the built-ins run on this thread when the stream is idle) and True returned.
         False: only enqueued, the caller synchronizes. ``check``: the call check to make before
         anything is enqueued (:meth:`_post_check`)."""
-        res = self._res_by_stream.get(s) or self.resources(s)
+        res = self._res_by_stream.get(s)
+        if check is not None and (res is None or (self._peer_topology and r != self.comm.rank
+                                                  and not res.ctx.channels[r].handle)):
+            # The first call on this stream (with this peer) sets up channels, which waits for the
+            # peers: compare the calls first, so that ranks making different calls fail naming
+            # them instead of waiting for each other's set-up. Refused arguments are refused before
+            # the call is posted (the communicator stays usable).
+            if params and not self._param_names.keys() >= params.keys():
+                self._check_params(params)  # raises
+            if self._a2a3_gate:
+                self._check_product_reduce(dt_value, rop)
+            self._check_now(check)
+            try:
+                return self._submit(in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, params, timeout, sync=sync)
+            except BaseException as exc:
+                # posted, never made (a failed set-up, Ctrl-C, SIGTERM): the peers must not wait for it
+                self.comm._abandon_call(f"{self.name}", exc)
+                raise
+        if res is None:
+            res = self.resources(s)
         if self._peer_topology:
             try:
                 res.ensure_peer(r, self.spec.channel_notifies)

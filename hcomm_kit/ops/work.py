@@ -18,19 +18,23 @@ from ..runtime import codes
 __all__ = ["Work"]
 
 _EVENT_SYNC_TIMEOUT = 507047                # aclrtSynchronizeEventWithTimeout expired
+# What calls whose wait timed out were given: their kernels may still read or write it.
+_STILL_RUNNING: list = []
 
 
 class Work:
     """Handle of an ``async_op=True`` call: :meth:`wait` returns the output, :meth:`is_completed` polls."""
 
-    __slots__ = ("_op", "_event", "_finish", "_result", "_done", "_error")
+    __slots__ = ("_op", "_event", "_finish", "_result", "_done", "_error", "_keep")
 
-    def __init__(self, op: Any, event: Event, finish: tuple) -> None:
-        # op: the CustomOp (its module imports this one); finish: (output function, call timeout)
+    def __init__(self, op: Any, event: Event, finish: tuple, keep: Any = None) -> None:
+        # op: the CustomOp (its module imports this one); finish: (output function, call timeout);
+        # keep: what the call was given (e.g. a temporary DeviceBuffer input), alive until it finished
         self._op, self._event, self._finish = op, event, finish
         self._result: Any = None
         self._done = False
         self._error: BaseException | None = None
+        self._keep = keep
 
     @property
     def model_time(self) -> float | None:
@@ -86,6 +90,9 @@ class Work:
                     op._free_events.append(self._event)  # reused: no event is created per call
                 else:
                     self._event.close()
+                if self._keep is not None and isinstance(self._error, OpTimeoutError):
+                    _STILL_RUNNING.append(self._keep)  # the kernel may still use it: never freed
+                self._keep = None
         if self._error is not None:
             raise self._error
         return self._result

@@ -63,6 +63,8 @@ DECLS: tuple[Decl, ...] = (
     # §3.1 initialisation, finalisation, error text
     _d("aclInit", c_char_p, ok=(100002,)),           # repeated aclInit: harmless, reference counted
     _d("aclFinalize"),
+    # hcomm-kit emulator extension (hcomm_kit/emu_ext.h): unlink this process's segment names at exit
+    Decl("HcommKitProcessExiting", c_int32, (), "value", required=False),
     _d("aclFinalizeReference", POINTER(c_uint64)),
     _d("aclGetRecentErrMsg", restype=c_char_p),
     # §3.14 the calling thread's last runtime error (level: ACL_RT_THREAD_LEVEL = 0)

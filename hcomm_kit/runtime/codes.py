@@ -152,6 +152,9 @@ HCCL_CODES: Mapping[int, str] = MappingProxyType(_HCCL)
 #: hcomm-kit emulator extension codes (hcomm_kit/emu_ext.h): never returned by CANN.
 HCOMM_KIT_ERROR_CHECK = 509001   # the notify checker's finding (HCOMM_KIT_CHECK)
 HCOMM_KIT_CODES: Mapping[int, str] = MappingProxyType({HCOMM_KIT_ERROR_CHECK: "HCOMM_KIT_ERROR_CHECK"})
+#: HcommKitCommAbortReason's value for a communicator aborted by the collective-call check
+#: (HCOMM_KIT_ABORT_MISMATCH; 0: not aborted).
+HCOMM_KIT_ABORT_MISMATCH = 7
 
 _ACL_ALL: dict[int, str] = {**_ACL, **_ACL_RT, **HCOMM_KIT_CODES}
 _ACL_BY_NAME: dict[str, int] = {**{v: k for k, v in _ACL_ALL.items()}, **ACL_ALIASES}

@@ -158,7 +158,10 @@ DECLS: tuple[Decl, ...] = (
     # ---- hcomm-kit emulator extension (hcomm_kit/emu_ext.h; absent on CANN) ------------------
     # (HcommKitSetCheck / HcommKitCommReport return values, not status codes: C hosts only.)
     _host("HcommKitCallCheck", _vp, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),
+    _host("HcommKitP2PCheck", _vp, c_int32, c_int32, c_char_p, c_char_p, c_char_p, c_uint64, required=False),
     _host("HcommKitCommSetConnectTimeout", _vp, c_uint32, required=False),
+    Decl("HcommKitCommAbortReason", c_int32, (_vp, c_char_p, c_uint64), "value", required=False),
+    _host("HcommKitCommAbort", _vp, c_char_p, required=False),
     Decl("HcommKitCommTopology", c_int32, (_vp, c_char_p, c_uint64), "value", required=False),
     _host("HcommKitModelLastTime", _vp, POINTER(c_double), required=False),
     Decl("HcommKitModelExplain", c_int32, (_vp, c_int32, c_char_p, c_uint64), "value", required=False),

@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import threading
@@ -373,7 +374,20 @@ def load(backend: str | None = None) -> Runtime:
         libs, paths = _load_emu() if found is None else _load_cann(found)
         rt = Runtime(name, libs, paths)
         _CACHE[name] = rt
+        if rt.has("HcommKitProcessExiting"):
+            # Registered before any communicator's close-all, so it runs after them (atexit: last
+            # in, first out). An interpreter ended by KeyboardInterrupt kills itself with SIGINT
+            # after this, skipping the emulator's C exit handler: unlink its segments here.
+            atexit.register(_process_exiting, rt)
         return rt
+
+
+def _process_exiting(rt: Runtime) -> None:
+    """At exit: the emulator unlinks the names of this process's shared-memory segments."""
+    try:
+        rt.checked.HcommKitProcessExiting()
+    except Exception:  # noqa: BLE001 - exiting: nothing to report to
+        pass
 
 
 def loaded() -> Runtime | None:

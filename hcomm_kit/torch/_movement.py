@@ -219,7 +219,8 @@ class _DataMovement:
 
     # ---- point to point -------------------------------------------------------------------------
     def send(self, tensors: Any, dst: int, tag: int = 0) -> HcommWork:
-        """Send to group rank ``dst`` (which calls :meth:`recv`); ``tag`` is not used: pairs match in order."""
+        """Send to group rank ``dst`` (which calls :meth:`recv`); ``tag`` is not used: sends and
+        receives pair per peer and direction, in order (see :mod:`hcomm_kit.ops.p2p`)."""
         return self._p2p("send", tensors, dst)
 
     def recv(self, tensors: Any, src: int, tag: int = 0) -> HcommWork:

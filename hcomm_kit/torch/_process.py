@@ -32,8 +32,14 @@ def local_rank(default: int) -> int:
 
 def _close_all() -> None:
     """At exit: shut every live group down; after an uncaught exception, abort them instead (the
-    peers are probably still inside a collective: a closing barrier would only wait for them)."""
+    peers are probably still inside a collective: a closing barrier would only wait for them). A
+    closing call check that finds this rank out of step with its peers ends the process with
+    status 1 (:func:`hcomm_kit.core.communicator.exit_failed`)."""
+    from ..base.errors import CollectiveMismatchError
+    from ..core.communicator import exit_failed
+
     failed = _EXIT_ON_ERROR[0]
+    mismatch: CollectiveMismatchError | None = None
     # Newest first, as destroy_process_group does: the same order on every rank of a group.
     for pg in sorted(LIVE, key=lambda g: g._id, reverse=True):
         try:
@@ -41,8 +47,12 @@ def _close_all() -> None:
                 pg.abort()
             else:
                 pg.shutdown()
+        except CollectiveMismatchError as exc:  # its closing call check: the ranks were out of step
+            mismatch = mismatch or exc
         except Exception:
             pass
+    if mismatch is not None:
+        exit_failed(mismatch)
 
 
 def install_hooks() -> None:
@@ -62,8 +72,10 @@ def install_hooks() -> None:
     # A launcher ends the other ranks of a failed job with SIGTERM (mpirun, torchrun): exit through
     # the interpreter (atexit: communicators aborted, the emulator's /dev/shm segments unlinked)
     # instead of dying on the spot and leaving them behind. Only where nobody handles SIGTERM yet.
+    from ..core.communicator import exit_on_signal
+
     try:
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and \
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, exit_on_signal) and \
                 threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _exit_on_sigterm)
     except (ValueError, OSError):  # not the main thread / no signals here

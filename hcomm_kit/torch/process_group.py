@@ -96,7 +96,9 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
                 # torchrun --nnodes N: the group's ranks are on several hosts; the root info (made on
                 # rank 0, read there) then asks for the network
                 os.environ["HCOMM_KIT_TRANSPORT"] = "multihost"
-            boot = Bootstrap.from_store(store, rank, size, _process.local_rank(rank))
+            # every rank waits for the others at most the group's timeout (as gloo), never the
+            # communicator creation's HCCL_CONNECT_TIMEOUT
+            boot = Bootstrap.from_store(store, rank, size, _process.local_rank(rank), timeout=self._timeout_s)
             # No CPU pinning unless HCOMM_KIT_PIN=1: a rank's torch compute would share the one CPU
             # with the emulator's threads (2 ranks on 2 CPUs: DDP steps ~1.6x, FSDP2 ~2.6x slower pinned).
             comm = init(bootstrap=boot, pin=None if envs.get("HCOMM_KIT_PIN") == "1" else False)

@@ -26,6 +26,24 @@ __all__ = ["HcommWork"]
 _FATAL = (AclError, HcclError, CollectiveMismatchError)
 
 
+def _failed_future(exc: Exception) -> torch.futures.Future:
+    """A completed future that holds ``exc`` as an error of the C++ future itself.
+
+    ``Future.set_exception`` stores the exception as the future's *value* (a Python object, raised
+    only by Python's ``wait()``/``value()``): C++ readers such as DDP's reducer
+    (``parseCppCommHookResult`` in ``finalize_backward``) take that value for the result and crash
+    on it. A ``then`` callback that raises sets the error on the C++ future, so ``value()`` throws
+    there too: DDP's backward raises a ``RuntimeError`` with ``exc``'s text, as with gloo.
+    """
+    def fail(_: torch.futures.Future) -> None:
+        raise exc
+
+    done: torch.futures.Future = torch.futures.Future()
+    failed = done.then(fail)
+    done.set_result(None)
+    return failed
+
+
 class _Stage:
     """What one collective leaves in flight: its operands (tensors registered with the runtime, kept
     alive), the runtime Works of the kernels it enqueued, and the host steps to run after them."""
@@ -39,8 +57,16 @@ class _Stage:
         self.orphans = orphans                  # the group's: operands of kernels that may still run
 
     def done(self) -> bool:
-        """True when every kernel finished (or failed); never blocks."""
-        return all(w.is_completed() for w in self.works)
+        """True when every kernel finished (or failed); never blocks, never starts posted
+        point-to-point calls (:class:`hcomm_kit.ops.p2p.P2PWork`: they start together, when waited for)."""
+        return all(getattr(w, "started", True) and w.is_completed() for w in self.works)
+
+    def start(self) -> None:
+        """Start the posted point-to-point calls of this collective (and those posted with them)."""
+        for w in self.works:
+            start = getattr(w, "start", None)
+            if start is not None:
+                start()
 
     def finish(self, deadline: float | None) -> None:
         """Wait for the kernels (until ``deadline``, ``time.monotonic()`` seconds; None: their own
@@ -128,7 +154,7 @@ class HcommWork(dist.Work):
         if exc is None:
             self._future.set_result(self._outputs)  # runs the future's callbacks, on this thread
         else:
-            self._future.set_exception(exc)  # torch futures take Exceptions only
+            self._future = _failed_future(exc)
 
     # ---- the Work API ------------------------------------------------------------------------
     def wait(self, timeout: Any = None) -> bool:
@@ -162,6 +188,10 @@ class HcommWork(dist.Work):
 
     def is_completed(self) -> bool:
         """True when the collective finished (its results are then in place); never blocks."""
+        if not self._completed and self._stage is not None:
+            with self._pg._lock:
+                if self._stage is not None:
+                    self._stage.start()  # a polled send / recv must make progress
         if not self._completed and (self._stage is None or self._stage.done()):
             self._pg._complete(self, None)  # its kernels are done: only host steps left
         return self._completed

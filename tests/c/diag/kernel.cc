@@ -3,6 +3,7 @@
  * can name these lines. */
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common.h"
@@ -16,7 +17,8 @@ namespace {
 
 char* B(void* p, uint64_t off) { return static_cast<char*>(p) + off; }
 
-enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT, HELD, LAG, OWN_BLOCK };
+enum Bug { NONE, MISSING, DOUBLE, CYCLE, RACE, STALE, CRASH, THREAD_MISSING, SPIN, STRAY, RING, RING_SHIFT, P2P, P2P_SHIFT, HELD, LAG, OWN_BLOCK,
+           ABORT };
 
 /* The scaffold's ring-allreduce (templates/.../ring-allreduce.cc.jinja) on BLOCK bytes of int32, one
  * slice: copy in, n-1 write-reduce steps, n-1 write steps, copy out. RING_SHIFT: bugRank's final copy
@@ -77,6 +79,9 @@ int Body(OpParam& p, AlgResourceCtx& r, Bug bug) {
     if (bug == CRASH && me) {
         volatile int* nowhere = nullptr;
         *nowhere = 42;  // BUG: crash
+    }
+    if (bug == ABORT && me) {
+        abort();  // BUG: aborts (SIGABRT raised inside libc)
     }
     if (bug == THREAD_MISSING) {
         /* main waits for the worker, which should record slot 1 of main when done */
@@ -204,3 +209,4 @@ extern "C" unsigned int DgP2pShift(OpParam* p) { return Run(p, P2P_SHIFT); }
 extern "C" unsigned int DgHeld(OpParam* p) { return Run(p, HELD); }
 extern "C" unsigned int DgLag(OpParam* p) { return Run(p, LAG); }
 extern "C" unsigned int DgOwnBlock(OpParam* p) { return Run(p, OWN_BLOCK); }
+extern "C" unsigned int DgAbort(OpParam* p) { return Run(p, ABORT); }

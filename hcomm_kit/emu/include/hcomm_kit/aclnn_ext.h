@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define HK_ACLNN_DESC_VERSION 1u
+#define HK_ACLNN_DESC_VERSION 2u
 #define HK_ACLNN_MAX_DTYPES 32u
 
 enum HkAclnnTopology { HK_TOPO_NONE = 0, HK_TOPO_P2P = 1, HK_TOPO_RING = 2, HK_TOPO_MESH = 3, HK_TOPO_PEER = 4 };
@@ -62,7 +62,12 @@ typedef struct HkAclnnOpDesc {
     /* OpParam layout */
     uint32_t paramSize, pTag, pTagLen, pCommName, pCommNameLen, pInputPtr, pOutputPtr, pCount, pDevType, pDataType,
         pOpType, pReduceOp, pRoot, pNotifyTimeout, pCpuThread, pAicpuThreadOnCpu, pResCtx;
+    /* what the collective-call check of phase two compares besides operator, dtype and reduce op
+     * (op.toml [io] same_args; the counts of an alltoallv differ per rank by design) */
+    uint32_t sameArgs;        /* HK_SAME_COUNT | HK_SAME_ROOT */
 } HkAclnnOpDesc;
+#define HK_SAME_COUNT 1u
+#define HK_SAME_ROOT 2u
 
 /* Phase one. x / out: the tensors; reduceOp (HcclReduceOp, ignored unless a reduction), root;
  * group: the communicator's name (HcclGetCommName); param: an OpParam (desc->paramSize bytes)

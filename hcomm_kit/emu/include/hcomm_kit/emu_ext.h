@@ -23,6 +23,11 @@
 extern "C" {
 #endif
 
+/* The process is ending: unlink the names of its shared-memory segments now, as its exit handler
+ * would (for hosts that end without running C exit handlers, e.g. Python after a KeyboardInterrupt,
+ * which kills itself with SIGINT). Mappings stay valid. Returns the names unlinked. */
+int32_t HcommKitProcessExiting(void);
+
 /* The checker's mode for this process from now on: 0 off, 1 findings fail the operation, 2 warn
  * only (as HCOMM_KIT_CHECK=0/1/warn). Returns the previous mode, or -1 for a bad value. */
 int32_t HcommKitSetCheck(int32_t mode);
@@ -33,6 +38,31 @@ int32_t HcommKitSetCheck(int32_t mode);
  * on every rank and returns HCCL_E_PARA with the text (also in msg). */
 int32_t HcommKitCallCheck(HcclComm comm, int32_t peer, const char* signature, const char* expected, char* msg,
                           uint64_t msgLen);
+
+/* Point-to-point call check matched per direction: posts this rank's description of its next send
+ * to peer (recv = 0) or receive from peer (recv = 1) and compares it with the peer's description of
+ * the same transfer (the k-th send from A to B pairs with B's k-th receive from A, whatever else
+ * either posts in between). A mismatch aborts the communicator on every rank and returns
+ * HCCL_E_PARA with the text (also in msg). */
+int32_t HcommKitP2PCheck(HcclComm comm, int32_t peer, int32_t recv, const char* signature, const char* expected,
+                         char* msg, uint64_t msgLen);
+
+/* Abort the communicator on every rank with `reason` (for a host that posted a call to the call
+ * check and will not make it after all): the peers' calls fail at once naming it. */
+int32_t HcommKitCommAbort(HcclComm comm, const char* reason);
+
+/* Why the communicator was aborted: 0 when it was not (or comm is not a live communicator), else
+ * its kind (HCOMM_KIT_ABORT_MISMATCH & co. below), with the text every rank's failed call reports
+ * in buf (truncated to bufLen - 1). */
+int32_t HcommKitCommAbortReason(HcclComm comm, char* buf, uint64_t bufLen);
+#define HCOMM_KIT_ABORT_OTHER 1
+#define HCOMM_KIT_ABORT_TIMEOUT 2
+#define HCOMM_KIT_ABORT_DEADLOCK 3
+#define HCOMM_KIT_ABORT_CHECK 4
+#define HCOMM_KIT_ABORT_CRASH 5
+#define HCOMM_KIT_ABORT_PEER_DEAD 6
+#define HCOMM_KIT_ABORT_MISMATCH 7
+#define HCOMM_KIT_ABORT_KERNEL_TIMEOUT 8
 
 /* How long channel set-up on this communicator (HcclChannelAcquire, a collective's first call)
  * waits for the peers' ends, in seconds; 0 goes back to HCCL_CONNECT_TIMEOUT. HCCL_E_PARA for a

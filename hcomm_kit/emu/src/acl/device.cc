@@ -195,6 +195,21 @@ static void finalize_all() {
     }
 }
 
+/* hcomm-kit extension (hcomm_kit/emu_ext.h): the process is ending. Unlinks the names of its device
+ * control blocks now, as its exit handler would: a Python interpreter ended by a KeyboardInterrupt
+ * kills itself with SIGINT after finalizing, so C exit handlers never run. The mappings stay valid
+ * (peers keep theirs); a device set afterwards gets a new block. Returns the names unlinked. */
+EMU_API int32_t HcommKitProcessExiting(void) {
+    int32_t n = 0;
+    std::lock_guard<std::mutex> g(g_dev_m);
+    for (int i = 0; i < 64; i++)
+        if (Device* d = g_devices[i]) {
+            n += d->ctl_seg.linked ? 1 : 0;
+            shm_unlink_seg(&d->ctl_seg);
+        }
+    return n;
+}
+
 EMU_API aclError aclFinalize(void) {
     std::lock_guard<std::mutex> g(g_init_m);
     if (g_init_count <= 0) return seterr(ACL_ERROR_REPEAT_FINALIZE, __func__, "not initialised (repeated aclFinalize)");

@@ -82,6 +82,11 @@ void install_handlers();
 int guarded_call(entry_t entry, void* args, uint32_t* ret, void** fault, void** pc, KernelRun* run);
 /* The launch is over: the cancellation handler of this worker no longer finds it. */
 void guard_leave();
+/* After a crash of this worker's kernel at `pc` outside the kernel's code (abort() in libc): the
+ * return address in the kernel's code of the call that led there (the deepest such frame), or
+ * nullptr (the crash was in the kernel's own code, or no frame of it was found). */
+constexpr int kCrashFrames = 48;
+void* crash_site(const KernelRun* run, void* pc);
 
 }  // namespace emu
 

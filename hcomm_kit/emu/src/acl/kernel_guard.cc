@@ -4,6 +4,7 @@
  * entry the same way, and samples its position (kernel_sample_where). */
 #include "acl/kernel.h"
 
+#include <execinfo.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <ucontext.h>
@@ -22,6 +23,10 @@ struct Guard {
     void* volatile addr = nullptr;
     void* volatile pc = nullptr; /* the faulting instruction */
     KernelRun* volatile run = nullptr;
+    /* The return addresses of the crashed thread's stack when the fault was not in the kernel's own
+     * code (abort() raises SIGABRT inside libc): crash_site() finds the kernel's frame among them. */
+    void* frames[kCrashFrames];
+    volatile int nframes = 0;
 };
 
 uintptr_t uc_pc(void* uc) {
@@ -44,6 +49,13 @@ struct sigaction g_old[32];
 std::once_flag g_sig_once;
 const int kSigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
+bool in_code(const KernelRun* r, uintptr_t pc) {
+    if (!r) return false;
+    for (auto& rg : r->code)
+        if (pc >= rg.first && pc < rg.second) return true;
+    return false;
+}
+
 void on_fault(int sig, siginfo_t* si, void* uc) {
     Guard& g = tl_guard;
     if (g.armed) {
@@ -51,6 +63,10 @@ void on_fault(int sig, siginfo_t* si, void* uc) {
         g.sig = sig;
         g.addr = si ? si->si_addr : nullptr;
         g.pc = (void*)uc_pc(uc);
+        /* Outside the kernel's code (a libc call: abort, memcpy on a bad pointer): unwind through
+         * the signal frame (libgcc knows it) to the kernel's frame that made the call. The unwinder
+         * was loaded by install_handlers, so nothing is allocated here. */
+        g.nframes = in_code(g.run, (uintptr_t)g.pc) ? 0 : backtrace(g.frames, kCrashFrames);
         siglongjmp(g.jb, 1);
     }
     /* Not inside a kernel: behave as if we were never here. */
@@ -96,6 +112,8 @@ void on_cancel(int, siginfo_t*, void* uc) {
 
 void install_handlers() {
     std::call_once(g_sig_once, [] {
+        void* warm[2];
+        backtrace(warm, 2); /* loads libgcc's unwinder now: on_fault must not allocate */
         for (int sig : kSigs) {
             struct sigaction sa;
             memset(&sa, 0, sizeof sa);
@@ -196,5 +214,13 @@ __attribute__((noinline)) int guarded_call(entry_t entry, void* args, uint32_t* 
 }
 
 void guard_leave() { tl_guard.run = nullptr; }
+
+void* crash_site(const KernelRun* run, void* pc) {
+    Guard& g = tl_guard;
+    if (in_code(run, (uintptr_t)pc)) return nullptr;
+    for (int i = 0; i < g.nframes; i++)
+        if (in_code(run, (uintptr_t)g.frames[i])) return g.frames[i];
+    return nullptr;
+}
 
 }  // namespace emu

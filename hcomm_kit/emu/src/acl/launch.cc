@@ -154,6 +154,7 @@ int KernelTask::run(Stream* s, std::string* msg) {
     void* fault_pc = nullptr;
     for (uint32_t b = 0; b < blocks && !crashed && ret == 0; b++)
         crashed = guarded_call(entry, args.data(), &ret, &fault_addr, &fault_pc, run.get());
+    void* call_pc = crashed && crashed != kCancelSig ? crash_site(run.get(), fault_pc) : nullptr;
     run->done.store(true);
     uint64_t t_end = acl_hooks.trace_kernel ? now_ns() : 0; /* only traces read it */
     guard_leave();
@@ -195,8 +196,13 @@ int KernelTask::run(Stream* s, std::string* msg) {
     if (acl_hooks.kernel_submitted) acl_hooks.kernel_submitted(s, helper_follows);
     if (!crashed && ret == 0 && left.empty()) return 0;
     if (crashed) {
-        *msg = strprintf("AICPU kernel %s crashed with %s at %s (fault address %p)", kname, strsignal(crashed),
-                         code_location(fault_pc).c_str(), fault_addr);
+        if (call_pc) /* in a library the kernel called (abort() raises SIGABRT in libc): the kernel's line */
+            *msg = strprintf("AICPU kernel %s crashed with %s at %s, in a call that reached %s (fault address %p)",
+                             kname, strsignal(crashed), code_location(call_pc, true).c_str(),
+                             code_location(fault_pc).c_str(), fault_addr);
+        else
+            *msg = strprintf("AICPU kernel %s crashed with %s at %s (fault address %p)", kname, strsignal(crashed),
+                             code_location(fault_pc).c_str(), fault_addr);
         if (!first_err.empty()) *msg += "; first error in the kernel: " + first_err;
     } else if (ret != 0) {
         *msg = strprintf("AICPU kernel %s returned %u", kname, ret);

@@ -25,6 +25,7 @@
 #include "acl/device.h"
 #include "base/common.h"
 #include "base/reduce.h"
+#include "hccl/hooks.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -276,6 +277,30 @@ int resources(HcclComm comm, Comm* c, Stream* s, const HkAclnnOpDesc* d, std::sh
     return 0;
 }
 
+/* Phase two's collective-call check (diag/call_check.cc, as the Python operators and the HCCL C API
+ * post theirs): "aclnnRingSum(dtype=fp32, op=sum, count=8, root=0)". Made before the first call's
+ * resources are acquired (their channels wait for the peers), so that ranks making different calls
+ * (other counts, another operator or collective) fail naming each rank's call instead of waiting for
+ * each other or racing on the HCCL buffer. A peer operator's call is matched with its partner's. */
+int call_check(const HkAclnnOpDesc* d, const aclOpExecutor* e, Comm* c, const char* api) {
+    if (!hccl_hooks.call_check || c->nranks < 2) return 0;
+    uint64_t n;
+    int32_t dt, rop;
+    uint32_t root;
+    memcpy(&n, e->param.data() + d->pCount, sizeof n);
+    memcpy(&dt, e->param.data() + d->pDataType, sizeof dt);
+    memcpy(&rop, e->param.data() + d->pReduceOp, sizeof rop);
+    memcpy(&root, e->param.data() + d->pRoot, sizeof root);
+    std::string desc = strprintf("%s(dtype=%s", d->api, dtype_name(dt));
+    if (d->reduceMask) desc += strprintf(", op=%s", redop_name(rop));
+    if (d->sameArgs & HK_SAME_COUNT) desc += strprintf(", count=%llu", (unsigned long long)n);
+    if (d->sameArgs & HK_SAME_ROOT) desc += strprintf(", root=%u", root);
+    desc += ")";
+    int peer = d->topology == HK_TOPO_PEER && root != c->rank ? (int)root : -1;
+    std::string bad = hccl_hooks.call_check(c, peer, desc.c_str(), desc.c_str());
+    return bad.empty() ? 0 : seterr_str(ACLNN_ERR_PARAM_INVALID, api, bad);
+}
+
 int soc_bit() { return cfg().soc == Soc::A2 ? 0 : cfg().soc == Soc::A3 ? 1 : 2; }
 const char* kProducts[3] = {"Ascend910B", "Ascend910_93", "Ascend950"};
 
@@ -428,6 +453,7 @@ EMU_API aclnnStatus HkAclnnRun(const HkAclnnOpDesc* d, void* workspace, uint64_t
     HcclComm comm = c;
     aclrtFuncHandle fn = nullptr;
     if (int rc = kernel_fn(d, &fn)) return rc;
+    if (int rc = call_check(d, e, c, api)) return rc;
     std::shared_ptr<OpRes> rp;
     std::unique_lock<std::mutex> lock;
     if (int rc = resources(comm, c, s, d, &rp, &lock)) return rc;

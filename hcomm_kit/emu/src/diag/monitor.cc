@@ -324,6 +324,8 @@ void monitor_main() {
 
 void diag_comm_added(Comm* c) {
     c->p2p_seq.assign(c->nranks, 0);
+    c->p2p_sent.assign(c->nranks, 0);
+    c->p2p_received.assign(c->nranks, 0);
     trace_comm_added(c);
     race_comm_added(c);
     std::lock_guard<std::mutex> g(g_mon_m);

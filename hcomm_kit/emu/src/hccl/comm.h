@@ -22,7 +22,7 @@ namespace emu {
 constexpr uint32_t kMaxRanks = 64;
 constexpr uint32_t kMailDepth = 32;          /* channel requests in flight per ordered rank pair */
 constexpr uint32_t kJobMagic = 0x484b4a42;   /* "HKJB" */
-constexpr uint32_t kJobVersion = 4; /* 3: ModelArea; 4: DiagSnap progress_ns and failed_*, JobRank::gone_ns */
+constexpr uint32_t kJobVersion = 5; /* 3: ModelArea; 4: DiagSnap progress_ns and failed_*, JobRank::gone_ns; 5: P2PSig p2p_dir */
 constexpr uint32_t kCommMagic = 0x434f4d4d;  /* "COMM" */
 constexpr uint32_t kRootMagic = 0x524b4348;  /* "HCKR" read as little-endian bytes */
 
@@ -237,6 +237,9 @@ struct P2PSig {                /* the same for point-to-point calls, per ordered
     std::atomic<uint64_t> seq;
     char text[120];
 };
+/* Point-to-point calls matched per direction (HcommKitP2PCheck): the k-th transfer from a sender to
+ * a receiver is the sender's k-th send to it and the receiver's k-th receive from it. */
+constexpr uint32_t kP2PDirDepth = 64; /* a window of 64 receives posted before the sends (osu_bibw) is checked whole */
 
 /* ------------------------------------------------------------------ timing model (model/)
  * Every rank logs the tasks its kernels queue (model/record.cc): one ModelTask per task in a ring,
@@ -338,6 +341,8 @@ struct JobSeg {
     DiagArea diag[kMaxRanks];
     CallSig calls[kMaxRanks][kCallDepth];  /* calls[rank][seq % kCallDepth] */
     P2PSig p2p[kMaxRanks][kMaxRanks][kP2PDepth]; /* p2p[from][to][seq % kP2PDepth] */
+    /* p2p_dir[sender][receiver][0: the sender's call, 1: the receiver's][transfer % kP2PDirDepth] */
+    P2PSig p2p_dir[kMaxRanks][kMaxRanks][2][kP2PDirDepth];
     RaceArea race[kMaxRanks];
     ModelArea model[kMaxRanks];
 };
@@ -408,6 +413,7 @@ struct Comm {
     uint64_t cp_since = 0;
     uint64_t cp_peers = 0; /* HcclChannelAcquire: bitmap of the ranks whose end has not matched yet */
     std::vector<uint64_t> p2p_seq; /* point-to-point calls checked, per peer */
+    std::vector<uint64_t> p2p_sent, p2p_received; /* ... per peer and direction (HcommKitP2PCheck) */
     /* rank-graph answers (valid until the next query) */
     std::vector<CommLink> links;
     std::vector<uint32_t> graph_list;
