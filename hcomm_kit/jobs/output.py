@@ -57,6 +57,7 @@ _KNOWN = (
 _REPORT = re.compile(r"\[hcomm-kit\] DEADLOCK on communicator (\S+) \(\d+ ranks\), found by rank \d+")
 _PAUSE = 0.2      # s without a new line that ends a block of stderr lines
 _MAX_AGE = 1.0    # s after which a block is printed even if lines keep coming
+_OPEN_PAUSE = 2.0  # s a Python traceback that has not reached its exception line waits for it
 _MAX_LINES = 200  # lines after which a block is printed
 _GROUP = 0.3      # s a finished block waits for the same block from other ranks
 _SAME_TIME = 5.0  # s within which the same block from other ranks is folded into the first one
@@ -123,6 +124,14 @@ def merge_lines(blocks: dict[int, list[str]]) -> list[str]:
                 merged.append("*")
         out.append("".join(merged))
     return out
+
+
+def _open_traceback(lines: list[str]) -> bool:
+    """A block ending inside a Python traceback (its header or a frame line, not yet the exception):
+    a rank that an abort elsewhere slows down may pause there, and its block must not split."""
+    last = lines[-1]
+    return any(ln.startswith("Traceback (most recent call last):") for ln in lines) and (
+        last.startswith("Traceback (most recent call last):") or last.startswith(" "))
 
 
 class _Group:
@@ -347,7 +356,8 @@ class JobOutput:
     def _flush(self, force: bool) -> None:
         now = time.monotonic()
         for rank, (lines, first, last) in list(self._blocks.items()):
-            if force or now - last >= _PAUSE or now - first >= _MAX_AGE:
+            pause, age = (_OPEN_PAUSE, _OPEN_PAUSE) if _open_traceback(lines) else (_PAUSE, _MAX_AGE)
+            if force or now - last >= pause or now - first >= age:
                 self._close_block(rank, now)
         keep = []
         for g in self._pending:
