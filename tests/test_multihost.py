@@ -17,6 +17,7 @@ without the network) or torch (the launchers' rendezvous is a c10d TCPStore).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -74,6 +75,22 @@ def _two(hosts: TwoHosts, np_: int, args: list[str], port: int, env: dict | None
             p.kill()
             text, _ = p.communicate()
             text += "\n[test: the launcher did not end within 420 s]"
+        out.append((p.returncode, text))
+    return out
+
+
+def _both(hosts: TwoHosts, args: list[str], port: int, env: dict | None = None, timeout: float = 600) -> list[tuple[int, str]]:
+    """``hcomm-kit ARGS --nnodes 2 --node-rank K --rdzv-endpoint`` on each host: [(status, output)]."""
+    procs = [hosts.popen(k, [sys.executable, "-m", "hcomm_kit", *args, "--nnodes", "2", "--node-rank", str(k),
+                             "--rdzv-endpoint", f"{ADDR[0]}:{port}"], env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, cwd=str(ROOT)) for k in range(2)]
+    out = []
+    for p in procs:
+        try:
+            text, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text = p.communicate()[0] + f"\n[test: not ended within {timeout:g} s]"
         out.append((p.returncode, text))
     return out
 
@@ -175,6 +192,39 @@ def test_without_ucx_headers_the_emulator_builds_without_the_network() -> None:
     assert ucx.key_parts(missing) != ucx.key_parts(found) or found.problem
 
 
+def test_the_node_flags_are_one_definition_for_every_command_and_the_plugin(pytestconfig) -> None:
+    """launch, run, test, bench and the pytest plugin take torchrun's --nnodes, --node-rank and
+    --rdzv-endpoint from the one table (NODE_OPTIONS); bad combinations are refused before anything starts."""
+    from hcomm_kit.base.errors import ConfigError
+    from hcomm_kit.cli import build_parser
+    from hcomm_kit.cli.launch import job_size, node_argv, nodes_of
+    from hcomm_kit.jobs.nodes import NODE_OPTIONS
+
+    parser = build_parser()
+    given = ["--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "10.0.0.1:29400"]
+    for argv in (["launch", "--np", "2"], ["run", "allreduce", "--np", "2"], ["test", "x"],
+                 ["bench", "allreduce", "--np", "2"]):
+        args = parser.parse_args([*argv, *given])
+        if argv[0] == "test":  # flags after OPDIR reach `hcomm-kit test` in its remainder
+            from hcomm_kit.cli.test import _take_ours
+
+            assert _take_ours(args, list(args.pytest_args)) == []
+        assert (args.nnodes, args.node_rank, args.rdzv_endpoint) == (2, 1, "10.0.0.1:29400"), argv
+        assert node_argv(args) == given and job_size(args, 2) == 4
+        nodes = nodes_of(args, 2)
+        assert (nodes.nnodes, nodes.node_rank, nodes.endpoint, nodes.np) == (2, 1, "10.0.0.1:29400", 2)
+        one = parser.parse_args(argv)
+        assert nodes_of(one, 2) is None and node_argv(one) == [] and job_size(one, 2) == 2
+    for flags, kwargs in NODE_OPTIONS:  # the plugin registered the same options with the same defaults
+        assert pytestconfig.getoption(flags[0].lstrip("-").replace("-", "_")) == kwargs.get("default")
+    for bad, key in ((["--nnodes", "2"], "--rdzv-endpoint"), (["--node-rank", "1"], "--node-rank"),
+                     (["--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1"], "--node-rank"),
+                     (["--nnodes", "2", "--rdzv-endpoint", "h:0"], "--rdzv-endpoint")):
+        with pytest.raises(ConfigError) as err:
+            nodes_of(parser.parse_args(["launch", "--np", "2", *bad]), 2)
+        assert err.value.key == key, bad
+
+
 @two_hosts
 @pytest.mark.slow
 def test_two_hosts_of_four_ranks_match_one_host_of_eight(hosts: TwoHosts) -> None:
@@ -190,3 +240,64 @@ def test_two_hosts_of_four_ranks_match_one_host_of_eight(hosts: TwoHosts) -> Non
     ref = _ok_lines(one.stdout + one.stderr)
     assert sorted(ref) == list(range(8)), (one.stdout + one.stderr)[-4000:]
     assert set(ok.values()) == set(ref.values()), f"two hosts {ok} one host {ref}"
+
+
+PATTERNS = ("empty", "p2p", "ring-allreduce", "mesh-allgather", "direct-reduce", "direct-broadcast", "pairwise-alltoall",
+            "halo-exchange", "pairwise-alltoallv", "direct-scatter", "direct-gather", "pairwise-reduce-scatter")
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory) -> dict[str, Path]:
+    """A scaffolded operator of every pattern of `hcomm-kit new` (every kind), built once here (both
+    hosts' launchers then find them in the build cache)."""
+    from hcomm_kit.build.opbuild import build_op
+    from hcomm_kit.scaffold.render import new_op
+
+    base = tmp_path_factory.mktemp("mh_ops")
+    out = {p: new_op(f"mh_{p.replace('-', '_')}", pattern=p, directory=base).opdir for p in PATTERNS}
+    for d in out.values():
+        build_op(d)
+    return out
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    return {r["op"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+@two_hosts
+@pytest.mark.slow
+def test_run_test_and_bench_on_two_hosts(hosts: TwoHosts, ops: dict[str, Path], tmp_path: Path) -> None:
+    """The node flags of run, test and bench (as launch's), on two hosts:
+    * `hcomm-kit run` with an operator of every kind, 2 hosts x 2 ranks, A2:2x2 (a server per host):
+      every one checked against numpy, the rows (result, modelled time) those of the same run on one host;
+    * `hcomm-kit test` of a generated test at its markers' rank counts: 2 and 4 run (1 and 2 ranks per
+      host), 3 is skipped (it does not split over the hosts);
+    * `hcomm-kit bench allreduce`: results checked, rank 0's table."""
+    env = {"HCOMM_KIT_TOPOLOGY": "A2:2x2"}
+    two, one = tmp_path / "two.jsonl", tmp_path / "one.jsonl"
+    opdirs = [str(d) for d in ops.values()]
+    common = ["--iters", "0", "--count", "1031", "-r", "3"]
+    res = _both(hosts, ["run", *opdirs, "--np", "2", *common, "--json", str(two)], 29410, env)
+    assert all(rc == 0 for rc, _ in res), "\n".join(t[-5000:] for _, t in res)
+    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", "4", *common, "--json", str(one)],
+                       env=hosts.env(env), capture_output=True, text=True, cwd=str(ROOT), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows2, rows1 = _rows(two), _rows(one)
+    assert sorted(rows2) == sorted(f"mh_{p.replace('-', '_')}" for p in PATTERNS)
+    for name, row in rows2.items():
+        assert row["ok"] is True and row["ranks"] == 4, row
+        same = ("ok", "max_error", "kind", "root", "count", "model_time_us")
+        assert {k: row[k] for k in same} == {k: rows1[name][k] for k in same}, (row, rows1[name])
+
+    res = _both(hosts, ["test", str(ops["ring-allreduce"]), "--", "-k", "fp32 and sum", "-rs"], 29411)
+    for rc, text in res:
+        assert rc == 0, text[-5000:]
+        assert re.search(r"np2: \d+ passed; np4: \d+ passed", text), text[-3000:]
+        assert "3 ranks do not split evenly over --nnodes 2 hosts" in text, text[-3000:]
+
+    res = _both(hosts, ["bench", "allreduce", "--np", "1", "-b", "4K", "-e", "1M", "-f", "256", "-n", "2", "-w", "1"],
+                29412)
+    assert all(rc == 0 for rc, _ in res), "\n".join(t[-3000:] for _, t in res)
+    table = [ln.split("|") for ln in res[0][1].splitlines() if re.match(r"\s+\d+ \|", ln)]
+    assert [int(c[0]) for c in table] == [4096, 1048576] and all(c[4].strip() == "success" for c in table), res[0][1]
+    assert not _left(hosts)

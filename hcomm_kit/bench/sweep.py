@@ -27,7 +27,8 @@ from .baseline import time_builtin, time_mpi
 from .cases import (ALIASES, COLLECTIVES, COMPARES, _SHIFT, Collective, OpTarget, _Case, _OpCase, _target,
                     builtin_collective, check_target, op_target, parse_size, sizes)
 from .report import _backend, _CurrentStdout, format_header, format_row, plot, plot_title, write_json
-from .timing import CHECKED_CALLS, _bw, _checked_calls, _checker_switch, _mpi, _time_ours
+from ..core import world
+from .timing import CHECKED_CALLS, _bw, _checked_calls, _checker_switch, _max_over_ranks, _time_ours
 
 __all__ = ["COLLECTIVES", "Collective", "OpTarget", "op_target", "parse_size", "sizes", "run_bench", "format_header",
            "format_row", "COMPARES", "ALIASES", "CHECKED_CALLS", "check_target", "write_json", "plot", "plot_title",
@@ -65,9 +66,15 @@ def _model_time(comm) -> float | None:
             us = comm.last_model_time
         except HcommKitError as exc:  # e.g. more tasks than the model's log keeps: the row says NULL
             print(f"# model: {exc}", flush=True)
-    if comm.mpi_comm is not None and comm.size > 1:
-        us = comm.mpi_comm.bcast(us, root=0)
-    return us
+    return world.bcast(comm, us, root=0)
+
+
+def _checks_over_ranks(comm, wrong: int, first, holdable: bool) -> tuple[int, list | None, bool]:
+    """Every rank's check of one case combined: the wrong elements summed, each rank's first bad
+    element (on rank 0), whether every rank's output could hold the check. One exchange."""
+    every = world.allgather(comm, (int(wrong), first, bool(holdable)))
+    return (sum(w for w, _, _ in every), [f for _, f, _ in every] if comm.rank == 0 else None,
+            all(h for _, _, h in every))
 
 
 def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str | None = None, root: int = 0,
@@ -150,17 +157,17 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             if set_check is not None:
                 _checked_calls(case, set_check)
             if iters:
-                us: float | None = _time_ours(case, iters, warmup, blocking)
+                us: float | None = _time_ours(case, iters, warmup, blocking, over_ranks=False)
             else:  # check only (`hcomm-kit run --iters 0`): one untimed call, its result checked
                 case.call(async_op=False)
                 us = None
-            model_us = _model_time(comm)
+            model_us = _model_time(comm)  # before the exchanges below (on several hosts they are calls)
+            if us is not None:
+                us = _max_over_ranks(comm, us)
             wrong, first, holdable = case.check() if check else (0, None, True)
-            if comm.mpi_comm is not None and comm.size > 1:
-                wrong = int(comm.mpi_comm.allreduce(wrong))
-                firsts = comm.mpi_comm.gather(first, root=0)
+            if comm.size > 1:
+                wrong, firsts, holdable = _checks_over_ranks(comm, wrong, first, holdable)
                 first = next((f for f in (firsts or []) if f), None)
-                holdable = bool(comm.mpi_comm.allreduce(int(holdable), op=_mpi().MIN))
             alg, bus = _bw(coll, case.data_size, us, comm.size) if us is not None else (None, None)
             m_alg, m_bus = _bw(coll, case.data_size, model_us, comm.size) if model_us else (None, None)
             status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
+from ..core import world
 from ..core.device import Event
 from .cases import Collective, _Case
 
@@ -48,8 +49,10 @@ def _checked_calls(case: _Case, set_check) -> None:
         set_check(0)
 
 
-def _time_ours(case: _Case, iters: int, warmup: int, blocking: bool = False) -> float:
-    """Mean time per call (us, max over ranks) between device events around the timed loop.
+def _time_ours(case: _Case, iters: int, warmup: int, blocking: bool = False, over_ranks: bool = True) -> float:
+    """Mean time per call (us, max over ranks; this rank's unless ``over_ranks``) between device events
+    around the timed loop (``over_ranks=False``: the caller takes the maximum, after it read the
+    timing model's figure of the last call: on several hosts the exchange is itself a call).
 
     As hccl_test: the warm-ups and the timed calls are enqueued back to back on the stream
     (``async_op="stream"``, like ``HcclAllReduce(..., stream)``) and the stream is synchronized once
@@ -71,24 +74,15 @@ def _time_ours(case: _Case, iters: int, warmup: int, blocking: bool = False) -> 
     finally:
         start.close()
         end.close()
-    return _max_over_ranks(comm, us)
-
-
-def _mpi():
-    from mpi4py import MPI
-
-    return MPI
+    return _max_over_ranks(comm, us) if over_ranks else us
 
 
 def _barrier(comm) -> None:
-    if comm.mpi_comm is not None and comm.size > 1:
-        comm.mpi_comm.Barrier()
+    world.barrier(comm)
 
 
 def _max_over_ranks(comm, value: float) -> float:
-    if comm.mpi_comm is not None and comm.size > 1:
-        return float(comm.mpi_comm.allreduce(value, op=_mpi().MAX))
-    return value
+    return float(world.allreduce(comm, value, "max"))
 
 
 def _bw(coll: Collective, data_size: int, us: float | None, n: int) -> tuple[float | None, float | None]:

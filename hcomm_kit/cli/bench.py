@@ -5,6 +5,7 @@
   hcomm-kit bench broadcast --np 3 -b 64M -e 64M -r 2 -c 2
   hcomm-kit bench ops/my_allreduce --np 4 -b 1K -e 16M -f 4 --compare builtin --compare mpi
   hcomm-kit bench --latency [--runs 3]
+  hcomm-kit bench allreduce --np 2 --nnodes 2 --node-rank K --rdzv-endpoint HOST:PORT   (on each of 2 hosts)
 
 COLLECTIVE: allreduce, reduce_scatter, allgather, alltoall, alltoallv, broadcast, reduce, gather,
 scatter, sendrecv (or its directory in aicpu_kernels/, by its op.toml kind); or OPDIR, an operator
@@ -77,6 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true",
                         help="load the operators' debug builds and show their kernel logs (HCOMM_KIT_DEBUG=1)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
+    from .launch import add_node_arguments
+
+    add_node_arguments(parser)
 
 
 def _compare_list(args: argparse.Namespace) -> list[str]:
@@ -99,6 +103,9 @@ def _run_latency(args: argparse.Namespace) -> int:
     with usage_errors():
         if args.collective is not None:
             raise ConfigError(f"--latency measures the built-in allreduce: drop {args.collective!r}", key="--latency")
+        if args.nnodes != 1 or args.rdzv_endpoint:
+            raise ConfigError("--latency runs its own jobs on one host (against Open MPI and gloo): drop --nnodes",
+                              key="--latency")
         if args.runs < 1:
             raise ConfigError(f"--runs {args.runs}: at least 1", key="--runs")
         if not under_mpi():
@@ -130,13 +137,20 @@ def run(args: argparse.Namespace) -> int:
         if args.collective is None:
             raise ConfigError("name a COLLECTIVE or an operator directory (or pass --latency)", key="COLLECTIVE")
         check_np(args.np)
+        from .launch import job_size, nodes_of
+
+        nodes = None if under_mpi() else nodes_of(args, args.np)
+        size = job_size(args, args.np)
         if args.iters < 1:
             raise ConfigError(f"-n {args.iters}: a benchmark needs at least 1 timed iteration", key="-n")
         if args.warmup_iters < 0:
             raise ConfigError(f"-w {args.warmup_iters}: warm-up iterations cannot be negative", key="-w")
-        if not 0 <= args.root < args.np:
-            raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
+        if not 0 <= args.root < size:
+            raise ConfigError(f"-r {args.root} is not a rank of a {size}-rank job (0..{size - 1})", key="-r")
         compare = _compare_list(args)
+        if "mpi" in compare and (nodes is not None or size != args.np):
+            raise ConfigError("--compare mpi needs one MPI world, which a job on several hosts does not have (each "
+                              "host's ranks are their own mpirun job): compare on one host", key="--compare")
         target = bench._target(args.collective, args.busbw_factor)  # raises for an unknown name
         names, builtin_algo = bench.split_compare(compare)
         if target is None and "builtin" in names:
@@ -157,16 +171,16 @@ def run(args: argparse.Namespace) -> int:
     if args.debug:
         os.environ["HCOMM_KIT_DEBUG"] = "1"
     subject = target.opdir if target is not None else args.collective
-    if not under_mpi() and args.np > 1:
+    if not under_mpi() and (args.np > 1 or nodes is not None):
         from ..jobs.launch import launch
 
         if target is not None:
             _prebuild([target.opdir])
         argv = [sys.executable, "-m", "hcomm_kit", "bench", *_forward(args, subject, compare)]
-        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose)
+        return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose, nodes=nodes)
     import hcomm_kit
 
-    if args.np == 1 and not under_mpi():
+    if size == 1 and not under_mpi():
         from ..core.communicator import expect_single_rank
 
         expect_single_rank()  # one rank was asked for: no single-rank note
@@ -199,7 +213,9 @@ def _preflight(args: argparse.Namespace, target, size_list: list[int]) -> None:
     from ..base import dtypes as _dtypes
     from ..jobs.preflight import check_env, check_memory, check_names, check_seconds
 
-    check_env(args.np)
+    from .launch import job_size
+
+    check_env(job_size(args, args.np))  # the topology holds every host's ranks
     check_seconds(args.timeout, "--timeout")
     coll = bench.builtin_collective(args.collective) if target is None else None
     algo_table = {"sendrecv": "send_recv"}.get(coll, coll) if coll else None

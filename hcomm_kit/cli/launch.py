@@ -39,13 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_node_arguments(parser: argparse.ArgumentParser) -> None:
-    """torchrun's multi-node flags (``launch``, ``run``, ``test``, ``bench``)."""
+    """torchrun's multi-node flags (``launch``, ``run``, ``test``, ``bench``; the pytest plugin registers
+    the same, :data:`hcomm_kit.jobs.nodes.NODE_OPTIONS`)."""
+    from ..jobs.nodes import NODE_OPTIONS
+
     g = parser.add_argument_group("several hosts (as torchrun: start the same command on every host)")
-    g.add_argument("--nnodes", type=int, default=1, metavar="N", help="number of hosts (default 1)")
-    g.add_argument("--node-rank", type=int, default=0, metavar="K",
-                   help="this host's index, 0 .. N-1 (node 0 serves the rendezvous; job ranks follow node order)")
-    g.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT",
-                   help="node 0's address and a free TCP port, where the hosts' launchers meet (a c10d TCPStore)")
+    for flags, kwargs in NODE_OPTIONS:
+        g.add_argument(*flags, **kwargs)
 
 
 def nodes_of(args: argparse.Namespace, np: int):
@@ -54,17 +54,28 @@ def nodes_of(args: argparse.Namespace, np: int):
     Raises:
         ConfigError: --nnodes > 1 without --rdzv-endpoint, or a bad value.
     """
-    from ..base.errors import ConfigError
-    from ..jobs.nodes import Nodes
+    from ..jobs.nodes import nodes_from
 
+    return nodes_from(getattr(args, "nnodes", 1), getattr(args, "node_rank", 0), getattr(args, "rdzv_endpoint", None),
+                      np)
+
+
+def job_size(args: argparse.Namespace, np: int) -> int:
+    """The job's rank count: ``np`` on one host; on several (every host running ``np``) ``np`` x
+    --nnodes, and in a rank of a multi-host launch the size its launcher passed on."""
+    from ..base import envs
+
+    if envs.rank_offset() is not None and envs.get("HCOMM_KIT_WORLD_SIZE"):
+        return int(envs.get("HCOMM_KIT_WORLD_SIZE"))
+    return np * max(1, getattr(args, "nnodes", 1))
+
+
+def node_argv(args: argparse.Namespace) -> list[str]:
+    """The node flags of ``args`` as arguments (for a command that passes them on), [] on one host."""
     if getattr(args, "nnodes", 1) == 1 and getattr(args, "rdzv_endpoint", None) is None:
-        if getattr(args, "node_rank", 0) != 0:
-            raise ConfigError("--node-rank needs --nnodes > 1", key="--node-rank")
-        return None
-    if not args.rdzv_endpoint:
-        raise ConfigError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address and a free port)",
-                          key="--rdzv-endpoint")
-    return Nodes(args.nnodes, args.node_rank, args.rdzv_endpoint, np)
+        return []
+    return ["--nnodes", str(args.nnodes), "--node-rank", str(args.node_rank), "--rdzv-endpoint",
+            str(args.rdzv_endpoint)]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -66,12 +66,13 @@ def run(args: argparse.Namespace) -> int:
         if args.count < 1:
             raise ConfigError(f"--count {args.count}: an operator call needs at least 1 element per rank",
                               key="--count")
-        if args.root is not None and not 0 <= args.root < args.np:
-            raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
-        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
-        from .launch import nodes_of
+        from .launch import job_size, nodes_of
 
         nodes = None if under_mpi() else nodes_of(args, args.np)
+        size = job_size(args, args.np)
+        if args.root is not None and not 0 <= args.root < size:
+            raise ConfigError(f"-r {args.root} is not a rank of a {size}-rank job (0..{size - 1})", key="-r")
+        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
         if not under_mpi():
             _preflight(args, opdirs)
     if args.debug:
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             if val is not None:
                 argv += [flag, str(val)]
         return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose, nodes=nodes)
-    if args.np == 1 and not under_mpi():
+    if size == 1 and not under_mpi():
         from ..core.communicator import expect_single_rank
 
         expect_single_rank()  # one rank was asked for: no single-rank note
@@ -103,7 +104,10 @@ def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
     from ..jobs.preflight import check_env, check_memory, check_names, check_op_algorithm, check_seconds
     from ..build.opspec import load_opspec
 
-    check_env(args.np)
+    from .launch import job_size
+
+    size = job_size(args, args.np)
+    check_env(size)  # the topology holds every host's ranks
     check_seconds(args.timeout, "--timeout")
     check_names(dtype=args.dtype, reduce_op=args.reduce_op)
     elements = args.count
@@ -112,12 +116,12 @@ def _preflight(args: argparse.Namespace, opdirs: list[str]) -> None:
         name = _builtin_name(d)
         if name is not None:
             if bench.COLLECTIVES[name].split:
-                elements = max(elements, args.count * args.np)
+                elements = max(elements, args.count * size)
             if args.algorithm:
                 check_names(algorithm=args.algorithm, collective={"sendrecv": "send_recv"}.get(name, name))
             continue
         spec = load_opspec(d)
-        elements = max(elements, spec.input_count(args.count, args.np), spec.output_count(args.count, args.np)
+        elements = max(elements, spec.input_count(args.count, size), spec.output_count(args.count, size)
                        if spec.kind_info.output != "recv_counts" else 0)
         if args.algorithm:
             check_op_algorithm(d, spec, args.algorithm)

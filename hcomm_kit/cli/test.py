@@ -6,6 +6,8 @@
   hcomm-kit test ops/my_allgather --debug          debug build; failures show the kernel's logs
   hcomm-kit test ops/my_allreduce --algorithm ring only the tests of one of op.toml's algorithms
   hcomm-kit test aicpu_kernels/reduce --np 3       a directory without tests/ (the built-ins): its kind's test
+  hcomm-kit test ops/my_allgather --np 2 --nnodes 2 --node-rank K --rdzv-endpoint HOST:PORT   (on each of 2 hosts:
+                                                   every test at 4 ranks, 2 on each host)
 
 Each rank count runs under mpirun with a timeout. The run stops at the first failure (the other
 rank counts are not started) unless --keep-going; a failure shows each distinct error once with
@@ -42,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the tests of this algorithm (op.toml [op].algorithms; a built-in's: ring, mesh, ...)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="one line per test, and Open MPI's messages in failures")
+    from .launch import add_node_arguments
+
+    add_node_arguments(parser)
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments (after --)")
 
@@ -49,8 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # our options that may follow OPDIR (they then land in the remainder) -> attribute
 _OURS = {"--np": "np", "-n": "np", "--keep-going": "keep_going", "--keep-logs": "keep_logs", "--debug": "debug",
          "-v": "verbose", "--verbose": "verbose", "--topology": "topology", "--links-down": "links_down",
-         "--algorithm": "algorithm"}
-_VALUED = ("topology", "links_down", "algorithm")  # options of _OURS that take a value (besides --np)
+         "--algorithm": "algorithm", "--nnodes": "nnodes", "--node-rank": "node_rank",
+         "--rdzv-endpoint": "rdzv_endpoint"}
+_VALUED = ("topology", "links_down", "algorithm", "nnodes", "node_rank", "rdzv_endpoint")  # take a value (besides --np)
+_INTS = ("nnodes", "node_rank")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
         _apply_topology_arguments(args)  # --topology / --links-down written after OPDIR
         if args.np is not None:
             check_np(args.np)
-        check_env(args.np)
+        from .launch import job_size, nodes_of
+
+        nodes_of(args, args.np or 1)  # the node flags are checked here (the plugin meets the other hosts)
+        check_env(job_size(args, args.np) if args.np is not None else None)
         opdir = resolve_op(args.opdir).resolve()
         tests = opdir / "tests"
         spec = load_opspec(opdir)
@@ -110,8 +120,11 @@ def _run_pytest(args: argparse.Namespace, opdir: "Path", tests: "Path", rootdir:
             "--rootdir", str(rootdir), "--tb=short", "-v" if args.verbose else "-q"]
     if not entry_point_installed():
         argv += ["-p", "hcomm_kit.testing.plugin"]
-    if args.np is not None:
-        argv += ["--mpi-np", str(args.np)]
+    if args.np is not None:  # on several hosts --np is this host's ranks (as launch): every job runs np x nnodes
+        argv += ["--mpi-np", str(args.np * args.nnodes)]
+    from .launch import node_argv
+
+    argv += node_argv(args)
     if not args.keep_going:
         argv.append("-x")
     if args.keep_logs:
@@ -150,7 +163,15 @@ def _take_ours(args: argparse.Namespace, extra: list[str]) -> list[str]:
                 from ..base.errors import ConfigError
 
                 raise ConfigError(f"{flag} needs a value", key=flag)
-            setattr(args, _OURS[flag], extra.pop(0))
+            value = extra.pop(0)
+            if _OURS[flag] in _INTS:
+                try:
+                    value = int(value)
+                except ValueError:
+                    from ..base.errors import ConfigError
+
+                    raise ConfigError(f"{flag} {value!r}: expected a whole number", key=flag) from None
+            setattr(args, _OURS[flag], value)
         else:
             setattr(args, _OURS[flag], True)
     if extra and extra[0] == "--":

@@ -78,12 +78,9 @@ def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag
         if not inside:
             argv[1:1] = ["-x", ENV_JOB_DIR]
         if nodes is not None:
-            nodes.join()
-            root_info = job.path / "root_info"
-            for name, value in nodes.rank_env(root_info).items():
+            for name, value in nodes.start(job.path / "root_info").items():
                 full_env[name] = value
                 argv[1:1] = ["-x", name]
-            nodes.relay_root_info(root_info)
         status = 1
         try:
             status = _Job(argv, np, full_env, cwd, job.path, grace, output,
@@ -91,7 +88,19 @@ def launch(command: Sequence[str], np: int, *, timeout: float | None = None, tag
             return status
         finally:
             if nodes is not None:
-                nodes.finish(status)
+                nodes.finish(status, _first_error(output, nodes.offset))
+
+
+def _first_error(output, offset: int) -> str:
+    """The first error the job's ranks printed, with their job ranks ("rank 5: ValueError: ..."), for
+    the other hosts' launchers ("" when none was printed)."""
+    first = getattr(output, "first_error", None)
+    if not first:
+        return ""
+    from .output import format_ranks
+
+    ranks, line = first
+    return f"rank{'s' if len(ranks) > 1 else ''} {format_ranks([offset + r for r in ranks])}: {line}"
 
 
 class _Job:

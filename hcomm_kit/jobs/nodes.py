@@ -19,6 +19,13 @@ The launchers meet at the rendezvous endpoint: node 0's serves a c10d ``TCPStore
 
 The ranks get ``HCOMM_KIT_TRANSPORT=multihost``, ``HCOMM_KIT_RANK_OFFSET``, ``HCOMM_KIT_WORLD_SIZE`` and
 ``HCOMM_KIT_ROOT_INFO``. Only the launchers use the store (torch is imported there, not in the ranks).
+
+The flags (:data:`NODE_OPTIONS`, torchrun's names) are defined once here for every command that takes
+them (``hcomm-kit launch/run/test/bench``, :func:`hcomm_kit.cli.launch.add_node_arguments`) and for the
+pytest plugin (:mod:`hcomm_kit.testing.plugin`). A process that starts several jobs one after another
+(the plugin: one job per test file and rank count) keeps one store for all of them
+(:class:`NodeSession`); each job's keys carry its own prefix, so a host never meets another host's
+previous or next job.
 """
 
 from __future__ import annotations
@@ -33,7 +40,19 @@ from pathlib import Path
 from ..base import envs
 from ..base.errors import ConfigError, HcommKitError
 
-__all__ = ["Nodes", "parse_endpoint"]
+__all__ = ["NODE_OPTIONS", "NodeSession", "Nodes", "nodes_from", "parse_endpoint"]
+
+# torchrun's multi-node flags: (flags, argparse/pytest keyword arguments), registered by
+# hcomm_kit.cli.launch.add_node_arguments and by the pytest plugin.
+NODE_OPTIONS: tuple[tuple[tuple[str, ...], dict], ...] = (
+    (("--nnodes",), dict(type=int, default=1, metavar="N", help="number of hosts (default 1)")),
+    (("--node-rank",), dict(type=int, default=0, metavar="K",
+                            help="this host's index, 0 .. N-1 (node 0 serves the rendezvous; job ranks follow node "
+                                 "order)")),
+    (("--rdzv-endpoint",), dict(default=None, metavar="HOST:PORT",
+                                help="node 0's address and a free TCP port, where the hosts' launchers meet (a c10d "
+                                     "TCPStore)")),
+)
 
 _POLL_S = 0.5  # how often a launcher looks at the other nodes while its job runs
 _FAILED_LINGER_S = 3.0  # node 0's store stays up this long after its job failed (the others see it)
@@ -70,6 +89,66 @@ def _store(host: str, port: int, nnodes: int, master: bool, timeout: float):
                             f"port is free on node 0 and open between the hosts") from exc
 
 
+def nodes_from(nnodes: int, node_rank: int, endpoint: str | None, np: int,
+               session: "NodeSession | None" = None, prefix: str = "") -> "Nodes | None":
+    """The :class:`Nodes` of a multi-host job from the flags' values, or None (one host).
+
+    Raises:
+        ConfigError: --node-rank without --nnodes > 1, --nnodes > 1 without --rdzv-endpoint, or a bad value.
+    """
+    if nnodes == 1 and endpoint is None:
+        if node_rank != 0:
+            raise ConfigError("--node-rank needs --nnodes > 1", key="--node-rank")
+        return None
+    if not endpoint:
+        raise ConfigError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (node 0's address and a free port)",
+                          key="--rdzv-endpoint")
+    return Nodes(nnodes, node_rank, endpoint, np, session=session, prefix=prefix)
+
+
+class NodeSession:
+    """One rendezvous store for several jobs started one after another by this process (node 0 serves
+    it for as long as the session lasts). :meth:`close` waits, on node 0, until the other nodes said
+    they are done with it (bounded)."""
+
+    def __init__(self, nnodes: int, node_rank: int, endpoint: str, timeout: float | None = None) -> None:
+        if nnodes < 1 or not 0 <= node_rank < nnodes:
+            raise ConfigError(f"--node-rank {node_rank} is not in [0, --nnodes {nnodes})", key="--node-rank")
+        self.nnodes, self.node_rank, self.endpoint = nnodes, node_rank, endpoint
+        self.timeout = float(envs.hccl_connect_timeout_s()) if timeout is None else timeout
+        self._store = None
+        self.jobs = 0  # jobs started so far: the next job's key prefix
+
+    def store(self):
+        """The store (made on first use: node 0 serves it, the others connect)."""
+        if self._store is None:
+            host, port = parse_endpoint(self.endpoint)
+            self._store = _store(host, port, self.nnodes, self.node_rank == 0, self.timeout)
+        return self._store
+
+    def job(self, np: int) -> "Nodes":
+        """The :class:`Nodes` of the session's next job (np ranks on this host)."""
+        self.jobs += 1
+        return Nodes(self.nnodes, self.node_rank, self.endpoint, np, timeout=self.timeout, session=self,
+                     prefix=f"job{self.jobs}/")
+
+    def close(self, wait: float = 60.0) -> None:
+        """Done with the store; node 0 keeps serving it until every node is done (at most ``wait`` s)."""
+        s = self._store
+        if s is None:
+            return
+        try:
+            s.set(f"bye/{self.node_rank}", "1")
+            if self.node_rank == 0:
+                keys = [f"bye/{k}" for k in range(1, self.nnodes)]
+                deadline = time.monotonic() + wait
+                while keys and not s.check(keys) and time.monotonic() < deadline:
+                    time.sleep(_POLL_S)
+        except Exception:  # the others are gone: nothing to wait for
+            pass
+        self._store = None
+
+
 @dataclass
 class Nodes:
     """One launcher's view of a multi-host job.
@@ -79,6 +158,8 @@ class Nodes:
         endpoint: ``HOST:PORT`` of the rendezvous (node 0's address).
         np: ranks on this host.
         timeout: seconds to wait for the other nodes (default ``HCCL_CONNECT_TIMEOUT``).
+        session: the :class:`NodeSession` whose store this job uses (None: a store of its own).
+        prefix: this job's key prefix in a session's store.
     """
 
     nnodes: int
@@ -86,12 +167,15 @@ class Nodes:
     endpoint: str
     np: int
     timeout: float | None = None
+    session: "NodeSession | None" = None
+    prefix: str = ""
     offset: int = 0
     world: int = 0
     hosts: list[str] = field(default_factory=list)
     _store: object = None
     _relay: threading.Thread | None = None
     _relay_error: list = field(default_factory=list)
+    _relay_stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         if self.nnodes < 1:
@@ -102,24 +186,41 @@ class Nodes:
         if self.timeout is None:
             self.timeout = float(envs.hccl_connect_timeout_s())
 
+    def _k(self, key: str) -> str:
+        return self.prefix + key
+
     # ---- meeting -------------------------------------------------------------------------------
+    def start(self, root_info: Path) -> dict[str, str]:
+        """Meet the other launchers (:meth:`join`), start relaying the root info through
+        ``root_info`` (:meth:`relay_root_info`) and return the ranks' environment (:meth:`rank_env`).
+        While the job runs, :meth:`watch` says whether it must stop; :meth:`finish` ends it. The one
+        sequence of ``hcomm-kit launch`` (:func:`hcomm_kit.jobs.launch.launch`) and of the pytest
+        plugin's jobs."""
+        self.join()
+        env = self.rank_env(root_info)
+        self.relay_root_info(root_info)
+        return env
+
     def join(self) -> None:
         """Meet the other launchers: sets ``offset``, ``world`` and ``hosts`` (blocks up to ``timeout``)."""
-        host, port = parse_endpoint(self.endpoint)
-        self._store = s = _store(host, port, self.nnodes, self.node_rank == 0, self.timeout)
+        if self.session is not None:
+            self._store = s = self.session.store()
+        else:
+            host, port = parse_endpoint(self.endpoint)
+            self._store = s = _store(host, port, self.nnodes, self.node_rank == 0, self.timeout)
         me = os.uname().nodename
-        s.set(f"node/{self.node_rank}", f"{self.np} {me}")
-        keys = [f"node/{k}" for k in range(self.nnodes)]
+        s.set(self._k(f"node/{self.node_rank}"), f"{self.np} {me}")
+        keys = [self._k(f"node/{k}") for k in range(self.nnodes)]
         try:
             s.wait(keys, timedelta(seconds=self.timeout))
         except Exception as exc:
-            missing = [k for k in keys if not s.check([k])]
+            missing = [k[len(self.prefix):] for k in keys if not s.check([k])]
             raise HcommKitError(f"node {self.node_rank}: {', '.join(missing)} did not join the rendezvous at "
                                 f"{self.endpoint} within {self.timeout:g} s (start `hcomm-kit launch --nnodes "
                                 f"{self.nnodes} --node-rank K --rdzv-endpoint {self.endpoint}` on every host)") from exc
         counts = []
         for k in range(self.nnodes):
-            n, _, name = s.get(f"node/{k}").decode().partition(" ")
+            n, _, name = s.get(self._k(f"node/{k}")).decode().partition(" ")
             counts.append(int(n))
             self.hosts.append(name)
         self.offset, self.world = sum(counts[:self.node_rank]), sum(counts)
@@ -141,17 +242,21 @@ class Nodes:
         def run() -> None:
             from ..build.cache import atomic_write_bytes
 
+            # Polled, never a blocking wait: the store's client serves one request at a time, and
+            # the launcher's watch (another node failed: stop this job) must get through at once.
+            key = self._k("root_info")
+            deadline = time.monotonic() + self.timeout
             try:
-                if self.node_rank == 0:
-                    deadline = time.monotonic() + self.timeout
-                    while not path.is_file():
-                        if time.monotonic() > deadline:
-                            return  # the ranks say why (rank 0 never created its communicator)
-                        time.sleep(0.01)
-                    self._store.set("root_info", path.read_bytes())
-                else:
-                    self._store.wait(["root_info"], timedelta(seconds=self.timeout))
-                    atomic_write_bytes(path, self._store.get("root_info"))
+                while not self._relay_stop.is_set() and time.monotonic() < deadline:
+                    if self.node_rank == 0:
+                        if path.is_file():
+                            self._store.set(key, path.read_bytes())
+                            return
+                    elif self._store.check([key]):
+                        atomic_write_bytes(path, self._store.get(key))
+                        return
+                    time.sleep(0.01 if self.node_rank == 0 else 0.05)
+                # past the deadline the ranks say why (rank 0 never created its communicator)
             except Exception as exc:  # the job stops through the watch below; keep why
                 self._relay_error.append(exc)
 
@@ -164,32 +269,35 @@ class Nodes:
         s = self._store
         try:
             for k in range(self.nnodes):
-                if k == self.node_rank or not s.check([f"end/{k}"]):
+                if k == self.node_rank or not s.check([self._k(f"end/{k}")]):
                     continue
-                status = int(s.get(f"end/{k}"))
-                if status != 0:
+                status, _, why = s.get(self._k(f"end/{k}")).decode().partition(" ")
+                if int(status) != 0:
                     return (f"node {k} (host {self.hosts[k]}, job ranks from {self._offset_of(k)}) ended with "
-                            f"status {status}")
+                            f"status {status}{': ' + why if why else ''}")
         except Exception as exc:
             return f"the rendezvous at {self.endpoint} stopped answering (node 0's host lost?): {exc}"
         return None
 
     def _offset_of(self, k: int) -> int:
-        counts = [int(self._store.get(f"node/{i}").decode().split()[0]) for i in range(k)]
+        counts = [int(self._store.get(self._k(f"node/{i}")).decode().split()[0]) for i in range(k)]
         return sum(counts)
 
-    def finish(self, status: int) -> None:
-        """Publish how this host's job ended. Node 0 serves the store: after a success it waits for the
-        others to end (they watch the store while they run); after a failure a few seconds, for them to
-        see it (a lost host never answers)."""
+    def finish(self, status: int, why: str = "") -> None:
+        """Publish how this host's job ended (``why``: its first error, one line, for the other hosts'
+        message). Node 0 serves the store: after a success it waits for the others to end (they watch
+        the store while they run); after a failure a few seconds, for them to see it (a lost host never
+        answers)."""
+        self._relay_stop.set()
         s = self._store
         if s is None:
             return
         try:
-            s.set(f"end/{self.node_rank}", str(status))
+            line = " ".join(str(why).split())[:300]
+            s.set(self._k(f"end/{self.node_rank}"), f"{status} {line}" if status and line else str(status))
             if self.node_rank == 0:
                 deadline = time.monotonic() + (_FAILED_LINGER_S if status else _DONE_WAIT_S)
-                others = [f"end/{k}" for k in range(1, self.nnodes)]
+                others = [self._k(f"end/{k}") for k in range(1, self.nnodes)]
                 while others and time.monotonic() < deadline and not s.check(others):
                     if status == 0 and self.watch():  # another node failed meanwhile: it saw no failure here
                         break

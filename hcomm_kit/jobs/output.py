@@ -173,6 +173,7 @@ class JobOutput:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._reports: set[str] = set()  # hang reports printed (their headlines)
+        self.first_error: tuple[list[int], str] | None = None  # ranks and last line of the first block shown
         self._dir: Path | None = None
         self._watcher = None
         if progress and _progress.enabled(err or sys.stderr):
@@ -380,6 +381,9 @@ class JobOutput:
     def _print_group(self, g: _Group) -> None:
         self._causes += 1
         lines = list(g.lines)
+        said = [ln.strip() for ln in lines if ln.strip()]
+        if self.first_error is None and said:
+            self.first_error = (list(g.ranks), said[-1])
         if self.tag_output:
             tag = f"[1,{format_ranks(g.ranks)}]<stderr>: "
             self._print_err([tag + ln for ln in lines])

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..base import dtypes as _dtypes
 from ..base.errors import ConfigError
+from ..core import world
 from ..ops import reference
 
 __all__ = ["resolve_op", "make_input", "job_arguments", "run_ops", "format_table", "POISON_BYTE"]
@@ -144,16 +145,10 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         model_us = _model_time(comm)  # the last call (the checked one when nothing was timed)
         # Every rank joins (whether there is a reference is the same on all ranks; a rank whose
         # output the kind does not check contributes 0; a wrong output is +inf, never NaN).
-        if comm.mpi_comm is not None:
-            from mpi4py import MPI
-
-            if has_ref:
-                err = comm.mpi_comm.allreduce(err, op=MPI.MAX)
-            if dt_us is not None:
-                dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
-        elif comm.size > 1:  # ranks on several hosts: no job-wide MPI world, the communicator itself
-            both = comm.all_reduce(np.array([err if has_ref else 0.0, dt_us or 0.0], np.float32), "max")
-            err, dt_us = (float(both[0]) if has_ref else err), (float(both[1]) if dt_us is not None else None)
+        if has_ref:
+            err = float(world.allreduce(comm, err, "max"))
+        if dt_us is not None:
+            dt_us = float(world.allreduce(comm, dt_us, "max"))
         ok = (err == 0.0) if has_ref else None
         rows.append({"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
                      "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,

@@ -92,8 +92,10 @@ class TwoHosts:
         return f"{self.tag}-host{host}"
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """The environment of a command on a host: this one's, UCX held to TCP, then ``extra``."""
-        return {**os.environ, "UCX_TLS": "tcp", "UCX_WARN_UNUSED_ENV_VARS": "n", **(extra or {})}
+        """The environment of a command on a host: this one's, UCX held to TCP, ranks not bound to a
+        CPU each (``HCOMM_KIT_PIN=0``: the two hosts share this machine's CPUs, and each would bind
+        its local rank 0 to the same CPU), then ``extra``."""
+        return {**os.environ, "UCX_TLS": "tcp", "UCX_WARN_UNUSED_ENV_VARS": "n", "HCOMM_KIT_PIN": "0", **(extra or {})}
 
     def popen(self, host: int, argv: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
         """Start ``argv`` on host ``host`` (``kw``: subprocess.Popen's)."""

@@ -18,7 +18,12 @@ A rank count may carry marks: ``np=[2, 3, pytest.param(8, marks=pytest.mark.slow
   in the failure message; the last 10 are kept, ``--keep-logs`` keeps every job's).
 
 Options: ``--mpi-np N[,M]`` runs every mpi-marked test at these rank counts instead of its
-marker's (what ``hcomm-kit test --np N`` uses); ``--keep-logs``. A failure shows each distinct
+marker's (what ``hcomm-kit test --np N`` uses); ``--keep-logs``; ``--nnodes N --node-rank K
+--rdzv-endpoint HOST:PORT`` (torchrun's flags, as ``hcomm-kit launch``): the same pytest command on
+each of N hosts runs every job's ranks spread over them, node K running its share (a rank count
+that does not split evenly over the hosts is skipped); each host reports its own ranks' outcomes, a
+failure on one host stops the job on all (see :mod:`hcomm_kit.jobs.nodes`). On several hosts there
+is no job-wide MPI world: the ``mpi_comm`` fixture skips the test. A failure shows each distinct
 error once, with the ranks that reported it, and what the test printed (e.g. kernel logs);
 Open MPI's banners only with ``-v``. Items run grouped by rank count (file by file), and a line
 per rank count sums up the outcome at the end.
@@ -87,6 +92,14 @@ def pytest_configure(config) -> None:
         d = os.environ.get(ENV_RESULTS)
         if d:
             config._hk_results = open(Path(d) / f"rank{_world_rank()}.jsonl", "a", buffering=1)
+    else:
+        config._hk_node_session = _node_session(config)
+
+
+def pytest_unconfigure(config) -> None:
+    session = getattr(config, "_hk_node_session", None)
+    if session is not None:
+        session.close()
 
 
 def pytest_addoption(parser) -> None:
@@ -98,6 +111,26 @@ def pytest_addoption(parser) -> None:
     group.addoption("--op-algorithm", default=None, metavar="NAME",
                     help="only the tests whose 'algorithm' parameter is NAME (hcomm-kit test --algorithm; tests "
                          "without that parameter are kept)")
+    from hcomm_kit.jobs.nodes import NODE_OPTIONS
+
+    for flags, kwargs in NODE_OPTIONS:  # the flags of hcomm-kit launch/run/test/bench
+        group.addoption(*flags, **kwargs)
+
+
+def _node_session(config):
+    """The :class:`~hcomm_kit.jobs.nodes.NodeSession` of ``--nnodes`` (None: one host)."""
+    from hcomm_kit.base.errors import ConfigError
+    from hcomm_kit.jobs.nodes import NodeSession, nodes_from
+
+    nnodes = config.getoption("nnodes", default=1)
+    rank = config.getoption("node_rank", default=0)
+    endpoint = config.getoption("rdzv_endpoint", default=None)
+    try:
+        if nodes_from(nnodes, rank, endpoint, 1) is None:
+            return None
+        return NodeSession(nnodes, rank, endpoint)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _override_nps(config) -> list[int] | None:
@@ -155,7 +188,16 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         keyed = [((files.setdefault(str(it.path), len(files)), _item_np(it) or 0), i, it)
                  for i, it in enumerate(items)]
         items[:] = [it for _, _, it in sorted(keyed, key=lambda k: (k[0], k[1]))]
-        config._hk_items = [it for it in items if _outer_item(it)]
+        session = getattr(config, "_hk_node_session", None)
+        uneven = set()
+        if session is not None:
+            for it in items:
+                n = _item_np(it)
+                if _outer_item(it) and n % session.nnodes:
+                    uneven.add(it)
+                    it.add_marker(pytest.mark.skip(reason=f"{n} ranks do not split evenly over --nnodes "
+                                                          f"{session.nnodes} hosts"))
+        config._hk_items = [it for it in items if _outer_item(it) and it not in uneven]
         config._hk_results_by_id = {}
         config._hk_outcomes = {}  # rank count -> {outcome: count}
         config._hk_failed_logs = []
@@ -303,9 +345,15 @@ def comm(request):
 
 @pytest.fixture
 def mpi_comm(request):
-    """``mpi4py.MPI.COMM_WORLD`` (None in the outer process of an mpi-marked test)."""
+    """``mpi4py.MPI.COMM_WORLD`` (None in the outer process of an mpi-marked test). On several hosts
+    (``--nnodes``) there is no job-wide MPI world (each host's ranks are their own mpirun job): the
+    test is skipped."""
     if _outer_item(request.node):
         return None
+    from hcomm_kit.base import envs
+
+    if envs.rank_offset() is not None:
+        pytest.skip("needs a job-wide MPI world (mpi_comm), which ranks on several hosts do not have")
     from mpi4py import MPI
 
     return MPI.COMM_WORLD

@@ -171,15 +171,22 @@ def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_
     from hcomm_kit.jobs.output import format_ranks
 
     verbose = item.config.getoption("verbose", default=0) > 0
-    head = f"{item.nodeid} on {np_} ranks: "
+    from .items import _item_np
+
+    total = _item_np(item) or np_
+    here = "" if total == np_ else f" ({np_} on this host; the ranks named below are this host's, from 0)"
+    head = f"{item.nodeid} on {total} ranks{here}: "
     if reported:
         m = re.match(r"ranks? (\d+)", reported)
         rank = int(m.group(1)) if m else 0
         log = _tail(logdir / f"rank{rank}.log", quiet=not verbose).split("[hcomm_kit.testing] rank")[0].rstrip()
         before = f"--- rank {rank} output before the failure (tail) ---\n{log}\n" if log else ""
         return f"{head}failed on {reported}\n{before}(full logs of every rank: {logdir})"
+    stopped = logdir / "stopped.txt"
     if timed_out:
         why = f"timed out after {timeout:g} s (@pytest.mark.mpi(timeout=...)); killed the mpirun job"
+    elif stopped.is_file():
+        why = f"stopped this host's part of the job: {stopped.read_text().strip()}"
     else:
         why = f"the mpirun job exited with status {rc} before the test finished (a rank crashed or aborted)"
     parts = [head + why]

@@ -1,6 +1,8 @@
 """The outer side of the plugin: run the items of one (file, rank count, job environment) in one
 ``mpirun ... python -m pytest`` job, watch it (progress, per-item timeout, the ranks' state before
-a timed-out job is killed) and keep the failed jobs' log directories."""
+a timed-out job is killed) and keep the failed jobs' log directories. With ``--nnodes`` each host's
+plugin runs its share of every job's ranks as its part of a multi-host launch
+(:mod:`hcomm_kit.jobs.nodes`), and a job stops when another host's part failed."""
 
 from __future__ import annotations
 
@@ -43,9 +45,14 @@ def _run_group(first) -> None:
     items = config._hk_items
     start = items.index(first) if first in items else 0
     batch = [first] + [it for it in items[start + 1:] if _group_key(it) == key and it.nodeid not in results]
-    np_, timeout = key[1], _item_timeout(first)
-    logdir = _new_logdir(np_)
-    env = {ENV_NP: str(np_), ENV_RESULTS: str(logdir), "HCOMM_KIT_JOB_DIR": str(logdir),
+    total, timeout = key[1], _item_timeout(first)
+    # Several hosts (--nnodes): this host runs its share of the ranks, as its part of a multi-host
+    # launch (hcomm_kit.jobs.nodes: the same meeting, environment and watch as `hcomm-kit launch`).
+    session = getattr(config, "_hk_node_session", None)
+    nodes = session.job(total // session.nnodes) if session is not None else None
+    np_ = total if nodes is None else nodes.np
+    logdir = _new_logdir(total)
+    env = {ENV_NP: str(total), ENV_RESULTS: str(logdir), "HCOMM_KIT_JOB_DIR": str(logdir),
            **{k: v.replace("${" + ENV_RESULTS + "}", str(logdir)) for k, v in key[2]}}
     if "HCCL_EXEC_TIMEOUT" not in os.environ:
         # device waits fail before the harness kills (the shortest item timeout of the job)
@@ -64,8 +71,16 @@ def _run_group(first) -> None:
     if tb and tb != "auto":
         pytest_args += [f"--tb={tb}"]
     warm_emulator(env)
+    stopped = ""
+    if nodes is not None:
+        try:
+            env.update(nodes.start(logdir / "root_info"))
+        except Exception as exc:  # noqa: BLE001 - the other hosts never came: every item says so
+            stopped = f"the hosts did not meet: {exc}"
     redirect = 'exec "$0" "$@" >"$HCOMM_KIT_MPI_RESULTS/rank${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}.log" 2>&1'
     argv = mpirun_argv(np_, ["/bin/sh", "-c", redirect, *pytest_args], env=env, tag_output=False)
+    if stopped:
+        argv = ["/bin/sh", "-c", "exit 1"]
     # Open MPI occasionally fails to start its PMIx listener ("The PMIx server's listener thread
     # failed to start"), before any rank exists: that launcher failure alone is retried, once.
     for attempt in range(2):
@@ -76,9 +91,17 @@ def _run_group(first) -> None:
                                     stderr=subprocess.STDOUT, start_new_session=True)
             done_ids: set[str] = set()
             last = time.monotonic()
+            next_watch = last + 0.5
             timed_out = False
             while proc.poll() is None:
                 time.sleep(0.05)
+                if nodes is not None and time.monotonic() >= next_watch:
+                    next_watch = time.monotonic() + 0.5
+                    why = nodes.watch()
+                    if why:  # another host's part of the job failed, or its launcher is gone
+                        stopped = why
+                        _kill(proc)
+                        break
                 finished = _finished_ids(logdir, 0)
                 if len(finished) > len(done_ids):
                     done_ids, last = finished, time.monotonic()
@@ -97,9 +120,14 @@ def _run_group(first) -> None:
                     _kill(proc)
                     break
             proc.wait()
-        if attempt or proc.returncode == 0 or timed_out or not _launcher_failed(logdir):
-            break
+        if attempt or proc.returncode == 0 or timed_out or nodes is not None or not _launcher_failed(logdir):
+            break  # (a multi-host job is not started again alone: the other hosts' parts have ended)
+    if stopped:
+        (logdir / "stopped.txt").write_text(stopped + "\n")
     _collect(batch, results, logdir, np_, timeout, timed_out, proc)
+    if nodes is not None:
+        failed = [results[it.nodeid][1] for it in batch if it.nodeid in results and results[it.nodeid][0] == "failed"]
+        nodes.finish(proc.returncode or (1 if failed else 0), failed[0].splitlines()[0] if failed else "")
     _settle_logdir(config, logdir, batch, results, proc.returncode)
 
 
