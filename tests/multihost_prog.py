@@ -4,7 +4,8 @@ non-power-of-two counts against numpy, the modelled time of one call, then an op
 Run by `hcomm-kit launch --nnodes 2 ...` on each host; prints ``MH-OK <rank> <size> <model_us>`` when
 every check passed. Arguments: ``--die RANK`` makes that rank SIGKILL itself after the checks (the
 others then wait in a barrier, which must fail naming it), ``--hang RANK`` makes it sleep instead (the
-test kills its host), ``--big`` adds 64 MiB all-reduces between device buffers and prints their times.
+test kills its host), ``--big`` adds 64 MiB all-reduces between device buffers and prints their times, ``--mismatch`` a
+collective call that differs between the hosts (``MH-MISMATCH <rank> <seconds> <error>``).
 """
 
 from __future__ import annotations
@@ -87,12 +88,30 @@ def big_allreduce(comm, iters: int = 5) -> list[float]:
     return times
 
 
+def mismatch(comm) -> None:
+    """Calls that differ between hosts only (each host's ranks agree among themselves): the check that
+    compares calls across hosts must fail every rank's call, within seconds."""
+    sub = comm.split(0)
+    last_host = sub.rank >= sub.size - int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    x = np.ones(64, np.float32)
+    t0 = time.monotonic()
+    try:
+        sub.all_gather(x) if last_host else sub.all_reduce(x)
+        print(f"MH-NOMISMATCH {comm.rank}", flush=True)
+    except Exception as exc:  # the mismatch, naming both calls
+        print(f"MH-MISMATCH {comm.rank} {time.monotonic() - t0:.1f} {exc}".replace("\n", " | "), flush=True)
+    sub.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--die", type=int, default=-1)
     ap.add_argument("--big", action="store_true")
     ap.add_argument("--hang", type=int, default=-1, help="that rank sleeps instead of the last barrier")
     ap.add_argument("--mark", default=None, help="--hang: the sleeping rank creates this file first")
+    ap.add_argument("--mismatch", action="store_true",
+                    help="on a sub-communicator of every rank, the ranks of the last host call all_gather where the "
+                         "others call all_reduce: every rank's call must fail naming the mismatch")
     args = ap.parse_args()
     comm = hcomm_kit.init()
     n, r = comm.size, comm.rank
@@ -100,6 +119,8 @@ def main() -> int:
     if args.big:
         print(f"MH-BIG {r} {' '.join(f'{t:.6f}' for t in big_allreduce(comm))}", flush=True)
     print(f"MH-OK {r} {n} {model:.3f}", flush=True)
+    if args.mismatch:
+        mismatch(comm)
     if args.die >= 0 or args.hang >= 0:
         comm.barrier()  # every rank is done with the checks (the model reads the others' logs)
         if r == args.die:

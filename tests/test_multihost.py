@@ -106,11 +106,17 @@ def _left(hosts: TwoHosts) -> list[int]:
 @two_hosts
 @pytest.mark.slow
 def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts) -> None:
-    (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--die", "3"], 29400)
+    (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--mismatch", "--die", "3"], 29400)
     both = out0 + out1
     ok = _ok_lines(both)
     assert sorted(ok) == [0, 1, 2, 3], both[-6000:]
     assert len(set(ok.values())) == 1, f"modelled times differ between ranks: {ok}"
+    # host 1's ranks call all_gather where host 0's call all_reduce: only the check across hosts sees it
+    mism = re.findall(r"MH-MISMATCH (\d+) ([0-9.]+) (.*)", both)
+    assert sorted(int(r) for r, _, _ in mism) == [0, 1, 2, 3], both[-6000:]
+    for _, secs, text in mism:
+        assert "collective mismatch" in text and "all_gather" in text and "all_reduce" in text, text
+        assert float(secs) < 30, text
     failed = re.findall(r"MH-FAILED (\d+) ([0-9.]+) (.*)", both)
     assert sorted(int(r) for r, _, _ in failed) == [0, 1, 2], both[-6000:]
     for r, secs, text in failed:

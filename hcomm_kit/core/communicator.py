@@ -424,16 +424,26 @@ class Communicator:
     def split(self, color: int | None, key: int = 0) -> "Communicator | None":
         """A new communicator of the ranks with the same ``color``, ordered by ``key`` (collective).
 
-        Needs an MPI bootstrap (mpi4py ``Split``). ``color=None`` (``MPI.UNDEFINED``) returns None
-        on this rank. ``color`` must be None or an int in ``[0, 2**31)`` and ``key`` an int
-        (ConfigError otherwise).
+        Through mpi4py's ``Split`` when the communicator has an MPI world; without one (ranks on
+        several hosts) every rank's color and key are exchanged over this communicator and each
+        group is made with :meth:`sub_comm`. ``color=None`` (``MPI.UNDEFINED``) returns None on this
+        rank. ``color`` must be None or an int in ``[0, 2**31)`` and ``key`` an int (ConfigError
+        otherwise).
         """
         self._check_open()
         color, key = as_color(color, key)
         if self.mpi_comm is None:
             if self.size == 1:
                 return self if color is None else type(self)._create(self.rt, Bootstrap(0, 1, self._boot.local_rank))
-            raise HcommKitError("split() needs a communicator bootstrapped from MPI (mpi4py)")
+            from . import world
+
+            every = world.allgather(self, (color, key))
+            self._splits = getattr(self, "_splits", 0) + 1
+            if color is None:
+                return None
+            ranks = sorted((r for r in range(self.size) if every[r][0] == color), key=lambda r: (every[r][1], r))
+            # an id of the group unique among this communicator's sub-communicators: the split's number and the color
+            return self.sub_comm(ranks, (1 << 62) | (self._splits << 31) | color)
         from mpi4py import MPI
 
         sub = self.mpi_comm.Split(MPI.UNDEFINED if color is None else color, key)

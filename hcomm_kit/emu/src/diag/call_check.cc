@@ -129,6 +129,32 @@ std::string site_history(Comm* c, uint64_t seq) {
 
 }  // namespace
 
+/* Rank `from` of another host posted collective call seq (net: the post is in this host's job segment
+ * now): this host's ranks that posted the same call compared theirs before it arrived, so the
+ * comparison is made here. "" or the report (as call_check's); the caller aborts. */
+std::string far_call_posted(Comm* c, uint32_t from, uint64_t seq) {
+    JobSeg* j = c->job;
+    if (!j || from >= c->nranks) return "";
+    std::string theirs;
+    if (!posted_call(j, from, seq, &theirs)) return "";
+    bool differ = false;
+    std::vector<std::pair<uint32_t, std::string>> posted;
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        std::string text;
+        if (!posted_call(j, r, seq, &text)) continue;
+        posted.emplace_back(r, text);
+        if (!comm_far(c, r) && !sig_match(text, theirs)) differ = true;
+    }
+    if (!differ) return "";
+    std::string text = strprintf("[hcomm-kit] collective mismatch on communicator %s, call #%llu: the ranks do not make "
+                                 "the same call (%s; ranks not listed have not reached this call yet; rank %u is on "
+                                 "host %s, found by host %s). Nothing was exchanged for this call; every rank's call "
+                                 "fails.",
+                                 c->name.c_str(), (unsigned long long)seq, calls_by_rank(posted).c_str(), from,
+                                 c->host[from].c_str(), c->host[c->rank].c_str());
+    return text + site_history(c, seq);
+}
+
 /* Posts this rank's description of its next collective call (peer < 0) or of its next
  * point-to-point call with `peer`, and compares it with what the other ranks posted for the same
  * call: the later of two mismatching ranks finds it (both post before reading), aborts the
@@ -151,6 +177,7 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
         CallSig& me = j->calls[c->rank][seq % kCallDepth];
         copy_str(me.text, mine);
         me.seq.store(seq, std::memory_order_seq_cst);
+        comm_call_posted(c, seq, me.text); /* the other hosts' job segments (far_call_posted) */
         /* what the other ranks posted for call seq so far */
         auto collect = [&] {
             posted.clear();
@@ -167,6 +194,7 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
         collect();
         if (bad.empty()) {
             me.checked.store(seq, std::memory_order_seq_cst);
+            comm_call_checked(c, seq);
             return "";
         }
         /* Before failing the communicator, let the ranks still finishing earlier calls reach this
@@ -192,6 +220,7 @@ std::string call_check(Comm* c, int peer, const char* mine, const char* expect) 
         text += site_history(c, seq);
         if (comm_abort(c, text, AbortKind::Mismatch)) rank_log("%s", text.c_str());
         me.checked.store(seq, std::memory_order_seq_cst); /* after the abort: see settle_call */
+        comm_call_checked(c, seq);
         return text;
     }
     {

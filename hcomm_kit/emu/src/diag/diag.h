@@ -43,6 +43,8 @@ void diag_comm_removed(Comm* c);
 void diag_logv(const char* fmt, va_list ap);
 /* The collective-call check (HcommKitCallCheck): "" or the mismatch found. */
 std::string call_check(Comm* c, int peer, const char* mine, const char* expect);
+/* The collective-call check for a post that came from another host (hccl_hooks.far_call_posted). */
+std::string far_call_posted(Comm* c, uint32_t from, uint64_t seq);
 
 /* HCOMM_KIT_TRACE (diag/trace.cc): whether it is on, and the events. Flow ids of trace-only records
  * carry kTraceOnlyId (the race checker's clock-vector ids double as flow ids otherwise). */

@@ -40,6 +40,7 @@ struct Registrar {
         hccl_hooks.comm_report = diag_comm_report;
         hccl_hooks.trace_note = trace_note;
         hccl_hooks.call_check = call_check;
+        hccl_hooks.far_call_posted = far_call_posted;
     }
 } g_registrar;
 

@@ -264,6 +264,9 @@ int net_attach(Comm* c, const NetCard& mine, const InitArgs& a, uint64_t deadlin
         const NetCard& k = cards[r];
         bool far = memcmp(k.host_key, mine.host_key, sizeof mine.host_key) != 0;
         c->far[r] = far;
+        uint32_t lead = 0;
+        while (memcmp(cards[lead].host_key, k.host_key, sizeof k.host_key) != 0) lead++;
+        c->far_lead[r] = far && lead == r;
         c->host[r] = std::string(k.host, strnlen(k.host, sizeof k.host));
         if (!far) nlocal++;
         if (r == c->rank || (!far && c->net != NetMode::Ucx)) continue;
@@ -376,6 +379,7 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
         c->board = a.board;
         c->link.assign(nranks, nullptr);
         c->far.assign(nranks, 0);
+        c->far_lead.assign(nranks, 0);
         c->host.assign(nranks, std::string());
         c->standin.assign(nranks, nullptr);
     }

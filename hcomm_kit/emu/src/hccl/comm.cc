@@ -232,7 +232,17 @@ bool comm_peer_gone(Comm* c, int peer) {
 bool comm_abort(Comm* c, const std::string& why, AbortKind kind) {
     if (!c->job) return false;
     bool first = job_set_abort(c->job, (int)c->rank, why, kind);
-    if (first && c->net_key) { /* the hosts of the other ranks learn it from this one */
+    if (first) comm_abort_spread(c, why, kind);
+    else {
+        for (uint32_t r = 0; r < c->nranks; r++)
+            if (c->ctl[r] && !c->dead[r].load()) doorbell_ring(c->ctl[r]);
+        sched_abort_comm(c);
+    }
+    return first;
+}
+
+void comm_abort_spread(Comm* c, const std::string& why, AbortKind kind) {
+    if (c->net_key) { /* the hosts of the other ranks learn it from this one */
         CtlMsg m;
         m.type = (uint32_t)CtlType::Abort;
         m.a = (uint64_t)kind;
@@ -241,7 +251,6 @@ bool comm_abort(Comm* c, const std::string& why, AbortKind kind) {
     for (uint32_t r = 0; r < c->nranks; r++)
         if (c->ctl[r] && !c->dead[r].load()) doorbell_ring(c->ctl[r]);
     sched_abort_comm(c);
-    return first;
 }
 
 std::string comm_dead_msg(Comm* c, uint32_t r) {

@@ -427,6 +427,8 @@ struct Comm {
     NetMem* area_mem = nullptr;    /* its model log (job->model[rank]), registered for the far ranks to read */
     std::vector<PeerLink*> link;   /* per rank: the link to it (nullptr: its memory is mapped here) */
     std::vector<uint8_t> far;      /* per rank: on another host (not in this host's job segment) */
+    std::vector<uint8_t> far_lead; /* per rank: the lowest rank of its host, another host (gets what a host's
+                                    * ranks share in its job segment, once per host: the call check) */
     std::vector<std::string> host; /* per rank: its host's name */
     std::vector<void*> standin;    /* per far rank: a never-set stand-in of its DevCtl (ctl[r]) */
     uint32_t nlocal = 0;           /* ranks on this host, this one included */
@@ -460,6 +462,13 @@ void comm_release_segments(Comm* c);
 /* Control messages of a communicator with ranks on other hosts (net_ctl.cc). Sends m to every
  * rank on another host (to = each); failures to reach a dead rank are ignored. */
 void net_send_far(Comm* c, CtlMsg m, const void* payload = nullptr, size_t len = 0);
+/* The collective-call check across hosts (diag/call_check.cc): this rank posted call seq (text) /
+ * compared it with the others'; the other hosts' job segments get it (no-op on one host). */
+void comm_call_posted(Comm* c, uint64_t seq, const char* text);
+void comm_call_checked(Comm* c, uint64_t seq);
+/* What comm_abort does after the first abort was set: the other hosts learn it, this host's waiters
+ * wake, the device threads drop their queues. */
+void comm_abort_spread(Comm* c, const std::string& why, AbortKind kind);
 /* HcclBarrier's arrival of rank r at barrier seq on the host of rank 0 (comm.cc): true when it was
  * the last, and the barrier is released. */
 bool barrier_arrive(Comm* c, uint32_t r, uint32_t seq);

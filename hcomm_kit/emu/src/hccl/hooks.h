@@ -24,6 +24,10 @@ struct HcclHooks {
     /* The collective-call check (diag/call_check.cc): posts this rank's description of its next
      * collective call (peer < 0); "" or the mismatch found (the communicator is then aborted). */
     std::string (*call_check)(Comm* c, int peer, const char* mine, const char* expect);
+    /* The same check when rank `from` of another host posted collective call seq (its post is in
+     * this host's job segment now): "" or the mismatch with this host's ranks' posts of it. Runs
+     * inside the network's progress: reads the job segment only. */
+    std::string (*far_call_posted)(Comm* c, uint32_t from, uint64_t seq);
     /* The timing model (model/) forgets what it cached of a communicator being destroyed. */
     void (*model_comm_removed)(Comm* c);
     /* HCOMM_KIT_TRACE_CLOCK=model (diag/trace.cc): every operation of c this rank's model log

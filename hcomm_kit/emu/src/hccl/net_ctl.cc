@@ -6,6 +6,7 @@
  * for a local change. Handlers run inside the network's progress: no lock of the communicator is
  * taken here, and what they send is queued by the network. */
 #include "hccl/comm.h"
+#include "hccl/hooks.h"
 #include "net/hooks.h"
 
 #include <climits>
@@ -24,6 +25,36 @@ void net_send_far(Comm* c, CtlMsg m, const void* payload, size_t len) {
             EMU_LOG(LOG_DEBUG, "communicator %s: control message %u to rank %u: %s", c->name.c_str(), m.type, r,
                     err.c_str());
     }
+}
+
+/* Sent to one rank of each other host: its host's job segment is shared by its ranks. */
+static void send_to_far_hosts(Comm* c, CtlMsg m, const void* payload, size_t len) {
+    m.key = c->net_key;
+    m.from = c->rank;
+    for (uint32_t r = 0; r < c->nranks; r++) {
+        if (r >= c->far_lead.size() || !c->far_lead[r] || !c->link[r] || c->dead[r].load()) continue;
+        m.to = r;
+        std::string err;
+        if (c->link[r]->control(m, payload, len, &err))
+            EMU_LOG(LOG_DEBUG, "communicator %s: control message %u to rank %u: %s", c->name.c_str(), m.type, r,
+                    err.c_str());
+    }
+}
+
+void comm_call_posted(Comm* c, uint64_t seq, const char* text) {
+    if (!c->net_key) return;
+    CtlMsg m;
+    m.type = (uint32_t)CtlType::CallPost;
+    m.a = seq;
+    send_to_far_hosts(c, m, text, strnlen(text, sizeof(CallSig::text) - 1));
+}
+
+void comm_call_checked(Comm* c, uint64_t seq) {
+    if (!c->net_key) return;
+    CtlMsg m;
+    m.type = (uint32_t)CtlType::CallChecked;
+    m.a = seq;
+    send_to_far_hosts(c, m, nullptr, 0);
 }
 
 namespace {
@@ -73,6 +104,30 @@ void on_control(void* owner, const CtlMsg& m, const void* payload, size_t len) {
             j->bar_gen.store((uint32_t)m.a, std::memory_order_seq_cst);
             futex_wake(&j->bar_gen, INT_MAX, true);
             break;
+        case CtlType::CallPost: { /* as the rank would have posted it here (diag/call_check.cc) */
+            if (!m.a) break;
+            CallSig& s = j->calls[m.from][m.a % kCallDepth];
+            size_t n = std::min(payload ? len : 0, sizeof s.text - 1);
+            memcpy(s.text, payload, n);
+            s.text[n] = 0;
+            s.seq.store(m.a, std::memory_order_seq_cst);
+            std::string bad = hccl_hooks.far_call_posted ? hccl_hooks.far_call_posted(c, m.from, m.a) : "";
+            if (bad.empty() || !job_set_abort(j, (int)c->rank, bad, AbortKind::Mismatch)) break;
+            /* settle_call and every waiter here see the abort at once; the rest (the other hosts,
+             * the device threads) after progress, outside the network's lock */
+            rank_log("%s", bad.c_str());
+            for (uint32_t r = 0; r < c->nranks; r++)
+                if (!comm_far(c, r) && c->ctl[r] && !c->dead[r].load()) doorbell_ring(c->ctl[r]);
+            net_defer(c->net_key, [c, bad] { comm_abort_spread(c, bad, AbortKind::Mismatch); });
+            break;
+        }
+        case CtlType::CallChecked: {
+            std::atomic<uint64_t>& ck = j->calls[m.from][m.a % kCallDepth].checked;
+            uint64_t cur = ck.load();
+            while (cur < m.a && !ck.compare_exchange_weak(cur, m.a)) {
+            }
+            break;
+        }
         default:
             EMU_LOG(LOG_WARN, "communicator %s: unknown control message %u from rank %u", c->name.c_str(), m.type,
                     m.from);

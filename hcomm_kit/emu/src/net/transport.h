@@ -78,6 +78,8 @@ enum class CtlType : uint32_t {
     MailAck = 4,    /* to consumed from's requests up to a (mail[to][from].consumed on from's host) */
     BarArrive = 5,  /* from arrived at barrier a (sent to rank 0's process) */
     BarRelease = 6, /* barrier a is complete */
+    CallPost = 7,   /* from posted collective call a (the call check); payload: its description */
+    CallChecked = 8, /* from compared its call a with the others' (the call check) */
 };
 struct CtlMsg {
     uint64_t key = 0;   /* the communicator's job key (net_job_key) */
@@ -163,6 +165,11 @@ void net_link_close(PeerLink* l);
  * messages of a key nobody subscribes to are dropped (a communicator already destroyed here). */
 void net_subscribe(uint64_t key, void* owner);
 void net_unsubscribe(uint64_t key);
+
+/* For a handler (net_hooks.control, inside the network's progress: it must not block nor take the
+ * locks of the layers above): fn runs soon after on the network's progress thread, outside the
+ * network's lock, unless the communicator of job key `key` unsubscribes first (then never). */
+void net_defer(uint64_t key, std::function<void()> fn);
 
 }  // namespace emu
 

@@ -73,6 +73,7 @@ PeerLink* net_link_open(const NetCard&, std::string* err) {
 void net_link_close(PeerLink*) {}
 void net_subscribe(uint64_t, void*) {}
 void net_unsubscribe(uint64_t) {}
+void net_defer(uint64_t, std::function<void()>) {}
 
 #else
 
@@ -272,6 +273,11 @@ struct Net {
     std::map<std::pair<uint64_t, uint32_t>, std::vector<NetCard>> tables; /* under m: (key, rank) -> every card */
     std::mutex sub_m;
     std::unordered_map<uint64_t, void*> subs;
+    /* Upcalls (net_defer): queued under q_m (a leaf lock: handlers take it under m), run under
+     * run_m (which net_unsubscribe takes to wait for a running one before it drops its key's). */
+    std::mutex q_m, run_m;
+    std::vector<std::pair<uint64_t, std::function<void()>>> upcalls;
+    std::atomic<bool> has_upcalls{false};
     std::mutex mem_m;
     std::vector<std::pair<uintptr_t, uint64_t>> exported; /* HCCL buffers a write-reduce may target */
 };
@@ -502,10 +508,30 @@ void send_deferred_locked() {
     }
 }
 
+/* The upcalls handlers queued (net_defer), outside g->m. */
+void run_upcalls() {
+    if (!g->has_upcalls.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> rl(g->run_m);
+    for (;;) {
+        std::pair<uint64_t, std::function<void()>> u;
+        {
+            std::lock_guard<std::mutex> ql(g->q_m);
+            if (g->upcalls.empty()) {
+                g->has_upcalls.store(false, std::memory_order_release);
+                return;
+            }
+            u = std::move(g->upcalls.front());
+            g->upcalls.erase(g->upcalls.begin());
+        }
+        u.second();
+    }
+}
+
 void progress_main() {
     background_thread_init();
     uint64_t active_ns = 0;
     for (;;) {
+        run_upcalls();
         {
             std::lock_guard<std::mutex> l(g->m);
             if (progress_locked()) active_ns = now_ns();
@@ -1016,9 +1042,23 @@ void net_subscribe(uint64_t key, void* owner) {
 
 void net_unsubscribe(uint64_t key) {
     if (!g) return;
-    std::lock_guard<std::mutex> l(g->m); /* handlers run under it: none is using the owner after this */
+    std::lock_guard<std::mutex> rl(g->run_m); /* no upcall of the owner runs after this, */
+    std::lock_guard<std::mutex> l(g->m);      /* nor a handler (they run under g->m) */
     std::lock_guard<std::mutex> sl(g->sub_m);
     g->subs.erase(key);
+    std::lock_guard<std::mutex> ql(g->q_m);
+    auto& v = g->upcalls;
+    v.erase(std::remove_if(v.begin(), v.end(), [key](const auto& u) { return u.first == key; }), v.end());
+}
+
+void net_defer(uint64_t key, std::function<void()> fn) {
+    if (!g) return;
+    {
+        std::lock_guard<std::mutex> ql(g->q_m);
+        g->upcalls.emplace_back(key, std::move(fn));
+        g->has_upcalls.store(true, std::memory_order_release);
+    }
+    wake_progress();
 }
 
 #endif /* EMU_UCX */
