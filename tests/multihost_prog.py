@@ -112,7 +112,11 @@ def main() -> int:
     ap.add_argument("--mismatch", action="store_true",
                     help="on a sub-communicator of every rank, the ranks of the last host call all_gather where the "
                          "others call all_reduce: every rank's call must fail naming the mismatch")
+    ap.add_argument("--fail-init", type=int, default=-1, help="that rank fails before it creates its communicator")
     args = ap.parse_args()
+    me = int(os.environ.get("HCOMM_KIT_RANK_OFFSET", "0")) + int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    if me == args.fail_init:
+        raise RuntimeError(f"rank {me} was told to fail before creating its communicator")
     comm = hcomm_kit.init()
     n, r = comm.size, comm.rank
     model = check_builtins(comm)
@@ -124,6 +128,7 @@ def main() -> int:
     if args.die >= 0 or args.hang >= 0:
         comm.barrier()  # every rank is done with the checks (the model reads the others' logs)
         if r == args.die:
+            time.sleep(1.0)  # the others have left the barrier above (the last to leave may lag) and wait in the next
             os.kill(os.getpid(), signal.SIGKILL)
         if r == args.hang:  # its host is killed meanwhile
             if args.mark:

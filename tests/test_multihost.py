@@ -55,16 +55,20 @@ def hosts():
         yield h
 
 
-def _launch(hosts: TwoHosts, node: int, np_: int, args: list[str], port: int, env: dict | None = None):
+def _launch(hosts: TwoHosts, node: int, np_: int, args: list[str], port: int, env: dict | None = None,
+            shm_report: Path | None = None):
     argv = [sys.executable, "-m", "hcomm_kit", "launch", "--nnodes", "2", "--node-rank", str(node),
             "--rdzv-endpoint", f"{ADDR[0]}:{port}", "--np", str(np_), "--timeout", "300", "--",
             sys.executable, str(PROG), *args]
-    return hosts.popen(node, argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(ROOT))
+    return hosts.popen(node, argv, env, shm_report=str(shm_report) if shm_report else None, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, cwd=str(ROOT))
 
 
 def _two(hosts: TwoHosts, np_: int, args: list[str], port: int, env: dict | None = None,
-         during=None) -> list[tuple[int, str]]:
-    procs = [_launch(hosts, k, np_, args, port, env) for k in range(2)]
+         during=None, shm: Path | None = None) -> list[tuple[int, str]]:
+    """Both hosts' launchers of tests/multihost_prog.py; ``shm``: a directory that gets each host's
+    leftovers in /dev/shm after its launcher ended (shm0.txt, shm1.txt)."""
+    procs = [_launch(hosts, k, np_, args, port, env, shm / f"shm{k}.txt" if shm else None) for k in range(2)]
     if during is not None:
         during(procs)
     out = []
@@ -105,8 +109,9 @@ def _left(hosts: TwoHosts) -> list[int]:
 
 @two_hosts
 @pytest.mark.slow
-def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts) -> None:
-    (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--mismatch", "--die", "3"], 29400)
+def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--mismatch", "--die", "3"], 29400, shm=tmp_path)
     both = out0 + out1
     ok = _ok_lines(both)
     assert sorted(ok) == [0, 1, 2, 3], both[-6000:]
@@ -126,6 +131,29 @@ def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts) -> None:
     assert f"rank 3 (pid" in both and f"host {hosts.hostname(1)}" in out0, out0[-6000:]
     assert rc0 != 0 and rc1 != 0
     assert not _left(hosts)
+    for k in range(2):  # nothing left in either host's /dev/shm once its launcher ended
+        assert (tmp_path / f"shm{k}.txt").read_text().split() == [], k
+    print(f"two hosts x 2 ranks: built-ins, mismatch, killed rank: {time.monotonic() - t0:.1f} s")
+
+
+@two_hosts
+@pytest.mark.slow
+def test_a_failed_communicator_creation_ends_the_other_host_within_seconds(hosts: TwoHosts, tmp_path: Path) -> None:
+    """Rank 3 (host 1) fails before it creates its communicator: host 0's ranks, waiting for it at the
+    rendezvous, are stopped within seconds (not after HCCL_CONNECT_TIMEOUT), host 0's launcher naming
+    host 1, the rank and its error; nothing is left running or in either /dev/shm."""
+    t0 = time.monotonic()
+    (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--fail-init", "3"], 29403, env={"HCCL_CONNECT_TIMEOUT": "120"},
+                                    shm=tmp_path)
+    took = time.monotonic() - t0
+    assert rc0 != 0 and rc1 != 0, out0[-3000:] + out1[-3000:]
+    assert "rank 3 was told to fail" in out1, out1[-3000:]
+    m = re.search(r"node 1 \(host (\S+), job ranks from 2\) ended with status \d+: rank 3: (.*)", out0)
+    assert m and m.group(1) == hosts.hostname(1) and "rank 3 was told to fail" in m.group(2), out0[-3000:]
+    assert took < 60, f"{took:.0f} s: host 0 waited for the connect timeout"  # both launchers, torch included
+    assert not _left(hosts)
+    for k in range(2):
+        assert (tmp_path / f"shm{k}.txt").read_text().split() == [], k
 
 
 @two_hosts
@@ -144,7 +172,8 @@ def test_a_killed_host_fails_the_other_within_seconds(hosts: TwoHosts, tmp_path:
         stamps["killed"] = time.monotonic()
         hosts.kill(1)
 
-    (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--hang", "3", "--mark", str(mark)], 29401, during=kill_host_1)
+    (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--hang", "3", "--mark", str(mark)], 29401, during=kill_host_1,
+                                    shm=tmp_path)
     end = time.monotonic()
     assert "killed" in stamps, out0[-4000:] + out1[-4000:]
     failed = re.findall(r"MH-FAILED (\d+) ([0-9.]+) (.*)", out0)
@@ -154,6 +183,7 @@ def test_a_killed_host_fails_the_other_within_seconds(hosts: TwoHosts, tmp_path:
         assert float(secs) < 30, text  # from the barrier's start: the host was lost a second after it
     assert end - stamps["killed"] < 60, f"host 0 took {end - stamps['killed']:.0f} s to end"
     assert rc0 != 0 and not _left(hosts)
+    assert (tmp_path / "shm0.txt").read_text().split() == []  # host 1 is gone with its /dev/shm
 
 
 @pytest.mark.skipif(bool(ucx.find().problem), reason=f"UCX: {ucx.find().problem}")

@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -81,11 +82,13 @@ class TwoHosts:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self._made.clear()
 
-    def argv(self, host: int, argv: list[str]) -> list[str]:
-        """``argv`` run on host ``host`` (its network namespace, a private /dev/shm)."""
+    def argv(self, host: int, argv: list[str], shm_report: str | None = None) -> list[str]:
+        """``argv`` run on host ``host`` (its network namespace, a private /dev/shm). ``shm_report``: a
+        file that gets what is left in that /dev/shm once ``argv`` ended (the namespace's tmpfs goes
+        with its last process, so leftovers can only be seen from inside)."""
+        run = 'exec "$@"' if shm_report is None else f'"$@"; rc=$?; ls -A /dev/shm > {shlex.quote(shm_report)}; exit $rc'
         return ["ip", "netns", "exec", self.ns[host], "unshare", "-m", "-u", "--propagation", "private", "sh", "-c",
-                f'mount -t tmpfs -o size=8g tmpfs /dev/shm && hostname {self.hostname(host)} && exec "$@"', "sh",
-                *argv]
+                f'mount -t tmpfs -o size=8g tmpfs /dev/shm && hostname {self.hostname(host)} && {run}', "sh", *argv]
 
     def hostname(self, host: int) -> str:
         """The host name commands on host ``host`` see."""
@@ -97,9 +100,10 @@ class TwoHosts:
         its local rank 0 to the same CPU), then ``extra``."""
         return {**os.environ, "UCX_TLS": "tcp", "UCX_WARN_UNUSED_ENV_VARS": "n", "HCOMM_KIT_PIN": "0", **(extra or {})}
 
-    def popen(self, host: int, argv: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
-        """Start ``argv`` on host ``host`` (``kw``: subprocess.Popen's)."""
-        return subprocess.Popen(self.argv(host, argv), env=self.env(env), **kw)
+    def popen(self, host: int, argv: list[str], env: dict[str, str] | None = None, shm_report: str | None = None,
+              **kw) -> subprocess.Popen:
+        """Start ``argv`` on host ``host`` (``shm_report``: see :meth:`argv`; ``kw``: subprocess.Popen's)."""
+        return subprocess.Popen(self.argv(host, argv, shm_report), env=self.env(env), **kw)
 
     def pids(self, host: int) -> list[int]:
         """Every process running on host ``host``."""
