@@ -186,14 +186,51 @@ def test_a_killed_host_fails_the_other_within_seconds(hosts: TwoHosts, tmp_path:
     assert (tmp_path / "shm0.txt").read_text().split() == []  # host 1 is gone with its /dev/shm
 
 
+UCX_JOB = dict(np=[3], env={"HCOMM_KIT_TRANSPORT": "ucx"}, timeout=300)  # one job for the tests below
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(bool(ucx.find().problem), reason=f"UCX: {ucx.find().problem}")
-@pytest.mark.mpi(np=[3], env={"HCOMM_KIT_TRANSPORT": "ucx"}, timeout=300)
+@pytest.mark.mpi(**UCX_JOB)
 def test_every_builtin_with_every_pair_over_ucx(comm) -> None:
     """HCOMM_KIT_TRANSPORT=ucx: the ranks share a host, yet every transfer and notify goes over UCX."""
     import multihost_prog
 
     model = multihost_prog.check_builtins(comm)
     assert model > 0
+
+
+class _NoMpiWorld:
+    """``comm`` as a rank of a multi-host job sees it: no MPI world (hcomm_kit.core.world then uses
+    the communicator's own collectives)."""
+
+    mpi_comm = None
+
+    def __init__(self, comm) -> None:
+        self._comm = comm
+
+    def __getattr__(self, name):
+        return getattr(self._comm, name)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(ucx.find().problem), reason=f"UCX: {ucx.find().problem}")
+@pytest.mark.mpi(**UCX_JOB)
+def test_job_wide_exchanges_without_an_mpi_world_match_mpi(comm) -> None:
+    """hcomm_kit.core.world over the communicator (what run, bench and the plugin use across hosts)
+    against mpi4py's answers: values of different sizes on each rank, every reduction, each root."""
+    from hcomm_kit.core import world
+
+    bare = _NoMpiWorld(comm)
+    r, n = comm.rank, comm.size
+    mine = {"rank": r, "blob": "x" * (100 * r + 3), "t": (r * 1.5, None)}
+    assert world.allgather(bare, mine) == comm.mpi_comm.allgather(mine)
+    for op in ("sum", "max", "min"):
+        assert world.allreduce(bare, r * 2.5 - 1, op) == world.allreduce(comm, r * 2.5 - 1, op)
+    for root in range(n):
+        assert world.bcast(bare, mine if r == root else None, root) == comm.mpi_comm.bcast(mine, root=root)
+        assert world.gather(bare, mine, root) == comm.mpi_comm.gather(mine, root=root)
+    world.barrier(bare)
 
 
 @two_hosts

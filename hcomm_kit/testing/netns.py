@@ -8,7 +8,7 @@ PID namespace) would bypass the veth.
 
 Needs root, ``ip`` (iproute2) and ``unshare`` (util-linux); :func:`unavailable` says what is missing.
 The namespaces are made by :class:`TwoHosts` and removed, with everything still running in them, when
-it exits.
+it exits; those of a process killed before that are removed by the next :class:`TwoHosts`.
 
 Example::
 
@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -49,7 +50,7 @@ class TwoHosts:
     """Hosts 0 and 1: network namespaces ``<tag>a`` / ``<tag>b``, addresses :data:`ADDR`."""
 
     def __init__(self) -> None:
-        self.tag = f"hk{os.getpid() % 100000}"
+        self.tag = f"hk{os.getpid()}"  # the whole pid: reclaim() tells a live owner by it
         self.ns = (f"{self.tag}a", f"{self.tag}b")
         self._made: list[str] = []
 
@@ -58,7 +59,22 @@ class TwoHosts:
         if r.returncode != 0:
             raise RuntimeError(f"ip {' '.join(args)}: {r.stderr.strip()}")
 
+    @staticmethod
+    def reclaim() -> list[str]:
+        """Remove the namespaces of TwoHosts whose process is gone (killed before its exit removed
+        them); returns their names. A namespace of a live process is left alone."""
+        r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+        gone = []
+        for line in r.stdout.splitlines():
+            m = re.fullmatch(r"hk(\d+)[ab]", line.split()[0]) if line.split() else None
+            if m is None or os.path.exists(f"/proc/{m.group(1)}"):
+                continue
+            subprocess.run(["ip", "netns", "del", line.split()[0]], capture_output=True)
+            gone.append(line.split()[0])
+        return gone
+
     def __enter__(self) -> "TwoHosts":
+        self.reclaim()
         try:
             for ns in self.ns:
                 self._ip("netns", "add", ns)
