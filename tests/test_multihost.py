@@ -343,8 +343,8 @@ def test_run_test_and_bench_on_two_hosts(hosts: TwoHosts, ops: dict[str, Path], 
     """The node flags of run, test and bench (as launch's), on two hosts:
     * `hcomm-kit run` with an operator of every kind, 2 hosts x 2 ranks, A2:2x2 (a server per host):
       every one checked against numpy, the rows (result, modelled time) those of the same run on one host;
-    * `hcomm-kit test` of a generated test at its markers' rank counts: 2 and 4 run (1 and 2 ranks per
-      host), 3 is skipped (it does not split over the hosts);
+    * `hcomm-kit test` of a generated test at its markers' rank counts: 2 runs (a rank per host), 3 is
+      skipped (it does not split over the hosts);
     * `hcomm-kit bench allreduce`: results checked, rank 0's table."""
     env = {"HCOMM_KIT_TOPOLOGY": "A2:2x2"}
     two, one = tmp_path / "two.jsonl", tmp_path / "one.jsonl"
@@ -362,10 +362,10 @@ def test_run_test_and_bench_on_two_hosts(hosts: TwoHosts, ops: dict[str, Path], 
         same = ("ok", "max_error", "kind", "root", "count", "model_time_us")
         assert {k: row[k] for k in same} == {k: rows1[name][k] for k in same}, (row, rows1[name])
 
-    res = _both(hosts, ["test", str(ops["ring-allreduce"]), "--", "-k", "fp32 and sum", "-rs"], 29411)
+    res = _both(hosts, ["test", str(ops["ring-allreduce"]), "--", "-k", "fp32 and sum and not np4", "-rs"], 29411)
     for rc, text in res:
         assert rc == 0, text[-5000:]
-        assert re.search(r"np2: \d+ passed; np4: \d+ passed", text), text[-3000:]
+        assert re.search(r"np2: \d+ passed", text) and "np3" not in text.split("hcomm_kit mpi tests:")[-1], text[-3000:]
         assert "3 ranks do not split evenly over --nnodes 2 hosts" in text, text[-3000:]
 
     res = _both(hosts, ["bench", "allreduce", "--np", "1", "-b", "4K", "-e", "1M", "-f", "256", "-n", "2", "-w", "1"],

@@ -15,6 +15,7 @@
 #include "acl/hooks.h"
 #include "base/reduce.h"
 #include "hcomm/hooks.h"
+#include "net/transport.h"
 
 #include <climits>
 #include <cstring>
@@ -382,7 +383,11 @@ static void executor_main(Device* dev) {
         if (sched_pass(dev)) continue;
         /* Parked waits and no helper: spin for the next ring (a peer's record usually follows
          * within a microsecond when it runs on another core), then sleep. */
+        /* With ranks on other hosts, the spin also progresses the network (net_poll): a far peer's
+         * record then lands here instead of waking the progress thread, which wakes us. */
+        const bool net = net_in_use();
         auto rung = [&] {
+            if (net) net_poll();
             return c->doorbell.load(std::memory_order_acquire) != db || dev->executor_stop.load();
         };
         if (c->queued.load(std::memory_order_seq_cst) != 0 && c->helpers.load(std::memory_order_seq_cst) == 0 &&
@@ -571,9 +576,13 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
         if (deadline_ns && now_ns() >= deadline_ns) return 0;
         uint64_t poll_deadline = now_ns() + 100000000ull;
         if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
+        const bool net = net_in_use(); /* as in executor_main: the spin progresses the network */
         wait_word(&c->doorbell, true, poll_deadline,
-                  [&] { return c->doorbell.load(std::memory_order_acquire) != v; }, 100000000ull, &c->sleepers,
-                  now_ns() - progress_ns < young_ns);
+                  [&] {
+                      if (net) net_poll();
+                      return c->doorbell.load(std::memory_order_acquire) != v;
+                  },
+                  100000000ull, &c->sleepers, now_ns() - progress_ns < young_ns);
     }
 }
 

@@ -136,6 +136,13 @@ public:
 std::string net_unavailable();
 /* Starts the network once per process (UCX context, worker, progress thread). 0 or an HCCL code. */
 int net_start(std::string* err);
+/* This process uses the network (net_start succeeded): a relaxed load, for hot paths. */
+bool net_in_use();
+/* For a thread spinning in a wait that a peer on another host may end (its notify record is an
+ * active message): progresses the worker once if nobody else does right now (never blocks), so the
+ * record lands without waking the progress thread and then the waiter. True when it handled
+ * something. */
+bool net_poll();
 
 /* Registered memory: a rank's HCCL buffer (write_reduce may target it) or its log area (read only);
  * its key goes into the card. */

@@ -60,6 +60,8 @@ int net_start(std::string* err) {
 }
 int net_mem_register(void*, uint64_t, bool, NetMem**, uint8_t*, uint32_t*, std::string* err) { return net_start(err); }
 void net_mem_unregister(NetMem*) {}
+bool net_in_use() { return false; }
+bool net_poll() { return false; }
 int net_worker_address(uint8_t*, uint32_t*, std::string* err) { return net_start(err); }
 int net_board_create(NetBoardRef*, std::string* err) { return net_start(err); }
 int net_board_exchange(const NetBoardRef&, uint64_t, uint32_t, uint32_t, const NetCard&, std::vector<NetCard>*,
@@ -282,6 +284,7 @@ struct Net {
     std::vector<std::pair<uintptr_t, uint64_t>> exported; /* HCCL buffers a write-reduce may target */
 };
 Net* g = nullptr;
+std::atomic<bool> g_started{false}; /* g is set (net_in_use, net_poll: read without the start lock) */
 
 const char* st_str(ucs_status_t s) { return ucp().status_string ? ucp().status_string(s) : "?"; }
 
@@ -527,6 +530,15 @@ void run_upcalls() {
     }
 }
 
+/* A device thread of this process has tasks queued. */
+bool devices_queued() {
+    for (int i = 0; i < 64; i++) {
+        Device* d = device_peek(i);
+        if (d && d->ctl && d->ctl->queued.load(std::memory_order_relaxed)) return true;
+    }
+    return false;
+}
+
 void progress_main() {
     background_thread_init();
     uint64_t active_ns = 0;
@@ -538,11 +550,13 @@ void progress_main() {
             if (ucp().worker_arm(g->w) == UCS_ERR_BUSY) continue;
         }
         pollfd fds[2] = {{g->efd, POLLIN, 0}, {g->wake_fd, POLLIN, 0}};
-        /* While data moves (events in the last 50 ms) look again every millisecond: a send that filled
-         * its socket resumes when it drains, which the event fd does not always signal (the other side
-         * of a get or a put over TCP). Idle: 200 ms, which bounds a missed event and drives UCX's
-         * keepalive (dead hosts). */
-        int n = poll(fds, 2, now_ns() - active_ns < 50000000ull ? 1 : 200);
+        /* While data moves (events in the last 50 ms) or a device thread of this process has tasks
+         * queued (it may wait for a peer's notify), look again every millisecond: a send that filled
+         * its socket resumes when it drains, which the event fd does not always signal (the other
+         * side of a get or a put over TCP), and now and then an arrival is only found by looking
+         * (a few in a thousand wake-ups on the 2-core VM). Idle (nothing queued): 200 ms, which
+         * bounds a missed event and drives UCX's keepalive (dead hosts). */
+        int n = poll(fds, 2, now_ns() - active_ns < 50000000ull || devices_queued() ? 1 : 200);
         if (n > 0 && (fds[1].revents & POLLIN)) {
             uint64_t v;
             ssize_t got = read(g->wake_fd, &v, sizeof v);
@@ -638,6 +652,7 @@ int start_locked(std::string* err) {
     u.worker_set_am_recv_handler(n->w, &hp);
     n->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     g = n;
+    g_started.store(true, std::memory_order_release);
     std::thread(progress_main).detach(); /* lives as long as the process (no teardown at exit) */
     unsigned va = 0, vb = 0, vc = 0;
     u.get_version(&va, &vb, &vc);
@@ -848,6 +863,14 @@ int net_start(std::string* err) {
     std::lock_guard<std::mutex> l(m);
     if (g) return 0;
     return start_locked(err);
+}
+
+bool net_in_use() { return g_started.load(std::memory_order_relaxed); }
+
+bool net_poll() {
+    if (!g_started.load(std::memory_order_acquire)) return false;
+    std::unique_lock<std::mutex> l(g->m, std::try_to_lock);
+    return l.owns_lock() && progress_locked() > 0;
 }
 
 struct NetMem {
