@@ -429,14 +429,15 @@ def test_bench_passes_the_new_kinds_and_compares_them(ops, pattern: str, tmp_pat
 
 @pytest.mark.parametrize("pattern", _quick_first(list(BUGS)))
 def test_generated_tests_pass_with_every_root(ops, pattern: str) -> None:
-    r = _hk("test", str(ops["good"][pattern]), "--np", "3", "--", "-k", "int32 or fp16")
+    r = _hk("test", str(ops["good"][pattern]), "--np", "3", "--", "-k", "int32 or fp16", "-m", "not slow")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern", [p for p in BUGS if p not in NEW])
 def test_generated_tests_pass_at_8_ranks(ops, pattern: str) -> None:
-    r = _hk("test", str(ops["good"][pattern]), "--np", "8", "--", "-k", "int32", timeout=1800)  # bf16: 2-4 ranks
+    r = _hk("test", str(ops["good"][pattern]), "--np", "8", "--", "-k", "int32", "-m", "not slow",
+            timeout=1800)  # bf16: 2-4 ranks
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -486,7 +487,7 @@ def test_algorithm_selects_the_operators_algorithm_in_run_test_and_bench(ops) ->
     assert _hk("run", d, "--np", "3", "-r", "2", "--iters", "0", "--algorithm", "direct").returncode == 0
     r = _hk("run", d, "--np", "3", "-r", "2", "--iters", "0", "--algorithm", "broken")
     assert r.returncode == 1 and "MISMATCH" in r.stdout and "broken" in r.stdout, r.stdout + r.stderr
-    assert _hk("test", d, "--np", "3", "--algorithm", "direct", "--", "-k", "int32").returncode == 0
+    assert _hk("test", d, "--np", "3", "--algorithm", "direct", "--", "-k", "int32", "-m", "not slow").returncode == 0
     r = _hk("test", d, "--np", "3", "--", "-k", "int32 and 1031")
     assert r.returncode != 0 and "algo-broken" in r.stdout, r.stdout + r.stderr
     r = _hk("bench", d, "--np", "3", "-b", "4K", "-e", "4K", "-r", "1", "-n", "1", "-w", "0", "--algorithm", "broken")

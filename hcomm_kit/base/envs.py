@@ -359,33 +359,62 @@ def hccl_algo() -> str | None:
 TOPOLOGY_PRODUCTS: dict[str, str] = {"A2": "Ascend910B", "A3": "Ascend910_93", "950": "Ascend950"}
 
 
-def topology() -> tuple[str, int, int] | None:
-    """HCOMM_KIT_TOPOLOGY as ``(product, servers, npus per server)``, or None when unset."""
-    raw = get("HCOMM_KIT_TOPOLOGY")
-    if raw is None:
-        return None
+def parse_topology(raw: str) -> tuple[str, int, int]:
+    """``PRODUCT:SERVERSxNPUS`` (HCOMM_KIT_TOPOLOGY's form) as ``(product, servers, npus per server)``.
+
+    Raises:
+        ConfigError: not of that form (the reason says what is accepted).
+    """
     product, _, shape = str(raw).partition(":")
     servers, _, npus = shape.partition("x")
     if product not in TOPOLOGY_PRODUCTS or not servers.isdigit() or not npus.isdigit() or \
             int(servers) < 1 or int(npus) < 1:
-        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
-            str(raw), "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS))
+        raise ConfigError(f"{raw!r} is not PRODUCT:SERVERSxNPUS with PRODUCT one of {', '.join(TOPOLOGY_PRODUCTS)} "
+                          "(A2:1x8, A3:2x16)", key="topology")
     return product, int(servers), int(npus)
 
 
-def links_down() -> list[tuple[int, int]]:
-    """HCOMM_KIT_LINKS_DOWN as sorted ``(a, b)`` pairs with a < b (empty when unset)."""
-    raw = get("HCOMM_KIT_LINKS_DOWN")
+def parse_links_down(raw: str) -> list[tuple[int, int]]:
+    """``"0-1,2-5"`` (HCOMM_KIT_LINKS_DOWN's form) as sorted ``(a, b)`` pairs with a < b; "" and
+    ``"none"`` give none.
+
+    Raises:
+        ConfigError: an entry is not RANK-RANK of two different ranks.
+    """
     out: set[tuple[int, int]] = set()
+    if str(raw).strip().lower() == "none":
+        return []
     for item in str(raw or "").split(","):
         item = item.strip()
         if not item:
             continue
         a, _, b = item.partition("-")
         if not a.strip().isdigit() or not b.strip().isdigit() or int(a) == int(b):
-            raise VARIABLES["HCOMM_KIT_LINKS_DOWN"]._bad(str(raw), f"RANK-RANK pairs of two different ranks (entry {item!r})")
+            raise ConfigError(f"entry {item!r} is not RANK-RANK of two different ranks (0-1,2-5)", key="links_down")
         out.add((min(int(a), int(b)), max(int(a), int(b))))
     return sorted(out)
+
+
+def topology() -> tuple[str, int, int] | None:
+    """HCOMM_KIT_TOPOLOGY as ``(product, servers, npus per server)``, or None when unset."""
+    raw = get("HCOMM_KIT_TOPOLOGY")
+    if raw is None:
+        return None
+    try:
+        return parse_topology(str(raw))
+    except ConfigError:
+        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
+            str(raw), "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS)) from None
+
+
+def links_down() -> list[tuple[int, int]]:
+    """HCOMM_KIT_LINKS_DOWN as sorted ``(a, b)`` pairs with a < b (empty when unset, empty or ``none``)."""
+    raw = get("HCOMM_KIT_LINKS_DOWN")
+    try:
+        return parse_links_down(str(raw or ""))
+    except ConfigError as exc:
+        raise VARIABLES["HCOMM_KIT_LINKS_DOWN"]._bad(str(raw), f"RANK-RANK pairs of two different ranks "
+                                                     f"({exc.reason})") from None
 
 
 def ascend_home_path() -> Path | None:

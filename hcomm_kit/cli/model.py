@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="model_command", metavar="explain|params")
     ex = sub.add_parser("explain", help="simulate one call and print its critical path")
     ex.add_argument("collective", metavar="COLLECTIVE|OPDIR", help="a built-in collective or an operator directory")
-    ex.add_argument("-n", "--np", type=int, default=2, metavar="N", help="number of ranks (default 2)")
+    ex.add_argument("-n", "--np", type=int, default=None, metavar="N",
+                    help="number of ranks (default: an operator's op.toml [test] topology's, --topology's, else 2)")
     ex.add_argument("-b", "--bytes", default="1M", help="data size per rank as hcomm-kit bench counts it (default 1M)")
     ex.add_argument("-d", "--datatype", default="fp32", help="dtype (default fp32)")
     ex.add_argument("-o", "--op", default=None, help="reduce op (default: sum / the operator's first listed)")
@@ -74,17 +75,20 @@ def _explain(args: argparse.Namespace) -> int:
     from ..core.bootstrap import under_mpi
     from ..jobs.preflight import usage_errors
     from ..base.errors import ConfigError
-    from . import _apply_topology_arguments
+    from . import _apply_op_job, _apply_topology_arguments
 
     with usage_errors():
+        if args.np is not None:
+            check_np(args.np)
+        target = bench._target(args.collective, None)
+        _apply_topology_arguments(args)
+        _apply_op_job(args, [target.opdir] if target is not None else [])  # op.toml [test]
         check_np(args.np)
         if args.np < 2:
             raise ConfigError("-n 1: one rank issues no Hcomm tasks, there is nothing to model", key="-n")
         nbytes = bench.parse_size(args.bytes)
-        target = bench._target(args.collective, None)
         if target is not None:
             bench.check_target(target, args.datatype, args.op)
-        _apply_topology_arguments(args)
     subject = target.opdir if target is not None else args.collective
     if not under_mpi():
         from ..jobs.launch import launch

@@ -30,7 +30,8 @@ HELP = "run an operator on N ranks and check it against numpy"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ops", nargs="+", metavar="OP", help="operator directory or built-in name")
-    parser.add_argument("--np", "-n", type=int, default=2, metavar="N", help="number of ranks (default 2)")
+    parser.add_argument("--np", "-n", type=int, default=None, metavar="N",
+                        help="number of ranks (default: op.toml [test] topology's, --topology's, else 2)")
     parser.add_argument("--count", "-c", type=int, default=4096, metavar="C",
                         help="OpParam.count, HCCL's count: elements per rank, per block where the input holds one "
                              "block per rank (default 4096)")
@@ -56,6 +57,12 @@ def run(args: argparse.Namespace) -> int:
     from ..jobs.preflight import usage_errors
 
     with usage_errors():  # bad input: one line, exit 2, nothing started
+        if args.np is not None:
+            check_np(args.np)
+        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
+        from . import _apply_op_job
+
+        _apply_op_job(args, opdirs)  # op.toml [test]: topology, links down, the rank count
         check_np(args.np)
         if args.iters < 0:
             raise ConfigError(f"--iters {args.iters}: use 0 (check only) or more timed calls", key="--iters")
@@ -64,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
                               key="--count")
         if args.root is not None and not 0 <= args.root < args.np:
             raise ConfigError(f"-r {args.root} is not a rank of a {args.np}-rank job (0..{args.np - 1})", key="-r")
-        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
         if not under_mpi():
             _preflight(args, opdirs)
     if args.debug:

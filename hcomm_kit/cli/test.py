@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         opdir = resolve_op(args.opdir).resolve()
         tests = opdir / "tests"
         spec = load_opspec(opdir)
+        _apply_op_job(spec, args.np)
         if args.algorithm:
             check_op_algorithm(str(opdir), spec, args.algorithm)
         rootdir = opdir
@@ -128,6 +129,22 @@ def _run_pytest(args: argparse.Namespace, opdir: "Path", tests: "Path", rootdir:
         print("hcomm-kit test: passed with the debug build (kernel logs are shown for failing tests)",
               file=sys.stderr)
     return rc
+
+
+def _apply_op_job(spec, np: int | None) -> None:
+    """op.toml ``[test]`` for the jobs of the generated tests: exported here (the tests' markers read
+    the same, :func:`hcomm_kit.testing.opjob.mpi_job`); at a ``--np`` other than its topology's,
+    HCOMM_KIT_TOPOLOGY and HCOMM_KIT_LINKS_DOWN are set empty (one server, every link up) so that
+    the markers leave them out too."""
+    from ..build.testjob import op_job
+
+    job = op_job(spec, np=np)
+    os.environ.update(job.env)
+    if job.notes:
+        os.environ.setdefault("HCOMM_KIT_TOPOLOGY", "")
+        os.environ.setdefault("HCOMM_KIT_LINKS_DOWN", "")
+        for note in job.notes:
+            print(f"hcomm-kit test: note: {note}", file=sys.stderr)
 
 
 def _take_ours(args: argparse.Namespace, extra: list[str]) -> list[str]:
