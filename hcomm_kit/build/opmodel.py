@@ -129,6 +129,7 @@ class OpSpec:
     algorithms: tuple[str, ...] = ()
     ring_order: str = "rank"
     rings: int = 1
+    link_map: bool = False
     test_topology: str = ""
     test_links_down: str = ""
     opdir: Path | None = None
@@ -395,6 +396,9 @@ class OpSpec:
             CField("channels", "ChannelInfo", MAX_CHANNELS, array_text=f"{p}_MAX_CHANNELS",
                    comment=self._channel_comment()),
             *(self._ring_fields() if self.topology == "ring" else ()),
+            *((CField("linkUp", "uint64_t", MAX_CHANNELS, array_text=f"{p}_MAX_CHANNELS",
+                      comment="op.toml link_map: bit q of linkUp[r] set when ranks r and q have a link (not taken "
+                      "down, HCOMM_KIT_LINKS_DOWN)"),) if self.link_map else ()),
         ]
 
     def _ring_fields(self) -> list[CField]:
@@ -479,6 +483,7 @@ class OpSpec:
             "notifies_per_thread": self.notifies_per_thread, "topology": self.topology,
             "channel_notifies": self.channel_notifies, "kind": self.kind, "reference": self.reference,
             "algorithms": list(self.algorithms), "ring_order": self.ring_order, "rings": self.rings,
+            "link_map": self.link_map,
             "test_topology": self.test_topology, "test_links_down": self.test_links_down,
             "params": [{"name": p.name, "type": p.type, "array": p.array} for p in self.params],
         }

@@ -37,6 +37,7 @@ Schema (every key except ``op.name`` is optional)::
     notifies = 0             # notify slots per channel end
     ring_order = "rank"      # ring: "rank" (rank-1, rank+1) or "avoid-down" (no neighbour across a downed link)
     rings = 1                # ring: up to this many link-disjoint rings (AlgResourceCtx.rings[])
+    link_map = false         # AlgResourceCtx.linkUp[r]: bit q = ranks r and q have a link (relaying kernels)
 
     [test]                   # the job of the generated tests, run, bench and model explain (unless told otherwise)
     topology = "A2:1x8"      # HCOMM_KIT_TOPOLOGY (--topology); the tests run at its rank count
@@ -150,6 +151,9 @@ _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "rings": ("`1`", f"ring only: up to this many rings that share no link (1..{MAX_RINGS}; "
                   "`AlgResourceCtx.ringNum` says how many the rank graph gave: 1 on 2-4 ranks, 3 on a full mesh "
                   "of 8), ring k on `channels[2k]` (prev) and `channels[2k+1]` (next)"),
+        "link_map": ("`false`", "`AlgResourceCtx.linkUp[r]`: bit q set when ranks r and q have a link (none taken down, "
+                     "`HCOMM_KIT_LINKS_DOWN`): the rank graph a kernel that relays around downed links needs (which "
+                     "ranks reach both ends of a downed link)"),
     },
     "test": {
         "topology": ("none (one server)", "`PRODUCT:SERVERSxNPUS` (`A2:1x8`): the cluster topology of the generated "
@@ -407,6 +411,7 @@ class _Validator:
             if key in chan and topology != "ring":
                 raise self.fail(f"resources.channels.{key}", f"resources.channels.{key} shapes a ring: it needs "
                                 f"topology = \"ring\" (this operator's is {topology!r}); remove it")
+        link_map = self.get(chan, "link_map", "resources.channels", bool, False)
         test_topology, test_links_down = self.test_job(test)
 
         params = self.params(doc.get("param", []))
@@ -418,6 +423,7 @@ class _Validator:
             notifies_per_thread=notifies, topology=topology, channel_notifies=chan_notifies,
             params=tuple(params), same_args=same_args, kind=kind, reference=reference,
             kind_explicit=kind_explicit, algorithms=tuple(algorithms), ring_order=ring_order, rings=rings,
+            link_map=link_map,
             test_topology=test_topology, test_links_down=test_links_down, opdir=opdir, toml_sha256=sha256,
         )
 

@@ -92,6 +92,10 @@ class Resources:
         ctx.channelNum = spec.channel_num(size, down_links)
         if spec.topology == "ring":
             self._fill_rings(ctx, spec, rings)
+        if spec.link_map:
+            down_set = set(down_links)
+            for a in range(size):
+                ctx.linkUp[a] = sum(1 << b for b in range(size) if b != a and (min(a, b), max(a, b)) not in down_set)
         ctx.notifyNumPerThread = slots
         buf, bsize = ctypes.c_void_p(), ctypes.c_uint64()
         hc.HcclGetHcclBuffer(comm_h, ctypes.byref(buf), ctypes.byref(bsize))

@@ -3,8 +3,8 @@
 Only ``*.jinja`` files are rendered (Jinja2, ``StrictUndefined``: a missing variable is an
 error, never an empty string); answers are validated (as an ``op.toml``) before anything is
 written; the answers are stored in ``.hcomm-kit-answers.json`` so that ``--update`` can
-re-render after ``op.toml`` changes. ``op_kernel_aicpu/exec_op.cc`` belongs to the user: it is
-written only when absent.
+re-render after ``op.toml`` changes. ``op_kernel_aicpu/exec_op.cc`` and ``README.md`` belong to the
+user: they are written only when absent.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = [
     "render_kind_test",
 ]
 
-USER_FILES = ("op_kernel_aicpu/exec_op.cc", "reference.py")
+USER_FILES = ("op_kernel_aicpu/exec_op.cc", "reference.py", "README.md")
 
 # Element size per HcclDataType value 0..17 (hcomm.md §2.2; 13 is unused and holds 2).
 SIZE_TABLE = (1, 2, 4, 2, 4, 8, 8, 1, 2, 4, 8, 2, 16, 2, 1, 1, 1, 1)
@@ -158,10 +158,12 @@ def _context(spec: OpSpec) -> dict[str, Any]:
         "width": 48,
         "test_dtypes": list(spec.dtypes),
         # the kind-driven test (hcomm_kit.testing.check_operator) unless a first pattern still computes
-        # what it was generated for (its own hand-written reference test)
+        # what it was generated for (its own hand-written reference test) with one algorithm (the kind
+        # test tries each of op.toml's algorithms)
         "kind_test": spec.pattern not in ("empty", "p2p", "ring-allreduce", "mesh-allgather")
         or PATTERN_DEFAULTS[spec.pattern]["kind"] != spec.kind
-        or spec.reference not in ("", PATTERN_DEFAULTS[spec.pattern].get("reference", "")),
+        or spec.reference not in ("", PATTERN_DEFAULTS[spec.pattern].get("reference", ""))
+        or bool(spec.algorithms),
         "op_dir": None,
         **opbuild.ascend_template_context(spec),
     }
@@ -195,7 +197,7 @@ def _manifest(spec: OpSpec) -> list[tuple[str, str, str]]:
         ("op/tests/test_op.py.jinja", f"tests/test_{spec.name}.py", "generated"),
         ("op/CMakeLists.txt.jinja", "CMakeLists.txt", "generated"),
         ("op/BUILD_ON_CANN.md.jinja", "BUILD_ON_CANN.md", "generated"),
-        ("op/README.md.jinja", "README.md", "generated"),
+        ("op/README.md.jinja", "README.md", "user"),  # the operator's own documentation: written once
         *((t, rel, "user") for t, rel in PATTERN_FILES.get(spec.pattern, {}).items()),
     ]
 
