@@ -1041,7 +1041,7 @@ namespace {
 /* The choice without a communicator: topology fields, CANN's rule or HCCL_ALGO, the kernel. The
  * cost table and the tuner plugin need the communicator (select_algo). */
 int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg, const AlgoQuery& q,
-           const std::string& forced, Selection* out, std::string* err) {
+           const std::string& forced, bool new_selector, Comm* tuner_comm, Selection* out, std::string* err) {
     *out = Selection();
     AlgoPick pick;
     std::string why;
@@ -1049,10 +1049,13 @@ int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg
         out->cann = pick.name;
         out->source = pick.source;
     }
-    /* a downed link: every built-in collective needs it (they connect every pair of ranks they
-     * exchange data with; CANN's own topology calculation fails on the ranks of a server without
-     * the link). Point-to-point calls need only their peer's link (the channel says so). */
-    if (is_collective(q.coll) && !topo.down.empty()) {
+    /* a downed link: CANN's algorithms need it (they connect the pairs of ranks they exchange data
+     * with, and CANN's own topology calculation fails on the ranks of a server without the link),
+     * so the collective fails on every rank at once. Point-to-point calls need only their peer's
+     * link (the channel says so); a kernel of the emulator's own, forced by name, knows which
+     * links it uses (the two-level one: those inside each server and between same-index ranks). */
+    const bool own_kernel = !forced.empty() && !registered(q.coll, forced) && kernel_algo_id(q.coll, forced) >= 0;
+    if (is_collective(q.coll) && !topo.down.empty() && !own_kernel) {
         std::string links;
         for (auto& d : topo.down)
             links += strprintf("%s%s link %u-%u", links.empty() ? "" : ", ", link_type_name(topo.link(d.first, d.second)),
@@ -1088,6 +1091,35 @@ int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg
         if (decided && !forced_kernel.empty()) {
             name = forced_kernel;
             out->how = "HCCL_ALGO " + rule;
+        } else if (new_selector && new_selector_supports(q.coll)) {
+            /* SelectorEngine::Run (selector_engine.cc:181): the cost table HCCL_ALGO and the op's rules
+             * leave, the tuner plugin over it, the cheapest (the first of equal ones) */
+            if (kept.size() != names.size()) kept.assign(names.size(), true);
+            out->entries = cost_table(info, q, names, kept);
+            auto cheapest = [&](bool tuned) {
+                int best = -1;
+                for (size_t i = 0; i < out->entries.size(); i++) {
+                    float v = tuned ? out->entries[i].cost : out->entries[i].model_cost;
+                    if (v >= 0 && (best < 0 || v < (tuned ? out->entries[best].cost : out->entries[best].model_cost)))
+                        best = (int)i;
+                }
+                return best;
+            };
+            const int before = cheapest(false);
+            const bool matched = tuner_comm && tuner_apply(tuner_comm, q, &out->entries);
+            const int best = cheapest(true);
+            if (best < 0) {
+                std::string list;
+                for (auto& e : out->entries) list += strprintf("%s%s %.6g", list.empty() ? "" : ", ", e.name.c_str(), e.cost);
+                *err = strprintf("%s: CANN's cost table (HCCL_USE_NEW_SELECTOR=1) has no valid algorithm%s%s%s "
+                                 "(selector_engine.cc SelectMinCost)", coll_label(q.coll),
+                                 out->entries.empty() ? "" : " (", list.c_str(), out->entries.empty() ? "" : ")");
+                return HCCL_E_NOT_SUPPORT;
+            }
+            name = out->entries[best].name;
+            out->tuner_matched = matched && best != before;
+            out->how = std::string(out->tuner_matched ? "tuner plugin" : "cost table") + " (HCCL_USE_NEW_SELECTOR=1" +
+                       (decided ? ", HCCL_ALGO " + rule : "") + ")";
         } else if (decided) {
             std::vector<std::string> left;
             for (size_t i = 0; i < names.size(); i++)
@@ -1128,29 +1160,44 @@ int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg
         }
         out->how += "; no built-in kernel implements " + name + ": the kernel chose by itself";
         out->kernel = 0;
+        out->name.clear();
     }
     return 0;
 }
 
 }  // namespace
 
+namespace {
+std::string costs_json(const Selection& s) {
+    std::string j;
+    for (const CostEntry& e : s.entries) j += strprintf("%s\"%s\":%.6g", j.empty() ? "" : ",", e.name.c_str(), (double)e.cost);
+    return j;
+}
+}  // namespace
+
 int select_algo(Comm* c, const AlgoQuery& q, const std::string& forced, Selection* out, const char* api) {
     std::string err;
-    int rc = choose(c->cann_topo, c->topo, c->algo_cfg, q, forced, out, &err);
+    int rc = choose(c->cann_topo, c->topo, c->algo_cfg, q, forced, c->new_selector, c, out, &err);
     if (rc) return seterr_str(rc, api, err);
     const uint64_t bytes = q.count * dtype_size(q.dtype);
     if (hccl_hooks.trace_note)
         hccl_hooks.trace_note(c, "algorithm selection",
                               strprintf("\"collective\":\"%s\",\"bytes\":%llu,\"chosen\":\"%s\",\"cann\":\"%s\","
-                                        "\"source\":\"%s\",\"how\":\"%s\",\"tuner_matched\":%d",
+                                        "\"source\":\"%s\",\"how\":\"%s\",\"tuner_matched\":%d,\"costs\":{%s}",
                                         coll_label(q.coll), (unsigned long long)bytes, json_escape(out->name).c_str(),
                                         out->cann.c_str(), out->source.c_str(), json_escape(out->how).c_str(),
-                                        out->tuner_matched ? 1 : 0));
-    if (c->rank == 0 && g_log_level >= LOG_INFO)
-        EMU_LOG(LOG_INFO, "[Selector] %s of %llu bytes (%s) on %s: %s (%s%s%s)", coll_label(q.coll),
-                (unsigned long long)bytes, dtype_name(q.dtype), c->name.c_str(),
-                out->name.empty() ? "the kernel's own choice" : out->name.c_str(), out->how.c_str(),
-                out->source.empty() ? "" : ", CANN: ", out->source.c_str());
+                                        out->tuner_matched ? 1 : 0, costs_json(*out).c_str()));
+    if (c->rank == 0 && g_log_level >= LOG_INFO) {
+        std::string table;
+        for (const CostEntry& e : out->entries)
+            table += strprintf("%s%s %.6g s%s", table.empty() ? "cost table: " : ", ", e.name.c_str(), (double)e.cost,
+                               e.cost != e.model_cost ? strprintf(" (cost model %.6g)", (double)e.model_cost).c_str() : "");
+        EMU_LOG(LOG_INFO, "[Selector] %s of %llu bytes (%s) on %s: %s%s%s (%s%s%s)%s", coll_label(q.coll),
+                (unsigned long long)bytes, dtype_name(q.dtype), c->name.c_str(), table.c_str(),
+                table.empty() ? "" : " -> ", out->name.empty() ? "the kernel's own choice" : out->name.c_str(),
+                out->how.c_str(), out->source.empty() ? "" : "; CANN's rule: ", out->source.c_str(),
+                out->tuner_matched ? " (tuner plugin matched)" : "");
+    }
     return 0;
 }
 
@@ -1244,10 +1291,11 @@ EMU_API int32_t HcommKitAlgoSelect(HcclComm comm, int32_t collType, uint64_t cou
 }
 
 /* The same without a communicator (tests, tools): topology as HcommKitCommTopology's JSON, the rank
- * asking, HCCL_ALGO text (NULL: none). Writes {"topo": CANN's topology fields, "selection": ...}. */
+ * asking, HCCL_ALGO text (NULL: none), newSelector as HCCL_USE_NEW_SELECTOR=1 (no tuner plugin: it
+ * needs a communicator). Writes {"topo": CANN's topology fields, "selection": ...}. */
 EMU_API int32_t HcommKitAlgoSelectOn(const char* topologyJson, uint32_t rank, int32_t collType, uint64_t count,
                                      int32_t dataType, int32_t reduceOp, const char* algoConfig, const char* forced,
-                                     char* out, uint64_t outLen) {
+                                     int32_t newSelector, char* out, uint64_t outLen) {
     Topology t;
     std::string err;
     if (!topology_of_json(topologyJson, &t, &err))
@@ -1265,7 +1313,8 @@ EMU_API int32_t HcommKitAlgoSelectOn(const char* topologyJson, uint32_t rank, in
     q.dtype = dataType;
     q.op = reduceOp;
     Selection sel;
-    if (int rc = choose(info, t, cfg, q, forced ? forced : "", &sel, &err)) return -(int32_t)seterr_str(rc, __func__, err);
+    if (int rc = choose(info, t, cfg, q, forced ? forced : "", newSelector != 0, nullptr, &sel, &err))
+        return -(int32_t)seterr_str(rc, __func__, err);
     return give("{\"topo\":" + info.json() + ",\"selection\":" + sel.json() + "}", out, outLen);
 }
 

@@ -127,6 +127,19 @@ struct Selection {
     std::vector<CostEntry> entries; /* the cost table (HCCL_USE_NEW_SELECTOR=1) */
     std::string json() const;
 };
+/* ---- HCCL_USE_NEW_SELECTOR=1 (algo_cost.cc, tuner.cc) ----------------------------------------- */
+/* CANN's SelectorEngine::IsOpSupported: allreduce, allgather, reduce-scatter. */
+bool new_selector_supports(int coll);
+/* CANN's cost table for a call: of `names`, those kept[i] (HCCL_ALGO), calibrated and left by the
+ * op's rules, with CANN's cost model's cost (seconds), engine / executor / template as the tuner
+ * plugin sees them. */
+std::vector<CostEntry> cost_table(const CannTopoInfo& t, const AlgoQuery& q, const std::vector<std::string>& names,
+                                  const std::vector<bool>& kept);
+/* CANN's tuner plugin (HCCL_TUNER_PLUGIN, tuner.cc) over the entries: loaded once per process,
+ * init once per communicator, getCollInfo per call; it may rewrite the costs (< 0 disables). True
+ * when it reports a match. No-op (false) without a plugin. */
+bool tuner_apply(Comm* c, const AlgoQuery& q, std::vector<CostEntry>* entries);
+
 /* Chooses for a call on communicator c; `forced` (may be empty): a name the caller asks for
  * (Python's algorithm=). 0, or an HCCL code with the error set (seterr: names the downed link and
  * HCOMM_KIT_LINKS_DOWN, the algorithm without a kernel, ...). Logs the choice at info level and
