@@ -12,6 +12,8 @@ from setuptools.command.build_py import build_py
 
 DATA_TREES = ("templates", "aicpu_kernels", "docs")
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.o", "*.so", ".*")
+# docs/pending/ holds texts not yet placed in a page (not part of the documentation)
+IGNORE_DOCS = shutil.ignore_patterns("__pycache__", "*.pyc", "*.o", "*.so", ".*", "pending")
 
 
 class BuildPyWithData(build_py):
@@ -25,7 +27,7 @@ class BuildPyWithData(build_py):
             if src.is_dir():
                 dst = Path(self.build_lib) / "hcomm_kit" / "_data" / name
                 shutil.rmtree(dst, ignore_errors=True)
-                shutil.copytree(src, dst, ignore=IGNORE)
+                shutil.copytree(src, dst, ignore=IGNORE_DOCS if name == "docs" else IGNORE)
 
 
 setup(cmdclass={"build_py": BuildPyWithData})

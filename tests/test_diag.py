@@ -248,7 +248,7 @@ def test_spinning_kernel_is_named_in_the_first_progress_line(diag_prog) -> None:
     assert "rank 1 kernel DgSpin (launch #" in first and "is running kernel code, issued no task for" in first, err
     assert f"at {KERNEL}:{_line_of('BUG: spins')} in " in first, err
     assert "its launch timeout (3 s) ends it in" in first, err
-    # it ends at the launch timeout, as the README says (not within the deadlock detector's second)
+    # it ends at the launch timeout, as docs/diagnosis.md says (not within the deadlock detector's second)
     assert _last(res, 1)["rc"] != 0 and 2.5 < _last(res, 1)["secs"] < 20, out
     assert "DEADLOCK" not in err, err
 

@@ -169,7 +169,7 @@ def test_new_update_adds_the_kind_to_an_old_op_toml(tmp_path: Path) -> None:
     assert re.search(r'(?m)^pattern = .*\nkind = "allreduce"', (d / "op.toml").read_text())
 
 
-def test_optoml_reference_is_generated_from_the_definitions_and_the_readme_holds_it() -> None:
+def test_optoml_reference_is_generated_from_the_definitions_and_the_operators_page_holds_it() -> None:
     text = optoml_reference()
     for table, keys in _SCHEMA.items():
         for key, (_, meaning) in keys.items():
@@ -177,11 +177,12 @@ def test_optoml_reference_is_generated_from_the_definitions_and_the_readme_holds
                 assert f"{key}` |" in text, f"{table}.{key} missing from the op.toml reference"
     for kind in KINDS:
         assert f"| `{kind}` |" in text
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- optoml:begin -->\n", 1)[1].split("\n<!-- optoml:end -->", 1)[0]
-    assert block == text, "README's op.toml table is stale: paste `hcomm-kit docs optoml` between the markers"
-    for kind in KINDS:  # the custom-operator section shows every kind
-        assert f'kind = "{kind}"' in readme.split("## Custom operators", 1)[1].split("<!-- optoml:begin", 1)[0]
+    page = (ROOT / "docs" / "operators.md").read_text()
+    block = page.split("<!-- optoml:begin -->\n", 1)[1].split("\n<!-- optoml:end -->", 1)[0]
+    assert block == text, ("docs/operators.md's op.toml table is stale: paste `hcomm-kit docs optoml` between "
+                           "the markers")
+    for kind in KINDS:  # the page's section on kinds shows every kind
+        assert f'kind = "{kind}"' in page.split("## Kinds", 1)[1].split("<!-- optoml:begin", 1)[0]
 
 
 # ---- references ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The timing model (hcomm_kit/emu/src/model/, README "Predicted time").
+"""The timing model (hcomm_kit/emu/src/model/, docs/predicted-time.md).
 
 The model is deterministic, so these are ordinary tests, not timed ones:
  (a) calibration: a 2-rank operator whose kernel writes one block to its peer, run through the

@@ -31,6 +31,7 @@ __all__ = [
     "HCCL_API_MOVE",
     "hccl_api_reduces",
     "hccl_api_reduce_summary",
+    "hccl_api_reduce_table",
     "check_hccl_api_reduce",
     "render_c_header",
 ]
@@ -309,6 +310,21 @@ def hccl_api_reduce_summary(api: str, product: str) -> str:
         if op in ops and op not in plain:
             text += f"; {op}: {', '.join(d for d in order if d in ops[op])}"
     return text
+
+
+def hccl_api_reduce_table() -> str:
+    """:data:`HCCL_API_REDUCE` as a Markdown table, one row per API and product (the documentation's
+    copy, docs/cann.md, is checked against it)."""
+    order = [d.name for d in DTYPES]
+    rows = ["| API | product | dtypes with sum, max, min | dtypes with prod |", "|---|---|---|---|"]
+    for api, per_product in HCCL_API_REDUCE.items():
+        for product, ops in per_product.items():
+            plain = sorted(ops.get("sum", frozenset()) | ops.get("max", frozenset()) | ops.get("min", frozenset()),
+                           key=order.index)
+            assert all(ops.get(op, frozenset()) == frozenset(plain) for op in ("sum", "max", "min"))
+            prod = sorted(ops.get("prod", frozenset()), key=order.index)
+            rows.append(f"| `{api}` | {product} | {', '.join(plain)} | {', '.join(prod) or '-'} |")
+    return "\n".join(rows) + "\n"
 
 
 def check_hccl_api_reduce(api: str, product: str, dtype: "str | int | DType", op: "str | int | ReduceOp") -> None:

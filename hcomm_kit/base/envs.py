@@ -4,8 +4,8 @@ Values are read from ``os.environ`` on every call (nothing is cached), so tests 
 ``monkeypatch.setenv``. An empty value counts as unset. A bad value raises
 :class:`~hcomm_kit.base.errors.ConfigError` naming the variable, the value and what is accepted.
 
-To add a variable: add one :class:`EnvVar` to ``_TABLE`` and one getter below it; README's
-table mirrors ``hcomm-kit doctor --env``.
+To add a variable: add one :class:`EnvVar` to ``_TABLE`` and one getter below it, and its row
+to the table of docs/environment.md (a test checks that every variable has one).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 One file per product (``A2``, ``A3``, ``950``), each number with its source in the file. This is
 the one reader: the emulator build writes the JSON the C side reads (:func:`to_json`, beside
-``libhcomm_emu.so``), the tests take the calibration points from here, and the README's table is
-made from the same files. A transfer of ``B`` bytes over a link costs ``task_us + latency_us +
+``libhcomm_emu.so``), the tests take the calibration points from here, and the calibration table of
+docs/predicted-time.md is made from the same files. A transfer of ``B`` bytes over a link costs ``task_us + latency_us +
 B / (bandwidth x utilisation(B))`` (utilisation log-linear in ``B`` between the listed sizes).
 """
 

@@ -81,8 +81,8 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
         shape = f"{len(topo.servers)} server(s) x {len(topo.servers[0]) if topo.servers else 0}"
         down = f", links down {', '.join(f'{a}-{b}' for a, b in topo.links_down)}" if topo.links_down else ""
         lines.append(f"# model_* = predicted Ascend time of the last timed call: the tasks it issued on every "
-                     f"rank taking part, simulated on the {topo.product} parameters ({shape}{down}; README "
-                     f"\"Predicted time\"), not this host's timing")
+                     f"rank taking part, simulated on the {topo.product} parameters ({shape}{down}; see "
+                     f"`hcomm-kit docs predicted-time`), not this host's timing")
     cols = list(_COLS)
     if target is None:
         cols.append("selected")

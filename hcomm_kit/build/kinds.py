@@ -154,7 +154,7 @@ PATTERN_REFERENCES: dict[str, str] = {"empty": f"{_REF}:copy"}
 
 
 def kinds_table() -> str:
-    """The kinds as a Markdown table (README, ``hcomm-kit docs optoml``)."""
+    """The kinds as a Markdown table (docs/operators.md, ``hcomm-kit docs optoml``)."""
     rows = ["| kind | rank r's output | input / output count | root | reduce op | busbw factor | checked | "
             "--compare builtin / mpi |", "|---|---|---|---|---|---|---|---|"]
     for k in KINDS.values():

@@ -90,8 +90,8 @@ _INT_TYPES = ("int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
 _CALL_KEYWORDS = frozenset({"input", "output", "dtype", "reduce_op", "stream", "async_op", "timeout", "algorithm"})
 
 # Every accepted key per table: key -> (default, meaning). The one definition of op.toml's keys: the
-# validator accepts these and nothing else (did-you-mean), and `hcomm-kit docs optoml` / the README
-# table are generated from it (optoml_table; tests/test_kinds.py checks the README against it).
+# validator accepts these and nothing else (did-you-mean), and `hcomm-kit docs optoml` / the table
+# of docs/operators.md are generated from it (optoml_table; tests/test_kinds.py checks the page against it).
 _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "": {"op": ("", "table"), "io": ("", "table"), "resources": ("", "table"),
          "param": ("", "array of tables")},
@@ -146,7 +146,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
 
 def optoml_reference() -> str:
     """The op.toml reference: every key (:func:`optoml_table`) and every kind
-    (:func:`hcomm_kit.build.kinds.kinds_table`). ``hcomm-kit docs optoml`` prints it; the README
+    (:func:`hcomm_kit.build.kinds.kinds_table`). ``hcomm-kit docs optoml`` prints it; docs/operators.md
     holds it between ``<!-- optoml:begin -->`` and ``<!-- optoml:end -->`` (checked by a test)."""
     from .kinds import kinds_table
 

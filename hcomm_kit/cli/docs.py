@@ -1,7 +1,8 @@
 """Show a documentation page shipped with hcomm-kit.
 
-  hcomm-kit docs                 list the pages
+  hcomm-kit docs                 list the pages (the documentation site's pages, as Markdown)
   hcomm-kit docs hcomm           the Hcomm rules your kernel relies on (cited by generated files)
+  hcomm-kit docs topology        any other page of the list
   hcomm-kit docs optoml          every op.toml key (default, meaning) and every kind
   hcomm-kit docs --path hcomm    where the page's file is
 """
@@ -35,10 +36,11 @@ def run(args: argparse.Namespace) -> int:
         print(optoml_reference())
         return 0
     if args.topic is None:
+        width = max(len(name) for name in [*found, "optoml"])
         for name, path in found.items():
             title = path.read_text().splitlines()[0].lstrip("# ").strip()
-            print(f"{name:12s} {title}")
-        print(f"{'optoml':12s} op.toml keys (default, meaning) and kinds")
+            print(f"{name:{width}s} {title}")
+        print(f"{'optoml':{width}s} op.toml keys (default, meaning) and kinds")
         return 0
     path = found.get(args.topic)
     if path is None:

@@ -7,7 +7,7 @@
 
 explain runs one call of COLLECTIVE (a built-in) or OPDIR (an operator directory) on N ranks in
 the emulator, then simulates the tasks every rank's kernel issued on the product's parameters
-(README "Predicted time") and prints the modelled time and its critical path: the chain of tasks,
+(docs/predicted-time.md) and prints the modelled time and its critical path: the chain of tasks,
 ranks and links whose ends decided the time (why: "issued" = the AICPU issued it then, "thread" =
 its thread's previous task ended, "notify" = the record it waited for arrived, "shared link" = it
 shared a link or port). --json prints the whole simulation as JSON (--all: every task).

@@ -276,7 +276,7 @@ class Communicator:
             rt.check_hccl(-n, "HcommKitCommTopology")
         return Topology.from_json(buf.value.decode())
 
-    # ---- the timing model (README "Predicted time") -----------------------------------------
+    # ---- the timing model (docs/predicted-time.md) -----------------------------------------
     @property
     def last_model_time(self) -> float | None:
         """Modelled Ascend time (us) of the latest operation this rank ran on this communicator

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import envs
 from ..core import communicator as _core
@@ -23,6 +23,9 @@ from ..core.bootstrap import Bootstrap
 from ..base.resources import aicpu_kernels_dir
 from .algorithms import ALGORITHMS
 from .collectives import CollectiveOps
+
+if TYPE_CHECKING:
+    from .custom_op import CustomOp
 
 __all__ = ["Communicator", "init"]
 
@@ -47,7 +50,7 @@ class Communicator(_core.Communicator, CollectiveOps):
         self._host_stage: dict = {}     # small host arrays' device pairs (PlannedCalls._small_host)
         return self
 
-    def load_op(self, path: "str | os.PathLike[str]", **build_options: Any):
+    def load_op(self, path: "str | os.PathLike[str]", **build_options: Any) -> CustomOp:
         """Load (building if needed) the custom operator in ``path`` (its directory or op.toml).
 
         Args:
@@ -56,7 +59,7 @@ class Communicator(_core.Communicator, CollectiveOps):
                 logs on stderr; default: ``HCOMM_KIT_DEBUG``), ``verbose=True`` echoes the build.
 
         Returns:
-            A :class:`~hcomm_kit.ops.custom_op.CustomOp`, cached per directory.
+            The operator (cached per directory and build options).
         """
         self._check_open()
         if build_options.get("debug") is None:

@@ -542,7 +542,7 @@ class CustomOp(CallCheck, OpParams, LaunchSequence):
 
     @property
     def last_model_time(self) -> float | None:
-        """Modelled Ascend time (us) of this operator's latest call (README "Predicted time"): the
+        """Modelled Ascend time (us) of this operator's latest call (docs/predicted-time.md): the
         tasks every rank's kernel issued for it, simulated on the product's parameters (the
         communicator's latest operation, see ``comm.last_model_time``; call it before another
         operation runs on the communicator). None where there is no model."""

@@ -34,7 +34,7 @@ class Work:
 
     @property
     def model_time(self) -> float | None:
-        """Modelled Ascend time (us) of this call (README "Predicted time"): waits for the call,
+        """Modelled Ascend time (us) of this call (docs/predicted-time.md): waits for the call,
         then simulates the tasks every rank's kernel issued for it. It is the communicator's
         latest operation, so ask before enqueueing another one on it. None where there is no
         model (CANN backend, one rank, ``HCOMM_KIT_MODEL=0``)."""

@@ -110,7 +110,7 @@ int32_t HcommKitStreamCalls(aclrtStream stream, const HcommKitStreamCall* calls,
  * Returns the length written, truncated to bufLen - 1. */
 uint64_t HcommKitCommReport(HcclComm comm, char* buf, uint64_t bufLen);
 
-/* Timing model (README "Predicted time"): the modelled Ascend time in microseconds of the latest
+/* Timing model (docs/predicted-time.md): the modelled Ascend time in microseconds of the latest
  * operation this rank ran on comm (its last kernel launch that queued Hcomm tasks), simulated from
  * the tasks every rank's kernel issued for that call and the product's parameters. Waits (at most
  * HCOMM_KIT_MODEL_WAIT seconds, default 30) until every rank has finished the same call;

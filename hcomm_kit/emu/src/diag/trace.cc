@@ -187,7 +187,7 @@ void flush(bool merge, bool remove_parts) {
         note = g_note;
     }
     std::string clock = cfg().trace_model_clock
-                            ? "modelled (timing model, README Predicted time), microseconds from the first operation's "
+                            ? "modelled (timing model, `hcomm-kit docs predicted-time`), microseconds from the first operation's "
                               "host launch; operations end to end"
                             : "CLOCK_MONOTONIC, microseconds";
     if (!note.empty()) clock += "\",\"note\":\"" + esc(note.c_str());
