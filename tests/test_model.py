@@ -8,7 +8,7 @@ The model is deterministic, so these are ordinary tests, not timed ones:
      alpha-beta formulas (hicann/hccl docs/zh/user_guide/coll_algo_intro/Ring.md, Mesh.md),
      evaluated with the same parameters, within 10 % from 1 KiB to 64 MiB;
  (c) crossing servers changes a transfer's prediction as the per-link formula says, and taking a
-     link down (the selector then runs the two-level allreduce) as HCCL's formulas say;
+     link down (the two-level allreduce then runs around it) as HCCL's formulas say;
  (d) the same figure on repeated runs and on a busy host.
 """
 
@@ -61,7 +61,7 @@ comm.close()
 
 
 #: simulations already run in this process, by (ranks, topology, operator, algorithm, size): the
-#: formula and selector checks share their 8-rank runs (the figure is deterministic: test (d))
+#: formula checks share their 8-rank runs (the figure is deterministic: test (d))
 _SIMS: dict[tuple, dict] = {}
 
 
@@ -248,18 +248,15 @@ def _ring_hier_formulas(prm: model_params.ModelParams, n: float, p: int, nl: int
 @pytest.mark.slow
 def test_a_downed_link_changes_the_prediction_as_the_formulas_say(tmp_path: Path) -> None:
     """A2, two servers of 2, allreduce of 16 MiB (link-bound: 2 us x tasks is under half the
-    time). Every link up: the selector runs the ring. Link 0-3 (across the servers, between
-    different local indices) down: the flat algorithms cannot run, the two-level one does. Each
-    modelled time matches its formula within 10 %."""
-    from hcomm_kit.ops import selector
-
+    time). Every link up: the ring. Link 0-3 (across the servers, between different local indices)
+    down: the two-level kernel, which does not use it. Each modelled time matches its formula
+    within 10 %."""
     prm = model_params.load("A2")
     size, spec = 16 << 20, "A2:2x2"
     want = _ring_hier_formulas(prm, size, 4, 2)
     got = {}
     for down, algo in (((), "ring"), (((0, 3),), "hierarchical")):
-        assert selector.choose("allreduce", size, 0, _topology(spec, down), 4) == algo
-        (sim,) = _run(tmp_path, 4, spec, "allreduce", [size], links_down="0-3" if down else "")
+        (sim,) = _run(tmp_path, 4, spec, "allreduce", [size], algo, links_down="0-3" if down else "")
         got[algo] = sim["time_us"]
         assert sim["max_tasks"] * prm.task_us < 0.5 * sim["time_us"], sim["max_tasks"]
         assert abs(sim["time_us"] - want[algo]) / want[algo] <= 0.10, (algo, sim["time_us"], want[algo])
@@ -341,81 +338,3 @@ def test_params_files_are_complete() -> None:
     h = model_params.load("A2").links["HCCS"]
     assert h.util(1) == h.utilisation[0][1] and h.util(1 << 30) == 1.0
     assert h.utilisation[0][1] < h.util(24576) < h.utilisation[1][1]
-
-
-# ---------------------------------------------------------------- the selector agrees with the model
-
-def _topology(spec: str, down: tuple[tuple[int, int], ...] = ()):
-    """The Topology of ``PRODUCT:SxN`` (servers of consecutive ranks) as the communicator reads it."""
-    from hcomm_kit.core.topology import Topology
-
-    product, shape = spec.split(":")
-    ns, nl = map(int, shape.split("x"))
-    servers = tuple(tuple(range(s * nl, (s + 1) * nl)) for s in range(ns))
-    return Topology(product=product, source=spec, servers=servers, pods=tuple((s,) for s in range(ns)),
-                    links_down=down, link_in_server="HCCS" if product == "A2" else "UB")
-
-
-def _kernel_bytes(coll: str, size: int, n: int) -> int:
-    """The selector's measure of a bench size: the block for allgather / reduce_scatter."""
-    return size // n if coll in ("allgather", "reduce_scatter") else size
-
-
-def _check_choice(tmp_path: Path, spec: str, coll: str, sizes: list[int]) -> None:
-    """Every algorithm the selector offers is run through the model at each size; the one it
-    chooses models within 3 % of the fastest."""
-    from hcomm_kit.ops import selector
-
-    topo = _topology(spec)
-    n = topo.nranks
-    algos = [e.algorithm for e in selector.offer(coll, _kernel_bytes(coll, sizes[0], n), topo, n) if e.cost >= 0]
-    modelled = {a: [s["time_us"] for s in _run_cached(tmp_path, n, spec, coll, sizes, a)] for a in algos}
-    for i, size in enumerate(sizes):
-        chosen = selector.choose(coll, _kernel_bytes(coll, size, n), 0, topo, n)
-        times = {a: modelled[a][i] for a in algos}
-        assert times[chosen] <= 1.03 * min(times.values()), (
-            f"{spec} {coll} {size} B: the selector picks {chosen} ({times[chosen]:.1f} us modelled), "
-            f"the model has {times}")
-
-
-def test_selector_picks_what_models_fastest(tmp_path: Path) -> None:
-    """A2, one server of 4, allreduce: the one-shot mesh at 64 KiB, the ring at 4 MiB (the one-shot
-    reads every peer's whole input in turn: 9.5 against 18.9 GB/s busbw modelled at 16 MiB)."""
-    _check_choice(tmp_path, "A2:1x4", "allreduce", [1 << 16, 1 << 22])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("spec,coll", [
-    ("A2:1x8", "allreduce"), ("A2:1x8", "allgather"), ("A2:1x8", "reduce_scatter"), ("A2:1x4", "alltoall"),
-    ("A2:2x4", "allreduce"), ("A2:2x4", "allgather"), ("A2:2x2", "allreduce"), ("A2:2x2", "allgather"),
-])
-def test_selector_picks_what_models_fastest_matrix(tmp_path: Path, spec: str, coll: str) -> None:
-    _check_choice(tmp_path, spec, coll, [1 << 16, 1 << 20, 1 << 24])
-
-
-def test_selector_reads_the_model_parameters_and_kernel_slicing() -> None:
-    """The selector's figures are the model's (one source): its slicing constants are the kernels'
-    (hk_coll.h), and a product file's task cost moves its costs."""
-    import re
-
-    from hcomm_kit.ops import selector
-
-    header = (REPO / "aicpu_kernels" / "_common" / "hk_coll.h").read_text()
-
-    def define(name: str) -> int:
-        m = re.search(rf"#define {name} \((\d+)ull (\*|<<) (\d+)(?: \* (\d+))?\)", header)
-        assert m, name
-        a, op, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4) or 1)
-        return a * b * c if op == "*" else a << b
-
-    assert selector.CACHE_SLICE_BYTES == define("HK_CACHE_SLICE_BYTES")
-    assert selector.PIPE_SLICE_BYTES == define("HK_PIPE_SLICE_BYTES")
-    assert selector.PIPE_MIN_BYTES == define("HK_PIPE_MIN_BYTES")
-    src = Path(selector.__file__).read_text()
-    assert not re.search(r"\b(56e9|750e9|483e9|2e-6|25e9)\b", src), "the selector keeps its own constants"
-    topo = _topology("A2:1x8")
-    prm = model_params.load("A2")
-    small = {e.algorithm: e.cost for e in selector.offer("allreduce", 1024, topo, 8)}
-    # at 1 KiB both are issue-bound: the host launch plus the tasks of one slice (5n - 1, 10n - 5)
-    assert small["mesh"] == pytest.approx((prm.launch_us + 39 * prm.task_us) * 1e-6, rel=0.02)
-    assert small["ring"] == pytest.approx((prm.launch_us + 75 * prm.task_us) * 1e-6, rel=1e-9)

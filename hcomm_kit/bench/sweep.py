@@ -34,6 +34,13 @@ __all__ = ["COLLECTIVES", "Collective", "OpTarget", "op_target", "parse_size", "
            "builtin_collective", "split_compare"]
 
 
+def _selected(comm) -> str | None:
+    """The algorithm the last built-in call on ``comm`` ran (CANN's name; see
+    :attr:`hcomm_kit.ops.collectives.CollectiveOps.last_selection`)."""
+    sel = getattr(comm, "last_selection", None)
+    return sel.shown if sel is not None else None
+
+
 def split_compare(items: "tuple[str, ...] | list[str]") -> tuple[list[str], str | None]:
     """``--compare`` values -> (the baselines of :data:`COMPARES`, the built-in's algorithm of
     ``builtin:NAME``, else None). Raises ConfigError for anything else."""
@@ -155,6 +162,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                 case.call(async_op=False)
                 us = None
             model_us = _model_time(comm)
+            selected = _selected(comm) if target is None else None
             wrong, first, holdable = case.check() if check else (0, None, True)
             if comm.mpi_comm is not None and comm.size > 1:
                 wrong = int(comm.mpi_comm.allreduce(wrong))
@@ -164,7 +172,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             alg, bus = _bw(coll, case.data_size, us, comm.size) if us is not None else (None, None)
             m_alg, m_bus = _bw(coll, case.data_size, model_us, comm.size) if model_us else (None, None)
             status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")
-            row = {"collective": name, "algorithm": algorithm or "auto", "ranks": comm.size, "dtype": dt.name,
+            row = {"collective": name, "algorithm": algorithm or "auto", "selected": selected, "ranks": comm.size,
+                   "dtype": dt.name,
                    "op": rop if coll.reduction else None, "root": root if coll.rooted else None,
                    "size": case.data_size, "time_us": us, "algbw": alg, "busbw": bus, "check": status,
                    "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
@@ -180,7 +189,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                     b_us = time_builtin(comm, builtin, target, nbytes, dt, rop, root, fill, inplace, builtin_algo,
                                         iters, warmup, blocking)
                     _, b_bus = _bw(coll, case.data_size, b_us, comm.size)
-                row.update(builtin=target.builtin, builtin_algorithm=builtin_algo or "auto", builtin_time_us=b_us,
+                row.update(builtin=target.builtin, builtin_algorithm=builtin_algo or "auto",
+                           builtin_selected=_selected(comm) if builtin is not None else None, builtin_time_us=b_us,
                            builtin_busbw=b_bus,
                            vs_builtin=(b_us / us) if b_us and us else None)
             if "mpi" in compare:

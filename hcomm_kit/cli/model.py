@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("-d", "--datatype", default="fp32", help="dtype (default fp32)")
     ex.add_argument("-o", "--op", default=None, help="reduce op (default: sum / the operator's first listed)")
     ex.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
-    ex.add_argument("--algorithm", default=None, help="built-ins: ring, mesh, ... (default: the selector's choice)")
+    ex.add_argument("--algorithm", default=None,
+                    help="built-ins: a name of the kernels' or CANN's, or fastest (default: CANN's choice)")
     ex.add_argument("--json", action="store_true", help="print the simulation as JSON")
     ex.add_argument("--all", action="store_true", help="with --json: every task, not only the critical path")
     ex.add_argument("--trace", default=None, metavar="FILE.json",
@@ -116,6 +117,7 @@ def _explain(args: argparse.Namespace) -> int:
                                    iters=1, warmup=0, check=0, algorithm=args.algorithm, out=quiet)
         if comm.rank == 0:
             sim = comm.model_explain(args.all)
+            sim["selected"] = rows[0].get("selected")  # the algorithm that ran (a built-in's: CANN's name)
             if args.json:
                 print(json.dumps(sim))
             else:
@@ -137,7 +139,8 @@ def format_explain(sim: dict, row: dict, topo) -> str:
     shape = f"{len(topo.servers)} server(s) x {len(topo.servers[0])}"
     down = f", links down {', '.join(f'{a}-{b}' for a, b in topo.links_down)}" if topo.links_down else ""
     bus = f", busbw {row['model_busbw']:.3f} GB/s" if row.get("model_busbw") else ""
-    lines = [f"# {row['collective']} ({row.get('algorithm', 'auto')}), {row['ranks']} ranks, {row['size']} bytes, "
+    algo = row.get("selected") or row.get("algorithm", "auto")
+    lines = [f"# {row['collective']} ({algo}), {row['ranks']} ranks, {row['size']} bytes, "
              f"{row['dtype']} on {sim['product']} ({shape}{down}): modelled {sim['time_us']:.2f} us{bus}",
              f"# operation '{sim['op']}' #{sim['instance']}: {sim['tasks']} tasks on {len(sim['ranks'])} ranks; "
              f"critical path ({len(sim['critical_path'])} tasks, first to last):",

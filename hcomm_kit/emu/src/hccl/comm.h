@@ -12,6 +12,7 @@
 #define HCOMM_KIT_EMU_COMM_H
 
 #include "hcomm/dataplane.h"
+#include "hccl/algo_select.h"
 #include "hccl/topology.h"
 
 #include <tuple>
@@ -392,6 +393,11 @@ struct Comm {
     std::vector<uint32_t> graph_list;
     std::vector<uint32_t> layer_list;
     Topology topo; /* fixed at init (hccl/topology.h) */
+    /* The built-ins' algorithm selection (hccl/algo_select.h), fixed at init: CANN's topology
+     * fields of this rank, HCCL_ALGO (config->hcclAlgo, else the environment), HCCL_USE_NEW_SELECTOR. */
+    CannTopoInfo cann_topo;
+    AlgoConfig algo_cfg;
+    bool new_selector = false;
 };
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */
