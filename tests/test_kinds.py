@@ -409,6 +409,9 @@ def test_bench_passes_a_correct_reduce_and_compares_it_with_the_builtin_and_mpi(
         ("reduce", 2, "sum", "success", "reduce")}
     assert all(x["builtin_time_us"] and x["mpi_time_us"] for x in rows)
     assert "checked against the numpy reference hcomm_kit.ops.reference:reduce_root on the root" in r.stdout
+    # the built-in ran here: its own modelled time and algorithm, no note
+    assert all(x["builtin_model_time_us"] > 0 and not x["builtin_links_up"] and x["builtin_why"] is None
+               and x["builtin_algorithm"] not in (None, "auto") for x in rows), rows
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from typing import Any
 from ..base import envs
 from ..base.errors import ConfigError
 from .cases import Collective, OpTarget
+from .baseline import _short_why
 from .timing import CHECKED_CALLS
 
 __all__ = ["format_header", "format_row", "write_json", "plot_title", "plot"]
@@ -87,11 +88,16 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
     if target is None:
         cols.append("selected")
     if "builtin" in compare:
-        cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin", "builtin_selected"]
+        cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin", "builtin_selected", "builtin_model(us)",
+                 "vs_builtin_model", "builtin_formula(us)"]
     if "mpi" in compare:
         cols += ["mpi_time(us)", "mpi_busbw(GB/s)", "vs_mpi"]
     if compare:
-        lines.append("# vs_X = X's time / ours (> 1: ours is faster)")
+        lines.append("# vs_X = X's time / ours (> 1: ours is faster)"
+                     + ("; builtin_model = the built-in's modelled time (* with every link up: it cannot run here), "
+                        "vs_builtin_model = builtin_model / model_time; builtin_formula = HCCL's published formula "
+                        "for the algorithm it ran (model_formulas: Mesh.md / Ring.md / NHR.md on the model's link "
+                        "figures)" if "builtin" in compare else ""))
     lines.append(" | ".join(cols))
     return "\n".join(lines)
 
@@ -118,11 +124,16 @@ def format_row(row: dict[str, Any], compare: "tuple[str, ...] | str | None" = ()
             w3 = max(6, len("vs_" + c))
             # N/A: there is no counterpart (or no bandwidth convention); NULL: it could not be measured.
             none = "N/A" if (c == "builtin" and not row.get("builtin")) or row.get("reference") == "copy" else "NULL"
-            cells += [f"{t:>{w1}.2f}" if t else f"{none:>{w1}s}",
+            why = row.get("builtin_why") if c == "builtin" else None
+            cells += [f"{t:>{w1}.2f}" if t else f"{_short_why(why) if why else none:>{w1}s}",
                       f"{b:>{w2}.4f}" if b else f"{none if row['busbw'] is not None else 'N/A':>{w2}s}",
                       f"{v:>{w3}.2f}" if v else f"{none:>{w3}s}"]
             if c == "builtin":
-                cells.append(str(row.get("builtin_selected") or "N/A"))
+                m = row.get("builtin_model_time_us")
+                star = "*" if row.get("builtin_links_up") else ""
+                cells += [str(row.get("builtin_selected") or "N/A"),
+                          f"{f'{m:.2f}{star}':>17s}" if m else f"{'N/A':>17s}",
+                          _cell(row.get("vs_builtin_model"), 16, ".2f"), _cell(row.get("builtin_formula_us"), 19, ".2f")]
     return " | ".join(cells)
 
 
