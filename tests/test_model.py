@@ -1,15 +1,17 @@
-"""The timing model (hcomm_kit/emu/src/model/, docs/predicted-time.md).
+"""The timing model (hcomm_kit/emu/src/model/, docs "Predicted time").
 
 The model is deterministic, so these are ordinary tests, not timed ones:
- (a) calibration: a 2-rank operator whose kernel writes one block to its peer, run through the
-     emulator; the modelled write (its issue plus its execution) reproduces HIXL's published
-     point-to-point figures (the [[calibration]] points of model/params/<product>.toml) within 15 %;
- (b) the built-in ring and mesh collectives at 8 ranks on one A2 server against HCCL's
-     alpha-beta formulas (hicann/hccl docs/zh/user_guide/coll_algo_intro/Ring.md, Mesh.md),
-     evaluated with the same parameters, within 10 % from 1 KiB to 64 MiB;
- (c) crossing servers changes a transfer's prediction as the per-link formula says, and taking a
-     link down (the two-level allreduce then runs around it) as HCCL's formulas say;
- (d) the same figure on repeated runs and on a busy host.
+ (a) calibration: a 2-rank operator whose kernel writes one block to its peer and reads one
+     back, run through the emulator; each modelled transfer reproduces HIXL's published
+     point-to-point figure (the [[calibration]] points of model/params/<product>.toml, writes
+     and reads) within the point's tolerance;
+ (b) the simulation's rules: a transfer costs latency + size / bandwidth, reads move at the read
+     figure, and a task's issue overlaps the transfers before it;
+ (c) hand-written mesh and ring operators (the scaffold's patterns) against HCCL's formulas
+     (hcomm_kit.base.model_formulas: Mesh.md, Ring.md), evaluated from the link figures alone;
+ (d) crossing servers changes a transfer's prediction as the link's figures say, and taking a
+     link down (the two-level allreduces then run around it) as the formulas say;
+ (e) the same figure on repeated runs and on a busy host.
 """
 
 from __future__ import annotations
@@ -52,25 +54,29 @@ for nb in sizes:
         for t in sim["all"]:
             per_rank[t["rank"]] = per_rank.get(t["rank"], 0) + 1
         writes = [t for t in sim["all"] if t["task"] == "write" and t["rank"] == 0]
-        print("SIM " + json.dumps({"bytes": nb, "time_us": sim["time_us"], "ranks": sim["ranks"],
-                                   "max_tasks": max(per_rank.values()),
-                                   "writes": writes, "notes": sim["notes"], "critical": sim["critical_path"],
+        keep = ("time_us", "ranks", "notes", "task_us", "launch_us", "links", "idle_links", "threads", "phases",
+                "bound", "product", "op", "instance", "tasks", "critical_path")
+        print("SIM " + json.dumps({"bytes": nb, **{k: sim[k] for k in keep}, "max_tasks": max(per_rank.values()),
+                                   "writes": writes, "critical": sim["critical_path"],
                                    "all": sim["all"] if os.environ.get("SIM_ALL") else []}), flush=True)
 comm.close()
 """
 
 
 #: simulations already run in this process, by (ranks, topology, operator, algorithm, size): the
-#: formula checks share their 8-rank runs (the figure is deterministic: test (d))
+#: formula and selector checks share their 8-rank runs (the figure is deterministic: test (d))
 _SIMS: dict[tuple, dict] = {}
 
 
-def _run_cached(tmp_path: Path, np_: int, topology: str, what: str, sizes: list[int], algorithm: str) -> list[dict]:
-    """_run with no environment or downed link, each (.., size) simulated once per process."""
-    key = (np_, topology, what, algorithm)
+def _run_cached(tmp_path: Path, np_: int, topology: str, what: str, sizes: list[int], algorithm: str,
+                all_tasks: bool = False) -> list[dict]:
+    """_run with no downed link, each (.., size) simulated once per process (every task kept with
+    all_tasks)."""
+    key = (np_, topology, what, algorithm, all_tasks)
     missing = [s for s in dict.fromkeys(sizes) if key + (s,) not in _SIMS]
     if missing:
-        for size, sim in zip(missing, _run(tmp_path, np_, topology, what, missing, algorithm)):
+        env = {"SIM_ALL": "1"} if all_tasks else None
+        for size, sim in zip(missing, _run(tmp_path, np_, topology, what, missing, algorithm, env=env)):
             _SIMS[key + (size,)] = sim
     return [_SIMS[key + (s,)] for s in sizes]
 
@@ -92,15 +98,85 @@ def _run(tmp_path: Path, np_: int, topology: str, what: str, sizes: list[int], a
     return out
 
 
-def _writer() -> str:
-    """A 2-rank operator whose kernel writes its whole input into the peer's HCCL buffer at once."""
-    return str(scaffold("mesh-allgather"))
+_XFER_EXEC_OP = r"""
+/*
+ * The timing model's calibration operator (2 ranks, one thread): stage my input in region `rank`
+ * of my HCCL buffer; once both ranks have, write it into region `rank` of the peer's buffer; once
+ * both writes are done, read the peer's staged input into my output. One write and one read of the
+ * whole block per call, never beside another transfer in the same direction.
+ */
+HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
+{
+    const uint32_t unitSize = OpDataTypeSize(param.dataType);
+    const uint64_t blockBytes = param.count * unitSize;
+    const uint32_t rank = resCtx.rank;
+    const uint32_t peer = 1 - rank;
+    const uint32_t timeout = param.notifyTimeout;
+    const ThreadHandle thread = resCtx.threads[0];
+    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
+    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
+    if (resCtx.rankSize != 2 || unitSize == 0 || blockBytes == 0) {
+        OP_LOG_ERROR("the calibration operator runs on 2 ranks with data, tag %s", param.tag);
+        return HCCL_E_PARA;
+    }
+    const ChannelInfo &ch = resCtx.channels[peer];
+    const uint64_t regionBytes = SliceBytes(Min(resCtx.localBuffer.size, ch.remoteBuffer.size) / 2);
+    if (blockBytes > regionBytes) {
+        OP_LOG_ERROR("a block of %llu bytes is larger than half the HCCL buffer, tag %s",
+                     static_cast<unsigned long long>(blockBytes), param.tag);
+        return HCCL_E_MEMORY;
+    }
+    uint8_t *mine = static_cast<uint8_t *>(resCtx.localBuffer.addr) + rank * regionBytes;
+    uint8_t *mineAtPeer = static_cast<uint8_t *>(ch.remoteBuffer.addr) + rank * regionBytes;
+    const uint8_t *peerStaged = static_cast<const uint8_t *>(ch.remoteBuffer.addr) + peer * regionBytes;
+    // ACK and DATA strictly alternate, so that no slot is recorded again before the peer's wait
+    // consumed it: both previous calls done, both staged, both written, both read.
+    OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, ACK));
+    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, ACK, timeout));
+    OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, mine, input, blockBytes));
+    OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, DATA));
+    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, DATA, timeout));
+    OP_CHECK(param.tag, HcommWriteOnThread(thread, ch.handle, mineAtPeer, mine, blockBytes));
+    OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, ACK));
+    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, ACK, timeout));
+    OP_CHECK(param.tag, HcommReadOnThread(thread, ch.handle, output + peer * blockBytes, peerStaged, blockBytes));
+    OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, ch.handle, DATA));
+    OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, ch.handle, DATA, timeout));
+    OP_CHECK(param.tag, CopyLocal(param, thread, output + rank * blockBytes, input, blockBytes));
+    return HCCL_SUCCESS;
+}
+
+"""
+
+
+def _xfer() -> str:
+    """A 2-rank allgather whose kernel writes its whole input to the peer, then reads the peer's
+    (the mesh-allgather scaffold with its ExecOp replaced): one write and one read per call."""
+    base = scaffold("mesh-allgather")
+    text = (base / "op_kernel_aicpu" / "exec_op.cc").read_text()
+    head, tail = text[:text.index("HcclResult ExecOp(")], text[text.rindex("}  // namespace"):]
+    body = (head + _XFER_EXEC_OP + tail).replace(base.name, "t_model_xfer").replace(base.name.upper(), "T_MODEL_XFER")
+    return str(scaffold("mesh-allgather", name="t_model_xfer", exec_op=body))
 
 
 # ---------------------------------------------------------------- (a) calibration
 
 def _calibration(product: str, link: str) -> list[dict]:
     return [c for c in model_params.load(product).calibration if c["link"] == link]
+
+
+def _xfer_sims(tmp_path: Path, topology: str, sizes: list[int]) -> dict[int, dict]:
+    return dict(zip(sizes, _run_cached(tmp_path, 2, topology, _xfer(), sizes, "", all_tasks=True)))
+
+
+def _transfer(sim: dict, task: str, nbytes: int) -> dict:
+    t = [x for x in sim["all"] if x["task"] == task and x["rank"] == 0 and x["bytes"] == nbytes]
+    assert len(t) == 1, sim["all"]
+    return t[0]
+
+
+#: the quick run's sizes on A2:1x2: the calibration points and the transfer-cost rules' sizes
+_A2_HCCS_SIZES = sorted({c["bytes"] for c in _calibration("A2", "HCCS")} | {128 << 10, 16 << 10})
 
 
 @pytest.mark.parametrize("product,link,topology", [
@@ -110,18 +186,44 @@ def _calibration(product: str, link: str) -> list[dict]:
     pytest.param("A3", "RoCE", "A3:2x1", marks=pytest.mark.slow),
 ])
 def test_reproduces_hixl_point_to_point(tmp_path: Path, product: str, link: str, topology: str) -> None:
+    """Each HIXL figure is a stream of back-to-back transfers of one block size, each issued
+    while the ones before it ran: what one transfer costs there is its execution, which the model
+    times from its start to its end. Writes are checked against HIXL's write (D2rD) figures, reads
+    against its read (rD2D) ones."""
     points = _calibration(product, link)
-    assert points, f"{product}.toml has no calibration points for {link}"
-    p = model_params.load(product)
-    sims = _run(tmp_path, 2, topology, _writer(), [c["bytes"] for c in points])
-    for c, sim in zip(points, sims):
-        w = [t for t in sim["writes"] if t["bytes"] == c["bytes"]]
-        assert len(w) == 1, sim
-        assert w[0]["link"] == link, w
-        us = p.task_us + (w[0]["end_us"] - w[0]["start_us"])  # its issue, then its execution
-        gbps = c["bytes"] / us / 1e3
-        assert abs(gbps - c["GBps"]) / c["GBps"] <= 0.15, (
-            f"{product} {link} {c['bytes']} B: model {gbps:.3f} GB/s, HIXL {c['GBps']} GB/s ({c['source']})")
+    assert points and {c["op"] for c in points} == {"write", "read"}, f"{product}.toml {link}: {points}"
+    sizes = _A2_HCCS_SIZES if topology == "A2:1x2" else sorted({c["bytes"] for c in points})
+    sims = _xfer_sims(tmp_path, topology, sizes)
+    for c in points:
+        t = _transfer(sims[c["bytes"]], c["op"], c["bytes"])
+        assert t["link"] == link, t
+        gbps = c["bytes"] / (t["end_us"] - t["start_us"]) / 1e3
+        within = c.get("within", 0.15)
+        assert abs(gbps - c["GBps"]) / c["GBps"] <= within, (
+            f"{product} {link} {c['op']} {c['bytes']} B: model {gbps:.3f} GB/s, HIXL {c['GBps']} GB/s "
+            f"({c['source']}), more than {within:.0%} apart")
+
+
+# ---------------------------------------------------------------- (b) the simulation's rules
+
+def test_transfer_cost_read_figure_and_issue_overlap(tmp_path: Path) -> None:
+    """On A2:1x2 (the calibration's job): a write of B bytes takes latency + B / write_GBps from
+    its start, a read latency + B / read_GBps (HIXL: reads 32 % faster on A2 HCCS); 8 writes of
+    16 KiB cost 8 x (latency + 16 KiB / bandwidth), under 2.5x one write of 128 KiB (a
+    utilisation table clamped below 16 KiB made it 8x); and the read's task is issued while the
+    write before it on the same thread still runs (the AICPU never waits for a transfer: only the
+    read's start does)."""
+    h = model_params.load("A2").links["HCCS"]
+    sims = _xfer_sims(tmp_path, "A2:1x2", _A2_HCCS_SIZES)
+    big = 8 << 20
+    w, r = _transfer(sims[big], "write", big), _transfer(sims[big], "read", big)
+    assert w["end_us"] - w["start_us"] == pytest.approx(h.latency_us + big / (h.write_GBps * 1e3), abs=2e-4)
+    assert r["end_us"] - r["start_us"] == pytest.approx(h.latency_us + big / (h.read_GBps * 1e3), abs=2e-4)
+    assert r["issue_us"] < w["end_us"] and r["start_us"] >= w["end_us"], (w, r)
+    small, one = (_transfer(sims[b], "write", b) for b in (16 << 10, 128 << 10))
+    t16, t128 = small["end_us"] - small["start_us"], one["end_us"] - one["start_us"]
+    assert t16 == pytest.approx(h.latency_us + (16 << 10) / (h.write_GBps * 1e3), abs=2e-4)
+    assert 8 * t16 / t128 < 2.5, (t16, t128)
 
 
 def test_point_to_point_is_modelled_with_its_partners_only(tmp_path: Path) -> None:
@@ -134,133 +236,84 @@ def test_point_to_point_is_modelled_with_its_partners_only(tmp_path: Path) -> No
     assert sim["time_us"] > 0 and {t["rank"] for t in sim["critical"]} <= {0, 1}, sim
 
 
-# ---------------------------------------------------------------- (b) HCCL's alpha-beta formulas
+# ---------------------------------------------------------------- (c) hand-written operators and HCCL's formulas
 
-P = 8
-# 1 KiB .. 16 MiB (hcomm-kit bench data_size): issue-bound at the small end, bandwidth-bound at
-# 16 MiB already (8 ranks: 2(p-1)/p n beta is 1.5 ms there against 7 latencies of a few us); 64 MiB
-# tripled the test's time for the same regime
-SIZES = [1 << 10, 1 << 16, 1 << 20, 1 << 24]
+# 64 KiB: the AICPU's issue decides; 1 MiB and 16 MiB: the links do (4 ranks of A2, one server)
+_OP_SIZES = [64 << 10, 1 << 20, 16 << 20]
 
 
-def _formula(coll: str, alg: str, size: int, p: int, prm: model_params.ModelParams, tasks: int) -> float:
-    """HCCL's time for the built-in as it is implemented, with the model's parameters.
-
-    alpha-beta-gamma (algo_intro.md: D = alpha + n beta + n gamma per step), n the bytes of the
-    whole operation as Ring.md / Mesh.md count them:
-      ring allgather      (p-1) alpha + (p-1)/p n beta                         Ring.md AllGather
-      ring reduce-scatter (p-1) alpha + (p-1)/p n beta + (p-1)/p n gamma       Ring.md ReduceScatter
-      ring allreduce      2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma      Ring.md AllReduce
-      mesh allgather      alpha + 1/p n beta                                   Mesh.md AllGather
-      mesh reduce-scatter alpha + 1/p n beta + (p-1)/p n gamma                 Mesh.md ReduceScatter
-      mesh allreduce      (p-1)(alpha + n beta + n gamma)                      Ring.md Reduce: the
-          built-in's mesh allreduce is one-shot (aicpu_kernels/allreduce: every rank reads every
-          peer's whole input in turn on one thread and reduces it), i.e. a reduce to every rank.
-    beta = 1 / (link bandwidth x utilisation), gamma = 1 / local reduce bandwidth, alpha = the
-    link latency. HCCL's cost model (cost_model.cc CalcLatencyParams, "aicpu unfolding time is
-    taken as max at the end") bounds it below by the AICPU issuing the kernel's tasks: task_us per
-    task of the busiest rank; plus the host launch."""
-    link = prm.links["HCCS"]
-    beta = 1 / (link.bandwidth_GBps * 1e3)
-    gamma = 1 / (prm.reduce_GBps * 1e3)
-    a = link.latency_us
-    n = float(size)
-    if (coll, alg) == ("allgather", "ring"):
-        t = (p - 1) * a + (p - 1) / p * n * beta
-    elif (coll, alg) == ("reduce_scatter", "ring"):
-        t = (p - 1) * a + (p - 1) / p * n * (beta + gamma)
-    elif (coll, alg) == ("allreduce", "ring"):
-        t = 2 * (p - 1) * a + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
-    elif (coll, alg) == ("allgather", "mesh"):
-        t = a + n / p * beta
-    elif (coll, alg) == ("reduce_scatter", "mesh"):
-        t = a + n / p * beta + (p - 1) / p * n * gamma
-    else:
-        t = (p - 1) * (a + n * beta + n * gamma)
-    return prm.launch_us + max(t, tasks * prm.task_us)
+def _within(size: int) -> float:
+    return 0.30 if size < (1 << 20) else 0.15
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("coll", ["allgather", "reduce_scatter", "allreduce"])
-@pytest.mark.parametrize("alg", ["ring", "mesh"])
-def test_builtins_match_hccl_formulas(tmp_path: Path, coll: str, alg: str) -> None:
-    prm = model_params.load("A2")
-    sims = _run_cached(tmp_path, P, "A2:1x8", coll, SIZES, alg)
-    for size, sim in zip(SIZES, sims):
-        want = _formula(coll, alg, size, P, prm, sim["max_tasks"])
-        assert abs(sim["time_us"] - want) / want <= 0.10, (
-            f"{coll} {alg} {size} B: model {sim['time_us']:.1f} us, formula {want:.1f} us ({sim['max_tasks']} tasks)")
+@pytest.mark.parametrize("pattern,collective,family", [
+    ("mesh-allgather", "allgather", "mesh"),
+    pytest.param("ring-allreduce", "allreduce", "ring", marks=pytest.mark.slow),
+])
+def test_scaffolded_operators_against_hccl_formulas(tmp_path: Path, pattern: str, collective: str,
+                                                    family: str) -> None:
+    """The scaffold's mesh allgather (a thread per peer, every peer at once) and ring allreduce
+    (write-reduce around the ring, then the allgather) on A2:1x4 are the algorithms of Mesh.md and
+    Ring.md: the modelled time of each lies within 30 % of the formula at 64 KiB and 15 % at 1 and
+    16 MiB, the formula evaluated from the link figures alone (hcomm_kit.base.model_formulas; no
+    task count of the simulation goes in). The bench size n is the formula's: the allgather's
+    whole output, the allreduce's buffer."""
+    from hcomm_kit.base.model_formulas import formula
+
+    op = str(scaffold(pattern))
+    p = 4
+    # the operator gets count elements per rank: the allgather's input is n / p
+    per_rank = [s // p for s in _OP_SIZES] if collective == "allgather" else _OP_SIZES
+    sims = _run_cached(tmp_path, p, "A2:1x4", op, per_rank, "")
+    for n, sim in zip(_OP_SIZES, sims):
+        f = formula(collective, family, "A2:1x4", n)
+        assert abs(sim["time_us"] - f.us) / f.us <= _within(n), (
+            f"{pattern} {n} B: model {sim['time_us']:.1f} us, {f.citation}: {f.us:.1f} us "
+            f"(links {f.link_us:.1f}, issue {f.issue_us:.1f} of {f.tasks} tasks)")
+        used = {(u["from"], u["to"]) for u in sim["links"]}
+        ring = {(r, (r + 1) % p) for r in range(p)}
+        everyone = {(a, b) for a in range(p) for b in range(p) if a != b}
+        # model explain: the ring uses its p links one way, the mesh all p (p - 1); the rest sit idle
+        assert used == (ring if family == "ring" else everyone), used
+        assert {tuple(x) for x in sim["idle_links"]} == everyone - used
 
 
-def test_formula_ring_allreduce_shape() -> None:
-    """The reference itself: bandwidth-bound at 64 MiB (2(p-1)/p n beta dominates), issue-bound at 1 KiB."""
-    prm = model_params.load("A2")
-    big = _formula("allreduce", "ring", 1 << 26, 8, prm, 1000)
-    assert math.isclose(big - prm.launch_us, 2 * 7 / 8 * (1 << 26) / 19.5e3 + 7 / 8 * (1 << 26) / 483e3, rel_tol=1e-9)
-    assert _formula("allreduce", "ring", 1 << 10, 8, prm, 100) == prm.launch_us + 100 * prm.task_us
-
-
-# ---------------------------------------------------------------- (c) topology changes the prediction
+# ---------------------------------------------------------------- (d) topology changes the prediction
 
 @pytest.mark.slow
 def test_crossing_servers_changes_a_transfer_as_the_link_formula_says(tmp_path: Path) -> None:
-    """One 8 MiB write: same server (HCCS) against two servers (RoCE); each as its link's
-    task_us + latency + B / (bandwidth x utilisation), and the two differ."""
+    """One 8 MiB write and read: same server (HCCS) against two servers (RoCE); each as its
+    link's latency + B / (write or read figure), and the two differ."""
     prm = model_params.load("A2")
     b = 8 << 20
     got = {}
     for topo, link in (("A2:1x2", "HCCS"), ("A2:2x1", "RoCE")):
-        (sim,) = _run(tmp_path, 2, topo, _writer(), [b])
-        (w,) = [t for t in sim["writes"] if t["bytes"] == b]
-        assert w["link"] == link
-        got[link] = prm.task_us + w["end_us"] - w["start_us"]
-        want = prm.task_us + prm.links[link].transfer_us(b)
-        assert math.isclose(got[link], want, rel_tol=1e-6), (link, got[link], want)
-    assert got["RoCE"] < got["HCCS"]  # HIXL: one RDMA stream (22.6 GB/s) beats one HCCS stream (19.4) on A2
-
-
-def _ring_hier_formulas(prm: model_params.ModelParams, n: float, p: int, nl: int) -> dict[str, float]:
-    """HCCL's formulas for an allreduce of n bytes on servers of nl ranks joined by RoCE (A2:SxL,
-    links dominate: every transfer is a cache-sized piece at full utilisation), as the built-ins
-    run them:
-      ring          Ring.md AllReduce = ReduceScatter + AllGather: (p-1)(alpha + n/p beta + n/p
-                    gamma) over the ring's slowest link, then the allgather by reads of every
-                    peer's chunk in turn: sum over peers (alpha_q + n/p beta_q)
-      hierarchical  hierarchical_comm_principle.md (level-0 ReduceScatter, level-1 AllReduce,
-                    level-0 AllGather), each level Mesh.md's mesh as the kernel runs it (one
-                    thread, peers in turn), c = n / nl: (L-1)(a_h + c beta_h + c gamma) +
-                    (S-1)(a_r + c beta_r + c gamma) + (L-1)(a_h + c beta_h)
-    plus the host launch."""
-    h, r = prm.links["HCCS"], prm.links["RoCE"]
-    bh, br = 1 / (h.bandwidth_GBps * 1e3), 1 / (r.bandwidth_GBps * 1e3)
-    gamma = 1 / (prm.reduce_GBps * 1e3)
-    ns = p // nl
-    slow = max(bh, br) if ns > 1 else bh
-    ring_alpha = r.latency_us if ns > 1 else h.latency_us
-    ring = ((p - 1) * (ring_alpha + n / p * (slow + gamma))
-            + (nl - 1) * (h.latency_us + n / p * bh) + (p - nl) * (r.latency_us + n / p * br))
-    c = n / nl
-    hier = ((nl - 1) * (h.latency_us + c * (bh + gamma)) + (ns - 1) * (r.latency_us + c * (br + gamma))
-            + (nl - 1) * (h.latency_us + c * bh))
-    return {"ring": prm.launch_us + ring, "hierarchical": prm.launch_us + hier}
+        sims = _xfer_sims(tmp_path, topo, [b])
+        for op in ("write", "read"):
+            t = _transfer(sims[b], op, b)
+            assert t["link"] == link
+            got[link, op] = t["end_us"] - t["start_us"]
+            assert got[link, op] == pytest.approx(prm.links[link].transfer_us(b, op), abs=2e-4), (link, op)
+    # HIXL: one RDMA stream (23.8 GB/s) beats one HCCS write (20.3) on A2, not an HCCS read (26.8)
+    assert got["RoCE", "write"] < got["HCCS", "write"] and got["HCCS", "read"] < got["RoCE", "read"]
 
 
 @pytest.mark.slow
 def test_a_downed_link_changes_the_prediction_as_the_formulas_say(tmp_path: Path) -> None:
-    """A2, two servers of 2, allreduce of 16 MiB (link-bound: 2 us x tasks is under half the
-    time). Every link up: the ring. Link 0-3 (across the servers, between different local indices)
-    down: the two-level kernel, which does not use it. Each modelled time matches its formula
-    within 10 %."""
+    """A2, two servers of 2, allreduce of 16 MiB (link-bound: the AICPU's issue is under half the
+    time). Link 0-3 (across the servers, between different local indices) down: the flat
+    algorithms cannot run, the two-level ones do; forced, each models within 15 % of HCCL's
+    formula for it (model_formulas: sequence_mesh_nhr, parallel_mesh_nhr)."""
+    from hcomm_kit.base.model_formulas import formula
+
     prm = model_params.load("A2")
     size, spec = 16 << 20, "A2:2x2"
-    want = _ring_hier_formulas(prm, size, 4, 2)
-    got = {}
-    for down, algo in (((), "ring"), (((0, 3),), "hierarchical")):
-        (sim,) = _run(tmp_path, 4, spec, "allreduce", [size], algo, links_down="0-3" if down else "")
-        got[algo] = sim["time_us"]
+    for algo, family in (("AicpuAllReduceSequenceMeshConcurNHR", "sequence_mesh_nhr"),
+                         ("AicpuAllReduceParallelMeshNHR", "parallel_mesh_nhr")):
+        want = formula("allreduce", family, spec, size).us
+        (sim,) = _run(tmp_path, 4, spec, "allreduce", [size], algorithm=algo, links_down="0-3")
         assert sim["max_tasks"] * prm.task_us < 0.5 * sim["time_us"], sim["max_tasks"]
-        assert abs(sim["time_us"] - want[algo]) / want[algo] <= 0.10, (algo, sim["time_us"], want[algo])
-    assert got["ring"] != got["hierarchical"]
+        assert abs(sim["time_us"] - want) / want <= 0.15, (algo, sim["time_us"], want)
 
 
 # ---------------------------------------------------------------- the trace on the modelled clock
@@ -302,7 +355,7 @@ def test_trace_on_the_modelled_clock(tmp_path: Path) -> None:
     assert {e["cat"].split(",")[0] for e in slices} <= {"operation", "copy", "reduce", "notify", "wait"}
 
 
-# ---------------------------------------------------------------- (d) host load does not matter
+# ---------------------------------------------------------------- (e) host load does not matter
 
 def _burn(seconds: float) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()+{seconds}\nwhile time.time()<t: pass"])
@@ -325,16 +378,157 @@ def test_same_figure_quiet_and_busy(tmp_path: Path) -> None:
 
 
 def test_params_files_are_complete() -> None:
-    """Every product file parses, has every link type, and says where its numbers come from."""
+    """Every product file parses, has every link type with its write and read figures, says
+    where its numbers come from (or that they are assumptions), and its calibration covers
+    writes and reads; the JSON the emulator reads carries the same figures."""
     assert set(model_params.products()) >= {"A2", "A3", "950"}
     for name in model_params.products():
         p = model_params.load(name)
         text = p.file.read_text()
         assert "Sources" in text or "ASSUMPTION" in text, name
+        assert "utilisation" not in text.replace("# ", ""), name
         assert set(p.links) == {"HCCS", "UB", "RoCE"}
+        for lp in p.links.values():
+            assert lp.link_GBps >= max(lp.write_GBps, lp.read_GBps) * 0.99 or lp.link_GBps == lp.port_GBps
+    for name, links in (("A2", ("HCCS", "RoCE")), ("A3", ("UB", "RoCE"))):
+        cal = model_params.load(name).calibration
+        for link in links:
+            assert {c["op"] for c in cal if c["link"] == link} == {"write", "read"}, (name, link)
     data = json.loads(model_params.to_json())
-    assert data["A2"]["links"]["HCCS"]["bandwidth_GBps"] == 19.5
-    # utilisation: log-linear between the points, clamped at the ends
+    assert data["A2"]["links"]["HCCS"]["write_GBps"] == 20.284 and data["A2"]["links"]["HCCS"]["read_GBps"] == 26.814
+    # one RoCE latency for the same NIC on every product
+    assert len({model_params.load(n).links["RoCE"].latency_us for n in model_params.products()}) == 1
+
+
+def test_params_reject_old_and_bad_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file still written as utilisation tables, or missing a figure, is refused with its path."""
+    from hcomm_kit.base.errors import ConfigError
+
+    text = model_params.load("A2").file.read_text()
+    monkeypatch.setattr(model_params, "PARAMS_DIR", tmp_path)
+    model_params.load.cache_clear()
+    try:
+        (tmp_path / "X1.toml").write_text(text.replace("read_GBps = 26.814\n", "", 1))
+        with pytest.raises(ConfigError, match=r"X1.toml \[links.HCCS\]: read_GBps"):
+            model_params.load("X1")
+        (tmp_path / "X2.toml").write_text(text.replace("port_GBps = 392.0\n", "port_GBps = 392.0\nutilisation = []\n", 1))
+        with pytest.raises(ConfigError, match="utilisation"):
+            model_params.load("X2")
+    finally:
+        model_params.load.cache_clear()
+
+
+def _topology(spec: str, down: tuple[tuple[int, int], ...] = ()):
+    """The Topology of ``PRODUCT:SxN`` (servers of consecutive ranks) as the communicator reads it."""
+    from hcomm_kit.core.topology import Topology
+
+    product, shape = spec.split(":")
+    ns, nl = map(int, shape.split("x"))
+    servers = tuple(tuple(range(s * nl, (s + 1) * nl)) for s in range(ns))
+    return Topology(product=product, source=spec, servers=servers, pods=tuple((s,) for s in range(ns)),
+                    links_down=down, link_in_server="HCCS" if product == "A2" else "UB")
+
+
+# ---------------------------------------------------------------- (f) model explain: what bound the time
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def test_explain_links_threads_and_phases(tmp_path: Path) -> None:
+    """The explain keys of the calibration job (A2:1x2, one write and one read of 8 MiB a rank),
+    recomputed from its task list: each directed link's bytes, transfers and busy time (the union
+    of its transfers' stretches after their latency), each thread's tasks and busy time; no idle
+    link (both directions carry bytes); the critical path's phases follow each other from 0 to the
+    modelled time and add up to it, as does "bound"."""
     h = model_params.load("A2").links["HCCS"]
-    assert h.util(1) == h.utilisation[0][1] and h.util(1 << 30) == 1.0
-    assert h.utilisation[0][1] < h.util(24576) < h.utilisation[1][1]
+    big = 8 << 20
+    sim = _xfer_sims(tmp_path, "A2:1x2", _A2_HCCS_SIZES)[big]
+    links: dict[tuple[int, int], dict] = {}
+    threads: dict[tuple[int, str], dict] = {}
+    for t in sim["all"]:
+        th = threads.setdefault((t["rank"], t["thread"]), {"tasks": 0, "busy": 0.0})
+        th["tasks"] += 1
+        if t["task"] in ("write", "read", "local copy"):
+            th["busy"] += t["end_us"] - t["start_us"]
+        if t["task"] in ("write", "read"):
+            key = (t["rank"], t["peer"]) if t["task"] == "write" else (t["peer"], t["rank"])
+            u = links.setdefault(key, {"bytes": 0, "n": 0, "iv": []})
+            u["bytes"] += t["bytes"]
+            u["n"] += 1
+            u["iv"].append((t["start_us"] + h.latency_us, t["end_us"]))
+    got = {(u["from"], u["to"]): u for u in sim["links"]}
+    assert set(got) == set(links) == {(0, 1), (1, 0)} and sim["idle_links"] == []
+    for key, u in links.items():
+        assert got[key]["bytes"] == u["bytes"] == 2 * big and got[key]["transfers"] == u["n"] == 2
+        assert got[key]["busy_us"] == pytest.approx(_union(u["iv"]), abs=2e-3)
+        assert got[key]["utilisation"] == pytest.approx(got[key]["busy_us"] / sim["time_us"], abs=1e-3)
+    assert {(x["rank"], x["thread"]): x["tasks"] for x in sim["threads"]} == {k: v["tasks"] for k, v in threads.items()}
+    for x in sim["threads"]:
+        assert x["busy_us"] == pytest.approx(threads[x["rank"], x["thread"]]["busy"], abs=2e-3)
+    ph = sim["phases"]
+    assert ph[0]["bound"] == "launch" and ph[0]["start_us"] == 0 and ph[-1]["end_us"] == pytest.approx(sim["time_us"])
+    assert all(a["end_us"] == pytest.approx(b["start_us"], abs=1e-3) for a, b in zip(ph, ph[1:]))
+    assert sum(p["us"] for p in ph) == pytest.approx(sim["time_us"], abs=1e-2)
+    assert sum(sim["bound"].values()) == pytest.approx(sim["time_us"], abs=1e-2)
+    assert sim["bound"]["link"] > 0.9 * sim["time_us"]  # 8 MiB each way: the links decide
+
+
+def test_explain_says_what_bound_the_time(tmp_path: Path) -> None:
+    """The scaffold's mesh allgather on A2:1x4 (the jobs of the formula test): at 64 KiB the
+    AICPU's issue decides, and the first sentence counts the tasks issued before the path's first
+    and gives its share; at 16 MiB a link does, and the sentence names the two ranks, the link
+    type and the rate. The text view carries the bound, the why, the links, the threads and the
+    phases."""
+    from hcomm_kit.bench.explain import format_explain, summarise
+
+    op = str(scaffold("mesh-allgather"))
+    small, big = _run_cached(tmp_path, 4, "A2:1x4", op, [s // 4 for s in (_OP_SIZES[0], _OP_SIZES[2])], "")
+    s = summarise(small)
+    issue = next(p for p in small["phases"] if p["bound"] == "issue")
+    assert s["dominant"] == "issue", s
+    assert f"issued {issue['tasks']} tasks" in s["why"][0] and f"{issue['us']:.1f} of {small['time_us']:.1f} us" \
+        in s["why"][0], s["why"]
+    b = summarise(big)
+    assert b["dominant"] == "link", b
+    assert "transfers make" in b["why"][0] and "with rank" in b["why"][0] and "HCCS" in b["why"][0] \
+        and "GB/s" in b["why"][0], b["why"]
+    row = {"collective": "t_mesh_allgather", "ranks": 4, "size": _OP_SIZES[2], "dtype": "fp32", "model_busbw": 1.0}
+    text = format_explain(big, row, _topology("A2:1x4"))
+    for needle in ("bound by: issue", "why:", "  - link: ", "links (directed, busiest first; 12 of 12",
+                   "threads (busiest first", "critical path in phases"):
+        assert needle in text, text
+
+
+def test_explain_cli_compares_two_operators(tmp_path: Path) -> None:
+    """`hcomm-kit model explain allgather --compare OPDIR --json` on A2:1x2 at two sizes: one run
+    per subject and size, in turn, each with the explain keys and a summary; the side-by-side view
+    of the same runs names both and their ratio."""
+    from hcomm_kit.bench.explain import format_compare
+
+    op = _xfer()
+    e = dict(os.environ, PYTHONPATH=str(REPO))
+    e.pop("HCOMM_KIT_SOC", None)
+    res = subprocess.run([sys.executable, "-m", "hcomm_kit", "model", "explain", "allgather", "-n", "2", "--topology",
+                          "A2:1x2", "-b", "64K,2M", "--compare", op, "--json"], env=e, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout.strip().splitlines()[-1])
+    runs = doc["runs"]
+    assert [(r["subject"], r["size"]) for r in runs] == [("allgather", 65536), (op, 65536), ("allgather", 2 << 20),
+                                                         (op, 2 << 20)]
+    for r in runs:
+        assert r["summary"]["dominant"] in ("issue", "link", "local", "peer") and r["summary"]["why"]
+        assert r["phases"] and r["threads"] and r["links"]
+    rows = [{"size": r["size"], "ranks": 2, "dtype": "fp32", "model_busbw": None} for r in runs]
+    text = format_compare(list(zip(runs, rows)), ("allgather", "t_model_xfer"), _topology("A2:1x2"))
+    assert "allgather against t_model_xfer" in text
+    assert "ratio" in text and f"{runs[1]['time_us'] / runs[0]['time_us']:.2f}x" in text, text

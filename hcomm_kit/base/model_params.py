@@ -2,15 +2,17 @@
 
 One file per product (``A2``, ``A3``, ``950``), each number with its source in the file. This is
 the one reader: the emulator build writes the JSON the C side reads (:func:`to_json`, beside
-``libhcomm_emu.so``), the tests take the calibration points from here, and the calibration table of
-docs/predicted-time.md is made from the same files. A transfer of ``B`` bytes over a link costs ``task_us + latency_us +
-B / (bandwidth x utilisation(B))`` (utilisation log-linear in ``B`` between the listed sizes).
+``libhcomm_emu.so``), the tests take the calibration points from here, and the documentation's
+tables are made from the same files (:mod:`hcomm_kit.base.model_formulas` evaluates HCCL's
+published formulas on them). Once its task has started, a transfer of ``B`` bytes over a link
+costs ``latency_us + B / bandwidth``, the bandwidth of one stream in the transfer's direction
+(``write_GBps`` or ``read_GBps``); the streams on one directed link share ``link_GBps``, and an
+NPU's links of one type share ``port_GBps`` per direction.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,41 +21,50 @@ from pathlib import Path
 from .errors import ConfigError
 from .resources import emu_dir
 
-__all__ = ["LinkParams", "ModelParams", "PARAMS_DIR", "products", "load", "to_json"]
+__all__ = ["LinkParams", "ModelParams", "PARAMS_DIR", "LINK_TYPES", "OPS", "products", "load", "to_json"]
 
 #: Where the product files live (shipped inside the package with the emulator sources).
 PARAMS_DIR = emu_dir() / "src" / "model" / "params"
 LINK_TYPES = ("HCCS", "UB", "RoCE")
+#: The directions of a transfer: a write moves the initiator's bytes to its peer, a read the
+#: peer's bytes to the initiator (HIXL's D2rD and rD2D).
+OPS = ("write", "read")
 
 
 @dataclass(frozen=True)
 class LinkParams:
-    """One link type: latency (us), one link's bandwidth and an NPU's port limit (GB/s, 0 none),
-    utilisation by transfer size ((bytes, u) ascending)."""
+    """One link type (all figures per direction).
+
+    Attributes:
+        latency_us: a transfer's fixed cost before its bytes move (alpha).
+        notify_us: a channel notify record reaches the peer after this.
+        write_GBps: one stream's bandwidth when the initiator writes (GB/s = 1e9 B/s).
+        read_GBps: one stream's bandwidth when the initiator reads.
+        link_GBps: what all the streams on one directed link (a -> b) move together.
+        port_GBps: what an NPU's links of this type move together per direction (0: no limit).
+    """
 
     latency_us: float
-    bandwidth_GBps: float
+    notify_us: float
+    write_GBps: float
+    read_GBps: float
+    link_GBps: float
     port_GBps: float
-    utilisation: tuple[tuple[float, float], ...]
 
-    def util(self, nbytes: float) -> float:
-        """Utilisation at ``nbytes`` (log-linear between the table's sizes, clamped at its ends)."""
-        u = self.utilisation
-        if not u:
-            return 1.0
-        if nbytes <= u[0][0]:
-            return u[0][1]
-        if nbytes >= u[-1][0]:
-            return u[-1][1]
-        for (b0, u0), (b1, u1) in zip(u, u[1:]):
-            if nbytes <= b1:
-                f = (math.log2(nbytes) - math.log2(b0)) / (math.log2(b1) - math.log2(b0))
-                return u0 + f * (u1 - u0)
-        return u[-1][1]
+    @property
+    def bandwidth_GBps(self) -> float:
+        """The write figure (the bandwidth of one stream writing)."""
+        return self.write_GBps
 
-    def transfer_us(self, nbytes: float) -> float:
-        """A lone transfer's time after its issue: latency + bytes at bandwidth x utilisation."""
-        return self.latency_us + nbytes / (self.bandwidth_GBps * 1e3 * self.util(nbytes))
+    def bandwidth(self, op: str = "write") -> float:
+        """One stream's bandwidth (GB/s) of a ``'write'`` or a ``'read'``."""
+        if op not in OPS:
+            raise ValueError(f"op must be 'write' or 'read', got {op!r}")
+        return self.write_GBps if op == "write" else self.read_GBps
+
+    def transfer_us(self, nbytes: float, op: str = "write") -> float:
+        """A lone transfer's time once its task has started: latency + bytes at one stream's bandwidth."""
+        return self.latency_us + nbytes / (self.bandwidth(op) * 1e3)
 
 
 @dataclass(frozen=True)
@@ -97,11 +108,19 @@ def _parse(path: Path) -> ModelParams:
         if not isinstance(lt, dict):
             raise ConfigError(f"{path}: [links.{name}] missing")
         where = f"{path} [links.{name}]"
-        util = tuple((float(b), float(u)) for b, u in lt.get("utilisation", []))
-        if any(not 0 < u <= 1 for _, u in util) or any(a[0] >= b[0] for a, b in zip(util, util[1:])):
-            raise ConfigError(f"{where}: utilisation must be [[bytes, 0 < u <= 1], ...] with bytes ascending")
-        parsed[name] = LinkParams(_num(lt, "latency_us", where), _num(lt, "bandwidth_GBps", where, positive=True),
-                                  _num(lt, "port_GBps", where), util)
+        if "utilisation" in lt or "bandwidth_GBps" in lt:
+            raise ConfigError(f"{where}: 'utilisation' / 'bandwidth_GBps' are gone: a transfer costs latency_us + "
+                              f"bytes / write_GBps (or read_GBps); give those, link_GBps and port_GBps")
+        parsed[name] = LinkParams(
+            _num(lt, "latency_us", where), _num(lt, "notify_us", where),
+            _num(lt, "write_GBps", where, positive=True), _num(lt, "read_GBps", where, positive=True),
+            _num(lt, "link_GBps", where, positive=True), _num(lt, "port_GBps", where))
+    calibration = tuple(doc.get("calibration", []))
+    for c in calibration:
+        if c.get("link") not in LINK_TYPES or c.get("op") not in OPS or not isinstance(c.get("bytes"), int) \
+                or not isinstance(c.get("GBps"), (int, float)):
+            raise ConfigError(f"{path}: [[calibration]] {c!r}: needs link (one of {', '.join(LINK_TYPES)}), "
+                              f"op (write or read), bytes (an integer) and GBps")
     return ModelParams(
         product=str(doc.get("product", path.stem)), file=path,
         task_us=_num(aicpu, "task_us", f"{path} [aicpu]"), launch_us=_num(aicpu, "launch_us", f"{path} [aicpu]"),
@@ -109,7 +128,7 @@ def _parse(path: Path) -> ModelParams:
         copy_GBps=_num(local, "copy_GBps", f"{path} [local]", positive=True),
         reduce_GBps=_num(local, "reduce_GBps", f"{path} [local]", positive=True),
         reduce_GBps_by_dtype={str(k): float(v) for k, v in local.get("reduce_GBps_by_dtype", {}).items()},
-        links=parsed, calibration=tuple(doc.get("calibration", [])))
+        links=parsed, calibration=calibration)
 
 
 @lru_cache(maxsize=None)
@@ -131,8 +150,8 @@ def to_json() -> str:
             "file": str(p.file), "task_us": p.task_us, "launch_us": p.launch_us,
             "thread_notify_us": p.thread_notify_us, "copy_GBps": p.copy_GBps, "reduce_GBps": p.reduce_GBps,
             "reduce_GBps_by_dtype": p.reduce_GBps_by_dtype,
-            "links": {k: {"latency_us": v.latency_us, "bandwidth_GBps": v.bandwidth_GBps, "port_GBps": v.port_GBps,
-                          "notify_us": v.latency_us, "utilisation": [list(x) for x in v.utilisation]}
+            "links": {k: {"latency_us": v.latency_us, "notify_us": v.notify_us, "write_GBps": v.write_GBps,
+                          "read_GBps": v.read_GBps, "link_GBps": v.link_GBps, "port_GBps": v.port_GBps}
                       for k, v in p.links.items()},
         }
     return json.dumps(out, indent=1)

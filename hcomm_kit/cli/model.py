@@ -1,17 +1,23 @@
 """The timing model: the predicted Ascend time of one call, and what made it up.
 
   hcomm-kit model explain allreduce -n 8 --topology A2:1x8 -b 1M
-  hcomm-kit model explain allgather -n 8 --topology A2:2x4 -b 64M --algorithm ring --json
-  hcomm-kit model explain ops/my_allreduce -n 4 -b 256K --links-down 0-1
+  hcomm-kit model explain allgather -n 8 --topology A2:2x4 -b 64M --algorithm AicpuAllGatherSoleNHR --json
+  hcomm-kit model explain ops/my_allreduce -n 8 --topology A2:1x8 -b 1M,64M --compare allreduce
   hcomm-kit model params A3
 
 explain runs one call of COLLECTIVE (a built-in) or OPDIR (an operator directory) on N ranks in
-the emulator, then simulates the tasks every rank's kernel issued on the product's parameters
-(docs/predicted-time.md) and prints the modelled time and its critical path: the chain of tasks,
-ranks and links whose ends decided the time (why: "issued" = the AICPU issued it then, "thread" =
-its thread's previous task ended, "notify" = the record it waited for arrived, "shared link" = it
-shared a link or port). --json prints the whole simulation as JSON (--all: every task).
-params prints a product's parameters with their sources (model/params/<product>.toml).
+the emulator per size, then simulates the tasks every rank's kernel issued on the product's
+parameters (docs "Predicted time") and says what bound the modelled time: the time by bound along
+the critical path (the AICPU's issue, a link, a local copy / reduction, a peer's notify, the host
+launch) and why, in sentences naming the ranks, threads and links; every directed link's bytes,
+busy time and utilisation, the idle links; every device thread's use; the critical path in
+phases (--tasks: task by task, why = "issued": the AICPU issued it then, "thread": its thread's
+previous task ended, "notify": the record it waited for arrived, "shared link": it shared a link
+or port). --compare OTHER runs a second operator or built-in on the same ranks, topology and
+sizes and puts the two side by side. --json prints all of it (one object per run; the keys are
+HcommKitModelExplain's, see emu_ext.h, plus "subject", "size" and "summary": {"bound_us",
+"dominant", "why"}), --all adds every task. params prints a product's parameters with their
+sources (model/params/<product>.toml).
 """
 
 from __future__ import annotations
@@ -31,13 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("collective", metavar="COLLECTIVE|OPDIR", help="a built-in collective or an operator directory")
     ex.add_argument("-n", "--np", type=int, default=None, metavar="N",
                     help="number of ranks (default: an operator's op.toml [test] topology's, --topology's, else 2)")
-    ex.add_argument("-b", "--bytes", default="1M", help="data size per rank as hcomm-kit bench counts it (default 1M)")
+    ex.add_argument("-b", "--bytes", default="1M",
+                    help="data size per rank as hcomm-kit bench counts it, or a comma-separated list (default 1M)")
     ex.add_argument("-d", "--datatype", default="fp32", help="dtype (default fp32)")
     ex.add_argument("-o", "--op", default=None, help="reduce op (default: sum / the operator's first listed)")
     ex.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
     ex.add_argument("--algorithm", default=None,
-                    help="built-ins: a name of the kernels' or CANN's, or fastest (default: CANN's choice)")
-    ex.add_argument("--json", action="store_true", help="print the simulation as JSON")
+                    help="built-ins: a name of the kernels' or CANN's, or fastest (default: CANN's choice); "
+                         "operators: one of op.toml's algorithms")
+    ex.add_argument("--compare", default=None, metavar="OTHER",
+                    help="a second built-in collective or operator directory, modelled beside the first")
+    ex.add_argument("--tasks", action="store_true", help="also print the critical path task by task")
+    ex.add_argument("--json", action="store_true", help="print the simulation and its summary as JSON")
     ex.add_argument("--all", action="store_true", help="with --json: every task, not only the critical path")
     ex.add_argument("--trace", default=None, metavar="FILE.json",
                     help="write the job's trace on the modelled clock (HCOMM_KIT_TRACE=FILE with HCOMM_KIT_TRACE_CLOCK=model: "
@@ -81,47 +92,67 @@ def _explain(args: argparse.Namespace) -> int:
     with usage_errors():
         if args.np is not None:
             check_np(args.np)
-        target = bench._target(args.collective, None)
+        first = bench._target(args.collective, None)
         _apply_topology_arguments(args)
-        _apply_op_job(args, [target.opdir] if target is not None else [])  # op.toml [test]
+        _apply_op_job(args, [first.opdir] if first is not None else [])  # op.toml [test]: topology, links, -n
         check_np(args.np)
         if args.np < 2:
             raise ConfigError("-n 1: one rank issues no Hcomm tasks, there is nothing to model", key="-n")
-        nbytes = bench.parse_size(args.bytes)
-        if target is not None:
-            bench.check_target(target, args.datatype, args.op)
-    subject = target.opdir if target is not None else args.collective
+        sizes = [bench.parse_size(x) for x in str(args.bytes).split(",") if x.strip()]
+        if not sizes:
+            raise ConfigError(f"-b {args.bytes!r}: no size", key="-b")
+        subjects = []
+        for what in [args.collective] + ([args.compare] if args.compare else []):
+            target = bench._target(what, None)
+            if target is not None:
+                bench.check_target(target, args.datatype, args.op)
+            subjects.append(target.opdir if target is not None else what)
     if not under_mpi():
         from ..jobs.launch import launch
         from .bench import _prebuild
 
-        if target is not None:
-            _prebuild([target.opdir])
-        argv = [sys.executable, "-m", "hcomm_kit", "model", "explain", subject, "-n", str(args.np), "-b",
-                str(nbytes), "-d", args.datatype, "-r", str(args.root), "--timeout", str(args.timeout)]
-        for flag, val in (("-o", args.op), ("--algorithm", args.algorithm)):
+        dirs = [s for s in subjects if bench._target(s, None) is not None]
+        if dirs:
+            _prebuild(dirs)
+        argv = [sys.executable, "-m", "hcomm_kit", "model", "explain", subjects[0], "-n", str(args.np), "-b",
+                ",".join(map(str, sizes)), "-d", args.datatype, "-r", str(args.root), "--timeout", str(args.timeout)]
+        for flag, val in (("-o", args.op), ("--algorithm", args.algorithm),
+                          ("--compare", subjects[1] if len(subjects) > 1 else None)):
             if val is not None:
                 argv += [flag, str(val)]
         argv += ["--json"] if args.json else []
         argv += ["--all"] if args.all else []
+        argv += ["--tasks"] if args.tasks else []
         env = _trace_env(args.trace)
         return launch(argv, args.np, timeout=args.timeout, tag_output=False, verbose=args.verbose, env=env or None)
     import hcomm_kit
 
+    from ..bench.explain import format_compare, format_explain, summarise
+
     os.environ.update(_trace_env(args.trace))  # under mpirun already: before the emulator reads its config
 
     comm = hcomm_kit.init()
+    runs: list[tuple[dict, dict]] = []
     try:
-        with open(os.devnull, "w") as quiet:
-            rows = bench.run_bench(comm, subject, [nbytes], dtype=args.datatype, op=args.op, root=args.root,
-                                   iters=1, warmup=0, check=0, algorithm=args.algorithm, out=quiet)
+        for nbytes in sizes:
+            for i, subject in enumerate(subjects):
+                with open(os.devnull, "w") as quiet:
+                    rows = bench.run_bench(comm, subject, [nbytes], dtype=args.datatype, op=args.op, root=args.root,
+                                           iters=1, warmup=0, check=0, algorithm=args.algorithm if i == 0 else None,
+                                           out=quiet)
+                sim = comm.model_explain(args.all) if comm.rank == 0 else {}
+                runs.append((sim, rows[0]))
         if comm.rank == 0:
-            sim = comm.model_explain(args.all)
-            sim["selected"] = rows[0].get("selected")  # the algorithm that ran (a built-in's: CANN's name)
             if args.json:
-                print(json.dumps(sim))
+                docs = [dict(sim, subject=subjects[i % len(subjects)], size=row["size"],
+                             algorithm=row.get("selected") or row.get("algorithm"), summary=summarise(sim))
+                        for i, (sim, row) in enumerate(runs)]
+                print(json.dumps(docs[0] if len(docs) == 1 else {"runs": docs}))
+            elif len(subjects) > 1:
+                names = tuple(Path(x).name if os.path.isdir(x) else x for x in subjects)
+                print(format_compare(runs, names, comm.topology))  # type: ignore[arg-type]
             else:
-                print(format_explain(sim, rows[0], comm.topology))
+                print("\n\n".join(format_explain(sim, row, comm.topology, tasks=args.tasks) for sim, row in runs))
     finally:
         comm.close()
     sys.stdout.flush()
@@ -132,26 +163,3 @@ def _trace_env(trace: str | None) -> dict[str, str]:
     """--trace FILE: the job writes its trace on the modelled clock (HCOMM_KIT_TRACE_CLOCK=model, the
     emulator's one writer of modelled traces)."""
     return {"HCOMM_KIT_TRACE": str(Path(trace).resolve()), "HCOMM_KIT_TRACE_CLOCK": "model"} if trace else {}
-
-
-def format_explain(sim: dict, row: dict, topo) -> str:
-    """The simulation as text: the time, then the critical path one task a line."""
-    shape = f"{len(topo.servers)} server(s) x {len(topo.servers[0])}"
-    down = f", links down {', '.join(f'{a}-{b}' for a, b in topo.links_down)}" if topo.links_down else ""
-    bus = f", busbw {row['model_busbw']:.3f} GB/s" if row.get("model_busbw") else ""
-    algo = row.get("selected") or row.get("algorithm", "auto")
-    lines = [f"# {row['collective']} ({algo}), {row['ranks']} ranks, {row['size']} bytes, "
-             f"{row['dtype']} on {sim['product']} ({shape}{down}): modelled {sim['time_us']:.2f} us{bus}",
-             f"# operation '{sim['op']}' #{sim['instance']}: {sim['tasks']} tasks on {len(sim['ranks'])} ranks; "
-             f"critical path ({len(sim['critical_path'])} tasks, first to last):",
-             f"{'issue_us':>10} {'start_us':>10} {'end_us':>10}  {'rank':>4}  {'thread':<16} {'task':<22} "
-             f"{'bytes':>10} {'peer':>4} {'link':<5} why"]
-    for t in sim["critical_path"]:
-        lines.append(f"{t['issue_us']:>10.2f} {t['start_us']:>10.2f} {t['end_us']:>10.2f}  {t['rank']:>4}  "
-                     f"{t['thread']:<16} {t['task']:<22} {t.get('bytes', ''):>10} {t.get('peer', ''):>4} "
-                     f"{t.get('link', ''):<5} {t['why']}"
-                     + (f" (rank {t['after'][0]} task {t['after'][1]})" if t.get("after") and t["why"] == "notify"
-                        else ""))
-    for n in sim.get("notes", []):
-        lines.append(f"# note: {n}")
-    return "\n".join(lines)

@@ -120,8 +120,15 @@ HcclResult HcommKitModelLastTime(HcclComm comm, double* us);
 
 /* The same simulation as one line of JSON: {"time_us", "product", "op", "instance", "ranks",
  * "tasks", "critical_path": [{"rank", "thread", "task", "bytes", "peer", "link", "issue_us",
- * "start_us", "end_us", "why"}, ...], "notes"} and, with allTasks, "all" (every task). Returns the
- * full length (written truncated to bufLen - 1), or minus an HCCL code. */
+ * "start_us", "end_us", "why"}, ...], "notes", what the time is made of: "task_us", "launch_us",
+ * "links": [{"from", "to", "type", "bytes", "transfers", "busy_us", "utilisation", "GBps"}, ...]
+ * (directed links that carried bytes, busiest first), "idle_links": [[from, to], ...] (links up
+ * between the ranks that carried nothing), "threads": [{"rank", "thread", "tasks", "bytes",
+ * "busy_us", "wait_us", "utilisation"}, ...], "phases": [{"bound": "launch" | "issue" | "link" |
+ * "local" | "peer", "rank", "thread", "peer", "link", "op", "shared", "tasks", "bytes",
+ * "start_us", "end_us", "us"}, ...] (the critical path, first to last), "bound": {per kind, us}}
+ * and, with allTasks, "all" (every task). Returns the full length (written truncated to
+ * bufLen - 1), or minus an HCCL code. Keys are only ever added (the signature is unchanged). */
 int32_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf, uint64_t bufLen);
 
 #ifdef __cplusplus

@@ -271,6 +271,7 @@ EMU_API int32_t HcommKitModelExplain(HcclComm comm, int32_t allTasks, char* buf,
     ModelResult r;
     std::string err;
     if (int rc = model_last(c, wait_default(), &r, &err)) return -(int32_t)seterr_str(rc, __func__, err);
+    if (const ModelParams* p = model_params(c->topo.product, &err)) r.analyse(*p, c->topo);
     std::string j = r.json(allTasks != 0);
     if (j.size() >= (size_t)INT32_MAX)
         return -(int32_t)seterr(HCCL_E_MEMORY, __func__, "the simulation's JSON is %zu bytes (2 GiB at most)", j.size());

@@ -7,6 +7,7 @@
  *              (hcomm hooks: emit, a wait's matched record, kernel end);
  *   params.cc  reads the parameters of a product;
  *   sim.cc     gathers every rank's log of one operation and simulates it;
+ *   explain.cc what a simulated operation's time is made of (links, threads, critical-path phases);
  *   api.cc     the C extensions (HcommKitModelLastTime, HcommKitModelExplain).
  *
  * The modelled time never depends on the host: only the logged graph (what the kernel issued and
@@ -24,20 +25,23 @@
 
 namespace emu {
 
-/* One link type's parameters. A transfer of B bytes takes latency_us, then moves its bytes at
- * min(bandwidth x utilisation(B), the link's share, the ports' shares). */
+/* One link type's parameters (model/params/<product>.toml; every figure per direction). A transfer
+ * of B bytes waits latency_us once its task has started, then moves its bytes at the smallest of
+ * one stream's bandwidth in its direction (write or read) and its fair share of the directed
+ * link (link) and of each end's ports of that type (port). */
 struct LinkParams {
     double latency_us = 0;      /* before the first byte moves */
-    double bandwidth = 0;       /* bytes/us of one link between two NPUs, one direction */
-    double port = 0;            /* bytes/us of an NPU's ports of this type together, per direction (0: no limit) */
-    double notify_us = 0;       /* a notify record reaches the peer after this */
-    std::vector<std::pair<double, double>> util; /* (bytes, utilisation), ascending; log-linear between */
-    double utilisation(double bytes) const;
+    double notify_us = 0;       /* a channel notify record reaches the peer after this */
+    double write = 0;           /* bytes/us of one stream writing (initiator -> peer) */
+    double read = 0;            /* bytes/us of one stream reading (peer -> initiator) */
+    double link = 0;            /* bytes/us of all streams on one directed link together */
+    double port = 0;            /* bytes/us of an NPU's links of this type together (0: no limit) */
 };
 
 struct ModelParams {
     std::string product, file;
-    double task_us = 0;         /* the AICPU issues one task per task_us, in the kernel's order */
+    double task_us = 0;         /* the AICPU issues one task per task_us, in the kernel's order, never
+                                 * waiting for an earlier task to run (only the task's start does) */
     double launch_us = 0;       /* host launch of the kernel until its first task is issued */
     double thread_notify_us = 0; /* a thread notify (same NPU) reaches its waiter */
     double copy = 0;            /* local copy, bytes/us */
@@ -70,6 +74,39 @@ struct ModelTaskTime {
     uint64_t id = 0;            /* model id (rank << 48 | ring position) */
     int src = -1;               /* waits: the task whose record it consumed (-1: none of this operation) */
 };
+/* One directed link's use over an operation (explain.cc). */
+struct ModelLinkUse {
+    uint32_t from = 0, to = 0;  /* the bytes move from -> to (a read's peer is its from) */
+    LinkType type = LinkType::None;
+    uint64_t bytes = 0;
+    uint32_t transfers = 0;
+    double busy_us = 0;         /* time with at least one of its transfers moving bytes */
+};
+/* One device thread's use over an operation. */
+struct ModelThreadUse {
+    uint32_t rank = 0;
+    uint16_t thread = 0;
+    uint32_t tasks = 0;
+    uint64_t bytes = 0;         /* moved or reduced by its copies, reductions and transfers */
+    double busy_us = 0;         /* running copies, reductions and transfers */
+    double wait_us = 0;         /* in notify waits */
+};
+/* A stretch of the critical path and what bound it. */
+enum class PhaseKind : uint8_t { Launch = 0, Issue, Link, Local, Peer };
+struct ModelPhase {
+    PhaseKind kind = PhaseKind::Launch;
+    uint32_t rank = 0;          /* the rank it ran on (Peer: the waiting rank) */
+    uint16_t thread = 0;
+    int32_t peer = -1;          /* Link: the other end; Peer: the recording rank */
+    LinkType link = LinkType::None;
+    bool read = false;          /* Link: the transfers read (else write) */
+    bool shared = false;        /* Link: a transfer shared its link or ports with another */
+    uint32_t tasks = 0;         /* Issue: tasks its rank issued before the path's first; else tasks in it */
+    uint64_t bytes = 0;
+    double start = 0, end = 0;
+    uint8_t kinds = 0;          /* Local: 1 copy, 2 reduce (bits); Link: 1 plain, 2 with reduction */
+};
+
 struct ModelResult {
     double time_us = 0;
     std::string product, tag;
@@ -78,6 +115,18 @@ struct ModelResult {
     std::vector<ModelTaskTime> tasks;
     std::vector<int> critical;  /* task indices, first to last */
     std::vector<std::string> notes;
+    /* Filled by analyse() (explain.cc), for `model explain`; empty otherwise (the figure alone
+     * does not need them). */
+    bool analysed = false;
+    double task_us = 0, launch_us = 0;
+    std::vector<ModelLinkUse> links;                 /* links that carried bytes, busiest first */
+    std::vector<std::pair<uint32_t, uint32_t>> idle; /* directed links up between the ranks that carried nothing */
+    std::vector<ModelThreadUse> threads;
+    std::vector<ModelPhase> phases;                  /* the critical path, first to last */
+    void analyse(const ModelParams& p, const Topology& topo);
+    std::string analysis_json() const; /* analyse()'s keys, each with a leading comma ("" before it) */
+    /* One JSON object: the figure and the critical path (the keys HcommKitModelExplain documents),
+     * with analyse()'s keys when it ran, every task with all_tasks. */
     std::string json(bool all_tasks) const;
     /* The operation as Chrome / Perfetto trace event items (comma-separated, no brackets) on the
      * modelled clock, offset_us added to every time: per rank (pid) a slice per task on its

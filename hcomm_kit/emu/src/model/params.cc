@@ -8,25 +8,11 @@
 #include <dlfcn.h>
 
 #include <climits>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
 namespace emu {
-
-double LinkParams::utilisation(double bytes) const {
-    if (util.empty()) return 1.0;
-    if (bytes <= util.front().first) return util.front().second;
-    if (bytes >= util.back().first) return util.back().second;
-    for (size_t i = 1; i < util.size(); i++) {
-        if (bytes > util[i].first) continue;
-        double x0 = std::log2(util[i - 1].first), x1 = std::log2(util[i].first), x = std::log2(bytes);
-        double f = x1 > x0 ? (x - x0) / (x1 - x0) : 1.0;
-        return util[i - 1].second + f * (util[i].second - util[i - 1].second);
-    }
-    return util.back().second;
-}
 
 double ModelParams::reduce_bw(int dtype) const {
     for (auto& d : reduce_dtype)
@@ -112,23 +98,16 @@ bool parse_product(const json::Value& v, const std::string& file, ModelParams* p
         }
         LinkParams& lp = p->link[t];
         std::string lw = w + " links." + names[t];
-        double bw, port = 0;
-        if (!num(*l, "latency_us", &lp.latency_us, err, lw, false) || !num(*l, "bandwidth_GBps", &bw, err, lw) ||
-            !num(*l, "port_GBps", &port, err, lw, false) || !num(*l, "notify_us", &lp.notify_us, err, lw, false))
+        double wr, rd, link, port = 0;
+        if (!num(*l, "latency_us", &lp.latency_us, err, lw, false) ||
+            !num(*l, "notify_us", &lp.notify_us, err, lw, false) || !num(*l, "write_GBps", &wr, err, lw) ||
+            !num(*l, "read_GBps", &rd, err, lw) ||
+            !num(*l, "link_GBps", &link, err, lw) || !num(*l, "port_GBps", &port, err, lw, false))
             return false;
-        lp.bandwidth = bw * 1e3;
+        lp.write = wr * 1e3;
+        lp.read = rd * 1e3;
+        lp.link = link * 1e3;
         lp.port = port * 1e3;
-        if (const json::Value* u = l->get("utilisation")) {
-            for (auto& e : u->arr) {
-                if (!e.is_array() || e.arr.size() != 2 || !e.arr[0].is_number() || !e.arr[1].is_number() ||
-                    e.arr[0].num <= 0 || e.arr[1].num <= 0 || e.arr[1].num > 1 ||
-                    (!lp.util.empty() && e.arr[0].num <= lp.util.back().first)) {
-                    *err = lw + ": utilisation must be [[bytes, 0 < u <= 1], ...] with bytes ascending";
-                    return false;
-                }
-                lp.util.emplace_back(e.arr[0].num, e.arr[1].num);
-            }
-        }
     }
     return true;
 }

@@ -2,15 +2,17 @@
  * operation.
  *
  * Each rank's AICPU issues its tasks one after another in the kernel's order (task_us each, from
- * the host launch on); a task starts when it was issued and its thread's previous task ended. A
- * notify record reaches its slot after a latency (thread notify, or the link's for a channel
- * notify and a write with notify); a wait ends when the record it consumed (logged when it ran)
- * has arrived. Copies, reductions and transfers are flows: a transfer waits its link's latency,
- * then moves its bytes at the smallest of its own rate (link bandwidth x utilisation at its size,
- * or the local copy / reduce bandwidth of its dtype) and its fair share of every resource it uses
- * (the directed link between the two NPUs, each NPU's ports of that link type, the NPU's copy or
- * reduce engine), recomputed whenever a flow starts or ends (processor sharing). Ties are broken
- * by rank, thread and issue order, so one graph always gives one time. */
+ * the host launch on), never waiting for an earlier task to run: it writes them to the threads'
+ * queues, which the engines run asynchronously. A task starts when it was issued and its
+ * thread's previous task ended. A notify record reaches its slot after a latency (thread notify,
+ * or the link's notify_us for a channel notify and a write with notify); a wait ends when the
+ * record it consumed (logged when it ran) has arrived. Copies, reductions and transfers are
+ * flows: a transfer waits its link's latency, then moves its bytes at the smallest of its own
+ * rate (one stream's write or read bandwidth of its link type, or the local copy / reduce
+ * bandwidth of its dtype) and its fair share of every resource it uses (the directed link between
+ * the two NPUs, each NPU's ports of that link type, the NPU's copy or reduce engine), recomputed
+ * whenever a flow starts or ends (processor sharing). Ties are broken by rank, thread and issue
+ * order, so one graph always gives one time. */
 #include "base/reduce.h"
 #include "model/model.h"
 
@@ -124,6 +126,10 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
     if (foreign)
         out->notes.push_back(strprintf("%u wait(s) consumed a record made before this operation (counted as ready at "
                                        "its start)", foreign));
+    /* A transfer's link parameters (a peer outside the topology: the in-server link's). */
+    auto link_of = [&](const ModelTaskTime& t) -> const LinkParams& {
+        return p.link[(int)(t.link == LinkType::None ? topo.in_server() : t.link)];
+    };
     auto notify_latency = [&](const ModelTaskTime& t) {
         if (t.link != LinkType::None) return p.link[(int)t.link].notify_us;
         return p.thread_notify_us;
@@ -149,12 +155,12 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
             f.res.push_back(rkey(4, t.rank, 0));
             res[f.res.back()].cap = p.reduce;
         } else {
-            const LinkParams& lp = p.link[(int)(t.link == LinkType::None ? LinkType::HCCS : t.link)];
+            const LinkParams& lp = link_of(t);
             bool write = t.kind == mkind::Write || t.kind == mkind::WriteReduce;
             uint32_t from = write ? t.rank : (uint32_t)t.peer, to = write ? (uint32_t)t.peer : t.rank;
-            f.own = lp.bandwidth * lp.utilisation((double)t.bytes);
+            f.own = write ? lp.write : lp.read;
             f.res.push_back(rkey(1, from, to));
-            res[f.res.back()].cap = lp.bandwidth;
+            res[f.res.back()].cap = lp.link;
             if (lp.port > 0) {
                 f.res.push_back(rkey(2, from, (uint32_t)t.link));
                 res[f.res.back()].cap = lp.port;
@@ -214,7 +220,7 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
                     finish(i, std::max(st, arr));
                 } else if (is_flow(t.kind)) {
                     t.start = st;
-                    double lat = is_transfer(t.kind) ? p.link[(int)(t.link == LinkType::None ? LinkType::HCCS : t.link)].latency_us : 0;
+                    double lat = is_transfer(t.kind) ? link_of(t).latency_us : 0;
                     pend.emplace_back(std::max(st + lat, now), i);
                     th.busy = true;
                 } else { /* records and nops take no time beyond their issue */
@@ -274,7 +280,7 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
             Flow& f = flows[k];
             for (uint64_t key : f.res) res[key].n--;
             ModelTaskTime& t = T[f.task];
-            double alone = t.start + (is_transfer(t.kind) ? p.link[(int)(t.link == LinkType::None ? LinkType::HCCS : t.link)].latency_us : 0) +
+            double alone = t.start + (is_transfer(t.kind) ? link_of(t).latency_us : 0) +
                            (f.own > 0 ? (double)t.bytes / f.own : 0);
             if (now > alone * (1 + 1e-9) + 1e-9 && t.why != 2) t.why = 3;
             finish(f.task, now);
@@ -331,6 +337,7 @@ std::string ModelResult::json(bool all_tasks) const {
     s += "],\"notes\":[";
     for (size_t i = 0; i < notes.size(); i++) s += strprintf("%s\"%s\"", i ? "," : "", notes[i].c_str());
     s += "]";
+    s += analysis_json();
     if (all_tasks) {
         s += ",\"all\":[";
         for (size_t i = 0; i < tasks.size(); i++) s += (i ? "," : "") + task(tasks[i]);
