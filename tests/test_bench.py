@@ -154,6 +154,8 @@ def test_compare_builtin_where_it_cannot_run(tmp_path) -> None:
     formula for it (model_formulas, evaluated here independently)."""
     from test_orchestrator import scaffold
 
+    from hcomm_kit.base.model_formulas import formula
+
     out = tmp_path / "rows.jsonl"
     p = _bench(str(scaffold("ring-allreduce")), "--np", "4", "--links-down", "0-1", "--compare", "builtin", "-b", "64K",
                "-e", "64K", "-n", "1", "-w", "0", "--json", str(out))
@@ -167,3 +169,5 @@ def test_compare_builtin_where_it_cannot_run(tmp_path) -> None:
     assert row["vs_builtin_model"] == pytest.approx(row["builtin_model_time_us"] / row["model_time_us"])
     # CANN's AICPU selector on one A2 server: the one-shot mesh up to 8 MiB (all_reduce_auto_selector.cc)
     assert "AicpuAllReduceSoleMeshOneShot" in row["builtin_algorithm"] and row["builtin_algorithm"] != "auto"
+    want = formula("allreduce", "mesh_oneshot", "A2:1x4", 64 << 10)
+    assert row["builtin_formula_us"] == pytest.approx(want.us) and "Mesh.md" in row["builtin_formula"]

@@ -186,12 +186,9 @@ class BuiltinBaseline:
         family = formula_family(name, cann or "")
         if family is None:
             return None, f"no published formula for {cann or 'its algorithm'}"
-        try:
-            try:
-                from ..base.model_formulas import formula  # TEMP until the formulas module is merged
-            except ImportError:
-                return None, "no formulas module"
+        from ..base.model_formulas import formula
 
+        try:
             f = formula(name, family, self.comm.topology, data_size)
         except ConfigError as exc:
             return None, exc.reason
