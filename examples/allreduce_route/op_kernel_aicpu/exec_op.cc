@@ -51,9 +51,10 @@ constexpr uint32_t STEP2 = 4;           // the same four for step 2
 constexpr uint32_t GO = ALLREDUCE_ROUTE_THREAD_NOTIFY_BASE;
 constexpr uint32_t NO_RANK = 0xffffffffu;
 constexpr uint64_t ALIGN = 128;
-// OpParam.algo 0: one-shot up to this many bytes, two-shot above (the modelled crossover on A2:1x8;
-// README.md).
-constexpr uint64_t ONE_SHOT_MAX_BYTES = 2ULL << 20;
+// OpParam.algo 0: one-shot up to this many bytes, two-shot above: the modelled crossover on A2:1x8
+// with 0-1 down lies between 1 MiB (one-shot 92.8 us, two-shot 134.2 us) and 2 MiB (154.4, 134.2);
+// README.md.
+constexpr uint64_t ONE_SHOT_MAX_BYTES = 3ULL << 19;
 
 uint64_t Min(uint64_t a, uint64_t b)
 {
@@ -261,6 +262,8 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t done, uint64_t elems, uint64_t re
             OP_CHECK(c.param->tag, Record(c, c.main, q, POSTED));
         }
     }
+    // The AICPU issues every thread's tasks one after another (in this order): every thread's wait
+    // first, then their reads, so that every link starts moving early; the handshakes last.
     for (uint32_t q = 0; q < c.n; ++q) {
         if (!Live(c, q)) {
             continue;
@@ -270,6 +273,12 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t done, uint64_t elems, uint64_t re
             OP_CHECK(c.param->tag, HcommThreadNotifyWaitOnThread(t, GO, c.timeout));
         }
         OP_CHECK(c.param->tag, Wait(c, t, q, POSTED));
+    }
+    for (uint32_t q = 0; q < c.n; ++q) {
+        if (!Live(c, q)) {
+            continue;
+        }
+        const ThreadHandle t = Thread(c, q);
         const uint32_t b = RelayFor(c, q);
         uint64_t pf = 0;
         uint64_t pc = 0;
@@ -282,8 +291,16 @@ HcclResult OneShotSlice(const Ctx &c, uint64_t done, uint64_t elems, uint64_t re
         OP_CHECK(c.param->tag, Read(c, t, q, Local(c, q * region), Remote(c, q, q * region), pf * c.unit));
         OP_CHECK(c.param->tag, Read(c, t, q, Local(c, q * region + (pf + pc) * c.unit),
                                     Remote(c, q, q * region + (pf + pc) * c.unit), bytes - (pf + pc) * c.unit));
+    }
+    for (uint32_t q = 0; q < c.n; ++q) {
+        if (!Live(c, q)) {
+            continue;
+        }
+        const ThreadHandle t = Thread(c, q);
         OP_CHECK(c.param->tag, Record(c, t, q, CONSUMED));
         if (c.far != NO_RANK) {  // my part of the far rank's slice, held by relay q
+            uint64_t pf = 0;
+            uint64_t pc = 0;
             RelayPart(c, elems, c.far, c.me, q, &pf, &pc);
             OP_CHECK(c.param->tag, Wait(c, t, q, RELAYED));
             OP_CHECK(c.param->tag, Read(c, t, q, Local(c, c.far * region + pf * c.unit),
@@ -341,10 +358,22 @@ HcclResult TwoShotSlice(const Ctx &c, uint64_t done, uint64_t elems, const Layou
     if (!first) {
         OP_CHECK(c.param->tag, Go(c));
     }
-    OP_CHECK(c.param->tag, HcommLocalCopyOnThread(c.main, Local(c, 0), in, elems * c.unit));
-    for (uint32_t q = 0; q < c.n; ++q) {
-        if (Live(c, q)) {
-            OP_CHECK(c.param->tag, Record(c, c.main, q, POSTED));
+    // Stage chunk by chunk, each peer told as soon as its chunk is in place: the chunks of the ranks
+    // with a downed link first (the relays read theirs from the first POSTED on; their reads carry
+    // the most), then the others; my own chunk is reduced from the input and not staged.
+    for (uint32_t pass = 0; pass < 2; ++pass) {
+        for (uint32_t q = 0; q < c.n; ++q) {
+            bool many = false;
+            if (q == me || (FarOf(c, q, &many) != NO_RANK) != (pass == 0)) {
+                continue;
+            }
+            if (cc[q] != 0) {
+                OP_CHECK(c.param->tag, HcommLocalCopyOnThread(c.main, Local(c, cf[q] * c.unit), in + cf[q] * c.unit,
+                                                              cc[q] * c.unit));
+            }
+            if (Live(c, q)) {
+                OP_CHECK(c.param->tag, Record(c, c.main, q, POSTED));
+            }
         }
     }
     for (uint32_t q = 0; q < c.n; ++q) {
@@ -379,7 +408,7 @@ HcclResult TwoShotSlice(const Ctx &c, uint64_t done, uint64_t elems, const Layou
     OP_CHECK(c.param->tag, Join(c, 1));
     const uint8_t *src[ALLREDUCE_ROUTE_MAX_CHANNELS];
     for (uint32_t r = 0; r < c.n; ++r) {
-        src[r] = r == me ? Local(c, cf[me] * c.unit) : Local(c, l.Gather(r));
+        src[r] = r == me ? in + cf[me] * c.unit : Local(c, l.Gather(r));
     }
     OP_CHECK(c.param->tag, ReduceInOrder(c, Local(c, l.Result(c.n)), src, cc[me]));
     // ---- step 2: allgather ----
