@@ -92,6 +92,27 @@ def test_ring_layout_in_op_toml_channels_and_context() -> None:
         parse_opspec(MINIMAL + "rings = 9\n")
 
 
+def test_link_map_gives_the_kernel_the_rank_graph(tmp_path: Path) -> None:
+    """link_map = true: AlgResourceCtx.linkUp (one word per rank) in the header and the mirror; an
+    operator that lists algorithms gets the kind test, which tries each of them."""
+    from hcomm_kit.scaffold.render import new_op, update_op
+
+    spec = parse_opspec('[op]\nname = "x"\n[resources.channels]\ntopology = "mesh"\nlink_map = true\n')
+    field = spec.struct_mirrors()["AlgResourceCtx"]._fields_[-1]
+    assert field[0] == "linkUp" and field[1]._length_ == 64
+    assert "linkUp" not in [f[0] for f in parse_opspec('[op]\nname = "x"\n').struct_mirrors()["AlgResourceCtx"]._fields_]
+    d = new_op("rr", pattern="ring-allreduce", directory=tmp_path).opdir
+    assert "check_operator" not in (d / "tests" / "test_rr.py").read_text()  # the pattern's own test
+    toml = d / "op.toml"
+    toml.write_text(toml.read_text().replace('kind = "allreduce"', 'kind = "allreduce"\nalgorithms = ["a", "b"]')
+                    .replace("topology = \"ring\"", "topology = \"ring\"\nlink_map = true")
+                    + '\n[[param]]\nname = "algo"\ntype = "uint32_t"\n')
+    update_op(d)
+    assert "uint64_t linkUp[RR_MAX_CHANNELS];" in (d / "inc" / "rr_param.h").read_text()
+    test = (d / "tests" / "test_rr.py").read_text()
+    assert "check_operator" in test and "ALGORITHMS = algorithms_to_try(OP_DIR)" in test
+
+
 def test_the_scaffolded_ring_reads_its_ring_from_the_context(tmp_path: Path) -> None:
     from hcomm_kit.scaffold.render import new_op
 

@@ -231,21 +231,6 @@ def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
     assert "mesh needs the 0-1 link, which is down; ring needs the 0-1 link, which is down" in down.stdout + down.stderr
 
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "allreduce_route"
-
-
-@pytest.mark.slow  # an 8-rank operator test run (its generated tests): full suite only
-def test_routed_allreduce_example() -> None:
-    """The contest task: an allreduce on an 8-rank A2 mesh whose 0-1 link is down passes its
-    generated tests, routing 0<->1 through rank 2; the built-in cannot run there at all."""
-    res = _run_cli(["test", str(EXAMPLE), "--np", "8", "--topology", "A2:1x8", "--links-down", "0-1", "--",
-                    "-k", "fp32 or int32"])
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "passed" in res.stdout and "failed" not in res.stdout
-    builtin = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:1x8", "--links-down", "0-1"])
-    assert builtin.returncode != 0 and "needs the 0-1 link, which is down" in builtin.stdout + builtin.stderr
-
-
 def test_mpi_marker_topology_argument() -> None:
     """@pytest.mark.mpi(topology=..., links_down=...) becomes the job's environment."""
     from hcomm_kit.testing.items import _item_env
