@@ -232,7 +232,8 @@ def test_generated_tests_and_commands_take_the_job_from_op_toml(tmp_path: Path, 
 
     for var in ("HCOMM_KIT_TOPOLOGY", "HCOMM_KIT_LINKS_DOWN", "HCOMM_KIT_SOC", "HCOMM_KIT_DEVICE_COUNT",
                 "HCCL_BUFFSIZE"):
-        monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv(var, "")  # recorded: restored as it was when the test ends (_apply_op_job exports)
+        monkeypatch.delenv(var)
     d = new_op("rr", pattern="ring-allreduce", directory=tmp_path).opdir
     assert mpi_job(d) == {"np": [2, 3, 4], "env": {}}
     assert mpi_job(d, small_buffer=True)["env"] == {"HCCL_BUFFSIZE": "1"}

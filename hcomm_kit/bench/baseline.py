@@ -5,7 +5,6 @@ its CPU time, its modelled time and algorithm, and HCCL's formula for that algor
 from __future__ import annotations
 
 import os
-import re
 import time
 from typing import Any, Callable
 
@@ -16,6 +15,30 @@ from .cases import Collective, OpTarget, _Case
 from .timing import _bw, _max_over_ranks, _time_ours
 
 __all__ = ["time_mpi", "time_builtin", "BuiltinBaseline", "formula_family"]
+
+
+def _selected(comm) -> str | None:
+    """The algorithm the last built-in call on ``comm`` ran (CANN's name; see
+    :attr:`hcomm_kit.ops.collectives.CollectiveOps.last_selection`)."""
+    sel = getattr(comm, "last_selection", None)
+    return sel.shown if sel is not None else None
+
+
+def _model_time(comm) -> float | None:
+    """The timing model's figure for the last timed call (rank 0 simulates, every rank gets it);
+    None where there is no model (CANN backend, one rank, HCOMM_KIT_MODEL=0)."""
+    from ..base.errors import HcommKitError
+
+    us: float | None = None
+    if comm.rank == 0:
+        try:
+            us = comm.last_model_time
+        except HcommKitError as exc:  # e.g. more tasks than the model's log keeps: the row says NULL
+            print(f"# model: {exc}", flush=True)
+    if comm.mpi_comm is not None and comm.size > 1:
+        us = comm.mpi_comm.bcast(us, root=0)
+    return us
+
 
 
 
@@ -103,12 +126,6 @@ def formula_family(collective: str, cann_name: str) -> str | None:
     return None
 
 
-def _short_why(reason: str) -> str:
-    """The table's few words for why the built-in cannot run (the row's builtin_why has it all)."""
-    links = re.findall(r"link (\d+-\d+) is down", reason)
-    return f"cannot run: {links[0]} down" if links else "cannot run here"
-
-
 class BuiltinBaseline:
     """``--compare builtin`` for one sweep: per size, the matching built-in collective's CPU time,
     its modelled time, the algorithm it ran (CANN's name) and HCCL's formula for that algorithm.
@@ -148,8 +165,6 @@ class BuiltinBaseline:
                 iters: int, warmup: int, blocking: bool, ours_us: float | None,
                 ours_model_us: float | None) -> dict[str, Any]:
         """The row's ``builtin_*`` fields at one size (every rank calls it; rank 0's figures count)."""
-        from .sweep import _model_time, _selected
-
         comm, coll = self.comm, self.target.coll
         why = None
         links_up = False

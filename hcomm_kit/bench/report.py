@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Any
 
 from ..base import envs
 from ..base.errors import ConfigError
 from .cases import Collective, OpTarget
-from .baseline import _short_why
 from .timing import CHECKED_CALLS
 
 __all__ = ["format_header", "format_row", "write_json", "plot_title", "plot"]
@@ -100,6 +100,12 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
                         "figures)" if "builtin" in compare else ""))
     lines.append(" | ".join(cols))
     return "\n".join(lines)
+
+
+def _short_why(reason: str) -> str:
+    """The table's few words for why the built-in cannot run (the row's builtin_why has it all)."""
+    links = re.findall(r"link (\d+-\d+) is down", reason)
+    return f"cannot run: {links[0]} down" if links else "cannot run here"
 
 
 def _cell(v: float | None, width: int, fmt: str, none: str = "N/A") -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..base import dtypes as _dtypes
 from ..base.errors import ConfigError
-from .baseline import BuiltinBaseline, time_mpi
+from .baseline import BuiltinBaseline, _model_time, _selected, time_mpi
 from .cases import (ALIASES, COLLECTIVES, COMPARES, _SHIFT, Collective, OpTarget, _Case, _OpCase, _target,
                     builtin_collective, check_target, op_target, parse_size, sizes)
 from .report import _backend, _CurrentStdout, format_header, format_row, plot, plot_title, write_json
@@ -32,13 +32,6 @@ from .timing import CHECKED_CALLS, _bw, _checked_calls, _checker_switch, _mpi, _
 __all__ = ["COLLECTIVES", "Collective", "OpTarget", "op_target", "parse_size", "sizes", "run_bench", "format_header",
            "format_row", "COMPARES", "ALIASES", "CHECKED_CALLS", "check_target", "write_json", "plot", "plot_title",
            "builtin_collective", "split_compare"]
-
-
-def _selected(comm) -> str | None:
-    """The algorithm the last built-in call on ``comm`` ran (CANN's name; see
-    :attr:`hcomm_kit.ops.collectives.CollectiveOps.last_selection`)."""
-    sel = getattr(comm, "last_selection", None)
-    return sel.shown if sel is not None else None
 
 
 def split_compare(items: "tuple[str, ...] | list[str]") -> tuple[list[str], str | None]:
@@ -59,22 +52,6 @@ def split_compare(items: "tuple[str, ...] | list[str]") -> tuple[list[str], str 
         if name not in out:
             out.append(name)
     return out, algo
-
-
-def _model_time(comm) -> float | None:
-    """The timing model's figure for the last timed call (rank 0 simulates, every rank gets it);
-    None where there is no model (CANN backend, one rank, HCOMM_KIT_MODEL=0)."""
-    from ..base.errors import HcommKitError
-
-    us: float | None = None
-    if comm.rank == 0:
-        try:
-            us = comm.last_model_time
-        except HcommKitError as exc:  # e.g. more tasks than the model's log keeps: the row says NULL
-            print(f"# model: {exc}", flush=True)
-    if comm.mpi_comm is not None and comm.size > 1:
-        us = comm.mpi_comm.bcast(us, root=0)
-    return us
 
 
 def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32", op: str | None = None, root: int = 0,
