@@ -729,28 +729,18 @@ def test_errors_and_product_gate(comm) -> None:
 
 @pytest.mark.mpi(np=[2, NP3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"})
 def test_hccl_algo_override(comm) -> None:
-    from hcomm_kit.ops.algorithms import algo_id as _algo_id
-
-    env = comm._hccl_algo  # read when the communicator was created
-    assert env == "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"
-    assert _algo_id("allreduce", None, env) == 1 and _algo_id("allgather", None, env) == 2
-    assert _algo_id("alltoall", None, env) == 0 and _algo_id("allreduce", None, None) == 0
+    """HCCL_ALGO in CANN's documented form, read when the communicator was created: level1:ring
+    names the emulator's ring kernel (CANN's AICPU algorithms have no ring); fullmesh keeps CANN's
+    mesh algorithms, among which CANN's own choice stays; an op it does not name is CANN's."""
     ins = all_data(comm.size, 1000, "fp32")
     np.testing.assert_array_equal(comm.all_reduce(ins[comm.rank]), reference.reduce(ins, "sum"))
-
-
-def test_parse_hccl_algo() -> None:
-    from hcomm_kit.ops.algorithms import parse_hccl_algo
-
-    assert parse_hccl_algo(None, "allreduce") is None
-    assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
-    assert parse_hccl_algo("level0:fullmesh;level1:ring", "allgather") == "mesh"
-    assert parse_hccl_algo("allreduce=level0:NA;level1:ring/alltoall=level0:pairwise", "alltoall") == "pairwise"
-    assert parse_hccl_algo("allreduce=level0:NA;level1:ring", "allgather") is None
-    with pytest.raises(ConfigError, match="H-D.*not implemented|not implemented"):
-        parse_hccl_algo("level0:NA;level1:H-D", "allreduce")
-    with pytest.raises(ConfigError, match="levelN:algorithm"):
-        parse_hccl_algo("ring", "allreduce")
+    sel = comm.last_selection
+    assert (sel.name, sel.kernel, sel.how) == ("ring", 1, "HCCL_ALGO level1:ring"), sel
+    np.testing.assert_array_equal(comm.all_gather(ins[comm.rank]), np.concatenate(ins))
+    sel = comm.last_selection
+    assert sel.cann == "AicpuAllGatherSoleMesh" and sel.how.startswith("auto (HCCL_ALGO level1:fullmesh keeps it)"), sel
+    comm.all_to_all(np.zeros(comm.size * 4, np.float32))
+    assert comm.last_selection.how.startswith("auto"), comm.last_selection
 
 
 def test_algorithm_ids_match_kernel_header() -> None:

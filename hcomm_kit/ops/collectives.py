@@ -109,14 +109,14 @@ class CollectiveOps(PlannedCalls):
                     raise ConfigError(f"{name}: algorithm='fastest' needs the timing model (the emulator backend)",
                                       key="algorithm")
                 kernel = ALGORITHMS[name].get(asked or "auto", _AUTO)
-                sel = selector.Selection(name=asked if kernel else "", how="kernel's own" if not kernel else
-                                         f"algorithm={asked}", kernel=kernel)
+                sel = selector.Selection(name=asked if kernel else "", chosen=asked if kernel else "",
+                                         how="kernel's own" if not kernel else f"algorithm={asked}", kernel=kernel)
             elif asked == "fastest":
                 auto = selector.select(self, name, count, dt.value, rop, None, params)  # links down: raises first
                 cands = [(n, k) for n, k in ALGORITHMS[name].items() if n != "auto"]
                 best = selector.fastest_of(cands, trial)
                 sel = selector.select(self, name, count, dt.value, rop, best.name, params)
-                sel = selector.Selection(name=sel.name, cann=auto.cann, source=auto.source,
+                sel = selector.Selection(name=sel.name, chosen=sel.chosen, cann=auto.cann, source=auto.source,
                                          how=f"algorithm=fastest: {best.how}", kernel=sel.kernel,
                                          modelled=best.modelled)
             else:

@@ -1022,9 +1022,10 @@ std::string kernel_table_json() {
 /* ---------------------------------------------------------------- one call's selection */
 
 std::string Selection::json() const {
-    std::string s = strprintf("{\"name\":\"%s\",\"cann\":\"%s\",\"source\":\"%s\",\"how\":\"%s\",\"kernel\":%d,"
+    std::string s = strprintf("{\"chosen\":\"%s\",\"name\":\"%s\",\"cann\":\"%s\",\"source\":\"%s\",\"how\":\"%s\",\"kernel\":%d,"
                               "\"tuner_matched\":%d,\"entries\":[",
-                              json_escape(name).c_str(), json_escape(cann).c_str(), json_escape(source).c_str(),
+                              json_escape(chosen).c_str(), json_escape(name).c_str(), json_escape(cann).c_str(),
+                              json_escape(source).c_str(),
                               json_escape(how).c_str(), kernel, tuner_matched ? 1 : 0);
     for (size_t i = 0; i < entries.size(); i++) {
         const CostEntry& e = entries[i];
@@ -1150,7 +1151,7 @@ int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg
             out->how = "auto (" + why + ")";
         }
     }
-    out->name = name;
+    out->chosen = out->name = name;
     out->kernel = name.empty() ? 0 : kernel_algo_id(q.coll, name);
     if (out->kernel < 0) {
         if (!forced.empty()) {
@@ -1182,9 +1183,11 @@ int select_algo(Comm* c, const AlgoQuery& q, const std::string& forced, Selectio
     const uint64_t bytes = q.count * dtype_size(q.dtype);
     if (hccl_hooks.trace_note)
         hccl_hooks.trace_note(c, "algorithm selection",
-                              strprintf("\"collective\":\"%s\",\"bytes\":%llu,\"chosen\":\"%s\",\"cann\":\"%s\","
-                                        "\"source\":\"%s\",\"how\":\"%s\",\"tuner_matched\":%d,\"costs\":{%s}",
-                                        coll_label(q.coll), (unsigned long long)bytes, json_escape(out->name).c_str(),
+                              strprintf("\"collective\":\"%s\",\"bytes\":%llu,\"chosen\":\"%s\",\"ran\":\"%s\","
+                                        "\"cann\":\"%s\",\"source\":\"%s\",\"how\":\"%s\",\"tuner_matched\":%d,"
+                                        "\"costs\":{%s}",
+                                        coll_label(q.coll), (unsigned long long)bytes, json_escape(out->chosen).c_str(),
+                                        out->name.empty() ? "the kernel's own choice" : json_escape(out->name).c_str(),
                                         out->cann.c_str(), out->source.c_str(), json_escape(out->how).c_str(),
                                         out->tuner_matched ? 1 : 0, costs_json(*out).c_str()));
     if (c->rank == 0 && g_log_level >= LOG_INFO) {
@@ -1194,7 +1197,7 @@ int select_algo(Comm* c, const AlgoQuery& q, const std::string& forced, Selectio
                                e.cost != e.model_cost ? strprintf(" (cost model %.6g)", (double)e.model_cost).c_str() : "");
         EMU_LOG(LOG_INFO, "[Selector] %s of %llu bytes (%s) on %s: %s%s%s (%s%s%s)%s", coll_label(q.coll),
                 (unsigned long long)bytes, dtype_name(q.dtype), c->name.c_str(), table.c_str(),
-                table.empty() ? "" : " -> ", out->name.empty() ? "the kernel's own choice" : out->name.c_str(),
+                table.empty() ? "" : " -> ", out->chosen.empty() ? "the kernel's own choice" : out->chosen.c_str(),
                 out->how.c_str(), out->source.empty() ? "" : "; CANN's rule: ", out->source.c_str(),
                 out->tuner_matched ? " (tuner plugin matched)" : "");
     }
@@ -1329,3 +1332,29 @@ EMU_API int32_t HcommKitAlgoConfigCheck(const char* text, char* msg, uint64_t ms
 
 /* The built-in kernels' algorithm names and OpParam.algo ids, as JSON. */
 EMU_API int32_t HcommKitAlgoKernels(char* out, uint64_t outLen) { return give(kernel_table_json(), out, outLen); }
+
+/* HCCL_ALGO applied to CANN's registered algorithms of collType (tests, tools): {"decided", "rule",
+ * "kept": [names], "kernel": an emulator kernel the documented form names, or ""}; minus an HCCL
+ * code (HCCL_E_PARA: malformed; HCCL_E_NOT_SUPPORT: the documented form names no algorithm of
+ * CANN's or kernel of the emulator's), with the message. */
+EMU_API int32_t HcommKitAlgoConfigApply(const char* text, int32_t collType, char* out, uint64_t outLen) {
+    AlgoConfig cfg;
+    std::string err;
+    if (int rc = parse_algo_config(text ? text : "", &cfg, &err)) return -(int32_t)seterr_str(rc, __func__, err);
+    const std::vector<std::string>& names = cann_algorithms(collType);
+    std::vector<bool> kept;
+    std::string rule, kernel;
+    bool decided = cfg.executor_grammar ? apply_algo_config(cfg, collType, names, &kept, &rule)
+                                        : level_filter(cfg, collType, names, &kept, &rule, &kernel, &err);
+    if (!err.empty()) return -(int32_t)seterr_str(HCCL_E_NOT_SUPPORT, __func__, err);
+    if (kept.size() != names.size()) kept.assign(names.size(), true);
+    std::string j = strprintf("{\"decided\":%s,\"rule\":\"%s\",\"kernel\":\"%s\",\"kept\":[", decided ? "true" : "false",
+                              rule.c_str(), kernel.c_str());
+    bool first = true;
+    for (size_t i = 0; i < names.size(); i++)
+        if (kept[i]) {
+            j += strprintf("%s\"%s\"", first ? "" : ",", names[i].c_str());
+            first = false;
+        }
+    return give(j + "]}", out, outLen);
+}
