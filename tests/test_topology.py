@@ -20,7 +20,6 @@ import pytest
 from hcomm_kit.base.errors import ConfigError
 from hcomm_kit.build import emulator as _emulator
 from hcomm_kit.ops import reference
-from hcomm_kit.ops.algorithms import ALGORITHMS
 
 TESTS_C = Path(__file__).resolve().parent / "c"
 
@@ -185,50 +184,49 @@ def _run_cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow  # five jobs of 2-8 ranks: full suite only
 def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
-    """The cost model picks per topology (A2:2x4, 1 MiB: the two-level algorithm, then the ring:
-    the one-shot's remote reads share the RoCE ports); CANN's tuner plugin interface changes the
-    choice (a plugin that prefers the ring, on one server where the model picks the one-shot mesh
-    and on two where it picks the two-level one, whose entry it sees with executor "sequence"); a
-    downed link leaves the built-ins no algorithm and says so."""
+    """The cost model picks per topology (A2:2x4, 1 MiB: a two-level algorithm); CANN's tuner plugin
+    interface changes the choice (a plugin that prefers the NHR template, on one server where the
+    model picks the one-shot mesh and on two where it picks a two-level one, whose entry it sees
+    with executor "sequence"); a downed link leaves the built-ins no algorithm and says so."""
     from hcomm_kit.build import emulator
 
     res = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:2x4", "--count", "262144"])
     assert res.returncode == 0, res.stdout + res.stderr
-    assert ("AicpuAllReduceSoleRing 0.000287 s, AicpuAllReduceSequenceMeshMesh 0.000116 s -> "
-            "AicpuAllReduceSequenceMeshMesh") in res.stdout + res.stderr
+    assert "-> AicpuAllReduceSequenceMeshConcurNHR" in res.stdout + res.stderr
 
-    plugin = tmp_path / "prefer_ring.so"
+    plugin = tmp_path / "prefer_nhr.so"
     cmd = ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{emulator.get_include()}",
-           str(TESTS_C / "tuner" / "prefer_ring.c"), "-o", str(plugin)]
+           str(TESTS_C / "tuner" / "prefer_nhr.c"), "-o", str(plugin)]
     built = subprocess.run(cmd, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     base = _run_cli(["run", "allreduce", "--np", "2"])
     trace = tmp_path / "trace.json"
     tuned = _run_cli(["run", "allreduce", "--np", "2"], HCCL_TUNER_PLUGIN=str(plugin), HCOMM_KIT_TRACE=str(trace))
     assert base.returncode == 0 and tuned.returncode == 0, base.stderr + tuned.stderr
-    assert "-> AicpuAllReduceSoleMeshoneshot\n" in base.stdout + base.stderr
+    assert "-> AicpuAllReduceSoleMeshOneShot\n" in base.stdout + base.stderr
     out = tuned.stdout + tuned.stderr
-    assert "AicpuAllReduceSoleMeshoneshot -1 s (cost model" in out
-    assert "-> AicpuAllReduceSoleRing (tuner plugin matched)" in out
-    assert "prefer_ring init: nRanks=2 nServers=1 nNpusPerServer=2 nPods=0 nSuperPods=0" in out
+    assert "AicpuAllReduceSoleMeshOneShot -1 s (cost model" in out
+    assert "-> AicpuAllReduceSoleNHR (tuner plugin matched)" in out
+    assert "prefer_nhr init: nRanks=2 nServers=1 nNpusPerServer=2 nPods=0 nSuperPods=0" in out
     text = trace.read_text()
     assert text.count('"name":"algorithm selection"') >= 2  # one per rank (and call)
-    assert '"chosen":"AicpuAllReduceSoleRing","tuner_matched":1' in text
+    assert '"chosen":"AicpuAllReduceSoleNHR","tuner_matched":1' in text
 
-    # two servers: the plugin is shown the two-level entry (executor "sequence") and still prefers the ring
+    # two servers: the plugin is shown the two-level entries (executor "sequence") and still prefers the NHR
     two = _run_cli(["run", "allreduce", "--np", "4", "--topology", "A2:2x2", "--count", "262144"],
                    HCCL_TUNER_PLUGIN=str(plugin))
     out = two.stdout + two.stderr
     assert two.returncode == 0, out
-    assert ("prefer_ring sees AicpuAllReduceSequenceMeshMesh: engine aicpu executor sequence template mesh cost "
-            in out), out
-    assert "prefer_ring sees AicpuAllReduceSoleRing: engine aicpu executor sole template ring" in out
-    assert "AicpuAllReduceSequenceMeshMesh -1 s (cost model" in out and "-> AicpuAllReduceSoleRing (tuner" in out
+    assert ("prefer_nhr sees AicpuAllReduceSequenceMeshConcurNHR: engine aicpu executor sequence template meshconcur "
+            "cost " in out), out
+    assert "prefer_nhr sees AicpuAllReduceSoleNHR: engine aicpu executor sole template nhr" in out
+    assert "AicpuAllReduceSequenceMeshConcurNHR -1 s (cost model" in out and "-> AicpuAllReduceSoleNHR (tuner" in out
 
     down = _run_cli(["run", "allreduce", "--np", "4", "--links-down", "0-1"])
     assert down.returncode != 0
     assert "allreduce: no algorithm of the built-in can run on this topology" in down.stdout + down.stderr
-    assert "mesh needs the 0-1 link, which is down; ring needs the 0-1 link, which is down" in down.stdout + down.stderr
+    assert ("AicpuAllReduceSoleMeshOneShot needs the 0-1 link, which is down; AicpuAllReduceSoleMeshTwoShot needs "
+            "the 0-1 link" in down.stdout + down.stderr)
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "allreduce_route"
@@ -281,46 +279,40 @@ def _topo(servers: tuple[tuple[int, ...], ...], down: tuple[tuple[int, int], ...
 
 
 def test_two_level_is_offered_with_its_cost() -> None:
-    """A2:2x4, 1 MiB: the two-level allreduce costs the sum of its levels and is the cheapest
-    (the flat ones cross RoCE with 7/8 or all of the message, in more tasks); it is not offered on one
-    server, on servers of one rank, on servers of different sizes, or over a downed link it needs."""
+    """A2:2x4, 16 MiB: the two-level allreduces (CANN's AicpuAllReduceParallelMeshNHR and
+    ...SequenceMeshConcurNHR, executor and templates as the tuner plugin sees them) are offered and
+    cost less than the flat ones (which cross RoCE with 7/8 or all of the message); they are not
+    offered on one server, on servers of one rank, on servers of different sizes, nor over a downed
+    link they need; a flat algorithm is not offered over a downed link it needs either."""
     from hcomm_kit.ops import selector
 
-    d = 1 << 20
+    d = 16 << 20
     topo = _topo(((0, 1, 2, 3), (4, 5, 6, 7)))
     entries = {e.algorithm: e for e in selector.offer("allreduce", d, topo, 8)}
-    hier = entries["hierarchical"]
-    assert (hier.alg_name, hier.executor, hier.levels, hier.template) == (
-        "AicpuAllReduceSequenceMeshMesh", "sequence", ("mesh", "mesh"), "mesh")
-    # one slice of 4 chunks on one thread (aicpu_kernels/allreduce HierRun), the timing model's A2
-    # figures: stage the input; read and reduce chunk li from the 3 server peers (HCCS), from the
-    # level-1 peer (RoCE), read the 3 server peers' reduced chunks; the host launch, and the data
-    # (longer than the slice's 4 + 10 x 3 + 5 x 1 tasks at 2 us)
-    from hcomm_kit.base import model_params
-
-    prm = model_params.load("A2")
-    c = d / 4
-    hccs, roce = prm.links["HCCS"].transfer_us(c), prm.links["RoCE"].transfer_us(c)
-    copy, red = 1 / (prm.copy_GBps * 1e3), 1 / (prm.reduce_GBps * 1e3)
-    data = (d * copy + 3 * hccs + 3 * c * red) + (roce + c * red) + (c * copy + 3 * hccs)
-    assert data > 39 * prm.task_us
-    assert hier.cost == pytest.approx((prm.launch_us + data) * 1e-6, rel=1e-12)
-    assert hier.cost < entries["ring"].cost < entries["mesh"].cost, entries
-    assert selector.choose("allreduce", d, 0, topo, 8) == "hierarchical"
-    gather = {e.algorithm: e for e in selector.offer("allgather", d // 8, topo, 8)}  # blocks of 128 KiB
-    assert gather["hierarchical"].alg_name == "AicpuAllGatherSequenceMeshMesh"
-    assert gather["hierarchical"].cost < min(gather["mesh"].cost, gather["ring"].cost)
-    assert selector.choose("allgather", d // 8, 0, topo, 8) == "hierarchical"
-    assert "hierarchical" not in {e.algorithm for e in selector.offer("reduce_scatter", d, topo, 8)}
+    seq, par = entries["AicpuAllReduceSequenceMeshConcurNHR"], entries["AicpuAllReduceParallelMeshNHR"]
+    assert (seq.alg_name, seq.executor, seq.levels, seq.template) == (
+        "AicpuAllReduceSequenceMeshConcurNHR", "sequence", ("meshconcur", "nhr"), "meshconcur")
+    assert (par.executor, par.levels) == ("parallel", ("mesh", "nhr"))
+    flat = [e.cost for name, e in entries.items() if e.executor == "sole"]
+    assert par.cost < seq.cost < min(flat), entries
+    assert selector.choose("allreduce", d, 0, topo, 8) == "AicpuAllReduceParallelMeshNHR"
+    gather = {e.algorithm: e for e in selector.offer("allgather", d // 8, topo, 8)}
+    assert gather["AicpuAllGatherParallelMeshNHR"].cost < gather["AicpuAllGatherSoleMesh"].cost
     for servers in (((0, 1, 2, 3),), ((0,), (1,), (2,)), ((0, 1, 2), (3, 4))):
         n = sum(map(len, servers))
-        assert "hierarchical" not in {e.algorithm for e in selector.offer("allreduce", d, _topo(servers), n)}
+        assert all(e.executor == "sole" for e in selector.offer("allreduce", d, _topo(servers), n))
     assert "different numbers of ranks (server 0: 3, server 1: 2)" in selector.two_level(_topo(((0, 1, 2), (3, 4))), 5)
-    # 0-7 joins local indices 0 and 3 of different servers: only the flat ring and mesh need it
+    # 0-7 joins local indices 0 and 3 of different servers: only the flat ones need it (the mesh
+    # every pair, the NHR ranks 1 apart)
     down = {e.algorithm: e for e in selector.offer("allreduce", d, _topo(topo.servers, ((0, 7),)), 8)}
-    assert down["ring"].cost < 0 and down["mesh"].cost < 0 and down["hierarchical"].cost > 0
+    assert all((e.cost < 0) == (e.executor == "sole") for e in down.values()), down
+    assert "needs the 0-7 link" in down["AicpuAllReduceSoleNHR"].why
     down = {e.algorithm: e for e in selector.offer("allreduce", d, _topo(topo.servers, ((1, 5),)), 8)}
-    assert down["hierarchical"].cost < 0 and "needs the 1-5 link" in down["hierarchical"].why
+    assert down["AicpuAllReduceSequenceMeshConcurNHR"].cost < 0 and "needs the 1-5 link" in down[
+        "AicpuAllReduceSequenceMeshConcurNHR"].why
+    # 0-2 on one server of 8: the mesh needs it, the NHR (ranks 1, 2 and 4 apart) too; 0-3 only the mesh
+    one = {e.algorithm: e for e in selector.offer("allreduce", d, _topo(((0, 1, 2, 3, 4, 5, 6, 7),), ((0, 3),)), 8)}
+    assert one["AicpuAllReduceSoleNHR"].cost > 0 and one["AicpuAllReduceSoleMeshTwoShot"].cost < 0
 
 
 def test_hccl_algo_executor_grammar_forces_and_forbids() -> None:
@@ -336,22 +328,28 @@ def test_hccl_algo_executor_grammar_forces_and_forbids() -> None:
     def pick(text: str, coll: str = "allreduce", d: int = 1 << 20, t=topo) -> str | None:
         return selector.choose(coll, d, 0, t, t.nranks, rules=rules(text))
 
-    assert rules("allreduce:sequence{level0=mesh, level1=mesh}") == (
-        selector.AlgoRule("allreduce", "sequence", (("mesh", True), ("mesh", True))),)
+    def cheapest(coll: str, keep, d: int = 1 << 20, t=topo) -> str:
+        return min((e for e in selector.offer(coll, d, t, t.nranks) if e.cost >= 0 and keep(e)),
+                   key=lambda e: e.cost).algorithm
+
+    assert rules("allreduce:sequence{level0=meshconcur, level1=nhr}") == (
+        selector.AlgoRule("allreduce", "sequence", (("meshconcur", True), ("nhr", True))),)
     assert rules("not(sequence{})") == (selector.AlgoRule(None, "sequence", (), False),)
-    assert rules("level0:NA;level1:ring") is None and rules("allreduce=level0:NA;level1:ring") is None
+    assert rules("level0:NA;level1:nhr") is None and rules("allreduce=level0:NA;level1:nhr") is None
     assert rules("allreduce:sequence{level0=bogus}") is None and rules("allreduce:ring") is None
-    assert pick("allreduce:not(sequence{})") == "ring"           # forbidden: the next cheapest
-    assert pick("not(sequence{level0=mesh,level1=mesh})", "allgather") == "mesh"
-    assert pick("allreduce:meshoneshot") == "mesh"               # forced flat one-shot
-    assert pick("allreduce:meshoneshot;allreduce:sequence{}", d=16) == "hierarchical"  # the last rule wins
-    assert pick("allgather:sequence{}", "allreduce") == "hierarchical"                  # other op: no effect
+    assert pick("allreduce:sequence{level0=meshconcur,level1=nhr}") == "AicpuAllReduceSequenceMeshConcurNHR"
+    assert pick("allreduce:not(sequence{})") == cheapest("allreduce", lambda e: e.executor != "sequence")
+    assert pick("not(parallel{level0=mesh,level1=nhr})", "allgather") == cheapest(
+        "allgather", lambda e: e.executor != "parallel")
+    assert pick("allreduce:meshoneshot") == "AicpuAllReduceSoleMeshOneShot"             # forced flat one-shot
+    assert pick("allreduce:meshoneshot;allreduce:sequence{}", d=16) == "AicpuAllReduceSequenceMeshConcurNHR"
+    assert pick("allgather:sequence{}", "allreduce") == cheapest("allreduce", lambda e: True)  # other op: no effect
     one = _topo(((0, 1, 2, 3),))
-    assert pick("allreduce:sequence{}", d=16, t=one) == "mesh"   # not offered on one server: the model decides
+    assert pick("allreduce:sequence{}", d=16, t=one) == cheapest("allreduce", lambda e: True, 16, one)
     with pytest.raises(ConfigError, match="HCCL_ALGO excludes every algorithm"):
         pick("allreduce:not(sole{});allreduce:not(sequence{})", t=one)
-    assert parse_hccl_algo("allreduce:sequence{level0=mesh,level1=mesh}", "allreduce") is None
-    assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
+    assert parse_hccl_algo("allreduce:sequence{level0=meshconcur,level1=nhr}", "allreduce") is None
+    assert parse_hccl_algo("level0:NA;level1:nhr", "allreduce") == "nhr"
     with pytest.raises(ConfigError, match="is not CANN's executor grammar"):
         parse_hccl_algo("allreduce:sequnce{level0=mesh}", "allreduce")
     with pytest.raises(ConfigError, match="nor CANN's executor grammar"):
@@ -380,14 +378,9 @@ def _two_level_check(comm, counts: list[int], big: int) -> None:
             ins = all_data(n, count, dtype)
             got = comm.all_gather(ins[r], dtype=dtype, algorithm="hierarchical")
             np.testing.assert_array_equal(got, np.concatenate(ins), err_msg=f"hierarchical allgather {dtype} {count}")
-    # auto: on two servers or more the model's choice is the two-level allreduce for a large message
-    # and the two-level allgather for 128 KiB per rank (at 1.2 MB the flat mesh allgather, every
-    # link busy at once, models faster: tests/test_model.py checks the choices against the model)
-    dt = D.get_dtype("fp32")
-    assert comm._selected_algo("allreduce", big, dt) == ALGORITHMS["allreduce"]["hierarchical"]
+    # auto: whatever the selector picks there runs (tests/test_model.py checks its choices against the model)
     ins = all_data(n, big, "fp32")
     np.testing.assert_array_equal(comm.all_reduce(ins[r]), reference.reduce(ins, "sum", "fp32"))
-    assert comm._selected_algo("allgather", 32768, dt) == ALGORITHMS["allgather"]["hierarchical"]
     ins = all_data(n, 32768, "fp32")
     np.testing.assert_array_equal(comm.all_gather(ins[r]), np.concatenate(ins))
 

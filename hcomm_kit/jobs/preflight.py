@@ -81,12 +81,14 @@ def check_names(*, dtype: str | None = None, reduce_op: str | None = None, algor
         except ConfigError as exc:
             raise ConfigError(str(exc), key="-o") from None
     if algorithm is not None and collective is not None:
-        from ..ops.algorithms import ALGORITHMS
+        from ..ops.algorithms import ALGORITHMS, ALIASES, canonical
 
         table = ALGORITHMS.get(collective)
-        if table is not None and algorithm.lower() not in table and algorithm.lower() != "fullmesh":
+        if table is not None and canonical(collective, algorithm) is None:
+            aliases = sorted(ALIASES.get(collective, {}))
             raise ConfigError(f"--algorithm {algorithm}: {collective} has no such algorithm; choose from "
-                              f"{', '.join(sorted(table))}", key="--algorithm")
+                              f"{', '.join(table)}" + (f" (aliases: {', '.join(aliases)})" if aliases else ""),
+                              key="--algorithm")
 
 
 def check_op_algorithm(opdir: str, spec, name: str) -> None:

@@ -22,12 +22,13 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   Dtypes and ops per product are those of CANN's HcclAllReduce / HcclReduce /
   HcclReduceScatter (``hcomm_kit.base.dtypes.HCCL_API_REDUCE``): A2/A3 int8, int16, int32, int64,
   fp16, fp32, bf16 with sum/prod/max/min (prod not for int16/bf16); Ascend950 also uint64, fp64.
-* ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set
-  (read when the communicator is created, as HCCL does), else the cheapest by the cost model of
-  :mod:`hcomm_kit.ops.selector` (allreduce, allgather, reduce_scatter, alltoall: per topology,
-  with CANN's tuner plugin), else the kernel chooses by message size and rank count.
-  ``"hierarchical"`` (allreduce, allgather) is the two-level algorithm: it needs servers of equal
-  size (ConfigError otherwise) and gets their layout from the topology (``OpParam.hierInfo``).
+* ``algorithm=``: a name of :data:`ALGORITHMS` for that collective (CANN's, e.g.
+  ``"AicpuAllReduceSoleMeshTwoShot"``; any case; or an alias of :data:`~hcomm_kit.ops.algorithms.ALIASES`:
+  ``mesh``, ``nhr``, ``hierarchical``); default: ``HCCL_ALGO`` if set (read when the communicator is
+  created, as HCCL does), else :mod:`hcomm_kit.ops.selector`'s choice (allreduce, allgather,
+  reduce_scatter, alltoall: per topology, with CANN's tuner plugin), else the kernel's own. The
+  multi-level algorithms (``...ParallelMeshNHR``, ``...SequenceMeshConcurNHR``) need servers of equal
+  size (ConfigError otherwise) and get their layout from the topology (``OpParam.hierInfo``).
 * Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
 """
 
@@ -41,7 +42,7 @@ import numpy as np
 from ..base import dtypes as _dtypes
 from ..core.device import _D2H, _H2D, DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
-from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
+from .algorithms import _AUTO, _SELECTED, ALGORITHMS, LEVELS, WRITE_REDUCE, algo_id, check_runnable, parse_hccl_algo
 from .call_plans import FastPlan, PlannedCalls, try_fast, try_fast_host
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
@@ -82,11 +83,12 @@ class CollectiveOps(PlannedCalls):
             topo = self.__dict__["_topology_cache"] = self.topology  # type: ignore[attr-defined]
         return topo
 
-    def _selected_algo(self, name: str, count: int, dt: Any) -> int:
+    def _selected_algo(self, name: str, count: int, dt: Any, rop: Any = None) -> int:
         """The algorithm id the cost model (and CANN's tuner plugin) picks for this call; cached
-        per (collective, bytes, dtype): every rank computes the same."""
+        per (collective, bytes, dtype, reduce op): every rank computes the same."""
         cache = self.__dict__.setdefault("_selection_cache", {})
-        key = (name, count, dt.value)
+        rv = None if rop is None else (rop.value if hasattr(rop, "value") else _dtypes.get_reduce_op(rop).value)
+        key = (name, count, dt.value, rv)
         algo = cache.get(key)
         if algo is None:
             from . import selector
@@ -94,32 +96,39 @@ class CollectiveOps(PlannedCalls):
             topo = self._topo()
             nbytes = count * dt.itemsize * (self.size if name == "alltoall" else 1)
             chosen = selector.choose(name, nbytes, dt.value, topo, self.size, self.rt,
-                                     getattr(self, "handle", None), selector.parse_algo_rules(self._hccl_algo))
+                                     getattr(self, "handle", None), selector.parse_algo_rules(self._hccl_algo),
+                                     reduce_op=rv)
             algo = ALGORITHMS[name][chosen] if chosen is not None else _AUTO
             if len(cache) < 1024:
                 cache[key] = algo
         return algo
 
     def _hier_info(self, name: str) -> int:
-        """Device address of this communicator's two-level layout (``OpParam.hierInfo``, the words
-        of aicpu_kernels/_common/hk_coll.h: rank count, server count, each rank's server), made
+        """Device address of this communicator's layout of servers and super-pods
+        (``OpParam.hierInfo``, the words of aicpu_kernels/_common/hk_coll.h ``HkLevelsRead``: rank
+        count, server count, super-pod count, each rank's server, each server's super-pod), made
         once from the topology; ConfigError when its servers differ in size."""
         info = self.__dict__.get("_hier_info_cache")
         if info is None:
             from .selector import two_level
 
-            servers = two_level(self._topo(), self.size)
+            topo = self._topo()
+            servers = two_level(topo, self.size)
             if isinstance(servers, str):
                 info = servers
             else:
-                words = np.zeros(2 + self.size, np.uint32)
-                words[0], words[1] = self.size, len(servers)
+                nsrv = len(servers)
+                words = np.zeros(3 + self.size + nsrv, np.uint32)
+                words[0], words[1], words[2] = self.size, nsrv, len(topo.pods)
                 for s, ranks in enumerate(servers):
-                    words[2 + np.asarray(ranks)] = s
+                    words[3 + np.asarray(ranks)] = s
+                for p, members in enumerate(topo.pods):
+                    for s in members:
+                        words[3 + self.size + s] = p
                 info = DeviceBuffer.from_numpy(words, rt=self.rt)
             self.__dict__["_hier_info_cache"] = info
         if isinstance(info, str):
-            raise ConfigError(f"{name}: the hierarchical algorithm cannot run on this communicator: {info} "
+            raise ConfigError(f"{name}: a multi-level algorithm cannot run on this communicator: {info} "
                               f"({self._topo().source})", key="algorithm")
         return info.ptr
 
@@ -266,8 +275,12 @@ class CollectiveOps(PlannedCalls):
             finish = lambda: post(raw())  # noqa: E731
         algo = asked = algo_id(name, algorithm, self._hccl_algo)
         if algo == _AUTO and name in _SELECTED:
-            algo = self._selected_algo(name, count, dt)  # the same on every rank for the same call
-        hier = self._hier_info(name) if algo == _HIER else 0  # raises before the call is posted
+            algo = self._selected_algo(name, count, dt, reduce_op)  # the same on every rank for the same call
+        if algo in WRITE_REDUCE:  # raises before the call is posted
+            rv = None if reduce_op is None else (reduce_op.value if hasattr(reduce_op, "value")
+                                                 else _dtypes.get_reduce_op(reduce_op).value)
+            check_runnable(name, algo, self.device.soc, dt.value, rv)  # type: ignore[attr-defined]
+        hier = self._hier_info(name) if algo in LEVELS else 0  # raises before the call is posted
         # what the caller asked: checked (on the emulator) as the first call of the launch sequence
         check = self._check_call(op, name, count, dt, reduce_op, root, asked, params) \
             if self._call_check is not None else None

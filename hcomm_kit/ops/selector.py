@@ -1,41 +1,38 @@
 """Algorithm selection of the built-in collectives: each offers its algorithms with a cost, the
 cheapest runs unless ``algorithm=`` / ``--algorithm`` / ``HCCL_ALGO`` names one.
 
-The cost has the shape of HCCL's own model (hicann/hccl ``src/ops/op_common/selector/cost_model.cc``:
-the transfers over the links, the local copies and reductions, a latency per AICPU task, "aicpu
-unfolding time taken as max at the end"), counted as the built-in kernels really run
-(``aicpu_kernels/*/exec_op.cc``): the slices they cut a message into (``HK_CACHE_SLICE_BYTES``),
-the tasks each slice issues on the busiest rank, which transfers one thread makes one after
-another (the one-shot allreduce reads its peers in turn) and which run on a thread per peer. Every
-figure comes from the timing model's parameters of the topology's product
-(:mod:`hcomm_kit.base.model_params`, ``model/params/<product>.toml``: task, launch, copy and
-reduce figures, per link type its latency, bandwidth, utilisation by size and port), so the cost
-is the model's estimate of the call: ``launch + max(tasks x task_us, data time)``, and the choice
-agrees with the modelled time (tests/test_model.py). An algorithm that needs a link taken down
-(``HCOMM_KIT_LINKS_DOWN``) is not offered.
+The algorithms are CANN's AICPU ones (names, executors and templates as CANN registers them;
+:mod:`hcomm_kit.ops.algorithms`). Until the choice follows CANN's own selector, the cost of each is
+HCCL's alpha-beta formula for it (``coll_algo_intro/Mesh.md``, ``NHR.md``; a sequence executor adds
+its levels, a parallel one overlaps them) evaluated with the timing model's figures of the
+topology's product (:mod:`hcomm_kit.base.model_params`: task, launch, copy and reduce figures, per
+link type its latency, bandwidth, utilisation by size and port), bounded below by the AICPU's issue
+of the tasks its kernel makes, as HCCL's cost model does (``src/ops/op_common/selector/cost_model.cc``,
+"aicpu unfolding time taken as max at the end"): ``launch + max(tasks x task_us, data time)``. An
+algorithm that needs a link taken down (``HCOMM_KIT_LINKS_DOWN``) is offered with cost -1; one that
+reduces with write-reduce where the product's primitive cannot reduce the dtype / op (A2/A3 int64,
+prod) is replaced by its ``...AicpuReduce`` form.
 
-On a topology of several servers of equal size, allreduce and allgather also offer the two-level
-algorithm (``hierarchical``; CANN's executor ``sequence`` with a mesh at level 0, inside a server,
-and at level 1, among the ranks with the same local index: ``AicpuAllReduceSequenceMeshMesh``), its
-cost the sum of its levels' costs, as CANN's sequence executors add theirs.
+On a topology of several servers of equal size, allreduce, allgather and reduce_scatter also offer
+the two-level algorithms (``...ParallelMeshNHR``, ``...SequenceMeshConcurNHR``: a mesh inside a
+server, NHR among the ranks with the same local index).
 
 ``HCCL_ALGO`` in the grammar of CANN's ``alg_parse.cc`` (``[op:]executor{level0=tpl,level1=tpl}``,
 ``[op:]template``, ``not(...)``, segments separated by ``;``, later ones first) filters the entries
 as CANN's ``UpdateCostModelWithAlgo`` does: a rule that matches keeps only what it names, a
 ``not(...)`` rule drops what it names, a rule that matches nothing leaves the choice to the model.
-(CANN's documented ``level0:NA;level1:ring`` form names one flat algorithm and is handled by
+(CANN's documented ``level0:NA;level1:nhr`` form names one flat algorithm and is handled by
 :func:`hcomm_kit.ops.algorithms.parse_hccl_algo`.)
 
 CANN's tuner plugin (``HCCL_TUNER_PLUGIN``) then sees the entries (named as CANN names them:
-engine ``aicpu``, executor ``sole`` / ``sequence``, template ``ring`` / ``mesh`` / ``meshoneshot`` /
-``pairwise``) and may change their costs (< 0 disables, 0 prefers); the emulator loads it
+engine ``aicpu``, executor ``sole`` / ``sequence`` / ``parallel``, templates ``meshoneshot``,
+``meshtwoshot``, ``mesh``, ``nhr``, ...) and may change their costs (< 0 disables, 0 prefers); the emulator loads it
 (``HcommKitTunerSelect``) and logs the choice at info level.
 """
 
 from __future__ import annotations
 
 import ctypes
-import math
 from dataclasses import dataclass
 
 from ..base import model_params
@@ -48,10 +45,9 @@ __all__ = ["Entry", "AlgoRule", "offer", "choose", "two_level", "parse_algo_rule
 _CMD = {"allreduce": (2, "AllReduce"), "allgather": (6, "AllGather"), "reduce_scatter": (7, "ReduceScatter"),
         "alltoall": (10, "AlltoAll")}
 # our algorithm -> CANN template name, per collective
-_TEMPLATE = {("allreduce", "mesh"): "meshoneshot"}
 
 
-# The largest communicator the two-level layout describes (HK_HIER_MAX_RANKS of hk_coll.h).
+# The largest communicator the layout of servers describes (HK_MAX_RANKS of hk_coll.h).
 HIER_MAX_RANKS = 64
 
 
@@ -85,14 +81,6 @@ def two_level(topo: Topology, nranks: int) -> "tuple[tuple[int, ...], ...] | str
         detail = ", ".join(f"server {i}: {len(s)}" for i, s in enumerate(servers))
         return f"its servers hold different numbers of ranks ({detail}); the two-level algorithm needs equal servers"
     return servers
-
-
-# Slicing of the built-in kernels (aicpu_kernels/_common/hk_coll.h: HK_CACHE_SLICE_BYTES, the
-# largest piece a kernel moves per peer region or chunk; HK_PIPE_SLICE_BYTES / HK_PIPE_MIN_BYTES,
-# the pairwise alltoall's pipeline; checked against the header by tests/test_model.py).
-CACHE_SLICE_BYTES = 512 * 1024
-PIPE_SLICE_BYTES = 2 << 20
-PIPE_MIN_BYTES = 4 << 20
 
 
 class _Cost:
@@ -131,148 +119,188 @@ class _Cost:
             worst = max(worst, t)
         return worst
 
-    def serial(self, rank: int, peers, nbytes: float) -> float:
-        """rank moving nbytes with each of peers in turn (one thread)."""
-        return sum(self.link(rank, q, nbytes) for q in peers if q != rank)
-
-    def serial_all(self, rank: int, nbytes: float) -> float:
-        """rank reading nbytes from every peer in rank order while every other rank does the same
-        (the one-shot allreduce): a peer's port of a link type (when the product has one) serves
-        all the ranks that reach it over that type at once."""
-        n = self.topo.nranks
-        total = 0.0
-        for q in range(n):
-            if q == rank:
-                continue
-            kind = self.topo.link_type(rank, q)
-            lp = self.p.links[kind]
-            t = self.link(rank, q, nbytes)
-            if lp.port_GBps > 0:
-                readers = sum(1 for r in range(n) if r != q and self.topo.link_type(r, q) == kind)
-                t = max(t, lp.latency_us + readers * nbytes / (lp.port_GBps * 1e3))
-            total += t
-        return total
-
     def total(self, tasks: float, data: float) -> float:
         """A call: the host launch, then the AICPU's issue of every task or the data, whichever is longer."""
         return self.p.launch_us + max(self.tasks(tasks), data)
 
 
-def _slices(nbytes: float, piece: float) -> int:
-    return max(1, math.ceil(nbytes / piece)) if nbytes > 0 else 1
+def _nhr_steps(n: int) -> int:
+    return max(0, (n - 1).bit_length())
 
 
-def _ring_pairs(n: int) -> list[tuple[int, int]]:
-    return [(r, (r + 1) % n) for r in range(n)]
+def _nhr_time(c: _Cost, group: list[int], nbytes: float, reduce: bool) -> tuple[float, float]:
+    """(time, tasks) of an NHR reduce-scatter or all-gather of nbytes over group (NHR.md: step s
+    sends ceil((p-1)/2^(s+1)) parts of nbytes / p to the rank 2^s away; the slowest pair decides)."""
+    p = len(group)
+    t = tasks = 0.0
+    for s in range(_nhr_steps(p)):
+        d = 1 << s
+        parts = (p - 1 + d) // (2 * d)
+        size = parts * nbytes / p
+        t += max(c.link(group[i], group[(i - d) % p], size) for i in range(p)) + (c.reduce(size) if reduce else 0)
+        tasks += 4 + parts
+    return t, tasks
 
 
-def _ring_step(c: _Cost, n: int, nbytes: float) -> float:
-    """One ring step: every rank sends nbytes to its next; the slowest link decides."""
-    return max(c.link(a, b, nbytes) for a, b in _ring_pairs(n))
+def _mesh_time(c: _Cost, group: list[int], nbytes: float) -> float:
+    """Every member moving nbytes with each other member at once (the slowest member decides)."""
+    return max(c.parallel(r, group, nbytes) for r in group) if len(group) > 1 else 0.0
 
 
-def _allreduce_costs(c: _Cost, n: int, d: float) -> dict[str, float]:
-    """allreduce of d bytes per rank (aicpu_kernels/allreduce/op_kernel_aicpu/exec_op.cc)."""
-    out = {}
-    # one-shot mesh, slices of CACHE_SLICE_BYTES, one thread: stage the slice, then read (and
-    # reduce) every peer's slice in turn; 5n - 1 tasks a slice
-    k = _slices(d, CACHE_SLICE_BYTES)
-    s = d / k
-    out["mesh"] = c.total(k * (5 * n - 1), k * (c.copy(s) + max(c.serial_all(r, s) for r in range(n))
-                                                  + (n - 1) * c.reduce(s)))
-    if n == 2:
-        # pair: slices of 2 x CACHE_SLICE_BYTES; write-reduce half, read it back, copies; 8 tasks a slice
-        k = _slices(d, 2 * CACHE_SLICE_BYTES)
-        h = d / k / 2
-        out["ring"] = c.total(2 + 8 * k, k * (2 * c.link(0, 1, h) + c.reduce(h) + 2 * c.copy(h)))
+def _mesh_tasks(n: int) -> float:
+    """A mesh phase on a member: fork and join (2 per worker) and a 5-task exchange per peer."""
+    return (2 * (n - 1) if n > 2 else 0) + 5 * (n - 1)
+
+
+def _flat_costs(collective: str, c: _Cost, n: int, d: float) -> dict[str, tuple[float, list]]:
+    """(cost us, links needed) of the flat algorithms for d bytes per rank (the kernel's measure:
+    allreduce the message, allgather / reduce_scatter the block, alltoall the send buffer), after
+    HCCL's formulas (Mesh.md, NHR.md) with the model's link figures and the tasks the kernels issue."""
+    ranks = list(range(n))
+    every = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    nhr_pairs = sorted({(min(a, (a + (1 << s)) % n), max(a, (a + (1 << s)) % n)) for a in range(n)
+                        for s in range(_nhr_steps(n))})
+    out: dict[str, tuple[float, list]] = {}
+    mt = _mesh_tasks(n)
+    if collective == "allreduce":
+        chunk = d / n
+        out["AicpuAllReduceSoleMeshOneShot"] = (c.total(mt + n + 1, _mesh_time(c, ranks, d) + c.copy(d)
+                                                        + (n - 1) * c.reduce(d)), every)
+        rs = _mesh_time(c, ranks, chunk) + c.copy(chunk) + (n - 1) * c.reduce(chunk)
+        ag = _mesh_time(c, ranks, chunk) + c.copy(chunk)
+        out["AicpuAllReduceSoleMeshTwoShot"] = (c.total(2 * mt + n + 1, rs + ag), every)
+        steps = (n - 1) * (_mesh_time(c, ranks, chunk / (n - 1)) + c.reduce(chunk / (n - 1)))
+        out["AicpuAllReduceSoleMeshChunkTwoShot"] = (c.total(n * mt + 2, c.copy(chunk) + steps + ag), every)
+        trs, krs = _nhr_time(c, ranks, d, True)
+        tag, kag = _nhr_time(c, ranks, d, False)
+        nhr = c.total(krs + kag + 2, trs + tag + 2 * c.copy(d))
+        out["AicpuAllReduceSoleNHR"] = (nhr, nhr_pairs)
+    elif collective in ("allgather", "reduce_scatter"):
+        red = collective == "reduce_scatter"
+        mesh = _mesh_time(c, ranks, d) + c.copy(d) + ((n - 1) * c.reduce(d) if red else c.copy(d))
+        name = "AicpuReduceScatter" if red else "AicpuAllGather"
+        out[f"{name}SoleMesh"] = (c.total(mt + n, mesh), every)
+        if red:
+            steps = (n - 1) * (_mesh_time(c, ranks, d / (n - 1)) + c.reduce(d / (n - 1)))
+            out[f"{name}SoleMeshChunk"] = (c.total((n - 1) * mt + 2, 2 * c.copy(d) + steps), every)
+        t, k = _nhr_time(c, ranks, n * d, red)
+        out[f"{name}SoleNHR"] = (c.total(k + n + 1, t + n * c.copy(d) + c.copy(d)), nhr_pairs)
     else:
-        # ring: slices of n x CACHE_SLICE_BYTES cut into n chunks; reduce-scatter by write-reduce
-        # over the ring (n - 1 steps), allgather by reads from every peer in turn; 10n - 5 tasks a slice
-        k = _slices(d, n * CACHE_SLICE_BYTES)
-        ch = d / k / n
-        out["ring"] = c.total(k * (10 * n - 5), k * ((n - 1) * (_ring_step(c, n, ch) + c.reduce(ch)) + c.copy(
-            (n - 1) * ch) + c.copy(ch) + max(c.serial(r, range(n), ch) for r in range(n))))
+        b = d / n
+        out["AicpuAllToAllSoleMesh"] = (c.total(mt + 2 * (n - 1) + 1, _mesh_time(c, ranks, b) + 2 * c.copy(b) * n),
+                                        every)
     return out
 
 
-def _block_costs(collective: str, c: _Cost, n: int, b: float) -> dict[str, float]:
-    """allgather / reduce_scatter with blocks of b bytes (aicpu_kernels/{allgather,reduce_scatter}):
-    slices of CACHE_SLICE_BYTES per block; mesh: a thread per peer (the main thread alone with 2
-    ranks), ring: n - 1 steps on one thread."""
-    k = _slices(b, CACHE_SLICE_BYTES)
-    s = b / k
-    red = collective == "reduce_scatter"
-    workers = n - 1 if n > 2 else 0
-    # tasks a slice on a rank (as the model logs them): mesh 9 with 2 ranks, else 10n - 7
-    # (ACKs, fan-out / in, a worker per peer: start, wait, write, record, finish; n reductions) for
-    # reduce_scatter and 9n - 5 (stage, fan-out / in, workers: start, record, wait, read, record,
-    # wait, finish; own copy) for allgather; ring 6n - 3 (n - 1 steps of wait, write, record,
-    # wait, ACK, copy / stage)
-    mesh_tasks = 9 if n == 2 else (10 * n - 7 if red else 9 * n - 5)
-    ring_tasks = 6 * n - 3
-    if red:
-        mesh_local = c.copy(s) + (n - 1) * c.reduce(s)
-    else:
-        mesh_local = 2 * c.copy(s)
-    mesh_links = max(c.parallel(r, range(n), s) for r in range(n)) if workers else c.link(0, 1, s)
-    out = {"mesh": c.total(k * mesh_tasks, k * (mesh_links + mesh_local))}
-    if red:  # stage n - 1 blocks, n - 1 write-reduce steps, the result copied out
-        ring_data = (n - 1) * (_ring_step(c, n, s) + c.reduce(s)) + n * c.copy(s)
-    else:  # own copy, n - 1 write steps, each received block copied out
-        ring_data = (n - 1) * (_ring_step(c, n, s) + c.copy(s)) + c.copy(s)
-    out["ring"] = c.total(k * ring_tasks, k * ring_data)
-    return out
+def _two_level_costs(collective: str, c: _Cost, servers, d: float) -> dict[str, tuple[float, list]]:
+    """(cost us, links needed) of the two-level algorithms (CANN's sequence executors add their
+    levels' costs; the parallel ones overlap the levels: the longer of each phase's two halves)."""
+    nl, ns = len(servers[0]), len(servers)
+    local = [[s[j] for j in range(nl)] for s in servers]
+    inter = [[s[j] for s in servers] for j in range(nl)]
+    pairs = [(a, b) for g in local + inter for i, a in enumerate(g) for b in g[i + 1:]]
+    mt0, red = _mesh_tasks(nl), collective != "allgather"
+    name = {"allreduce": "AicpuAllReduce", "allgather": "AicpuAllGather", "reduce_scatter": "AicpuReduceScatter"}[
+        collective]
+
+    def mesh(nbytes: float, reduce: bool) -> float:  # a level-0 mesh phase with the volume of nbytes per rank
+        return max(_mesh_time(c, g, nbytes / nl) for g in local) + (nl - 1) * (c.reduce(nbytes / nl) if reduce else 0)
+
+    def nhr(nbytes: float, reduce: bool) -> tuple[float, float]:
+        t = k = 0.0
+        for g in inter:
+            tt, kk = _nhr_time(c, g, nbytes, reduce)
+            t, k = max(t, tt), max(k, kk)
+        return t, k
+
+    if collective == "allreduce":  # RS in the server, AR among servers on 1/L, AG in the server
+        t1, k1 = nhr(d / nl, True)
+        t2, k2 = nhr(d / nl, False)
+        seq = mesh(d, True) + t1 + t2 + mesh(d, False)
+        tasks = 2 * mt0 + k1 + k2 + nl + 1
+        e = 0.75
+        par = (max(mesh(e * d, True), nhr((1 - e) * d, True)[0]) + max(nhr(e * d / nl, True)[0], mesh((1 - e) * d / ns, True))
+               + max(nhr(e * d / nl, False)[0], mesh((1 - e) * d / ns, False)) + max(mesh(e * d, False), nhr((1 - e) * d, False)[0]))
+    elif collective == "allgather":  # blocks of d bytes: L blocks in the server, then S groups of L
+        t1, k1 = nhr(ns * nl * d, False)
+        seq = mesh(nl * d, False) + t1
+        tasks = mt0 + k1 + 2 * nl * ns
+        e = 0.5
+        par = (max(mesh(nl * e * d, False), nhr(ns * (1 - e) * d, False)[0])
+               + max(nhr(ns * nl * e * d, False)[0], mesh(nl * ns * (1 - e) * d, False)))
+    else:  # reduce_scatter of blocks of d bytes: every server's L blocks in the server, then S among servers
+        t1, k1 = nhr(ns * d, True)
+        seq = mesh(nl * ns * d, True) + t1
+        tasks = mt0 + k1 + 2
+        e = 0.75
+        par = (max(mesh(nl * ns * e * d, True), nhr(ns * nl * (1 - e) * d, True)[0])
+               + max(nhr(ns * e * d, True)[0], mesh(nl * (1 - e) * d, True)))
+    return {f"{name}SequenceMeshConcurNHR": (c.total(tasks, seq), pairs),
+            f"{name}ParallelMeshNHR": (c.total(tasks + 8, par), pairs)}
 
 
-def _alltoall_costs(c: _Cost, n: int, d: float) -> dict[str, float]:
-    """alltoall with a send buffer of d bytes (d / n per peer; aicpu_kernels/_common/hk_alltoall.h):
-    mesh, a thread per peer; pairwise, n - 1 exchanges in turn on the main thread, pipelined in
-    PIPE_SLICE_BYTES rounds above PIPE_MIN_BYTES."""
-    b = d / n
-    rounds = 1 if b <= PIPE_MIN_BYTES else _slices(b, PIPE_SLICE_BYTES)
-    s = b / rounds
-    # tasks on a rank: mesh 10n - 7 (fan-out / in, a worker per peer), pairwise 6 (n - 1) per round + 7
-    out = {"mesh": c.total(10 * n - 7 + 6 * (n - 1) * (rounds - 1),
-                           max(c.parallel(r, range(n), s) for r in range(n)) * rounds + 2 * c.copy(b))}
-    out["pairwise"] = c.total(7 + 6 * (n - 1) * rounds,
-                              max(c.serial(r, range(n), s) for r in range(n)) * rounds + c.copy(b) * n)
-    return out
-
-
-def offer(collective: str, nbytes: int, topo: Topology, nranks: int) -> list[Entry]:
+def offer(collective: str, nbytes: int, topo: Topology, nranks: int, dtype_value: int | None = None,
+          reduce_op: int | None = None) -> list[Entry]:
     """The algorithms of a built-in collective for a call of ``nbytes`` per rank (the kernel's
     measure: allreduce the input, allgather / reduce_scatter the block, alltoall the whole send
-    buffer), with their costs (s); an algorithm that needs a downed link gets cost -1."""
+    buffer), with their costs (s); an algorithm that needs a downed link gets cost -1, one that
+    reduces with write-reduce where the product's primitive cannot reduce the dtype/op (A2/A3
+    int64, prod) is not offered, nor its AicpuReduce form where the primitive can."""
     if collective not in _CMD or nranks < 2:
         return []
     n, d = nranks, float(nbytes)
     c = _Cost(topo)
-    everyone = [(a, b) for a in range(n) for b in range(a + 1, n)]
-    out: list[Entry] = []
-
-    def add(algo: str, cost_us: float, pairs, levels: tuple[str, ...] = ()) -> None:
-        down = _down_in(topo, pairs)
-        template = _TEMPLATE.get((collective, algo), algo)
-        executor = "sequence" if levels else "sole"
-        levels = levels or (template,)
-        name = f"Aicpu{_CMD[collective][1]}{executor.capitalize()}{''.join(t.capitalize() for t in levels)}"
-        why = f"needs the {down[0]}-{down[1]} link, which is down" if down is not None else ""
-        out.append(Entry(algo, name, levels[0], -1.0 if why else cost_us * 1e-6, why, executor, levels))
-
-    if collective == "allreduce":
-        costs = _allreduce_costs(c, n, d)
-    elif collective in ("allgather", "reduce_scatter"):
-        costs = _block_costs(collective, c, n, d)
-    else:
-        costs = _alltoall_costs(c, n, d)
-    for algo, cost in costs.items():
-        # a flat built-in opens a channel to every peer (HkMeshBufferBytes): it needs every link
-        add(algo, cost, everyone)
-    servers = two_level(topo, n) if collective in ("allreduce", "allgather") else ""
+    staged = _staged(topo.product, dtype_value, reduce_op) if collective in ("allreduce", "reduce_scatter") else False
+    costs = _flat_costs(collective, c, n, d)
+    servers = two_level(topo, n) if collective in ("allreduce", "allgather", "reduce_scatter") else ""
     if not isinstance(servers, str) and len(servers) > 1 and len(servers[0]) > 1:
-        cost, pairs = _two_level_cost(collective, c, servers, d)
-        add("hierarchical", cost, pairs, ("mesh", "mesh"))
+        costs.update(_two_level_costs(collective, c, servers, d))
+    if collective in ("allreduce", "reduce_scatter"):
+        op = "AicpuAllReduce" if collective == "allreduce" else "AicpuReduceScatter"
+        cost, pairs = costs[f"{op}SoleNHR"]
+        if staged:  # write-reduce refused: the kernel's own reduction instead
+            costs.pop(f"{op}SoleNHR")
+            costs.pop(f"{op}SoleMeshChunk" + ("TwoShot" if collective == "allreduce" else ""))
+            costs[f"{op}SoleNHRAicpuReduce"] = (cost * 1.5, pairs)
+    out: list[Entry] = []
+    for name, (cost_us, pairs) in costs.items():
+        down = _down_in(topo, pairs)
+        executor, levels = _split_name(name)
+        why = f"needs the {down[0]}-{down[1]} link, which is down" if down is not None else ""
+        out.append(Entry(name, name, levels[0], -1.0 if why else cost_us * 1e-6, why, executor, levels))
     return out
+
+
+def _staged(product: str, dtype_value: int | None, reduce_op: int | None) -> bool:
+    """The Hcomm reduce primitive cannot take the dtype / op on this product (A2/A3: int8, int16,
+    int32, fp16, fp32, bf16 with sum / max / min; Ascend950 everything)."""
+    if product == "950" or dtype_value is None:
+        return False
+    return dtype_value not in (0, 1, 2, 3, 4, 11) or reduce_op == 1
+
+
+_TEMPLATE_WORDS = ("MeshChunkTwoShot", "MeshOneShot", "MeshTwoShot", "MeshChunk", "MeshConcur", "Mesh",
+                   "NHRAicpuReduce", "NHR")
+
+
+def _split_name(name: str) -> tuple[str, tuple[str, ...]]:
+    """CANN's executor and templates of an algorithm name (lower-cased, as the tuner plugin and
+    HCCL_ALGO's grammar see them): AicpuAllReduceSequenceMeshConcurNHR -> sequence, (meshconcur, nhr)."""
+    for op in _CMD.values():
+        prefix = "Aicpu" + op[1]
+        if name.startswith(prefix):
+            rest = name[len(prefix):]
+            break
+    else:
+        return "sole", (name.lower(),)
+    executor = next(e for e in ("Sole", "Sequence", "Parallel") if rest.startswith(e))
+    rest = rest[len(executor):]
+    levels = []
+    while rest:
+        word = next(w for w in _TEMPLATE_WORDS if rest.startswith(w))
+        levels.append(word.lower())
+        rest = rest[len(word):]
+    return executor.lower(), tuple(levels)
 
 
 def _down_in(topo: Topology, pairs) -> tuple[int, int] | None:
@@ -280,41 +308,6 @@ def _down_in(topo: Topology, pairs) -> tuple[int, int] | None:
         if topo.is_down(a, b):
             return (min(a, b), max(a, b))
     return None
-
-
-def _two_level_cost(collective: str, c: _Cost, servers, d: float) -> tuple[float, list]:
-    """Cost (us) of the two-level algorithm (CANN's sequence executors add their levels' costs)
-    and the links it needs: every pair inside a server, and the pairs of ranks with the same local
-    index on different servers. One thread, slices of CACHE_SLICE_BYTES per chunk region.
-
-    allreduce (L ranks a server, S servers; slices of L chunks): stage the slice, read and reduce
-    chunk li from each server peer in turn, then from each level-1 peer, then read each server
-    peer's reduced chunk; 4 + 10 (L - 1) + 5 (S - 1) tasks a slice. allgather (slices of a block):
-    read each level-1 peer's block, then each server peer's S blocks; 1 + S + 3 (S - 1) + (L - 1)
-    (3 + S) + 1 tasks a slice.
-    """
-    nl, ns = len(servers[0]), len(servers)
-    local = [[s[j] for j in range(nl)] for s in servers]
-    inter = [[s[j] for s in servers] for j in range(nl)]
-    group_of = {r: (g, inter[j]) for g in local for j, r in enumerate(g)}
-    ranks = [r for g in local for r in g]
-
-    def serial(which: int, nbytes: float) -> float:
-        return max(c.serial(r, group_of[r][which], nbytes) for r in ranks)
-
-    if collective == "allreduce":
-        k = _slices(d, nl * CACHE_SLICE_BYTES)
-        ch = d / k / nl
-        data = (c.copy(nl * ch) + serial(0, ch) + (nl - 1) * c.reduce(ch) + serial(1, ch) + (ns - 1) * c.reduce(ch)
-                + c.copy(ch) + serial(0, ch))
-        cost = c.total(k * (4 + 10 * (nl - 1) + 5 * (ns - 1)), k * data)
-    else:
-        k = _slices(d, CACHE_SLICE_BYTES)
-        s = d / k
-        data = c.copy(s) + serial(1, s) + ns * c.copy(s) + serial(0, ns * s)
-        cost = c.total(k * (2 + ns + 3 * (ns - 1) + (nl - 1) * (3 + ns)), k * data)
-    pairs = [(a, b) for g in local + inter for i, a in enumerate(g) for b in g[i + 1:]]
-    return cost, pairs
 
 
 # ---- HCCL_ALGO in CANN's executor grammar (hicann/hccl src/common/alg_parse.cc) ----------------
@@ -434,7 +427,7 @@ def _apply_rules(collective: str, entries: list[Entry], rules: tuple[AlgoRule, .
 
 
 def choose(collective: str, nbytes: int, dtype_value: int, topo: Topology, nranks: int, rt=None,
-           handle=None, rules: tuple[AlgoRule, ...] | None = None) -> str | None:
+           handle=None, rules: tuple[AlgoRule, ...] | None = None, reduce_op: int | None = None) -> str | None:
     """The algorithm to run (None: the collective has no choice, let the kernel decide).
 
     ``rules`` (``HCCL_ALGO`` in CANN's executor grammar, :func:`parse_algo_rules`) filter the
@@ -445,7 +438,7 @@ def choose(collective: str, nbytes: int, dtype_value: int, topo: Topology, nrank
     Raises:
         ConfigError: every algorithm needs a link that is down, or ``HCCL_ALGO`` left none.
     """
-    entries = offer(collective, nbytes, topo, nranks)
+    entries = offer(collective, nbytes, topo, nranks, dtype_value, reduce_op)
     if rules:
         entries = _apply_rules(collective, entries, rules)
     if not entries:

@@ -12,9 +12,9 @@ static hcclTunerHostFunctions_t g_host;
 static HcclResult tuner_init(HcclComm comm, const hcclTunerCommInfo_t* info, const hcclTunerHostFunctions_t* host) {
     void* ctx = NULL;
     g_host = *host;
-    if (host->ctxCreate(comm, "prefer_ring", sizeof(unsigned), &ctx) != HCCL_SUCCESS) return HCCL_E_INTERNAL;
+    if (host->ctxCreate(comm, "prefer_nhr", sizeof(unsigned), &ctx) != HCCL_SUCCESS) return HCCL_E_INTERNAL;
     memset(ctx, 0, sizeof(unsigned));
-    host->logFunction(HCCL_TUNER_LOG_INFO, __FILE__, __LINE__, "prefer_ring init: nRanks=%u nServers=%u nNpusPerServer=%u "
+    host->logFunction(HCCL_TUNER_LOG_INFO, __FILE__, __LINE__, "prefer_nhr init: nRanks=%u nServers=%u nNpusPerServer=%u "
                       "nPods=%u nSuperPods=%u", info->nRanks, info->nServers, info->nNpusPerServer, info->nPods,
                       info->nSuperPods);
     return HCCL_SUCCESS;
@@ -24,14 +24,14 @@ static HcclResult tuner_get(HcclComm comm, const hcclTunerCollInfo_t* coll, hccl
     void* ctx = NULL;
     uint64_t size = 0;
     int i;
-    if (g_host.ctxGet(comm, "prefer_ring", &ctx, &size) != HCCL_SUCCESS || size != sizeof(unsigned)) return HCCL_E_INTERNAL;
+    if (g_host.ctxGet(comm, "prefer_nhr", &ctx, &size) != HCCL_SUCCESS || size != sizeof(unsigned)) return HCCL_E_INTERNAL;
     ++*(unsigned*)ctx;
     for (i = 0; i < n; i++)
-        g_host.logFunction(HCCL_TUNER_LOG_INFO, __FILE__, __LINE__, "prefer_ring sees %s: engine %s executor %s "
+        g_host.logFunction(HCCL_TUNER_LOG_INFO, __FILE__, __LINE__, "prefer_nhr sees %s: engine %s executor %s "
                            "template %s cost %g", e[i].algName, e[i].engineName, e[i].executorName, e[i].templateName,
                            (double)e[i].cost);
     if (coll->collType != HCCL_CMD_ALLREDUCE) return HCCL_SUCCESS;
-    for (i = 0; i < n; i++) e[i].cost = strcmp(e[i].templateName, "ring") == 0 ? 0.0f : -1.0f;
+    for (i = 0; i < n; i++) e[i].cost = strcmp(e[i].templateName, "nhr") == 0 ? 0.0f : -1.0f;
     *matched = 1;
     return HCCL_SUCCESS;
 }
