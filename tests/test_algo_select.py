@@ -15,7 +15,7 @@ import pytest
 from hcomm_kit.base.errors import ConfigError
 from hcomm_kit.core.topology import Topology
 from hcomm_kit.ops import selector
-from hcomm_kit.ops.algorithms import ALGORITHMS, canonical
+from hcomm_kit.ops.algorithms import ALGORITHMS, ALIASES, resolve
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30
 FP32, INT64, FP16 = 4, 5, 3
@@ -160,11 +160,21 @@ def test_a_downed_link_fails_every_rank_naming_it() -> None:
     info5, _ = selector.select_on(t, 5, "send_recv", 4, FP32)
     assert "topo_host.cc:1070" in info0["error"] and info5["error"] == ""
     for rank in (0, 5):
-        with pytest.raises(ConfigError, match=r"AicpuAllReduceSoleMeshOneShot needs every link .*the HCCS link 0-1 "
-                                              r"is down \(HCOMM_KIT_LINKS_DOWN="):
+        with pytest.raises(ConfigError, match=r"AicpuAllReduceSoleMeshOneShot needs the HCCS link 0-1 \(a channel to "
+                                              r"every peer\), which is down \(HCOMM_KIT_LINKS_DOWN="):
             selector.select_on(t, rank, "allreduce", 256, FP32)
-    with pytest.raises(ConfigError, match="RoCE link 3-4 is down"):
-        selector.select_on(topo("A2:2x4", down=((3, 4),)), 0, "broadcast", 256, FP32)
+    # across servers: the algorithm's own links decide. NHR over every rank (ranks 1, 2, 4 apart)
+    # needs 3-4; the two-level ones (a mesh in each server, NHR among same-index ranks) do not
+    two = topo("A2:2x4", down=((3, 4),))
+    with pytest.raises(ConfigError, match=r"AicpuAllReduceSoleNHR needs the RoCE link 3-4 \(NHR over every rank\)"):
+        selector.select_on(two, 0, "allreduce", 1 * M // 4, FP32)
+    _, sel = selector.select_on(two, 0, "allreduce", 64 * M // 4, FP32)
+    assert sel.name == "AicpuAllReduceParallelMeshNHR"
+    with pytest.raises(ConfigError, match=r"AicpuAllReduceParallelMeshNHR needs the RoCE link 1-5 \(a mesh inside"):
+        selector.select_on(topo("A2:2x4", down=((1, 5),)), 0, "allreduce", 64 * M // 4, FP32)
+    one = topo("A2:1x8", down=((0, 3),))  # ranks 3 apart: NHR does not use it, the mesh does
+    _, sel = selector.select_on(one, 0, "allreduce", 1 * M // 4, FP32, forced="AicpuAllReduceSoleNHR")
+    assert sel.name == "AicpuAllReduceSoleNHR"
     pair, _ = selector.select_on(topo("A2:1x2", down=((0, 1),)), 0, "send_recv", 4, FP32)
     assert pair["error"] == ""  # two ranks: CANN's Is2DieFullMesh does not look (rankNum <= 2)
 
@@ -251,18 +261,26 @@ def test_cost_table_is_canns() -> None:
 def test_algorithm_names_and_aliases() -> None:
     for coll, table in ALGORITHMS.items():
         for name in table:
-            assert canonical(coll, name) == name and canonical(coll, name.upper()) == name
-    assert canonical("allreduce", "fastest") == "fastest" and canonical("allreduce", "AUTO") == "auto"
-    assert canonical("allgather", "fullmesh") == "mesh"
+            assert resolve(coll, name) == name and resolve(coll, name.upper()) == name
+    assert resolve("allreduce", "fastest") == "fastest" and resolve("allreduce", "AUTO") == "auto"
+    for spelling in ("AicpuAllReduceSoleMeshTwoShot", "SoleMeshTwoShot", "meshtwoshot", "MESHTWOSHOT"):
+        assert resolve("allreduce", spelling) == "AicpuAllReduceSoleMeshTwoShot"
+    assert resolve("allreduce", "mesh") == "AicpuAllReduceSoleMeshOneShot"  # ALIASES
+    assert resolve("allgather", "ParallelMeshNHR") == "AicpuAllGatherParallelMeshNHR"
+    # CANN's name of an algorithm no kernel implements: the selection refuses it, naming the kernels
+    assert resolve("allreduce", "AicpuAllReduceSoleMeshConcur") == "AicpuAllReduceSoleMeshConcur"
+    with pytest.raises(ConfigError, match="CANN's algorithm AicpuAllReduceSoleMeshConcur has no built-in kernel"):
+        selector.select_on(A2_1x8, 0, "allreduce", 1024, FP32, forced="AicpuAllReduceSoleMeshConcur")
     with pytest.raises(ConfigError, match="allreduce: unknown algorithm 'tree'"):
-        canonical("allreduce", "tree")
+        resolve("allreduce", "tree")
 
 
 def test_kernel_table_matches_algorithms() -> None:
     """The emulator's name -> OpParam.algo table (the C API's) is ALGORITHMS (the Python side's)."""
     got = {(k["collective"], k["name"]): k["id"] for k in selector.kernel_table()}
     want = {(coll, name): i for coll, t in ALGORITHMS.items() for name, i in t.items() if name != "auto"}
-    want = {k: v for k, v in want.items() if k[0] not in ("send_recv", "barrier")}
+    want.update({(coll, alias): ALGORITHMS[coll][target] for coll, a in ALIASES.items() for alias, target in a.items()
+                 if alias.startswith("Aicpu")})  # CANN's names a kernel stands for
     assert got == want
 
 
@@ -328,7 +346,8 @@ def test_c_api_runs_canns_choice_and_fails_fast_on_a_downed_link(capi: Path, plu
     assert res.returncode == 0, res.stdout + res.stderr
     assert time.monotonic() - t0 < 30  # not HCCL_CONNECT_TIMEOUT (60 s)
     rcs = [line for line in res.stdout.splitlines() if line.startswith("RC ")]
-    assert len(rcs) == 4 and all("the HCCS link 0-1 is down (HCOMM_KIT_LINKS_DOWN=0-1)" in line for line in rcs), rcs
+    assert len(rcs) == 4 and all("AicpuAllReduceSoleMeshOneShot needs the HCCS link 0-1" in line and
+                                 "which is down (HCOMM_KIT_LINKS_DOWN=0-1)" in line for line in rcs), rcs
 
 
 _TUNER = """

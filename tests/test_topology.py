@@ -20,7 +20,6 @@ import pytest
 from hcomm_kit.base.errors import ConfigError
 from hcomm_kit.build import emulator as _emulator
 from hcomm_kit.ops import reference
-from hcomm_kit.ops.algorithms import ALGORITHMS
 
 TESTS_C = Path(__file__).resolve().parent / "c"
 
@@ -97,15 +96,17 @@ assert t.servers == ((0, 1), (2, 3)) and t.links_down == ((0, 3),), t
 assert t.link_type(0, 3) == "RoCE" and t.link(0, 3) is None and t.link(0, 2) == "RoCE" and t.link(0, 1) == "HCCS"
 print("VIEW-OK", comm.rank, flush=True)
 
-# A link down: CANN's algorithms need it, so the collectives fail on every rank at once, naming it.
+# A link down: CANN's choice here (NHR over every rank) needs it, so the collective fails on every
+# rank at once, naming it.
 for call in (lambda: comm.all_reduce(np.ones(8, np.float32)), lambda: comm.all_gather(np.ones(8, np.float32))):
     try:
         call()
         raise AssertionError("a collective ran over a downed link")
     except ConfigError as exc:
-        assert "the RoCE link 0-3 is down (HCOMM_KIT_LINKS_DOWN=3-0)" in str(exc), exc
+        assert "SoleNHR needs the RoCE link 0-3 (NHR over every rank), which is down (HCOMM_KIT_LINKS_DOWN=3-0)" in str(
+            exc), exc
 
-# The two-level kernel: 0-3 joins local indices 0 and 1 of the two servers, which it does not use;
+# The two-level algorithms: 0-3 joins local indices 0 and 1 of the two servers, which they do not use;
 # forced, element sizes 1, 2 and 8 and A2's staged int64 prod; counts with empty chunks, odd, past
 # the 1 MB HCCL buffer.
 assert os.environ["HCCL_BUFFSIZE"] == "1"
@@ -147,7 +148,7 @@ comm.close()
 
 def test_python_view_and_two_level_through_the_launcher(tmp_path: Path) -> None:
     """--topology / --links-down reach every rank; comm.topology reads the emulator's answer; CANN's
-    algorithms fail there naming the downed link; the two-level kernel runs around it against numpy
+    choice fails there naming the downed link; the two-level algorithms run around it against numpy
     (forced, on interleaved servers, refused on servers of different sizes)."""
     script = tmp_path / "view.py"
     script.write_text(_VIEW)
@@ -203,7 +204,7 @@ def test_routed_allreduce_example() -> None:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "passed" in res.stdout and "failed" not in res.stdout
     builtin = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:1x8", "--links-down", "0-1"])
-    assert builtin.returncode != 0 and "the HCCS link 0-1 is down" in builtin.stdout + builtin.stderr
+    assert builtin.returncode != 0 and "needs the HCCS link 0-1" in builtin.stdout + builtin.stderr
 
 
 def test_mpi_marker_topology_argument() -> None:

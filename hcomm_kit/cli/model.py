@@ -1,7 +1,7 @@
 """The timing model: the predicted Ascend time of one call, and what made it up.
 
   hcomm-kit model explain allreduce -n 8 --topology A2:1x8 -b 1M
-  hcomm-kit model explain allgather -n 8 --topology A2:2x4 -b 64M --algorithm ring --json
+  hcomm-kit model explain allgather -n 8 --topology A2:2x4 -b 64M --algorithm AicpuAllGatherSoleNHR --json
   hcomm-kit model explain ops/my_allreduce -n 4 -b 256K --links-down 0-1
   hcomm-kit model params A3
 
@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("-o", "--op", default=None, help="reduce op (default: sum / the operator's first listed)")
     ex.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
     ex.add_argument("--algorithm", default=None,
-                    help="built-ins: a name of the kernels' or CANN's, or fastest (default: CANN's choice)")
+                    help="built-ins: CANN's name (e.g. AicpuAllReduceSoleMeshTwoShot), an alias (mesh, nhr, "
+                         "hierarchical) or fastest (default: CANN's choice)")
     ex.add_argument("--json", action="store_true", help="print the simulation as JSON")
     ex.add_argument("--all", action="store_true", help="with --json: every task, not only the critical path")
     ex.add_argument("--trace", default=None, metavar="FILE.json",
