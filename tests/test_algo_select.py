@@ -356,7 +356,9 @@ import os
 import numpy as np
 
 import hcomm_kit
+from hcomm_kit.ops.algorithms import ALGORITHMS, LEVELS
 
+LEVELS_NAMES = {n for n, k in ALGORITHMS["allreduce"].items() if k in LEVELS}
 new = comm = hcomm_kit.init()  # HCCL_USE_NEW_SELECTOR=1: read when a communicator is created, as CANN reads it
 x = np.ones(262144, np.float32)  # 1 MiB
 os.environ["TUNER_PREFER"] = "meshtwoshot"  # read by the plugin on every call
@@ -372,6 +374,22 @@ new.all_reduce(x[:1000])  # another size: chosen anew
 s = new.last_selection
 assert s.chosen == "AicpuAllReduceSoleMeshOneShot" and not s.tuner_matched and s.how.startswith("cost table"), s
 print("TUNER-OK", comm.rank, flush=True)
+
+# algorithm="fastest": the kernels' algorithm the timing model predicts fastest for this call
+y = np.arange(3 * 65536 + 5, dtype=np.float32)  # 768 KiB and a tail
+modelled = {}
+for name in ALGORITHMS["allreduce"]:
+    if name == "auto" or name in LEVELS_NAMES:  # the multi-level ones apply across servers only
+        continue
+    np.testing.assert_array_equal(comm.all_reduce(y, algorithm=name), y * comm.size)
+    modelled[name] = comm.last_model_time
+np.testing.assert_array_equal(comm.all_reduce(y, algorithm="fastest"), y * comm.size)
+s = comm.last_selection
+best = min(modelled, key=modelled.get)
+assert s.chosen == best and s.how.startswith("algorithm=fastest"), (s, modelled)
+tried = dict(s.modelled)
+assert set(tried) == set(modelled) and abs(tried[best] - modelled[best]) < 1e-6 * modelled[best], (tried, modelled)
+print("FASTEST-OK", comm.rank, best, flush=True)
 comm.close()
 """
 
@@ -379,7 +397,9 @@ comm.close()
 def test_tuner_plugin_under_the_new_selector(tmp_path: Path, plugin: Path) -> None:
     """With HCCL_USE_NEW_SELECTOR=1, CANN's tuner plugin is shown CANN's cost table with CANN's
     names (engine, executor, template as AlgoNameMapper splits them), may change the choice, and
-    "(tuner plugin matched)" is printed only when it did (the C API test: not consulted without)."""
+    "(tuner plugin matched)" is printed only when it did (the C API test: not consulted without).
+    In the same job, ``algorithm="fastest"`` runs the algorithm whose forced run the timing model
+    predicts fastest."""
     script = tmp_path / "tuner.py"
     script.write_text(_TUNER)
     trace = tmp_path / "trace.json"
@@ -390,7 +410,7 @@ def test_tuner_plugin_under_the_new_selector(tmp_path: Path, plugin: Path) -> No
     res = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "2", "--", sys.executable, str(script)],
                          env=env, capture_output=True, text=True, timeout=300)
     out = res.stdout + res.stderr
-    assert res.returncode == 0 and out.count("TUNER-OK") == 2, out
+    assert res.returncode == 0 and out.count("TUNER-OK") == 2 and out.count("FASTEST-OK") == 2, out
     assert out.count("prefer init: nRanks=2 nServers=1 nNpusPerServer=2 nPods=0 nSuperPods=0") == 2, out
     assert "prefer sees AicpuAllReduceSoleMeshTwoShot: engine aicpu executor sole template meshtwoshot cost 0.0005" in out
     assert out.count("(tuner plugin matched)") == 1, out  # rank 0 logs; only the call whose choice changed

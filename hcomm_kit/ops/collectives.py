@@ -332,7 +332,10 @@ class CollectiveOps(PlannedCalls):
                in_ptr: int, out_ptr: int, params: dict | None, stream: Any, timeout: float | None) -> float | None:
         """``algorithm="fastest"``: one run of the built-in with kernel algorithm ``kernel`` on
         scratch copies of this call's buffers (every rank makes the same runs), its modelled time
-        (us); None when that algorithm cannot run here (the two-level one on unequal servers)."""
+        (us); None when that algorithm does not apply here (a multi-level one on one server or on
+        servers of unequal sizes, a write-reduce one for this dtype and op)."""
+        if kernel in LEVELS and len(self._topo().servers) < 2:
+            return None  # CANN offers the multi-level algorithms only across servers
         try:
             hier = self._hier_info(name) if kernel in LEVELS else 0
             if kernel in WRITE_REDUCE and reduce_op is not None:
