@@ -72,7 +72,7 @@ def _no_start(monkeypatch) -> None:
     ("launch --np 2 --timeout 0 -- true", {}, "--timeout 0"),
     ("run allreduce --np 2 -d nonsense", {}, "unknown dtype 'nonsense'"),
     ("run allreduce --np 2 -o xor", {}, "unknown reduce op 'xor'"),
-    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce has no such algorithm"),
+    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce: unknown algorithm 'foo'"),
     ("run allreduce --np 2", {"HCCL_BUFFSIZE": "abc"}, "HCCL_BUFFSIZE='abc'"),
     ("bench allreduce --np 2", {"HCCL_BUFFSIZE": "70000"}, "HCCL_BUFFSIZE='70000'"),  # the emulator's maximum
     ("launch --np 2 -- true", {"HCOMM_KIT_CHECK": "maybe"}, "HCOMM_KIT_CHECK='maybe'"),

@@ -221,10 +221,10 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCCL_CONNECT_TIMEOUT", "int", 120,
            "communicator / link establishment timeout in seconds", minimum=1, maximum=86400),
     EnvVar("HCCL_ALGO", "str", None,
-           "algorithm of the built-in collectives: 'level0:NA;level1:ring' for all, or per collective "
-           "'allreduce=level0:NA;level1:fullmesh/allgather=level0:NA;level1:ring' (ring, fullmesh, pairwise, NA); "
+           "algorithm of the built-in collectives: 'level0:NA;level1:nhr' for all, or per collective "
+           "'allreduce=level0:NA;level1:fullmesh/allgather=level0:NA;level1:nhr' (fullmesh, nhr, NA); "
            "or CANN's executor grammar filtering the selector's choices: "
-           "'allreduce:sequence{level0=mesh,level1=mesh}' (two-level), 'not(sequence{})'"),
+           "'allreduce:sequence{level0=meshconcur,level1=nhr}' (two-level), 'not(sequence{})'"),
     EnvVar("HCOMM_KIT_TOPOLOGY", "str", None,
            "cluster topology of communicators created without a rank table: PRODUCT:SERVERSxNPUS "
            "(A2:2x8, A3:1x16, 950:4x8); unset = one server holding every rank"),

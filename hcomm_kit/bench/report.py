@@ -85,13 +85,15 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
                      f"rank taking part, simulated on the {topo.product} parameters ({shape}{down}; see "
                      f"`hcomm-kit docs predicted-time`), not this host's timing")
     cols = list(_COLS)
-    if target is None:
-        cols.append("selected")
     if "builtin" in compare:
-        cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin", "builtin_selected", "builtin_model(us)",
-                 "vs_builtin_model", "builtin_formula(us)"]
+        cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin", "builtin_model(us)", "vs_builtin_model",
+                 "builtin_formula(us)"]
     if "mpi" in compare:
         cols += ["mpi_time(us)", "mpi_busbw(GB/s)", "vs_mpi"]
+    if target is None:
+        cols.append("selected")
+    elif "builtin" in compare:
+        cols.append("builtin_selected")
     if compare:
         lines.append("# vs_X = X's time / ours (> 1: ours is faster)"
                      + ("; builtin_model = the built-in's modelled time (* with every link up: it cannot run here), "
@@ -122,8 +124,6 @@ def format_row(row: dict[str, Any], compare: "tuple[str, ...] | str | None" = ()
              _cell(row["busbw"], 19, ".4f", untimed), f"{row['check']:>12s}", f"{wrong:>6s}",
              _cell(row.get("model_time_us"), 14, ".2f"), _cell(row.get("model_algbw"), 17, ".4f"),
              _cell(row.get("model_busbw"), 17, ".4f")]
-    if row.get("operator") is None:  # a built-in: the algorithm that ran (CANN's name)
-        cells.append(str(row.get("selected") or "N/A"))
     for c, w1, w2 in (("builtin", 16, 19), ("mpi", 12, 15)):
         if c in compare:
             t, b, v = row.get(f"{c}_time_us"), row.get(f"{c}_busbw"), row.get(f"vs_{c}")
@@ -137,9 +137,13 @@ def format_row(row: dict[str, Any], compare: "tuple[str, ...] | str | None" = ()
             if c == "builtin":
                 m = row.get("builtin_model_time_us")
                 star = "*" if row.get("builtin_links_up") else ""
-                cells += [str(row.get("builtin_selected") or "N/A"),
-                          f"{f'{m:.2f}{star}':>17s}" if m else f"{'N/A':>17s}",
+                cells += [f"{f'{m:.2f}{star}':>17s}" if m else f"{'N/A':>17s}",
                           _cell(row.get("vs_builtin_model"), 16, ".2f"), _cell(row.get("builtin_formula_us"), 19, ".2f")]
+    # the algorithm that ran (CANN's name): a built-in's, or the compared built-in's
+    if row.get("operator") is None:
+        cells.append(str(row.get("selected") or "N/A"))
+    elif "builtin" in compare:
+        cells.append(str(row.get("builtin_selected") or "N/A"))
     return " | ".join(cells)
 
 

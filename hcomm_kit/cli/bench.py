@@ -12,7 +12,7 @@ directory (with op.toml). An operator is sized, checked, given bandwidth factors
 its op.toml kind says (`hcomm-kit docs optoml`): a reduce as the built-in reduce with -r ROOT,
 checked on the root; custom: its reference, time only unless --busbw-factor F. -o defaults to the
 operator's first listed reduce op; --algorithm NAME is one of its op.toml algorithms (a built-in's:
-ring, mesh, ...). --compare builtin adds the matching built-in collective in the same job
+CANN's names, e.g. AicpuAllReduceSoleMeshTwoShot, or mesh, nhr, hierarchical). --compare builtin adds the matching built-in collective in the same job
 (builtin:NAME with the built-in's algorithm NAME, default its own choice), --compare mpi the same
 through mpi4py (Open MPI), each with its time, busbw and a vs_ ratio (its time / ours).
 

@@ -3,6 +3,7 @@
   hcomm-kit model explain allreduce -n 8 --topology A2:1x8 -b 1M
   hcomm-kit model explain allgather -n 8 --topology A2:2x4 -b 64M --algorithm AicpuAllGatherSoleNHR --json
   hcomm-kit model explain ops/my_allreduce -n 8 --topology A2:1x8 -b 1M,64M --compare allreduce
+  hcomm-kit model explain ops/my_allreduce -n 4 -b 256K --links-down 0-1
   hcomm-kit model params A3
 
 explain runs one call of COLLECTIVE (a built-in) or OPDIR (an operator directory) on N ranks in
@@ -43,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("-o", "--op", default=None, help="reduce op (default: sum / the operator's first listed)")
     ex.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
     ex.add_argument("--algorithm", default=None,
-                    help="built-ins: a name of the kernels' or CANN's, or fastest (default: CANN's choice); "
-                         "operators: one of op.toml's algorithms")
+                    help="built-ins: CANN's name (e.g. AicpuAllReduceSoleMeshTwoShot), an alias (mesh, nhr, "
+                         "hierarchical) or fastest (default: CANN's choice); operators: one of op.toml's algorithms")
     ex.add_argument("--compare", default=None, metavar="OTHER",
                     help="a second built-in collective or operator directory, modelled beside the first")
     ex.add_argument("--tasks", action="store_true", help="also print the critical path task by task")

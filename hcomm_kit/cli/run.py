@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--op", dest="reduce_op", default=None, help="reduce op for reductions (default: the operator's first listed)")
     parser.add_argument("-r", "--root", type=int, default=None, help="root rank of rooted kinds (default 0)")
     parser.add_argument("--algorithm", default=None, metavar="NAME",
-                        help="one of the operator's algorithms (op.toml [op].algorithms; a built-in's: ring, mesh, ...)")
+                        help="one of the operator's algorithms (op.toml [op].algorithms; a built-in's: CANN's names, "
+                             "e.g. AicpuAllReduceSoleMeshTwoShot, or mesh, nhr, hierarchical)")
     parser.add_argument("--iters", type=int, default=20,
                         help="timed calls after the checked one (default 20; 0 = check only)")
     parser.add_argument("--timeout", type=float, default=300, help="kill the job after S seconds (default 300)")

@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true",
                         help="test the debug build (-O0 -g); failures show the kernel's OP_LOG_INFO logs")
     parser.add_argument("--algorithm", default=None, metavar="NAME",
-                        help="only the tests of this algorithm (op.toml [op].algorithms; a built-in's: ring, mesh, ...)")
+                        help="only the tests of this algorithm (op.toml [op].algorithms; a built-in's: CANN's names, "
+                             "e.g. AicpuAllReduceSoleNHR)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="one line per test, and Open MPI's messages in failures")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS",

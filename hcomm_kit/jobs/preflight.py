@@ -80,11 +80,11 @@ def check_names(*, dtype: str | None = None, reduce_op: str | None = None, algor
         except ConfigError as exc:
             raise ConfigError(str(exc), key="-o") from None
     if algorithm is not None and collective is not None:
-        from ..ops.algorithms import ALGORITHMS, canonical
+        from ..ops.algorithms import ALGORITHMS, resolve
 
         if collective in ALGORITHMS:
             try:
-                canonical(collective, algorithm)
+                resolve(collective, algorithm)
             except ConfigError as exc:
                 raise ConfigError(f"--algorithm {algorithm}: {exc}", key="--algorithm") from None
 

@@ -25,13 +25,14 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
 * ``algorithm=``: by default the algorithm CANN's HCCL chooses for the call (its AICPU auto
   selector's rule for the collective, size, dtype, op and topology; ``HCCL_ALGO`` as read when the
   communicator was created; :mod:`hcomm_kit.ops.selector`, made in the emulator for the C API and
-  these alike). A name forces one: a built-in kernel's (:data:`ALGORITHMS`), CANN's
-  (``AicpuAllReduceSoleMeshTwoShot``, ``SoleMeshTwoShot`` or ``meshtwoshot``), ``"auto"``, or
-  ``"fastest"``: every algorithm of the kernels run once on scratch buffers, the one the timing
-  model predicts fastest kept (per collective, size, dtype and op). ``"hierarchical"`` (allreduce,
-  allgather) is the two-level algorithm: it needs servers of equal size (ConfigError otherwise) and
-  gets their layout from the topology (``OpParam.hierInfo``). :attr:`CollectiveOps.last_selection`
-  is the choice of the last call.
+  these alike). A name forces one: CANN's (:data:`ALGORITHMS`, e.g.
+  ``"AicpuAllReduceSoleMeshTwoShot"``, also ``"SoleMeshTwoShot"`` or ``"meshtwoshot"``; any case), an
+  alias of :data:`~hcomm_kit.ops.algorithms.ALIASES` (``mesh``, ``nhr``, ``hierarchical``),
+  ``"auto"``, or ``"fastest"``: every algorithm of the kernels run once on scratch buffers, the one
+  the timing model predicts fastest kept (per collective, size, dtype and op). The multi-level
+  algorithms (``...ParallelMeshNHR``, ``...SequenceMeshConcurNHR``) need servers of equal size
+  (ConfigError otherwise) and get their layout from the topology (``OpParam.hierInfo``).
+  :attr:`CollectiveOps.last_selection` is the choice of the last call.
 * Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
 """
 
@@ -45,7 +46,7 @@ import numpy as np
 from ..base import dtypes as _dtypes
 from ..core.device import _D2H, _H2D, DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
-from .algorithms import _AUTO, _HIER, ALGORITHMS, canonical
+from .algorithms import _AUTO, ALGORITHMS, LEVELS, WRITE_REDUCE, check_runnable, resolve
 from .call_plans import FastPlan, PlannedCalls, try_fast, try_fast_host
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
@@ -100,8 +101,7 @@ class CollectiveOps(PlannedCalls):
         if sel is None:
             from . import selector
 
-            asked = None if algorithm is None else canonical(name, algorithm) if type(algorithm) is str else \
-                canonical(name, str(algorithm))
+            asked = None if algorithm is None else resolve(name, str(algorithm))
             rop = _dtypes.get_reduce_op(reduce_op).value if reduce_op is not None else 0
             if self.rt.backend != "emu" or not self.rt.has("HcommKitAlgoSelect"):
                 # CANN's own runtime has no emulator to ask: a forced kernel, else the kernel's choice
@@ -109,14 +109,14 @@ class CollectiveOps(PlannedCalls):
                     raise ConfigError(f"{name}: algorithm='fastest' needs the timing model (the emulator backend)",
                                       key="algorithm")
                 kernel = ALGORITHMS[name].get(asked or "auto", _AUTO)
-                sel = selector.Selection(name=asked if kernel else "", how="kernel's own" if not kernel else
-                                         f"algorithm={asked}", kernel=kernel)
+                sel = selector.Selection(name=asked if kernel else "", chosen=asked if kernel else "",
+                                         how="kernel's own" if not kernel else f"algorithm={asked}", kernel=kernel)
             elif asked == "fastest":
                 auto = selector.select(self, name, count, dt.value, rop, None, params)  # links down: raises first
                 cands = [(n, k) for n, k in ALGORITHMS[name].items() if n != "auto"]
                 best = selector.fastest_of(cands, trial)
                 sel = selector.select(self, name, count, dt.value, rop, best.name, params)
-                sel = selector.Selection(name=sel.name, cann=auto.cann, source=auto.source,
+                sel = selector.Selection(name=sel.name, chosen=sel.chosen, cann=auto.cann, source=auto.source,
                                          how=f"algorithm=fastest: {best.how}", kernel=sel.kernel,
                                          modelled=best.modelled)
             else:
@@ -127,25 +127,31 @@ class CollectiveOps(PlannedCalls):
         return sel
 
     def _hier_info(self, name: str) -> int:
-        """Device address of this communicator's two-level layout (``OpParam.hierInfo``, the words
-        of aicpu_kernels/_common/hk_coll.h: rank count, server count, each rank's server), made
+        """Device address of this communicator's layout of servers and super-pods
+        (``OpParam.hierInfo``, the words of aicpu_kernels/_common/hk_coll.h ``HkLevelsRead``: rank
+        count, server count, super-pod count, each rank's server, each server's super-pod), made
         once from the topology; ConfigError when its servers differ in size."""
         info = self.__dict__.get("_hier_info_cache")
         if info is None:
             from .selector import two_level
 
-            servers = two_level(self._topo(), self.size)
+            topo = self._topo()
+            servers = two_level(topo, self.size)
             if isinstance(servers, str):
                 info = servers
             else:
-                words = np.zeros(2 + self.size, np.uint32)
-                words[0], words[1] = self.size, len(servers)
+                nsrv = len(servers)
+                words = np.zeros(3 + self.size + nsrv, np.uint32)
+                words[0], words[1], words[2] = self.size, nsrv, len(topo.pods)
                 for s, ranks in enumerate(servers):
-                    words[2 + np.asarray(ranks)] = s
+                    words[3 + np.asarray(ranks)] = s
+                for p, members in enumerate(topo.pods):
+                    for s in members:
+                        words[3 + self.size + s] = p
                 info = DeviceBuffer.from_numpy(words, rt=self.rt)
             self.__dict__["_hier_info_cache"] = info
         if isinstance(info, str):
-            raise ConfigError(f"{name}: the hierarchical algorithm cannot run on this communicator: {info} "
+            raise ConfigError(f"{name}: a multi-level algorithm cannot run on this communicator: {info} "
                               f"({self._topo().source})", key="algorithm")
         return info.ptr
 
@@ -296,7 +302,11 @@ class CollectiveOps(PlannedCalls):
         self.last_selection = sel
         algo = sel.kernel
         asked = algo if algorithm is not None else 0  # what the caller asked: part of the call check
-        hier = self._hier_info(name) if algo == _HIER else 0  # raises before the call is posted
+        if algo in WRITE_REDUCE:  # raises before the call is posted
+            rv = None if reduce_op is None else (reduce_op.value if hasattr(reduce_op, "value")
+                                                 else _dtypes.get_reduce_op(reduce_op).value)
+            check_runnable(name, algo, self.device.soc, dt.value, rv)  # type: ignore[attr-defined]
+        hier = self._hier_info(name) if algo in LEVELS else 0  # raises before the call is posted
         # what the caller asked: checked (on the emulator) as the first call of the launch sequence
         check = self._check_call(op, name, count, dt, reduce_op, root, asked, params) \
             if self._call_check is not None else None
@@ -322,9 +332,15 @@ class CollectiveOps(PlannedCalls):
                in_ptr: int, out_ptr: int, params: dict | None, stream: Any, timeout: float | None) -> float | None:
         """``algorithm="fastest"``: one run of the built-in with kernel algorithm ``kernel`` on
         scratch copies of this call's buffers (every rank makes the same runs), its modelled time
-        (us); None when that algorithm cannot run here (the two-level one on unequal servers)."""
+        (us); None when that algorithm does not apply here (a multi-level one on one server or on
+        servers of unequal sizes, a write-reduce one for this dtype and op)."""
+        if kernel in LEVELS and len(self._topo().servers) < 2:
+            return None  # CANN offers the multi-level algorithms only across servers
         try:
-            hier = self._hier_info(name) if kernel == _HIER else 0
+            hier = self._hier_info(name) if kernel in LEVELS else 0
+            if kernel in WRITE_REDUCE and reduce_op is not None:
+                check_runnable(name, kernel, self.device.soc, dt.value,  # type: ignore[attr-defined]
+                               _dtypes.get_reduce_op(reduce_op).value)
         except ConfigError:
             return None
         from ..base import envs

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from ..base.errors import ConfigError
 
-__all__ = ["CMD", "Selection", "select", "select_on", "check_hccl_algo", "kernel_table", "fastest_of", "two_level"]
+__all__ = ["CMD", "Selection", "select", "select_on", "check_hccl_algo", "apply_hccl_algo", "kernel_table",
+           "fastest_of", "two_level"]
 
 #: Built-in collective (an ``aicpu_kernels/`` directory) -> HcclCMDType (hccl_types.h).
 CMD: dict[str, int] = {"broadcast": 1, "allreduce": 2, "reduce": 3, "allgather": 6, "reduce_scatter": 7,
@@ -36,7 +37,8 @@ class Selection:
 
     Attributes:
         name: the algorithm that runs (CANN's name, or a built-in kernel's own); "" when no kernel
-            implements CANN's choice and the kernel chose by itself.
+            implements the one chosen and the kernel chose by itself.
+        chosen: the algorithm chosen (= ``name`` when a kernel implements it).
         cann: CANN's own choice for the call (before ``HCCL_ALGO`` or ``algorithm=``).
         source: the file and line of CANN's selector that choice follows (hicann/hccl at 09300b70).
         how: ``auto``, ``HCCL_ALGO <rule>``, ``algorithm=<name>``, ``cost table``, ...
@@ -48,6 +50,7 @@ class Selection:
     """
 
     name: str
+    chosen: str = ""
     cann: str = ""
     source: str = ""
     how: str = ""
@@ -59,13 +62,13 @@ class Selection:
     @classmethod
     def from_json(cls, text: str) -> "Selection":
         d = json.loads(text)
-        return cls(name=d["name"], cann=d["cann"], source=d["source"], how=d["how"], kernel=int(d["kernel"]),
+        return cls(name=d["name"], chosen=d["chosen"], cann=d["cann"], source=d["source"], how=d["how"], kernel=int(d["kernel"]),
                    tuner_matched=bool(d["tuner_matched"]), entries=tuple(d["entries"]))
 
     @property
     def shown(self) -> str:
-        """The name for tables and logs: what ran, or CANN's choice when no kernel had it."""
-        return self.name or f"kernel's own (CANN: {self.cann})"
+        """The name for tables and logs: what ran, or the choice when no kernel had it."""
+        return self.name or f"kernel's own (chosen: {self.chosen or self.cann})"
 
 
 def cmd_of(collective: str, params: dict | None = None) -> int:
@@ -124,6 +127,8 @@ def _lib() -> Any:
                                              ctypes.c_int32, ctypes.c_char_p, ctypes.c_uint64]
         lib.HcommKitAlgoConfigCheck.restype = ctypes.c_int32
         lib.HcommKitAlgoConfigCheck.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64]
+        lib.HcommKitAlgoConfigApply.restype = ctypes.c_int32
+        lib.HcommKitAlgoConfigApply.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_uint64]
         lib.HcommKitAlgoKernels.restype = ctypes.c_int32
         lib.HcommKitAlgoKernels.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
         lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
@@ -174,6 +179,22 @@ def check_hccl_algo(text: str | None) -> None:
         raise ConfigError(msg.value.decode(), key="HCCL_ALGO")
 
 
+def apply_hccl_algo(text: str, collective: str) -> dict:
+    """``HCCL_ALGO`` applied to CANN's registered algorithms of ``collective`` (what the selection
+    does with it): ``{"decided", "rule", "kept": [names], "kernel"}``.
+
+    Raises:
+        ConfigError: malformed, or the documented form names nothing there is.
+    """
+    lib = _lib()
+    buf = ctypes.create_string_buffer(_BUF)
+    n = lib.HcommKitAlgoConfigApply(text.encode(), cmd_of(collective), buf, len(buf))
+    if n < 0:
+        msg = lib.aclGetRecentErrMsg()
+        raise ConfigError(msg.decode() if msg else f"HCCL code {-n}", key="HCCL_ALGO")
+    return json.loads(buf.value.decode())
+
+
 def kernel_table() -> list[dict]:
     """The built-in kernels' algorithms as the emulator maps names to ``OpParam.algo``:
     ``[{"coll", "collective", "name", "id"}, ...]``."""
@@ -202,7 +223,7 @@ def fastest_of(candidates: "list[tuple[str, int]]", trial: Callable[[int], "floa
         raise ConfigError("algorithm='fastest': none of the built-in's algorithms could be run and modelled "
                           f"({', '.join(n for n, _ in candidates)})", key="algorithm")
     best = min(times, key=lambda t: t[1])
-    return Selection(name=best[0], how="fastest by the timing model (" +
+    return Selection(name=best[0], chosen=best[0], how="fastest by the timing model (" +
                      ", ".join(f"{n} {us:.1f} us" for n, us in times) + ")",
                      kernel=dict(candidates)[best[0]], modelled=tuple(times))
 

@@ -70,6 +70,11 @@ int32_t HcommKitAlgoSelectOn(const char* topologyJson, uint32_t rank, int32_t co
  * msg (both of CANN's grammars are accepted). */
 int32_t HcommKitAlgoConfigCheck(const char* text, char* msg, uint64_t msgLen);
 
+/* HCCL_ALGO text applied to CANN's registered AICPU algorithms of collType: {"decided" (a rule
+ * decided for this op), "rule", "kept": [names], "kernel" (an emulator kernel the documented form
+ * names, else "")}. Returns the length, or minus an HCCL code with the message. */
+int32_t HcommKitAlgoConfigApply(const char* text, int32_t collType, char* out, uint64_t outLen);
+
 /* The built-in kernels' algorithms as JSON: [{"coll", "collective", "name", "id"}, ...]. */
 int32_t HcommKitAlgoKernels(char* out, uint64_t outLen);
 

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace emu {
 
@@ -755,6 +756,8 @@ bool parse_levels(const std::string& text, AlgoConfig* out, std::string* err) {
                 return false;
             }
             std::string v = level.substr(colon + 1);
+            for (const char* known : values) /* CANN's map is case-sensitive; any case is taken here */
+                if (lower(v) == lower(known)) v = known;
             if (std::find(std::begin(values), std::end(values), v) == std::end(values)) {
                 *err = "algorithm '" + v + "' is not one of null, ring, pipeline, fullmesh, H-D_R, pairwise, NHR, "
                        "NHR_V1, AHC, AHC_BROKE, NB, NA";
@@ -923,13 +926,32 @@ struct KernelName {
     int id;
 };
 const KernelName kKernels[] = {
-    {HCCL_CMD_ALLREDUCE, "ring", 1},       {HCCL_CMD_ALLREDUCE, "mesh", 2},       {HCCL_CMD_ALLREDUCE, "hierarchical", 4},
-    {HCCL_CMD_ALLGATHER, "ring", 1},       {HCCL_CMD_ALLGATHER, "mesh", 2},       {HCCL_CMD_ALLGATHER, "hierarchical", 4},
-    {HCCL_CMD_REDUCE_SCATTER, "ring", 1},  {HCCL_CMD_REDUCE_SCATTER, "mesh", 2},
-    {HCCL_CMD_ALLTOALL, "pairwise", 3},    {HCCL_CMD_ALLTOALL, "mesh", 2},
-    {HCCL_CMD_ALLTOALLV, "pairwise", 3},   {HCCL_CMD_ALLTOALLV, "mesh", 2},
-    {HCCL_CMD_BROADCAST, "mesh", 2},       {HCCL_CMD_REDUCE, "mesh", 2},          {HCCL_CMD_SCATTER, "mesh", 2},
-    {HCCL_CMD_GATHER, "mesh", 2},
+    {HCCL_CMD_ALLREDUCE, "AicpuAllReduceSoleMeshOneShot", 2},
+    {HCCL_CMD_ALLREDUCE, "AicpuAllReduceSoleMeshTwoShot", 3},
+    {HCCL_CMD_ALLREDUCE, "AicpuAllReduceSoleMeshChunkTwoShot", 4},
+    {HCCL_CMD_ALLREDUCE, "AicpuAllReduceSoleNHR", 5},
+    {HCCL_CMD_ALLREDUCE, "AicpuAllReduceSoleNHRAicpuReduce", 6},
+    {HCCL_CMD_ALLREDUCE, "AicpuAllReduceParallelMeshNHR", 7},
+    {HCCL_CMD_ALLREDUCE, "AicpuAllReduceSequenceMeshConcurNHR", 8},
+    {HCCL_CMD_ALLGATHER, "AicpuAllGatherSoleMesh", 1},
+    {HCCL_CMD_ALLGATHER, "AicpuAllGatherSoleNHR", 5},
+    {HCCL_CMD_ALLGATHER, "AicpuAllGatherParallelMeshNHR", 7},
+    {HCCL_CMD_ALLGATHER, "AicpuAllGatherSequenceMeshConcurNHR", 8},
+    {HCCL_CMD_REDUCE_SCATTER, "AicpuReduceScatterSoleMesh", 1},
+    {HCCL_CMD_REDUCE_SCATTER, "AicpuReduceScatterSoleMeshChunk", 4},
+    {HCCL_CMD_REDUCE_SCATTER, "AicpuReduceScatterSoleNHR", 5},
+    {HCCL_CMD_REDUCE_SCATTER, "AicpuReduceScatterSoleNHRAicpuReduce", 6},
+    {HCCL_CMD_REDUCE_SCATTER, "AicpuReduceScatterParallelMeshNHR", 7},
+    {HCCL_CMD_REDUCE_SCATTER, "AicpuReduceScatterSequenceMeshConcurNHR", 8},
+    /* the mesh kernel also runs CANN's single-channel form (ALIASES) */
+    {HCCL_CMD_ALLTOALL, "AicpuAllToAllSoleMesh", 1},
+    {HCCL_CMD_ALLTOALL, "AicpuAllToAllSoleMeshSingleChannel", 1},
+    {HCCL_CMD_ALLTOALLV, "AicpuAllToAllVSoleMesh", 1},
+    /* kernels of the emulator's own (CANN's names for their ops have no kernel yet) */
+    {HCCL_CMD_BROADCAST, "mesh", 1},
+    {HCCL_CMD_REDUCE, "mesh", 1},
+    {HCCL_CMD_SCATTER, "mesh", 1},
+    {HCCL_CMD_GATHER, "mesh", 1},
 };
 
 /* The collective whose kernel table a call uses (the C API runs AllGatherV and AlltoAllVC on the
@@ -1022,9 +1044,10 @@ std::string kernel_table_json() {
 /* ---------------------------------------------------------------- one call's selection */
 
 std::string Selection::json() const {
-    std::string s = strprintf("{\"name\":\"%s\",\"cann\":\"%s\",\"source\":\"%s\",\"how\":\"%s\",\"kernel\":%d,"
+    std::string s = strprintf("{\"chosen\":\"%s\",\"name\":\"%s\",\"cann\":\"%s\",\"source\":\"%s\",\"how\":\"%s\",\"kernel\":%d,"
                               "\"tuner_matched\":%d,\"entries\":[",
-                              json_escape(name).c_str(), json_escape(cann).c_str(), json_escape(source).c_str(),
+                              json_escape(chosen).c_str(), json_escape(name).c_str(), json_escape(cann).c_str(),
+                              json_escape(source).c_str(),
                               json_escape(how).c_str(), kernel, tuner_matched ? 1 : 0);
     for (size_t i = 0; i < entries.size(); i++) {
         const CostEntry& e = entries[i];
@@ -1038,6 +1061,56 @@ std::string Selection::json() const {
 
 namespace {
 
+/* NHR's pairs over `group` (NHR.md: in step s a rank exchanges with the ranks 2^s away). */
+void nhr_pairs(const std::vector<uint32_t>& group, std::set<std::pair<uint32_t, uint32_t>>* out) {
+    const size_t p = group.size();
+    for (size_t d = 1; d < p; d <<= 1)
+        for (size_t i = 0; i < p; i++) {
+            uint32_t a = group[i], b = group[(i + d) % p];
+            if (a != b) out->insert({std::min(a, b), std::max(a, b)});
+        }
+}
+
+/* The links algorithm `name` uses and whether one of them is down (*d, *shape = which part of it):
+ * the multi-level ones a mesh inside each server and NHR among the ranks of the same local index;
+ * the sole NHR ones NHR over every rank; anything else (the meshes, the emulator's own kernels)
+ * every pair. */
+bool needs_downed_link(const Topology& t, int coll, const std::string& name, std::pair<uint32_t, uint32_t>* d,
+                       std::string* shape) {
+    (void)coll;
+    std::set<std::pair<uint32_t, uint32_t>> need;
+    const bool levels = name.find("Parallel") != std::string::npos || name.find("Sequence") != std::string::npos;
+    std::vector<std::vector<uint32_t>> servers(t.nservers);
+    for (uint32_t r = 0; r < t.nranks; r++) servers[t.server[r]].push_back(r);
+    bool equal = std::all_of(servers.begin(), servers.end(), [&](auto& s) { return s.size() == servers[0].size(); });
+    if (levels && t.nservers > 1 && equal) {
+        *shape = "a mesh inside each server, NHR among the ranks of the same local index";
+        for (auto& s : servers)
+            for (size_t i = 0; i < s.size(); i++)
+                for (size_t j = i + 1; j < s.size(); j++) need.insert({s[i], s[j]});
+        for (size_t j = 0; j < servers[0].size(); j++) {
+            std::vector<uint32_t> g;
+            for (auto& s : servers) g.push_back(s[j]);
+            nhr_pairs(g, &need);
+        }
+    } else if (name.find("NHR") != std::string::npos) {
+        *shape = "NHR over every rank";
+        std::vector<uint32_t> all(t.nranks);
+        for (uint32_t r = 0; r < t.nranks; r++) all[r] = r;
+        nhr_pairs(all, &need);
+    } else {
+        *shape = "a channel to every peer";
+        for (uint32_t a = 0; a < t.nranks; a++)
+            for (uint32_t b = a + 1; b < t.nranks; b++) need.insert({a, b});
+    }
+    for (auto& x : t.down)
+        if (need.count(x)) {
+            *d = x;
+            return true;
+        }
+    return false;
+}
+
 /* The choice without a communicator: topology fields, CANN's rule or HCCL_ALGO, the kernel. The
  * cost table and the tuner plugin need the communicator (select_algo). */
 int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg, const AlgoQuery& q,
@@ -1048,25 +1121,6 @@ int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg
     if (auto_select(info, q, &pick, &why)) {
         out->cann = pick.name;
         out->source = pick.source;
-    }
-    /* a downed link: CANN's algorithms need it (they connect the pairs of ranks they exchange data
-     * with, and CANN's own topology calculation fails on the ranks of a server without the link),
-     * so the collective fails on every rank at once. Point-to-point calls need only their peer's
-     * link (the channel says so); a kernel of the emulator's own, forced by name, knows which
-     * links it uses (the two-level one: those inside each server and between same-index ranks). */
-    const bool own_kernel = !forced.empty() && !registered(q.coll, forced) && kernel_algo_id(q.coll, forced) >= 0;
-    if (is_collective(q.coll) && !topo.down.empty() && !own_kernel) {
-        std::string links;
-        for (auto& d : topo.down)
-            links += strprintf("%s%s link %u-%u", links.empty() ? "" : ", ", link_type_name(topo.link(d.first, d.second)),
-                               d.first, d.second);
-        std::string what = !forced.empty() ? forced : !out->cann.empty() ? "CANN's algorithm " + out->cann : "the built-in";
-        *err = strprintf("%s: %s needs every link among the ranks, but the %s %s down (HCOMM_KIT_LINKS_DOWN=%s)%s; "
-                         "route around it with an operator of your own (examples/allreduce_route)",
-                         coll_label(q.coll), what.c_str(), links.c_str(), topo.down.size() > 1 ? "are" : "is",
-                         getenv("HCOMM_KIT_LINKS_DOWN") ? getenv("HCOMM_KIT_LINKS_DOWN") : "",
-                         info.error.empty() ? "" : ("; on CANN " + info.error).c_str());
-        return HCCL_E_NETWORK;
     }
     const std::vector<std::string>& names = cann_algorithms(q.coll);
     std::string name;
@@ -1150,7 +1204,23 @@ int choose(const CannTopoInfo& info, const Topology& topo, const AlgoConfig& cfg
             out->how = "auto (" + why + ")";
         }
     }
-    out->name = name;
+    out->chosen = out->name = name;
+    /* a link the algorithm needs taken down: it fails on every rank at once, naming the link
+     * (CANN's own topology calculation already fails on the ranks of a server without it;
+     * elsewhere its channels would). Point-to-point calls need only their peer's link. */
+    if (is_collective(q.coll) && !topo.down.empty()) {
+        std::pair<uint32_t, uint32_t> d;
+        std::string shape;
+        if (needs_downed_link(topo, q.coll, name, &d, &shape)) {
+            const char* env = getenv("HCOMM_KIT_LINKS_DOWN");
+            *err = strprintf("%s: %s needs the %s link %u-%u (%s), which is down (HCOMM_KIT_LINKS_DOWN=%s)%s; route "
+                             "around it with an operator of your own (examples/allreduce_route)",
+                             coll_label(q.coll), name.empty() ? "the built-in" : name.c_str(),
+                             link_type_name(topo.link(d.first, d.second)), d.first, d.second, shape.c_str(),
+                             env ? env : "", info.error.empty() ? "" : ("; on CANN " + info.error).c_str());
+            return HCCL_E_NETWORK;
+        }
+    }
     out->kernel = name.empty() ? 0 : kernel_algo_id(q.coll, name);
     if (out->kernel < 0) {
         if (!forced.empty()) {
@@ -1182,9 +1252,11 @@ int select_algo(Comm* c, const AlgoQuery& q, const std::string& forced, Selectio
     const uint64_t bytes = q.count * dtype_size(q.dtype);
     if (hccl_hooks.trace_note)
         hccl_hooks.trace_note(c, "algorithm selection",
-                              strprintf("\"collective\":\"%s\",\"bytes\":%llu,\"chosen\":\"%s\",\"cann\":\"%s\","
-                                        "\"source\":\"%s\",\"how\":\"%s\",\"tuner_matched\":%d,\"costs\":{%s}",
-                                        coll_label(q.coll), (unsigned long long)bytes, json_escape(out->name).c_str(),
+                              strprintf("\"collective\":\"%s\",\"bytes\":%llu,\"chosen\":\"%s\",\"ran\":\"%s\","
+                                        "\"cann\":\"%s\",\"source\":\"%s\",\"how\":\"%s\",\"tuner_matched\":%d,"
+                                        "\"costs\":{%s}",
+                                        coll_label(q.coll), (unsigned long long)bytes, json_escape(out->chosen).c_str(),
+                                        out->name.empty() ? "the kernel's own choice" : json_escape(out->name).c_str(),
                                         out->cann.c_str(), out->source.c_str(), json_escape(out->how).c_str(),
                                         out->tuner_matched ? 1 : 0, costs_json(*out).c_str()));
     if (c->rank == 0 && g_log_level >= LOG_INFO) {
@@ -1194,7 +1266,7 @@ int select_algo(Comm* c, const AlgoQuery& q, const std::string& forced, Selectio
                                e.cost != e.model_cost ? strprintf(" (cost model %.6g)", (double)e.model_cost).c_str() : "");
         EMU_LOG(LOG_INFO, "[Selector] %s of %llu bytes (%s) on %s: %s%s%s (%s%s%s)%s", coll_label(q.coll),
                 (unsigned long long)bytes, dtype_name(q.dtype), c->name.c_str(), table.c_str(),
-                table.empty() ? "" : " -> ", out->name.empty() ? "the kernel's own choice" : out->name.c_str(),
+                table.empty() ? "" : " -> ", out->chosen.empty() ? "the kernel's own choice" : out->chosen.c_str(),
                 out->how.c_str(), out->source.empty() ? "" : "; CANN's rule: ", out->source.c_str(),
                 out->tuner_matched ? " (tuner plugin matched)" : "");
     }
@@ -1329,3 +1401,29 @@ EMU_API int32_t HcommKitAlgoConfigCheck(const char* text, char* msg, uint64_t ms
 
 /* The built-in kernels' algorithm names and OpParam.algo ids, as JSON. */
 EMU_API int32_t HcommKitAlgoKernels(char* out, uint64_t outLen) { return give(kernel_table_json(), out, outLen); }
+
+/* HCCL_ALGO applied to CANN's registered algorithms of collType (tests, tools): {"decided", "rule",
+ * "kept": [names], "kernel": an emulator kernel the documented form names, or ""}; minus an HCCL
+ * code (HCCL_E_PARA: malformed; HCCL_E_NOT_SUPPORT: the documented form names no algorithm of
+ * CANN's or kernel of the emulator's), with the message. */
+EMU_API int32_t HcommKitAlgoConfigApply(const char* text, int32_t collType, char* out, uint64_t outLen) {
+    AlgoConfig cfg;
+    std::string err;
+    if (int rc = parse_algo_config(text ? text : "", &cfg, &err)) return -(int32_t)seterr_str(rc, __func__, err);
+    const std::vector<std::string>& names = cann_algorithms(collType);
+    std::vector<bool> kept;
+    std::string rule, kernel;
+    bool decided = cfg.executor_grammar ? apply_algo_config(cfg, collType, names, &kept, &rule)
+                                        : level_filter(cfg, collType, names, &kept, &rule, &kernel, &err);
+    if (!err.empty()) return -(int32_t)seterr_str(HCCL_E_NOT_SUPPORT, __func__, err);
+    if (kept.size() != names.size()) kept.assign(names.size(), true);
+    std::string j = strprintf("{\"decided\":%s,\"rule\":\"%s\",\"kernel\":\"%s\",\"kept\":[", decided ? "true" : "false",
+                              rule.c_str(), kernel.c_str());
+    bool first = true;
+    for (size_t i = 0; i < names.size(); i++)
+        if (kept[i]) {
+            j += strprintf("%s\"%s\"", first ? "" : ",", names[i].c_str());
+            first = false;
+        }
+    return give(j + "]}", out, outLen);
+}

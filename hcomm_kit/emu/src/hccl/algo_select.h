@@ -118,7 +118,8 @@ struct CostEntry { /* one entry of CANN's cost table (new selector) */
     float model_cost = 0, cost = 0; /* before and after the tuner plugin */
 };
 struct Selection {
-    std::string name;    /* the algorithm that runs */
+    std::string chosen;  /* the algorithm chosen (CANN's name, or an emulator kernel's) */
+    std::string name;    /* the algorithm that runs: chosen, or "" when no kernel implements it */
     std::string cann;    /* CANN's own choice (before HCCL_ALGO / forcing) */
     std::string source;  /* file:line of CANN's source for that choice */
     std::string how;     /* "auto", "HCCL_ALGO ...", "algorithm= ...", "cost table", "tuner plugin" */

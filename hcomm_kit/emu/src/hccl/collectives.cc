@@ -329,10 +329,12 @@ int resources(Call& k) {
     return HCCL_SUCCESS;
 }
 
-/* Every peer's channel (the collectives). */
+/* Every peer's channel (the collectives), but none over a link taken down: as the Python path
+ * gives an operator, its handle stays 0 (the selection already refused an algorithm that needs it). */
 int mesh(Call& k) {
     std::vector<uint32_t> peers;
-    for (uint32_t p = 0; p < k.c->nranks; p++) peers.push_back(p);
+    for (uint32_t p = 0; p < k.c->nranks; p++)
+        if (p == k.c->rank || !k.c->topo.is_down(k.c->rank, p)) peers.push_back(p);
     return ensure_channels(k.comm, k.c, *k.res, peers, k.api);
 }
 
