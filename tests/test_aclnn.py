@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import subprocess
 import sys
@@ -325,6 +326,12 @@ def test_invoker_matches_load_op(comm) -> None:
     assert isinstance(yb, DeviceBuffer)
     np.testing.assert_array_equal(yb.numpy(), expected("ring-allreduce", comm.rank, comm.size, 256, "int32"))
     np.testing.assert_array_equal(w2.wait(), expected("ring-allreduce", comm.rank, comm.size, 64, "fp32"))
+    # a temporary device buffer as input: the Work keeps it until the kernel has run (it was freed as
+    # soon as invoke returned, and the kernel read freed memory: 507018 "not device memory")
+    w3 = aclnn.invoke("RingSum", DeviceBuffer.from_numpy(make_input(comm.rank, 1000, "fp32")), group=comm,
+                      stream=aclnn.stream_pool(comm.rt).get(1))
+    gc.collect()
+    np.testing.assert_array_equal(w3.wait().numpy(), expected("ring-allreduce", comm.rank, comm.size, 1000, "fp32"))
     try:
         import torch
     except ImportError:

@@ -60,3 +60,15 @@ def test_routed_allreduce_example(tmp_path: Path) -> None:
         assert r["builtin_links_up"] and r["builtin_model_time_us"] > 0 and r["builtin_time_us"] is None, r
         assert "0-1 is down" in r["builtin_why"] and r["builtin_algorithm"] != "auto", r
         assert r["builtin_formula_us"] == pytest.approx(formula("allreduce", family, "A2:1x8", size).us), r
+
+
+def test_every_example_runs_in_the_suite() -> None:
+    """Each program and operator of examples/ is run by some test of the suite (this file, the
+    documentation's, the torch and topology tests): a new example needs its test."""
+    tests = Path(__file__).resolve().parent
+    text = "\n".join(p.read_text() for p in tests.glob("test_*.py") if p.name != "test_examples.py")
+    text += (tests / "test_examples.py").read_text().split("def test_every_example_runs_in_the_suite", 1)[0]
+    examples = [p for p in sorted(EXAMPLES.iterdir()) if p.suffix == ".py" or (p / "op.toml").is_file()]
+    assert len(examples) >= 5
+    missing = [p.name for p in examples if f'"{p.name}"' not in text and f'"{p.stem}"' not in text]
+    assert not missing, f"examples without a test that runs them: {missing}"

@@ -548,7 +548,11 @@ def test_python_m_help() -> None:
     assert proc.returncode == 0
     assert "doctor" in proc.stdout and "config" in proc.stdout
     ver = subprocess.run([sys.executable, "-m", "hcomm_kit", "--version"], capture_output=True, text=True, timeout=60)
-    assert ver.stdout.strip() == "hcomm-kit 0.1.0"
+    from hcomm_kit import __version__
+
+    assert ver.stdout.strip() == f"hcomm-kit {__version__}"
+    # the version is a release of CHANGELOG.md (the user's record of what it holds)
+    assert f"## [{__version__}] - " in (REPO / "CHANGELOG.md").read_text(), f"CHANGELOG.md has no section {__version__}"
 
 
 def test_doctor_env_table(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

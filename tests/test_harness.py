@@ -172,11 +172,3 @@ def test_test_command(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed" in proc.stdout, proc.stdout
-
-
-def test_demo() -> None:
-    proc = subprocess.run([sys.executable, "-m", "hcomm_kit", "demo", "--count", "1000"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "ring-allreduce" in proc.stdout and "mesh-allgather" in proc.stdout
-    assert "all results match numpy" in proc.stdout

@@ -1,4 +1,4 @@
-"""The timing model (hcomm_kit/emu/src/model/, docs "Predicted time").
+"""The timing model (hcomm_kit/emu/src/model/, docs/predicted-time.md).
 
 The model is deterministic, so these are ordinary tests, not timed ones:
  (a) calibration: a 2-rank operator whose kernel writes one block to its peer and reads one
@@ -508,6 +508,7 @@ def test_explain_says_what_bound_the_time(tmp_path: Path) -> None:
         assert needle in text, text
 
 
+@pytest.mark.slow  # one more job of its own: the views and keys are checked in the quick run above
 def test_explain_cli_compares_two_operators(tmp_path: Path) -> None:
     """`hcomm-kit model explain allgather --compare OPDIR --json` on A2:1x2 at two sizes: one run
     per subject and size, in turn, each with the explain keys and a summary; the side-by-side view

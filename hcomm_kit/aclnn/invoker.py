@@ -157,13 +157,20 @@ def get_op(name: str) -> AclnnOp:
 
 
 class Work:
-    """Handle of one :func:`invoke`: :meth:`wait` returns the output; :meth:`is_completed` polls."""
+    """Handle of one :func:`invoke`: :meth:`wait` returns the output; :meth:`is_completed` polls.
 
-    def __init__(self, op: AclnnOp, event: Event, finish, cleanup) -> None:
+    It holds the call's input and output (device buffers and views included) until the operator
+    has finished, so a temporary passed to :func:`invoke` (``invoke(name, comm.to_device(x), ...)``)
+    is not freed while the kernel still reads it.
+    """
+
+    def __init__(self, op: AclnnOp, event: Event, finish, cleanup, keep: tuple = ()) -> None:
         self._op, self._event, self._finish, self._cleanup = op, event, finish, cleanup
         self._done, self._result, self._error = False, None, None
+        self._keep = keep  # the operands, released once the operator has finished
 
     def is_completed(self) -> bool:
+        """True once the operator has finished (or :meth:`wait` has returned)."""
         return self._done or self._event.query()
 
     def wait(self, timeout: float | None = None) -> Any:
@@ -198,9 +205,10 @@ class Work:
             except BaseException as exc:
                 self._error = exc
             finally:
-                if not timed_out:  # a running operator keeps its workspace and staging blocks
+                if not timed_out:  # a running operator keeps its workspace, staging blocks and operands
                     self._cleanup()
                     self._event.close()
+                    self._keep = ()
         if self._error is not None:
             raise self._error
         return self._result
@@ -306,7 +314,7 @@ def invoke(name: str, x: Any, out: Any = None, *, group: Any, reduce_op: Any = N
             _copy_out(rt, yo)
         return result
 
-    return Work(op, ev, finish, cleanup)
+    return Work(op, ev, finish, cleanup, keep=(x, out))
 
 
 def _invoke_builtin(op: BuiltinOp, x: Any, out: Any, *, group: Any, reduce_op: Any, root: int,
@@ -334,7 +342,7 @@ def _invoke_builtin(op: BuiltinOp, x: Any, out: Any, *, group: Any, reduce_op: A
     except BaseException:
         cleanup()
         raise
-    return Work(op, ev, call.finish, cleanup)  # type: ignore[arg-type]
+    return Work(op, ev, call.finish, cleanup, keep=(x, out, params))  # type: ignore[arg-type]
 
 
 def _group_info(group: Any) -> tuple[str, int, int]:

@@ -115,6 +115,7 @@ class TensorDesc:
         self.handle = h
 
     def close(self) -> None:
+        """Destroy the aclTensor (``aclDestroyTensor``; again: nothing)."""
         if self.handle:
             self.api.aclDestroyTensor(self.handle)
             self.handle = 0

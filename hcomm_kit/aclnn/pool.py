@@ -98,12 +98,14 @@ class StreamPool:
         self._lock = threading.Lock()
 
     def get(self, index: int = 0) -> Stream:
+        """The pool's stream ``index`` of this device (created on first use; 0 is the default of ``invoke``)."""
         with self._lock:
             while len(self._streams) <= index:
                 self._streams.append(Stream(self.rt))
             return self._streams[index]
 
     def close(self) -> None:
+        """Destroy every stream of the pool (when no work on them is pending)."""
         with self._lock:
             for s in self._streams:
                 s.close()

@@ -21,7 +21,8 @@ from pathlib import Path
 from .errors import ConfigError
 from .resources import emu_dir
 
-__all__ = ["LinkParams", "ModelParams", "PARAMS_DIR", "LINK_TYPES", "OPS", "products", "load", "to_json"]
+__all__ = ["LinkParams", "ModelParams", "PARAMS_DIR", "LINK_TYPES", "OPS", "products", "load", "to_json",
+           "calibration_table"]
 
 #: Where the product files live (shipped inside the package with the emulator sources).
 PARAMS_DIR = emu_dir() / "src" / "model" / "params"
@@ -155,3 +156,21 @@ def to_json() -> str:
                       for k, v in p.links.items()},
         }
     return json.dumps(out, indent=1)
+
+
+def calibration_table(products_: list[str] | None = None) -> str:
+    """The calibration points of ``products_`` (default: all) as a Markdown table: HIXL's figure
+    beside the model's for one transfer of the block (latency + bytes at the write or read
+    figure, what the emulator's modelled transfer takes: tests/test_model.py checks both)."""
+    lines = ["| product | link | op | block | HIXL (GB/s) | model (GB/s) | model / HIXL | source |",
+             "|---|---|---|---:|---:|---:|---:|---|"]
+    for name in products_ or products():
+        p = load(name)
+        for c in p.calibration:
+            lp = p.links[c["link"]]
+            model = c["bytes"] / lp.transfer_us(c["bytes"], c["op"]) / 1e3
+            b = c["bytes"]
+            block = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+            lines.append(f"| {p.product} | {c['link']} | {c['op']} | {block} | {c['GBps']:.3f} | {model:.3f} | "
+                         f"{model / c['GBps']:.2f} | {c['source']} |")
+    return "\n".join(lines)

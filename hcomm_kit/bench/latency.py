@@ -1,4 +1,4 @@
-"""``hcomm-kit bench --latency``: the small-message latency table of issue 23 in one command.
+"""``hcomm-kit bench --latency``: the small-message latency table in one command.
 
 For 2, 4 and 8 ranks, one job each (repeated ``--runs`` times), every rank measures the fp32 sum
 allreduce of 8 B, 512 B and 32 KiB (and 64 MiB on 2 ranks) three ways in the same job:

@@ -57,10 +57,14 @@ def builtin_dirs() -> list[Path]:
 
 
 def builtin_inputs() -> list[Path]:
-    """Every file the built-ins are made from (sources, headers, op.toml, op-info JSON), sorted."""
+    """Every file the built-ins are made from (sources, headers, op.toml, op-info JSON), sorted.
+
+    Hidden files (``.hcomm-kit-answers.json`` of ``hcomm-kit new``, ``.dev/``) are not inputs: the
+    wheel leaves them out, and an installed package must find the checkout's build in the cache.
+    """
     root = aicpu_kernels_dir()
-    files = [p for p in root.rglob("*") if p.is_file() and "tests" not in p.relative_to(root).parts
-             and p.suffix in (".cc", ".cpp", ".h", ".toml", ".json")]
+    files = [p for p in root.rglob("*") if p.is_file() and "tests" not in (parts := p.relative_to(root).parts)
+             and not any(part.startswith(".") for part in parts) and p.suffix in (".cc", ".cpp", ".h", ".toml", ".json")]
     return sorted(files)
 
 

@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import argparse
+import re
+from pathlib import Path
 
 HELP = "show a documentation page shipped with hcomm-kit (e.g. `hcomm-kit docs hcomm`)"
 
@@ -45,5 +47,32 @@ def run(args: argparse.Namespace) -> int:
     path = found.get(args.topic)
     if path is None:
         raise ConfigError(f"no page {args.topic!r}; pages: {', '.join(found)}", key="TOPIC")
-    print(path if args.path else path.read_text(), end="\n" if args.path else "")
+    print(path if args.path else _expand_snippets(path), end="\n" if args.path else "")
     return 0
+
+
+_SNIPPET = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$')
+
+
+def _expand_snippets(page: Path) -> str:
+    """The page's text with the site's includes (``--8<-- "README.md:tour"``, pymdownx.snippets)
+    replaced by the section they name, read beside the docs directory (a checkout), or by a
+    pointer to it where the file is not there (an installed package)."""
+    out = []
+    for line in page.read_text().splitlines(keepends=True):
+        m = _SNIPPET.match(line.strip())
+        if not m:
+            out.append(line)
+            continue
+        source = page.parent.parent / m.group(1)
+        if not source.is_file():
+            out.append(f"(see {m.group(1)} of hcomm-kit's source, or the documentation site)\n")
+            continue
+        text = source.read_text()
+        if m.group(2):
+            begin, end = f"--8<-- [start:{m.group(2)}]", f"--8<-- [end:{m.group(2)}]"
+            text = text.split(begin, 1)[-1].split(end, 1)[0]
+            text = text.split("\n", 1)[1] if "\n" in text else text  # the rest of the marker's line
+            text = text.rsplit("\n", 1)[0] + "\n"                     # the start of the end marker's line
+        out.append(text)
+    return "".join(out)

@@ -8,7 +8,7 @@
 
 explain runs one call of COLLECTIVE (a built-in) or OPDIR (an operator directory) on N ranks in
 the emulator per size, then simulates the tasks every rank's kernel issued on the product's
-parameters (docs "Predicted time") and says what bound the modelled time: the time by bound along
+parameters (docs/predicted-time.md) and says what bound the modelled time: the time by bound along
 the critical path (the AICPU's issue, a link, a local copy / reduction, a peer's notify, the host
 launch) and why, in sentences naming the ranks, threads and links; every directed link's bytes,
 busy time and utilisation, the idle links; every device thread's use; the critical path in
@@ -18,7 +18,7 @@ or port). --compare OTHER runs a second operator or built-in on the same ranks, 
 sizes and puts the two side by side. --json prints all of it (one object per run; the keys are
 HcommKitModelExplain's, see emu_ext.h, plus "subject", "size" and "summary": {"bound_us",
 "dominant", "why"}), --all adds every task. params prints a product's parameters with their
-sources (model/params/<product>.toml).
+sources (model/params/<product>.toml), --calibration its calibration table.
 """
 
 from __future__ import annotations
@@ -61,20 +61,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
     pa = sub.add_parser("params", help="print a product's parameters and their sources")
     pa.add_argument("product", nargs="?", default=None, help="A2, A3 or 950 (default: all)")
+    pa.add_argument("--calibration", action="store_true",
+                    help="print the calibration table (HIXL's figure beside the model's) instead of the file")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.model_command == "params":
-        return _params(args.product)
+        return _params(args.product, args.calibration)
     if args.model_command != "explain":
         print("hcomm-kit model: choose explain or params (hcomm-kit model -h)", file=sys.stderr)
         return 2
     return _explain(args)
 
 
-def _params(product: str | None) -> int:
+def _params(product: str | None, calibration: bool = False) -> int:
     from ..base import model_params
 
+    if calibration:
+        print(model_params.calibration_table([product] if product else None))
+        return 0
     for name in [product] if product else model_params.products():
         p = model_params.load(name)
         print(p.file.read_text().rstrip())

@@ -256,6 +256,7 @@ class Communicator:
     # ---- properties ------------------------------------------------------------------------
     @property
     def soc(self) -> str:
+        """The product the device emulates or is (``Ascend910B``, ``Ascend910_93``, ``Ascend950``)."""
         return self.device.soc
 
     @property
@@ -320,6 +321,7 @@ class Communicator:
 
     @property
     def closed(self) -> bool:
+        """True after :meth:`close` or :meth:`abort`."""
         return self._closed
 
     def _check_open(self) -> None:

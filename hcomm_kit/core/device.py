@@ -245,6 +245,7 @@ class DeviceBuffer:
 
     @property
     def size(self) -> int:
+        """Elements (``nbytes`` over the dtype's size)."""
         return self.nbytes // self.dtype.itemsize
 
     def __len__(self) -> int:

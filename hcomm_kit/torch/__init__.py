@@ -29,6 +29,7 @@ __all__ = ["BACKEND_NAME", "register", "ProcessGroupHcomm", "HcommWork", "allred
            "registration_stats", "apply_launcher_env"]
 
 BACKEND_NAME = "hcomm"
+"""The backend's name in ``torch.distributed`` (``dist.init_process_group("hcomm")``)."""
 
 _LAZY = {
     "ProcessGroupHcomm": "hcomm_kit.torch.process_group",

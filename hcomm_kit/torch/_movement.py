@@ -244,5 +244,10 @@ class _DataMovement:
         return self._submit(what, [t], run)
 
     def recv_anysource(self, tensors: Any, tag: int = 0) -> HcommWork:
+        """Not supported: HCCL's point-to-point calls need the peer.
+
+        Raises:
+            NotImplementedError: always (``dist.recv`` without ``src``); pass ``src=``.
+        """
         raise NotImplementedError("hcomm: recv_anysource (dist.recv without src) is not supported: HCCL "
                                   "point-to-point needs the peer; pass src=")

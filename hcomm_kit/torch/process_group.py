@@ -109,19 +109,24 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
 
     # ---- identity ----------------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 - the C++ virtual's name
+        """``"hcomm"``."""
         return BACKEND_NAME
 
     # Group name and description: kept here (a C++ ProcessGroup keeps them in its backends).
     def getGroupName(self) -> str:  # noqa: N802
+        """The group's name, as torch set it."""
         return self._group_name
 
     def setGroupName(self, name: str) -> None:  # noqa: N802
+        """Set by torch when it creates the group (named in this backend's messages)."""
         self._group_name = str(name)
 
     def getGroupDesc(self) -> str:  # noqa: N802
+        """The group's description, as torch set it."""
         return self._group_desc
 
     def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        """Set by torch when it creates the group."""
         self._group_desc = str(desc)
 
     def _label(self) -> str:
@@ -275,6 +280,11 @@ class ProcessGroupHcomm(_Reductions, _DataMovement, dist.ProcessGroup):
         return self._submit("barrier", [], lambda st: comm.barrier(timeout=tmo), drain=True)
 
     def monitored_barrier(self, *args: Any, **kwargs: Any) -> None:
+        """Not supported (gloo only).
+
+        Raises:
+            NotImplementedError: always; ``dist.barrier``'s timeout names the collective that did not finish.
+        """
         raise NotImplementedError("hcomm: monitored_barrier is not supported (gloo only); use dist.barrier, "
                                   "whose timeout names the collective that did not finish")
 

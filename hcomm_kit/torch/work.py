@@ -167,17 +167,22 @@ class HcommWork(dist.Work):
         return self._completed
 
     def is_success(self) -> bool:
+        """True once the work has completed without an error."""
         return self._completed and self._exc is None
 
     def exception(self) -> BaseException | None:
+        """The error the work failed with, or None."""
         return self._exc
 
     def result(self) -> list:
+        """Wait for the work and return its output tensors."""
         self.wait()
         return self._outputs
 
     def source_rank(self) -> int:
+        """The rank a ``recv`` received from (-1 for other works)."""
         return self._source_rank
 
     def synchronize(self) -> None:
+        """Wait for the work (as :meth:`wait`)."""
         self.wait()
