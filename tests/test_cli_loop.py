@@ -299,7 +299,8 @@ def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
             "--plot", str(png))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "operator t_ring_allreduce_thread" in p.stdout and "kind allreduce: busbw factor 2(n-1)/n" in p.stdout
-    assert "builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | mpi_time(us)" in p.stdout
+    assert ("builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | builtin_model(us) | vs_builtin_model | "
+            "builtin_formula(us) | mpi_time(us)") in p.stdout
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert [r["size"] for r in rows] == [1024, 8192, 65536]
     for r in rows:

@@ -58,7 +58,7 @@ def test_routed_allreduce_example(tmp_path: Path) -> None:
         assert r["model_time_us"] <= limit, (size, r["model_time_us"])
         assert r["model_time_us"] <= 1.5 * formula("allreduce", family, "A2:1x8", size).us, r
         assert r["builtin_links_up"] and r["builtin_model_time_us"] > 0 and r["builtin_time_us"] is None, r
-        assert "0-1 is down" in r["builtin_why"] and r["builtin_algorithm"] != "auto", r
+        assert "HCOMM_KIT_LINKS_DOWN=0-1" in r["builtin_why"] and r["builtin_algorithm"] != "auto", r
         assert r["builtin_formula_us"] == pytest.approx(formula("allreduce", family, "A2:1x8", size).us), r
 
 

@@ -106,7 +106,7 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
 
 def _short_why(reason: str) -> str:
     """The table's few words for why the built-in cannot run (the row's builtin_why has it all)."""
-    links = re.findall(r"link (\d+-\d+) is down", reason)
+    links = re.findall(r"link (\d+-\d+)", reason)
     return f"cannot run: {links[0]} down" if links else "cannot run here"
 
 
