@@ -72,7 +72,7 @@ def _no_start(monkeypatch) -> None:
     ("launch --np 2 --timeout 0 -- true", {}, "--timeout 0"),
     ("run allreduce --np 2 -d nonsense", {}, "unknown dtype 'nonsense'"),
     ("run allreduce --np 2 -o xor", {}, "unknown reduce op 'xor'"),
-    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce has no such algorithm"),
+    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce: unknown algorithm 'foo'"),
     ("run allreduce --np 2", {"HCCL_BUFFSIZE": "abc"}, "HCCL_BUFFSIZE='abc'"),
     ("bench allreduce --np 2", {"HCCL_BUFFSIZE": "70000"}, "HCCL_BUFFSIZE='70000'"),  # the emulator's maximum
     ("launch --np 2 -- true", {"HCOMM_KIT_CHECK": "maybe"}, "HCOMM_KIT_CHECK='maybe'"),
@@ -326,7 +326,8 @@ def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
             "--plot", str(png))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "operator t_ring_allreduce_thread" in p.stdout and "kind allreduce: busbw factor 2(n-1)/n" in p.stdout
-    assert "builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | mpi_time(us)" in p.stdout
+    assert ("builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | builtin_model(us) | vs_builtin_model | "
+            "builtin_formula(us) | mpi_time(us)") in p.stdout
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert [r["size"] for r in rows] == [1024, 8192, 65536]
     for r in rows:

@@ -381,8 +381,8 @@ def test_run_checks_the_builtins_by_their_kind(tmp_path: Path) -> None:
     assert all(x["model_time_us"] and x["model_time_us"] > 0 for x in rows), rows
     assert all(x["time_us"] is None and x["busbw"] is None for x in rows), rows
     assert "one call, checked, not timed (--iters 0)" in r.stdout, r.stdout
-    r = _hk("run", "allgather", "--np", "3", "--iters", "0", "--algorithm", "ring", "--json", str(js))
-    assert r.returncode == 0 and json.loads(js.read_text())["algorithm"] == "ring", r.stdout + r.stderr
+    r = _hk("run", "allgather", "--np", "3", "--iters", "0", "--algorithm", "AicpuAllGatherSoleNHR", "--json", str(js))
+    assert r.returncode == 0 and json.loads(js.read_text())["algorithm"] == "AicpuAllGatherSoleNHR", r.stdout + r.stderr
 
 
 def _quick_first(patterns: list[str]) -> list:
@@ -409,6 +409,9 @@ def test_bench_passes_a_correct_reduce_and_compares_it_with_the_builtin_and_mpi(
         ("reduce", 2, "sum", "success", "reduce")}
     assert all(x["builtin_time_us"] and x["mpi_time_us"] for x in rows)
     assert "checked against the numpy reference hcomm_kit.ops.reference:reduce_root on the root" in r.stdout
+    # the built-in ran here: its own modelled time and algorithm, no note
+    assert all(x["builtin_model_time_us"] > 0 and not x["builtin_links_up"] and x["builtin_why"] is None
+               and x["builtin_algorithm"] not in (None, "auto") for x in rows), rows
 
 
 @pytest.mark.slow
@@ -430,14 +433,15 @@ def test_bench_passes_the_new_kinds_and_compares_them(ops, pattern: str, tmp_pat
 
 @pytest.mark.parametrize("pattern", _quick_first(list(BUGS)))
 def test_generated_tests_pass_with_every_root(ops, pattern: str) -> None:
-    r = _hk("test", str(ops["good"][pattern]), "--np", "3", "--", "-k", "int32 or fp16")
+    r = _hk("test", str(ops["good"][pattern]), "--np", "3", "--", "-k", "int32 or fp16", "-m", "not slow")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern", [p for p in BUGS if p not in NEW])
 def test_generated_tests_pass_at_8_ranks(ops, pattern: str) -> None:
-    r = _hk("test", str(ops["good"][pattern]), "--np", "8", "--", "-k", "int32", timeout=1800)  # bf16: 2-4 ranks
+    r = _hk("test", str(ops["good"][pattern]), "--np", "8", "--", "-k", "int32", "-m", "not slow",
+            timeout=1800)  # bf16: 2-4 ranks
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -487,7 +491,7 @@ def test_algorithm_selects_the_operators_algorithm_in_run_test_and_bench(ops) ->
     assert _hk("run", d, "--np", "3", "-r", "2", "--iters", "0", "--algorithm", "direct").returncode == 0
     r = _hk("run", d, "--np", "3", "-r", "2", "--iters", "0", "--algorithm", "broken")
     assert r.returncode == 1 and "MISMATCH" in r.stdout and "broken" in r.stdout, r.stdout + r.stderr
-    assert _hk("test", d, "--np", "3", "--algorithm", "direct", "--", "-k", "int32").returncode == 0
+    assert _hk("test", d, "--np", "3", "--algorithm", "direct", "--", "-k", "int32", "-m", "not slow").returncode == 0
     r = _hk("test", d, "--np", "3", "--", "-k", "int32 and 1031")
     assert r.returncode != 0 and "algo-broken" in r.stdout, r.stdout + r.stderr
     r = _hk("bench", d, "--np", "3", "-b", "4K", "-e", "4K", "-r", "1", "-n", "1", "-w", "0", "--algorithm", "broken")
@@ -503,7 +507,7 @@ def test_algorithm_names_are_checked_before_any_job_starts(ops) -> None:
         r = _hk(*cmd, "--algorithm", "brokne")
         assert r.returncode == 2 and "did you mean 'broken'" in r.stderr, (cmd, r.stderr)
     r = _hk("bench", d, "--np", "2", "--algorithm", "direct", "--compare", "builtin:rign")
-    assert r.returncode == 2 and "reduce has no such algorithm" in r.stderr, r.stderr
+    assert r.returncode == 2 and "reduce: unknown algorithm 'rign'" in r.stderr, r.stderr
 
 
 @pytest.mark.slow
@@ -511,7 +515,8 @@ def test_a_builtins_directory_is_tested_and_benched_by_its_kind() -> None:
     from hcomm_kit.base.resources import aicpu_kernels_dir
 
     d = aicpu_kernels_dir()
-    r = _hk("test", str(d / "reduce_scatter"), "--np", "3", "--algorithm", "ring", "--", "-k", "int32 and sum")
+    r = _hk("test", str(d / "reduce_scatter"), "--np", "3", "--algorithm", "AicpuReduceScatterSoleNHR", "--", "-k",
+            "int32 and sum")
     assert r.returncode == 0 and "passed" in r.stdout, r.stdout + r.stderr
     r = _hk("test", str(d / "scatter"), "--np", "3", "--", "-k", "bf16 and (-7- or 65537)")
     assert r.returncode == 0 and "passed" in r.stdout, r.stdout + r.stderr

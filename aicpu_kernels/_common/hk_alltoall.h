@@ -75,19 +75,6 @@ static inline HcclResult HkA2aExchange(const OpParam &param, ThreadHandle thread
     return HCCL_SUCCESS;
 }
 
-/* Largest block (bytes) for which HK_ALGO_AUTO picks mesh with 3+ ranks. Measured on the emulator
- * (2 cores, 4 ranks): mesh wins below ~32 KiB per block (every peer in flight at once), pairwise
- * above (no incast, one staging region, fewer threads competing). */
-#define HK_A2A_MESH_MAX_BLOCK_BYTES (32ull * 1024)
-
-/* HK_ALGO_AUTO: every rank must pick the same algorithm (their staging layouts differ), so the
- * choice depends only on job-wide facts: the rank count and, for alltoall, the block size
- * (uniformBlockBytes; UINT64_MAX when blocks differ per rank, as in alltoallv -> pairwise). */
-static inline uint32_t HkAlltoallAutoAlgo(uint32_t rankSize, uint64_t uniformBlockBytes)
-{
-    return (rankSize >= 3 && uniformBlockBytes <= HK_A2A_MESH_MAX_BLOCK_BYTES) ? HK_ALGO_MESH : HK_ALGO_PAIRWISE;
-}
-
 /* Run the all-to-all described by blocks[0..rankSize) (own block: blocks[rank], sendBytes must
  * equal recvBytes). `algo` (and so the staging layout) must be the same on every rank.
  * Validates resources before enqueuing anything. */
@@ -110,15 +97,12 @@ static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCt
     if (remoteBytes == 0) {  // nothing crosses ranks (1 rank, count 0, or only the own block)
         return HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset, own.recvBytes);
     }
-    if (algo == HK_ALGO_AUTO) {
-        algo = HkAlltoallAutoAlgo(n, uniformBlockBytes);
-    }
-    if (algo != HK_ALGO_PAIRWISE && algo != HK_ALGO_MESH) {
-        OP_LOG_ERROR("unknown algo %u (0 auto, %u pairwise, %u mesh), tag %s", algo, HK_ALGO_PAIRWISE,
-                     HK_ALGO_MESH, param.tag);
+    (void)uniformBlockBytes;
+    if (algo != HK_ALGO_AUTO && algo != HK_ALGO_MESH) {
+        OP_LOG_ERROR("unknown algo %u (0 auto, %u mesh), tag %s", algo, HK_ALGO_MESH, param.tag);
         return HCCL_E_PARA;
     }
-    if (algo == HK_ALGO_MESH && resCtx.threadNum < n) {
+    if (resCtx.threadNum < n) {
         OP_LOG_ERROR("mesh needs %u threads (main + one per peer), got %u, tag %s", n, resCtx.threadNum, param.tag);
         return HCCL_E_PARA;
     }
@@ -126,7 +110,7 @@ static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCt
     if (bufferBytes == 0) {
         return HCCL_E_PARA;
     }
-    const uint32_t regions = (algo == HK_ALGO_MESH) ? n - 1 : 1;
+    const uint32_t regions = n - 1;
     const uint64_t regionBytes = HkSliceBytes(bufferBytes / regions);
     if (regionBytes < 2 * HK_SLICE_ALIGN_BYTES) {
         OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u staging regions), tag %s",
@@ -134,32 +118,6 @@ static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCt
         return HCCL_E_MEMORY;
     }
     uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
-
-    if (algo == HK_ALGO_PAIRWISE) {
-        // The own block is copied by worker 1 (when there is one) while main runs the steps.
-        const uint32_t k = (resCtx.threadNum >= 2 && own.recvBytes != 0) ? 1 : 0;
-        if (k == 0) {
-            OP_CHECK(param.tag, HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset,
-                                       own.recvBytes));
-        } else {
-            OP_CHECK(param.tag, HkFanOut(param, resCtx, k));
-            OP_CHECK(param.tag, HkWorkerStart(param, resCtx, 1));
-            OP_CHECK(param.tag, HkCopy(param, resCtx.threads[1], output + own.recvOffset, input + own.sendOffset,
-                                       own.recvBytes));
-            OP_CHECK(param.tag, HkWorkerFinish(param, resCtx, 1, k));
-        }
-        for (uint32_t s = 1; s < n; ++s) {
-            const uint32_t dst = (rank + s) % n;
-            const uint32_t src = (rank + n - s) % n;
-            const ChannelInfo &chDst = resCtx.channels[dst];
-            const ChannelInfo &chSrc = resCtx.channels[src];
-            OP_CHECK(param.tag, HkA2aExchange(param, mainThread, regionBytes, chDst.handle, myBuf,
-                                              input + blocks[dst].sendOffset, blocks[dst].sendBytes, chSrc.handle,
-                                              static_cast<const uint8_t *>(chSrc.remoteBuffer.addr),
-                                              output + blocks[src].recvOffset, blocks[src].recvBytes));
-        }
-        return HkFanIn(param, resCtx, k);
-    }
 
     // Mesh: worker i exchanges with peer (rank + i) % n; main copies the own block meanwhile.
     const uint32_t k = n - 1;
