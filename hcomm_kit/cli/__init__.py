@@ -162,14 +162,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except UsageError as exc:
         print(f"hcomm-kit {args._command}: error: {exc}", file=sys.stderr)
+        _end_job_of_rank()
         return 2
     except HcommKitError as exc:
         print(f"hcomm-kit: error: {exc}", file=sys.stderr)
+        _end_job_of_rank()
         return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return _stdout_closed()
+
+
+def _end_job_of_rank() -> None:
+    """A rank of an MPI job (``hcomm-kit run/bench/test`` started its ranks) that failed ends the whole
+    job with ``MPI_Abort``: its peers may be waiting for it in an MPI call (the result check, a
+    barrier), and a normal exit would wait for them in ``MPI_Finalize``: a job that never ends."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized() or mpi.COMM_WORLD.Get_size() < 2:
+            return
+        sys.stderr.flush()
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - nothing to end
+        return
+    mpi.COMM_WORLD.Abort(1)
 
 
 def _stdout_closed() -> int:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..base import dtypes as _dtypes
-from ..base.errors import ConfigError
+from ..base.errors import CheckError, ConfigError
 from ..ops import reference
 
 __all__ = ["resolve_op", "make_input", "job_arguments", "run_ops", "format_table", "POISON_BYTE"]
@@ -123,12 +123,21 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         x = ins[comm.rank]
         dt = _dtypes.get_dtype(dtype)
         out_n = spec.output_count(count, comm.size, call.get("recv_counts"))
-        out = checked_call(comm, op, x, out_n, dt, dict(count=count, dtype=dtype, reduce_op=rop, root=root, **call))
+        finding = None  # the checker's finding on this rank (e.g. output the operator never wrote)
+        try:
+            out = checked_call(comm, op, x, out_n, dt, dict(count=count, dtype=dtype, reduce_op=rop, root=root,
+                                                            **call))
+        except CheckError as exc:  # the call failed here only: the ranks agree on the row below
+            finding, out = str(exc), None
+            print(f"hcomm-kit: operator {spec.name}: {finding}", file=sys.stderr, flush=True)
         exps = expected_outputs(spec, ins, dtype=dtype, reduce_op=rop, root=root or 0, params=a["ref"])
         has_ref = exps is not None
         exp = exps[comm.rank] if has_ref else None
         err = 0.0
         wrong = 0
+        if _job_max(comm, float(finding is not None)) > 0:  # a finding on some rank: no timing, a failed row
+            rows.append(_row(spec, comm, dtype, rop, root, count, call, has_ref, float("inf"), None, 0, None))
+            continue
         if exp is not None:
             # the inputs are small integers: every kind's result is exact, reductions too
             wrong, err = compare(out, exp, dtype)
@@ -154,15 +163,32 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         elif comm.size > 1:  # ranks on several hosts: no job-wide MPI world, the communicator itself
             both = comm.all_reduce(np.array([err if has_ref else 0.0, dt_us or 0.0], np.float32), "max")
             err, dt_us = (float(both[0]) if has_ref else err), (float(both[1]) if dt_us is not None else None)
-        ok = (err == 0.0) if has_ref else None
-        rows.append({"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
-                     "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,
-                     "algorithm": call.get("algorithm"),
-                     "reference": spec.reference or spec.kind_info.reference,
-                     "checked": spec.kind_info.checked if has_ref else None,
-                     "max_error": (err if math.isfinite(err) else "inf") if has_ref else None,
-                     "us_per_call": dt_us, "iters": iters, "ok": ok, "model_time_us": model_us})
+        rows.append(_row(spec, comm, dtype, rop, root, count, call, has_ref, err, dt_us, iters, model_us))
     return rows
+
+
+def _job_max(comm, value: float) -> float:
+    """The largest ``value`` of all ranks (the job's MPI world, or the communicator across hosts)."""
+    if comm.mpi_comm is not None:
+        from mpi4py import MPI
+
+        return float(comm.mpi_comm.allreduce(value, op=MPI.MAX))
+    if comm.size > 1:
+        return float(comm.all_reduce(np.array([value], np.float32), "max")[0])
+    return value
+
+
+def _row(spec, comm, dtype: str, rop: str | None, root: int | None, count: int, call: dict, has_ref: bool,
+         err: float, dt_us: float | None, iters: int, model_us: float | None) -> dict[str, Any]:
+    """One row of :func:`run_ops` (``err``: the largest error of all ranks; inf for a checker's finding)."""
+    return {"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
+            "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,
+            "algorithm": call.get("algorithm"),
+            "reference": spec.reference or spec.kind_info.reference,
+            "checked": spec.kind_info.checked if has_ref else None,
+            "max_error": (err if math.isfinite(err) else "inf") if has_ref else None,
+            "us_per_call": dt_us, "iters": iters, "ok": ((err == 0.0) if has_ref else None) if math.isfinite(err)
+            else False, "model_time_us": model_us}
 
 
 def _model_time(comm) -> float | None:
