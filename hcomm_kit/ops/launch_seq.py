@@ -80,6 +80,9 @@ class LaunchSequence:
                 self._check_params(params)  # raises
             if self._a2a3_gate:
                 self._check_product_reduce(dt_value, rop)
+            if res is None and self.spec.topology == "ring":  # a ring across a downed link: refused alike everywhere
+                topo = getattr(self.comm, "topology", None)
+                self.spec.ring_layout(self.comm.size, tuple(topo.links_down) if topo is not None else ())
             self._check_now(check)
             check = None
             try:
