@@ -133,36 +133,26 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         exps = expected_outputs(spec, ins, dtype=dtype, reduce_op=rop, root=root or 0, params=a["ref"])
         has_ref = exps is not None
         exp = exps[comm.rank] if has_ref else None
-        err = 0.0
-        wrong = 0
-        if _job_max(comm, float(finding is not None)) > 0:  # a finding on some rank: no timing, a failed row
-            rows.append(_row(spec, comm, dtype, rop, root, count, call, has_ref, float("inf"), None, 0, None))
-            continue
-        if exp is not None:
+        err = float("inf") if finding is not None else 0.0
+        if exp is not None and finding is None:
             # the inputs are small integers: every kind's result is exact, reductions too
             wrong, err = compare(out, exp, dtype)
             if wrong and err == 0.0:
                 err = float("inf")  # bit-level difference (e.g. NaN payloads): never reported as 0
+        # One allreduce on every rank, whatever its output (a rank whose output the kind does not
+        # check contributes 0; a wrong output or a checker's finding is +inf, never NaN): the
+        # ranks agree on the row, and on timing only an operator that passed.
+        err = _job_max(comm, err)
         dt_us: float | None = None
-        if iters > 0:
+        if iters > 0 and err == 0.0:
             comm.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
                 op(x, count=count, dtype=dtype, reduce_op=rop, root=root, **call)
-            dt_us = (time.perf_counter() - t0) / iters * 1e6
+            dt_us = _job_max(comm, (time.perf_counter() - t0) / iters * 1e6)
         model_us = _model_time(comm)  # the last call (the checked one when nothing was timed)
-        # Every rank joins (whether there is a reference is the same on all ranks; a rank whose
-        # output the kind does not check contributes 0; a wrong output is +inf, never NaN).
-        if comm.mpi_comm is not None:
-            from mpi4py import MPI
-
-            if has_ref:
-                err = comm.mpi_comm.allreduce(err, op=MPI.MAX)
-            if dt_us is not None:
-                dt_us = comm.mpi_comm.allreduce(dt_us, op=MPI.MAX)
-        elif comm.size > 1:  # ranks on several hosts: no job-wide MPI world, the communicator itself
-            both = comm.all_reduce(np.array([err if has_ref else 0.0, dt_us or 0.0], np.float32), "max")
-            err, dt_us = (float(both[0]) if has_ref else err), (float(both[1]) if dt_us is not None else None)
+        if not has_ref and math.isfinite(err):
+            err = 0.0
         rows.append(_row(spec, comm, dtype, rop, root, count, call, has_ref, err, dt_us, iters, model_us))
     return rows
 
@@ -180,7 +170,8 @@ def _job_max(comm, value: float) -> float:
 
 def _row(spec, comm, dtype: str, rop: str | None, root: int | None, count: int, call: dict, has_ref: bool,
          err: float, dt_us: float | None, iters: int, model_us: float | None) -> dict[str, Any]:
-    """One row of :func:`run_ops` (``err``: the largest error of all ranks; inf for a checker's finding)."""
+    """One row of :func:`run_ops` (``err``: the largest error of all ranks; inf for a wrong output or a
+    checker's finding, which fails the row also without a reference)."""
     return {"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
             "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,
             "algorithm": call.get("algorithm"),
