@@ -23,18 +23,38 @@
  *   allreduce        AicpuAllReduceSoleNHRAicpuReduce             HK_ALGO_NHR_AICPU_REDUCE
  *   allreduce        AicpuAllReduceParallelMeshNHR                HK_ALGO_PARALLEL_MESH_NHR
  *   allreduce        AicpuAllReduceSequenceMeshConcurNHR          HK_ALGO_SEQUENCE_MESH_NHR
+ *   allreduce        AicpuAllReduceSequenceMeshConcurNHRNHR       HK_ALGO_SEQUENCE_MESH_NHR_NHR
  *   allgather        AicpuAllGatherSoleMesh                       HK_ALGO_MESH
  *   allgather        AicpuAllGatherSoleNHR                        HK_ALGO_NHR
  *   allgather        AicpuAllGatherParallelMeshNHR                HK_ALGO_PARALLEL_MESH_NHR
  *   allgather        AicpuAllGatherSequenceMeshConcurNHR          HK_ALGO_SEQUENCE_MESH_NHR
+ *   allgather        AicpuAllGatherSequenceMeshConcurNHRNHR       HK_ALGO_SEQUENCE_MESH_NHR_NHR
  *   reduce_scatter   AicpuReduceScatterSoleMesh                   HK_ALGO_MESH
  *   reduce_scatter   AicpuReduceScatterSoleMeshChunk              HK_ALGO_MESH_CHUNK
  *   reduce_scatter   AicpuReduceScatterSoleNHR                    HK_ALGO_NHR
  *   reduce_scatter   AicpuReduceScatterSoleNHRAicpuReduce         HK_ALGO_NHR_AICPU_REDUCE
  *   reduce_scatter   AicpuReduceScatterParallelMeshNHR            HK_ALGO_PARALLEL_MESH_NHR
  *   reduce_scatter   AicpuReduceScatterSequenceMeshConcurNHR      HK_ALGO_SEQUENCE_MESH_NHR
- * (The kernels of the other built-ins list theirs in their exec_op.cc.) What each does, its threads
- * and its slicing: the comment above its code in aicpu_kernels/<collective>/op_kernel_aicpu/exec_op.cc.
+ *   reduce_scatter   AicpuReduceScatterSequenceMeshConcurNHRNHR   HK_ALGO_SEQUENCE_MESH_NHR_NHR
+ *   broadcast        AicpuBroadcastSoleMeshTwoShot                HK_ALGO_MESH_TWO_SHOT
+ *   broadcast        AicpuBroadcastSoleNHR                        HK_ALGO_NHR
+ *   broadcast        AicpuBroadcastParallelMeshNHR                HK_ALGO_PARALLEL_MESH_NHR
+ *   reduce           AicpuReduceSoleMesh                          HK_ALGO_MESH
+ *   reduce           AicpuReduceSoleMeshTwoShot                   HK_ALGO_MESH_TWO_SHOT
+ *   reduce           AicpuReduceSoleNHR                           HK_ALGO_NHR
+ *   reduce           AicpuReduceSoleNHRAicpuReduce                HK_ALGO_NHR_AICPU_REDUCE
+ *   reduce           AicpuReduceParallelMeshNHR                   HK_ALGO_PARALLEL_MESH_NHR
+ *   scatter          AicpuScatterSoleMesh                         HK_ALGO_MESH
+ *   scatter          AicpuScatterSoleNHR                          HK_ALGO_NHR
+ *   scatter          AicpuScatterParallelMeshNHR                  HK_ALGO_PARALLEL_MESH_NHR
+ *   alltoall         AicpuAllToAllSoleMesh                        HK_ALGO_MESH
+ *   alltoallv        AicpuAllToAllVSoleMesh                       HK_ALGO_MESH
+ *   barrier          AicpuBarrierSoleNHR                          HK_ALGO_NHR
+ * (gather has no CANN counterpart: hcomm-kit's own mesh, "mesh" = HK_ALGO_MESH; send_recv and
+ * batch_send_recv have no algorithm to choose.) What each algorithm does, its threads and its
+ * slicing: the comment above its code in aicpu_kernels/<collective>/op_kernel_aicpu/exec_op.cc (the
+ * blocks they are built from: below). CANN's selectors choose among them per shape: the table of
+ * docs/pending/builtins.md.
  *
  * Conventions every built-in follows (so that they can share channels, notify slots and the
  * HCCL buffer of a communicator with each other and with users' operators):
@@ -987,6 +1007,189 @@ static inline HcclResult HkMeshAllGather(const HkCall &c, const HkGroup &g, uint
     return HkMeshAllGatherEx(c, g, lead, first, 1, part, [&](uint32_t) { return mine; });
 }
 
+/* ---- rooted blocks: scatter and gather over a group ------------------------------------------- */
+
+/* NHR scatter from member `root` (CANN's InsTempScatterNHR / the first half of InsTempBroadcastNHR):
+ * the region mirrored at `off` of every member's buffer, `count` elements cut into g.n parts, is
+ * full at the root; afterwards member i holds part i. Step s: the members within 2^s of the root
+ * (counted backwards; the last step of a non-power-of-two count n - 2^s of them) push parts
+ * (to - 2^(s+1) k) to to = me - 2^s, one push per member and step, on one thread; a member sends only
+ * the parts it holds by then (the others would be stale; every member still ends with its own). */
+static inline HcclResult HkNhrScatter(const HkCall &c, const HkGroup &g, ThreadHandle t, uint32_t root, uint64_t off,
+                                      uint64_t count)
+{
+    const uint32_t n = g.n;
+    const uint32_t me = g.me;
+    const uint32_t steps = n > 1 ? HkNhrSteps(n) : 0;
+    const bool pow2 = (n & (n - 1)) == 0;
+    uint64_t held[HK_MAX_RANKS];  /* parts each member holds (bit i: part i), as the schedule moves them */
+    for (uint32_t r = 0; r < n; ++r) {
+        held[r] = r == root ? (n == 64 ? ~0ull : (1ull << n) - 1) : 0;
+    }
+    for (uint32_t s = 0; s < steps; ++s) {
+        const uint32_t d = 1u << s;
+        const uint32_t stride = (2 * d) % n;
+        const uint32_t parts = (n - 1 + d) / (2 * d);
+        const uint32_t senders = (!pow2 && s + 1 == steps) ? n - d : d;
+        uint64_t next[HK_MAX_RANKS];
+        memcpy(next, held, n * sizeof(uint64_t));
+        for (uint32_t r = 0; r < n; ++r) {
+            const uint32_t toRoot = (root + n - r) % n;  /* how far r is behind the root */
+            if (toRoot >= senders) {
+                continue;
+            }
+            const uint32_t to = (r + n - d) % n;
+            HkXfer x[HK_MAX_RANKS / 2 + 1];
+            uint32_t nx = 0;
+            for (uint32_t k = 0, idx = to; k < parts; ++k, idx = (idx + n - stride) % n) {
+                if ((held[r] >> idx & 1u) == 0) {
+                    continue;
+                }
+                next[to] |= 1ull << idx;
+                if (r == me) {
+                    uint64_t first = 0, cnt = 0;
+                    HkChunkRange(count, n, idx, &first, &cnt);
+                    x[nx++] = HkXfer{c.Remote(g.rank[to]) + off + first * c.unit, c.buf + off + first * c.unit, cnt};
+                }
+            }
+            if (r == me) {
+                HK_TRY(HkPushOnly(c, t, g.rank[to], x, nx, HK_WRITE));
+            } else if (to == me) {
+                HK_TRY(HkPushRecv(c, t, g.rank[r]));
+            }
+        }
+        memcpy(held, next, n * sizeof(uint64_t));
+    }
+    return HCCL_SUCCESS;
+}
+
+/* Mesh scatter from member `root` (CANN's InsTempScatterMesh1D, the first half of
+ * InsTempBroadcastMesh1DTwoShot): part(j, r) -> HkSpan: at the root, the data for member j,
+ * repetition r (ptr, count), and where it lands in j's buffer (remote). The root pushes every
+ * member's repetitions to it in one exchange, a thread per peer; the others receive on the lead. */
+template <class PartFn>
+static inline HcclResult HkMeshScatter(const HkCall &c, const HkGroup &g, uint32_t lead, uint32_t first,
+                                       uint32_t root, uint32_t reps, PartFn part)
+{
+    const uint32_t n = g.n;
+    const uint32_t me = g.me;
+    if (n == 1) {
+        return HCCL_SUCCESS;
+    }
+    if (me != root) {
+        return HkPushRecv(c, c.Th(lead), g.rank[root]);
+    }
+    const uint32_t workers = HkMeshWorkers(n);
+    if (workers != 0) {
+        HK_TRY(HkFork(c, lead, first, workers));
+    }
+    for (uint32_t i = 1; i < n; ++i) {
+        const uint32_t j = (me + i) % n;
+        HkXfer x[HK_MAX_REPS];
+        for (uint32_t r = 0; r < reps; ++r) {
+            const HkSpan p = part(j, r);
+            x[r] = HkXfer{c.Remote(g.rank[j]) + p.remote, p.ptr, p.count};
+        }
+        HK_TRY(HkPushOnly(c, c.Th(workers != 0 ? first + i - 1 : lead), g.rank[j], x, reps, HK_WRITE));
+    }
+    return workers != 0 ? HkJoin(c, lead, first, workers) : HCCL_SUCCESS;
+}
+
+/* Mesh all-gather by writes (CANN's second half of InsTempBroadcastMesh1DTwoShot): part(j) ->
+ * HkSpan: member j's data (ptr in j's own memory: used where j == me), its count, and where it lands
+ * in every member's buffer (remote). Every member pushes its part into every peer, a thread per peer. */
+template <class PartFn>
+static inline HcclResult HkMeshAllGatherWrite(const HkCall &c, const HkGroup &g, uint32_t lead, uint32_t first,
+                                              PartFn part)
+{
+    const uint32_t n = g.n;
+    const uint32_t me = g.me;
+    const uint32_t workers = HkMeshWorkers(n);
+    const HkSpan mine = part(me);
+    if (workers != 0) {
+        HK_TRY(HkFork(c, lead, first, workers));
+    }
+    for (uint32_t i = 1; i < n; ++i) {
+        const uint32_t j = (me + i) % n;
+        if (mine.count == 0 && part(j).count == 0) {
+            continue;
+        }
+        const HkXfer x{c.Remote(g.rank[j]) + mine.remote, mine.ptr, mine.count};
+        HK_TRY(HkPush(c, c.Th(workers != 0 ? first + i - 1 : lead), g.rank[j], g.rank[j], &x, 1, HK_WRITE));
+    }
+    return workers != 0 ? HkJoin(c, lead, first, workers) : HCCL_SUCCESS;
+}
+
+/* Mesh gather to member `root` by reads (CANN's ReduceMesh1DTwoShot RunGatherToRoot): part(j) ->
+ * HkSpan: where member j's part goes at the root (ptr, count) and where j keeps it in its buffer
+ * (remote). The root reads every peer's part, a thread per peer; the others serve it on the lead. */
+template <class PartFn>
+static inline HcclResult HkMeshGatherRead(const HkCall &c, const HkGroup &g, uint32_t lead, uint32_t first,
+                                          uint32_t root, PartFn part)
+{
+    const uint32_t n = g.n;
+    const uint32_t me = g.me;
+    if (n == 1) {
+        return HCCL_SUCCESS;
+    }
+    if (me != root) {
+        return HkPullServe(c, c.Th(lead), g.rank[root]);
+    }
+    const uint32_t workers = HkMeshWorkers(n);
+    if (workers != 0) {
+        HK_TRY(HkFork(c, lead, first, workers));
+    }
+    for (uint32_t i = 1; i < n; ++i) {
+        const uint32_t j = (me + i) % n;
+        const HkSpan p = part(j);
+        const HkXfer x{p.ptr, c.Remote(g.rank[j]) + p.remote, p.count};
+        HK_TRY(HkPullOnly(c, c.Th(workers != 0 ? first + i - 1 : lead), g.rank[j], &x, 1));
+    }
+    return workers != 0 ? HkJoin(c, lead, first, workers) : HCCL_SUCCESS;
+}
+
+/* Mesh gather to member `root` by writes (CANN's ReduceMesh1D): part(j) -> HkSpan: member j's data
+ * (ptr in its own memory), count, and where it lands in the root's buffer (remote). Every member
+ * pushes its part to the root on its lead; the root receives from every peer, a thread per peer. */
+template <class PartFn>
+static inline HcclResult HkMeshGatherWrite(const HkCall &c, const HkGroup &g, uint32_t lead, uint32_t first,
+                                           uint32_t root, PartFn part)
+{
+    const uint32_t n = g.n;
+    const uint32_t me = g.me;
+    if (n == 1) {
+        return HCCL_SUCCESS;
+    }
+    if (me != root) {
+        const HkSpan p = part(me);
+        const HkXfer x{c.Remote(g.rank[root]) + p.remote, p.ptr, p.count};
+        return HkPushOnly(c, c.Th(lead), g.rank[root], &x, 1, HK_WRITE);
+    }
+    const uint32_t workers = HkMeshWorkers(n);
+    if (workers != 0) {
+        HK_TRY(HkFork(c, lead, first, workers));
+    }
+    for (uint32_t i = 1; i < n; ++i) {
+        HK_TRY(HkPushRecv(c, c.Th(workers != 0 ? first + i - 1 : lead), g.rank[(me + i) % n]));
+    }
+    return workers != 0 ? HkJoin(c, lead, first, workers) : HCCL_SUCCESS;
+}
+
+/* The group g without member `drop` (my index shifts; I must not be the one dropped). */
+static inline void HkGroupWithout(const HkGroup &g, uint32_t drop, HkGroup *out)
+{
+    out->n = 0;
+    for (uint32_t i = 0; i < g.n; ++i) {
+        if (i == drop) {
+            continue;
+        }
+        if (i == g.me) {
+            out->me = out->n;
+        }
+        out->rank[out->n++] = g.rank[i];
+    }
+}
+
 /* ---- levels (OpParam.hierInfo) ----------------------------------------------------------------
  * A multi-level algorithm needs the communicator's servers and super-pods. CANN's own operators
  * learn them on the host: TopoMatchMultilevel (hicann/hccl src/ops/op_common/topo/
@@ -1004,10 +1207,12 @@ static inline HcclResult HkMeshAllGather(const HkCall &c, const HkGroup &g, uint
  * its super-pod, one per super-pod. Servers must hold the same number of ranks (and super-pods the
  * same number of servers): CANN's sequence and parallel executors are symmetric too. */
 struct HkLevels {
-    uint32_t count;              /* levels described: 2 or 3 */
+    uint32_t count;               /* levels described: 2 or 3 */
     HkGroup g[3];
-    uint32_t L, S;               /* ranks per server, servers */
-    uint32_t grid[HK_MAX_RANKS]; /* grid[s * L + j]: the rank with local index j on server s */
+    uint32_t L, S;                /* ranks per server, servers */
+    uint32_t M, P;                /* three levels: servers per super-pod, super-pods (else S, 1) */
+    uint32_t grid[HK_MAX_RANKS];  /* grid[s * L + j]: the rank with local index j on server s */
+    uint32_t order[HK_MAX_RANKS]; /* every rank by (super-pod, server in it, local index) */
 };
 
 static inline HcclResult HkLevelsRead(const HkCall &c, const void *info, uint32_t want, HkLevels *lv)
@@ -1058,6 +1263,9 @@ static inline HcclResult HkLevelsRead(const HkCall &c, const void *info, uint32_
         g0.rank[j] = grid[mySrv * L + j];
     }
     lv->count = want;
+    lv->M = S;
+    lv->P = 1;
+    memcpy(lv->order, grid, n * sizeof(uint32_t));
     if (want == 2) {
         HkGroup &g1 = lv->g[1];
         g1.n = S;
@@ -1097,6 +1305,11 @@ static inline HcclResult HkLevelsRead(const HkCall &c, const void *info, uint32_
     for (uint32_t p = 0; p < P; ++p) {
         g2.rank[p] = grid[podGrid[p * M + mi] * L + li];
     }
+    lv->M = M;
+    lv->P = P;
+    for (uint32_t k = 0; k < S; ++k) {
+        memcpy(lv->order + k * L, grid + podGrid[k] * L, L * sizeof(uint32_t));
+    }
     return HCCL_SUCCESS;
 }
 
@@ -1134,6 +1347,139 @@ static inline uint32_t HkParallelEighths(uint32_t L, uint32_t S, int kind)
     q = q < 1 ? 1 : (q > 7 ? 7 : q);
     return static_cast<uint32_t>(q);
 }
+
+/* ---- allreduce executors shared with reduce ---------------------------------------------------
+ * NHR (CANN's InsTempAllReduceNHR / InsTempAllReduceAicpuReduceNHR, and its ReduceNHR, which runs
+ * the same two halves): the buffer mirrors the loop (multiple 1; the AicpuReduce form keeps a
+ * scratch mirror behind it at scratchOff: multiple 2). The lead copies `in` into the buffer, runs
+ * the NHR reduce-scatter and all-gather over g in place (one thread, ceil(log2 n) steps each way)
+ * and copies the buffer into `out` (null: the result stays in the buffer). */
+static inline HcclResult HkArNhrLoop(const HkCall &c, const HkGroup &g, const uint8_t *in, uint8_t *out, uint64_t cnt,
+                                     uint64_t scratchOff)
+{
+    const ThreadHandle t = c.Th(0);
+    HK_TRY(HkCopy(c.param, t, c.buf, in, cnt * c.unit));
+    HK_TRY(HkNhrReduceScatter(c, g, t, 0, cnt, scratchOff));
+    HK_TRY(HkNhrAllGather(c, g, t, 0, cnt));
+    return out != nullptr ? HkCopy(c.param, t, out, c.buf, cnt * c.unit) : HCCL_SUCCESS;
+}
+
+/*
+ * Parallel two-level allreduce (CANN's InsAllReduceParallelExecutor with the mesh and NHR
+ * reduce-scatter and all-gather templates; its ReduceParallelExecutor runs the same steps): each
+ * loop is cut into part 0 (e/8 of it, e from HkParallelEighths: CANN's CalcParallelDataSplitRatio
+ * with one port per peer) and part 1. Threads: 0 leads; 1 leads the server's mesh (workers
+ * 3..L+1); 2 runs the NHR among the servers. Four phases, each the mesh on one part and the NHR on
+ * the other at the same time (thread 0 starts threads 1 and 2 and joins them between phases):
+ *   1. part 0: level 0 reduce-scatter (into B0)   | part 1: copy into D1, level 1 reduce-scatter on D1
+ *   2. part 0: level 1 reduce-scatter on B0       | part 1: level 0 reduce-scatter of my D1 part (into B1)
+ *   3. part 0: level 1 all-gather on B0           | part 1: level 0 all-gather of B1 into my D1 part
+ *   4. part 0: level 0 all-gather into the output | part 1: level 1 all-gather on D1, copy to the output
+ * Buffer: A0 (L slots of a part-0 chunk), B0, D1 (part 1), A1 (L slots of a part-1 piece), B1; for
+ * a reduction the kernel computes the scratch mirrors C0 (of B0) and E1 (of D1); without an output
+ * (reduce's non-roots) O0, where part 0 is gathered.
+ */
+struct HkArPar {
+    uint64_t total;   /* elements of a full loop */
+    uint32_t eighths; /* part 0 = cnt * eighths / 8 */
+    uint64_t c0, c1;  /* bytes of a part-0 chunk and of a part-1 piece (slot sizes) */
+    uint64_t offA0, offB0, offC0, offD1, offE1, offA1, offB1, offO0, end;
+};
+
+static inline void HkArParLayout(const HkCall &c, uint32_t L, uint32_t S, bool staged, bool own0, uint64_t total,
+                                 HkArPar *p)
+{
+    p->total = total;
+    const uint64_t part0 = total * p->eighths / 8;
+    const uint64_t part1 = total - part0;
+    p->c0 = HkAlignUp((part0 + L - 1) / L * c.unit);
+    p->c1 = HkAlignUp(((part1 + S - 1) / S + L - 1) / L * c.unit);
+    uint64_t at = 0;
+    p->offA0 = at;
+    at += L * p->c0;
+    p->offB0 = at;
+    at += p->c0;
+    p->offC0 = staged ? at : HK_NO_SCRATCH;
+    at += staged ? p->c0 : 0;
+    p->offD1 = at;
+    at += HkAlignUp(part1 * c.unit);
+    p->offE1 = staged ? at : HK_NO_SCRATCH;
+    at += staged ? HkAlignUp(part1 * c.unit) : 0;
+    p->offA1 = at;
+    at += L * p->c1;
+    p->offB1 = at;
+    at += p->c1;
+    p->offO0 = own0 ? at : HK_NO_SCRATCH;
+    at += own0 ? HkAlignUp(part0 * c.unit) : 0;
+    p->end = at;
+}
+
+/* The loop of the parallel allreduce that fits the buffer (and its layout in *p), 0 with an error
+ * logged when none does. `own0`: keep an O0 region (reduce). */
+static inline uint64_t HkArParPlan(const HkCall &c, const HkLevels &lv, bool staged, bool own0, HkArPar *p)
+{
+    const uint32_t L = lv.L, S = lv.S;
+    p->eighths = HkParallelEighths(L, S, 0);
+    /* bytes per element of a loop, roughly: part 0 (L + 1 [+ 1] [+ L]) / L, part 1 (1 [+ 1]) + (L + 1) / (L S) */
+    const double e = p->eighths / 8.0;
+    const double multiple = e * (L + 1.0 + (staged ? 1.0 : 0.0) + (own0 ? L : 0.0)) / L +
+                            (1.0 - e) * (1.0 + (staged ? 1.0 : 0.0) + (L + 1.0) / (static_cast<double>(L) * S));
+    uint64_t total = HkLoopElems(c, multiple, 1);
+    for (HkArParLayout(c, L, S, staged, own0, total, p); total != 0 && p->end > c.bufBytes;
+         HkArParLayout(c, L, S, staged, own0, total, p)) {
+        total -= total / 64 + 1;  /* the regions' rounding: a little less per loop */
+    }
+    if (total == 0 || p->end > c.bufBytes) {
+        OP_LOG_ERROR("%s: HCCL buffer too small (%llu bytes usable), tag %s", c.name,
+                     static_cast<unsigned long long>(c.bufBytes), c.param.tag);
+        return 0;
+    }
+    return total;
+}
+
+/* One loop of `cnt` elements from `in` into `out` (null: the result stays in the buffer, part 0 at
+ * offO0 and part 1 at offD1: reduce copies it out on the root). */
+static inline HcclResult HkArParLoop(const HkCall &c, const HkLevels &lv, const HkArPar &p, const uint8_t *in,
+                                     uint8_t *out, uint64_t cnt)
+{
+    const HkGroup &g0 = lv.g[0];
+    const HkGroup &g1 = lv.g[1];
+    const uint32_t intra = 1, inter = 2, intraWorkers = 3;
+    const uint64_t part0 = cnt * p.eighths / 8;
+    const uint64_t part1 = cnt - part0;
+    uint64_t f0 = 0, n0 = 0, f1 = 0, n1 = 0;
+    HkChunkRange(part0, g0.n, g0.me, &f0, &n0);  /* my chunk of part 0 (level 0) */
+    HkChunkRange(part1, g1.n, g1.me, &f1, &n1);  /* my part of part 1 (level 1) */
+    const uint8_t *in1 = in + part0 * c.unit;
+    uint8_t *d1 = c.buf + p.offD1;
+    uint8_t *mine1 = d1 + f1 * c.unit;
+    uint8_t *out0 = out != nullptr ? out : c.buf + p.offO0;
+    /* 1 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    HK_TRY(HkMeshReduceScatter(c, g0, intra, intraWorkers, in, part0, p.offA0, p.c0, c.buf + p.offB0));
+    HK_TRY(HkCopy(c.param, c.Th(inter), d1, in1, part1 * c.unit));
+    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(inter), p.offD1, part1, p.offE1));
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    /* 2 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    HK_TRY(HkMeshReduceScatter(c, g0, intra, intraWorkers, mine1, n1, p.offA1, p.c1, c.buf + p.offB1));
+    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(inter), p.offB0, n0, p.offC0));
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    /* 3 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    HK_TRY(HkMeshAllGather(c, g0, intra, intraWorkers, HkStage{p.offB1, 0, false}, n1, mine1, c.buf + p.offB1));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), p.offB0, n0));
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    /* 4 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    HK_TRY(HkMeshAllGather(c, g0, intra, intraWorkers, HkStage{p.offB0, 0, false}, part0, out0, c.buf + p.offB0));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), p.offD1, part1));
+    if (out != nullptr) {
+        HK_TRY(HkCopy(c.param, c.Th(inter), out + part0 * c.unit, d1, part1 * c.unit));
+    }
+    return HkJoin(c, 0, 1, 2);
+}
+
 
 /* ---- pieces of the built-ins not (yet) built from the blocks above: rooted collectives, --------
  * alltoall(v), send/recv, barrier. */

@@ -26,20 +26,27 @@ ALGORITHMS: dict[str, dict[str, int]] = {
     "allreduce": {"auto": _AUTO, "AicpuAllReduceSoleMeshOneShot": _ONE_SHOT,
                   "AicpuAllReduceSoleMeshTwoShot": _TWO_SHOT, "AicpuAllReduceSoleMeshChunkTwoShot": _CHUNK,
                   "AicpuAllReduceSoleNHR": _NHR, "AicpuAllReduceSoleNHRAicpuReduce": _NHR_AICPU,
-                  "AicpuAllReduceParallelMeshNHR": _PARALLEL, "AicpuAllReduceSequenceMeshConcurNHR": _SEQUENCE},
+                  "AicpuAllReduceParallelMeshNHR": _PARALLEL, "AicpuAllReduceSequenceMeshConcurNHR": _SEQUENCE,
+                  "AicpuAllReduceSequenceMeshConcurNHRNHR": _SEQUENCE3},
     "allgather": {"auto": _AUTO, "AicpuAllGatherSoleMesh": _MESH, "AicpuAllGatherSoleNHR": _NHR,
-                  "AicpuAllGatherParallelMeshNHR": _PARALLEL, "AicpuAllGatherSequenceMeshConcurNHR": _SEQUENCE},
+                  "AicpuAllGatherParallelMeshNHR": _PARALLEL, "AicpuAllGatherSequenceMeshConcurNHR": _SEQUENCE,
+                  "AicpuAllGatherSequenceMeshConcurNHRNHR": _SEQUENCE3},
     "reduce_scatter": {"auto": _AUTO, "AicpuReduceScatterSoleMesh": _MESH, "AicpuReduceScatterSoleMeshChunk": _CHUNK,
                        "AicpuReduceScatterSoleNHR": _NHR, "AicpuReduceScatterSoleNHRAicpuReduce": _NHR_AICPU,
                        "AicpuReduceScatterParallelMeshNHR": _PARALLEL,
-                       "AicpuReduceScatterSequenceMeshConcurNHR": _SEQUENCE},
+                       "AicpuReduceScatterSequenceMeshConcurNHR": _SEQUENCE,
+                       "AicpuReduceScatterSequenceMeshConcurNHRNHR": _SEQUENCE3},
     "alltoall": {"auto": _AUTO, "AicpuAllToAllSoleMesh": _MESH},
     "alltoallv": {"auto": _AUTO, "AicpuAllToAllVSoleMesh": _MESH},
-    "broadcast": {"auto": _AUTO, "mesh": _MESH},
-    "reduce": {"auto": _AUTO, "mesh": _MESH},
-    "scatter": {"auto": _AUTO, "mesh": _MESH},
-    "gather": {"auto": _AUTO, "mesh": _MESH},
-    "barrier": {"auto": _AUTO},
+    "broadcast": {"auto": _AUTO, "AicpuBroadcastSoleMeshTwoShot": _TWO_SHOT, "AicpuBroadcastSoleNHR": _NHR,
+                  "AicpuBroadcastParallelMeshNHR": _PARALLEL},
+    "reduce": {"auto": _AUTO, "AicpuReduceSoleMesh": _MESH, "AicpuReduceSoleMeshTwoShot": _TWO_SHOT,
+               "AicpuReduceSoleNHR": _NHR, "AicpuReduceSoleNHRAicpuReduce": _NHR_AICPU,
+               "AicpuReduceParallelMeshNHR": _PARALLEL},
+    "scatter": {"auto": _AUTO, "AicpuScatterSoleMesh": _MESH, "AicpuScatterSoleNHR": _NHR,
+                "AicpuScatterParallelMeshNHR": _PARALLEL},
+    "gather": {"auto": _AUTO, "mesh": _MESH},  # CANN has no gather: hcomm-kit's own mesh
+    "barrier": {"auto": _AUTO, "AicpuBarrierSoleNHR": _NHR},
     "send_recv": {"auto": _AUTO},
 }
 
@@ -53,6 +60,10 @@ ALIASES: dict[str, dict[str, str]] = {
                        "hierarchical": "AicpuReduceScatterSequenceMeshConcurNHR"},
     "alltoall": {"mesh": "AicpuAllToAllSoleMesh", "AicpuAllToAllSoleMeshSingleChannel": "AicpuAllToAllSoleMesh"},
     "alltoallv": {"mesh": "AicpuAllToAllVSoleMesh"},
+    "broadcast": {"mesh": "AicpuBroadcastSoleMeshTwoShot", "nhr": "AicpuBroadcastSoleNHR"},
+    "reduce": {"mesh": "AicpuReduceSoleMesh", "nhr": "AicpuReduceSoleNHR"},
+    "scatter": {"mesh": "AicpuScatterSoleMesh", "nhr": "AicpuScatterSoleNHR"},
+    "barrier": {"nhr": "AicpuBarrierSoleNHR"},
 }
 
 #: ids of the algorithms that need the layout of servers (``OpParam.hierInfo``): id -> levels.
@@ -142,7 +153,7 @@ def check_runnable(collective: str, algo: int, soc: str, dtype_value: int, reduc
         return
     table = ALGORITHMS[collective]
     name = next(k for k, v in table.items() if v == algo)
-    instead = next((k for k, v in table.items() if v == (_NHR_AICPU if algo == _NHR else _TWO_SHOT
-                                                            if collective == "allreduce" else _MESH)), "auto")
+    want = _NHR_AICPU if algo == _NHR else (_TWO_SHOT if collective == "allreduce" else _MESH)
+    instead = next((k for k, v in table.items() if v == want), "auto")
     raise ConfigError(f"{collective}: {name} reduces with write-reduce, which {soc} cannot do for this dtype / reduce "
                       f"op (A2/A3: no int64, no prod); use {instead} (or auto)", key="algorithm")

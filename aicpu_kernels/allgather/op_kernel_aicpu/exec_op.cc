@@ -9,6 +9,7 @@
  *                              buffer (one thread), then the blocks copied out;
  *   HK_ALGO_SEQUENCE_MESH_NHR  AicpuAllGatherSequenceMeshConcurNHR: mesh all-gather in the server,
  *                              then NHR among the servers (hierarchical_comm_principle.md);
+ *   HK_ALGO_SEQUENCE_MESH_NHR_NHR  AicpuAllGatherSequenceMeshConcurNHRNHR: then NHR among super-pods;
  *   HK_ALGO_PARALLEL_MESH_NHR  AicpuAllGatherParallelMeshNHR: each block in two parts, one
  *                              gathered in the server first, the other among the servers first, at
  *                              the same time (mesh and NHR threads), then the other level;
@@ -57,27 +58,35 @@ HcclResult NhrLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t cnt
 }
 
 /*
- * Sequence (multiple n; the buffer holds the pieces server by server, Z[s * L + j]): main stages my
- * piece at Z[si * L + li], the level-0 mesh all-gather reads the pieces of my server into place
- * (main leads, workers 1..L-1), the level-1 NHR all-gather over Z (part s = server s's L pieces)
- * brings the other servers', and main copies the n pieces out in rank order.
+ * Sequence (multiple n; the buffer holds the pieces by super-pod, server and local index, Z[k] the
+ * piece of rank order[k]: server by server with two levels): main stages my piece at its place, the
+ * level-0 mesh all-gather reads the pieces of my server into place (main leads, workers 1..L-1),
+ * the level-1 NHR all-gather over my super-pod's part of Z (part m = server m's L pieces) brings the
+ * other servers', with three levels (AicpuAllGatherSequenceMeshConcurNHRNHR) the level-2 NHR over
+ * all of Z (part p = super-pod p's pieces) the other super-pods', and main copies the n pieces out in
+ * rank order.
  */
 HcclResult SeqLoop(const HkCall &c, const HkLevels &lv, const Io &io, uint64_t cnt)
 {
     const HkGroup &g0 = lv.g[0];
     const HkGroup &g1 = lv.g[1];
-    const uint32_t L = lv.L;
+    const uint32_t L = lv.L, M = lv.M;
+    const uint32_t pod = lv.count == 3 ? lv.g[2].me : 0;
     const uint64_t piece = cnt * c.unit;
-    const uint64_t mine = (g1.me * L + g0.me) * piece;
+    const uint64_t server = (pod * M + g1.me) * L;  /* my server's first piece */
+    const uint64_t mine = (server + g0.me) * piece;
     HK_TRY(HkCopy(c.param, c.Th(0), c.buf + mine, io.in, piece));
     auto part = [&](uint32_t j, uint32_t) {
-        const uint64_t at = (g1.me * L + j) * piece;
+        const uint64_t at = (server + j) * piece;
         return HkSpan{c.buf + at, cnt, at};
     };
     HK_TRY(HkMeshAllGatherEx(c, g0, 0, 1, 1, part, [&](uint32_t) { return c.buf + mine; }));
-    HK_TRY(HkNhrAllGather(c, g1, c.Th(0), 0, lv.S * L * cnt));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(0), pod * M * L * piece, M * L * cnt));
+    if (lv.count == 3) {
+        HK_TRY(HkNhrAllGather(c, lv.g[2], c.Th(0), 0, lv.P * M * L * cnt));
+    }
     for (uint32_t k = 0; k < lv.S * L; ++k) {
-        HK_TRY(HkCopy(c.param, c.Th(0), io.out + lv.grid[k] * io.block, k * piece == mine ? io.in : c.buf + k * piece,
+        HK_TRY(HkCopy(c.param, c.Th(0), io.out + lv.order[k] * io.block, k * piece == mine ? io.in : c.buf + k * piece,
                       piece));
     }
     return HCCL_SUCCESS;
@@ -138,7 +147,8 @@ HcclResult ParLoop(const HkCall &c, const HkLevels &lv, uint32_t eighths, const 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
     static const char *const kNames[] = {"", "AicpuAllGatherSoleMesh", "", "", "", "AicpuAllGatherSoleNHR", "",
-                                         "AicpuAllGatherParallelMeshNHR", "AicpuAllGatherSequenceMeshConcurNHR"};
+                                         "AicpuAllGatherParallelMeshNHR", "AicpuAllGatherSequenceMeshConcurNHR",
+                                         "AicpuAllGatherSequenceMeshConcurNHRNHR"};
     const uint32_t unit = HkUnitSize(param);
     if (unit == 0) {
         return HCCL_E_PARA;
@@ -154,8 +164,9 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HK_ALGO_MESH;
     if (algo >= sizeof kNames / sizeof kNames[0] || kNames[algo][0] == '\0') {
         OP_LOG_ERROR("algo %u is not an allgather algorithm of this operator (hk_coll.h: %u mesh, %u NHR, %u parallel "
-                     "mesh+NHR, %u sequence mesh+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH, HK_ALGO_NHR,
-                     HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR, param.tag);
+                     "mesh+NHR, %u sequence mesh+NHR, %u sequence mesh+NHR+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH,
+                     HK_ALGO_NHR, HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR_NHR,
+                     param.tag);
         return HCCL_E_PARA;
     }
     HkCall c{param, resCtx, kNames[algo], 0, false, nullptr, 0, nullptr};
@@ -177,7 +188,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(HkCallPeer(&c, (r + n - (1u << s) % n) % n));
         }
     } else {
-        HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
+        HK_TRY(HkLevelsRead(c, param.hierInfo, algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR ? 3 : 2, &lv));
         HK_TRY(HkCallInit(&c, kNames[algo], algo == HK_ALGO_PARALLEL_MESH_NHR ? lv.L + 2 : lv.L));
         HK_TRY(HkCallLevelPeers(&c, lv));
         if (algo == HK_ALGO_PARALLEL_MESH_NHR) {
@@ -196,7 +207,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(MeshLoop(c, g, io, cnt));
         } else if (algo == HK_ALGO_NHR) {
             HK_TRY(NhrLoop(c, g, io, cnt));
-        } else if (algo == HK_ALGO_SEQUENCE_MESH_NHR) {
+        } else if (algo == HK_ALGO_SEQUENCE_MESH_NHR || algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR) {
             HK_TRY(SeqLoop(c, lv, io, cnt));
         } else {
             HK_TRY(ParLoop(c, lv, eighths, io, cnt));

@@ -16,6 +16,8 @@
  *   HK_ALGO_SEQUENCE_MESH_NHR  AicpuAllReduceSequenceMeshConcurNHR: mesh reduce-scatter in the
  *                              server, NHR reduce-scatter + all-gather among the servers, mesh
  *                              all-gather in the server;
+ *   HK_ALGO_SEQUENCE_MESH_NHR_NHR  AicpuAllReduceSequenceMeshConcurNHRNHR: the same with a third
+ *                              level (super-pods) between the two NHR halves;
  *   HK_ALGO_PARALLEL_MESH_NHR  AicpuAllReduceParallelMeshNHR: the data in two parts, one taking
  *                              the order of the sequence executor, the other the servers first,
  *                              so that the server's mesh and the links between servers work at
@@ -156,21 +158,7 @@ HcclResult ChunkLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t c
     return HkMeshAllGather(c, g, 0, 1, HkStage{0, 0, true}, cnt, io.out, c.buf + myFirst * c.unit);
 }
 
-/*
- * NHR (CANN's InsTempAllReduceNHR / InsTempAllReduceAicpuReduceNHR), per loop (the buffer mirrors
- * the loop: multiple 1; the AicpuReduce form keeps a scratch mirror behind it: multiple 2): main
- * copies the input into the buffer, runs the NHR reduce-scatter and all-gather of hk_coll.h over
- * every rank in place, and copies the buffer into the output. One thread, ceil(log2 n) steps each
- * way; the AicpuReduce form writes into the receiver's scratch and the receiver combines it.
- */
-HcclResult NhrLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t cnt, uint64_t scratchOff)
-{
-    const ThreadHandle t = c.Th(0);
-    HK_TRY(HkCopy(c.param, t, c.buf, io.in, cnt * c.unit));
-    HK_TRY(HkNhrReduceScatter(c, g, t, 0, cnt, scratchOff));
-    HK_TRY(HkNhrAllGather(c, g, t, 0, cnt));
-    return HkCopy(c.param, t, io.out, c.buf, cnt * c.unit);
-}
+/* NHR: HkArNhrLoop of hk_coll.h (CANN's InsTempAllReduceNHR / InsTempAllReduceAicpuReduceNHR). */
 
 /*
  * Sequence (CANN's InsV2AllReduceSequenceExecutorAicpu, templates mesh (ZAxisDetour: one link per
@@ -181,7 +169,9 @@ HcclResult NhrLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t cnt
  *   2. level 1 NHR reduce-scatter over B: sub-chunk si reduced over every server;
  *   3. level 1 NHR all-gather over B: B holds chunk li reduced over everything;
  *   4. level 0 mesh all-gather by reads of the B of my server's ranks into the output.
- * So 1/L of the message crosses the servers (hierarchical_comm_principle.md).
+ * So 1/L of the message crosses the servers (hierarchical_comm_principle.md). Three levels
+ * (AicpuAllReduceSequenceMeshConcurNHRNHR, CANN's InsV2AllReduceSequenceExecutorAicpu3Level): between
+ * 2 and 3 the NHR reduce-scatter and all-gather of level 2 (the super-pods) on my part of level 1.
  */
 struct Seq {
     uint64_t chunkBytes;
@@ -197,94 +187,18 @@ HcclResult SeqLoop(const HkCall &c, const HkLevels &lv, const Seq &q, const Io &
     HkChunkRange(cnt, g0.n, g0.me, &myFirst, &myCnt);
     HK_TRY(HkMeshReduceScatter(c, g0, 0, 1, io.in, cnt, 0, q.chunkBytes, c.buf + q.offB));
     HK_TRY(HkNhrReduceScatter(c, g1, c.Th(0), q.offB, myCnt, q.offC));
+    if (lv.count == 3) {  /* level 2 on my part of level 1 */
+        uint64_t f1 = 0, n1 = 0;
+        HkChunkRange(myCnt, g1.n, g1.me, &f1, &n1);
+        const uint64_t at = f1 * c.unit;
+        HK_TRY(HkNhrReduceScatter(c, lv.g[2], c.Th(0), q.offB + at, n1, q.offC == HK_NO_SCRATCH ? q.offC : q.offC + at));
+        HK_TRY(HkNhrAllGather(c, lv.g[2], c.Th(0), q.offB + at, n1));
+    }
     HK_TRY(HkNhrAllGather(c, g1, c.Th(0), q.offB, myCnt));
     return HkMeshAllGather(c, g0, 0, 1, HkStage{q.offB, 0, false}, cnt, io.out, c.buf + q.offB);
 }
 
-/*
- * Parallel (CANN's InsAllReduceParallelExecutor with the mesh and NHR reduce-scatter and
- * all-gather templates): each loop is cut into part 0 (e/8 of it, e from HkParallelEighths: CANN's
- * CalcParallelDataSplitRatio with one port per peer) and part 1. Threads: 0 leads; 1 leads the
- * server's mesh (workers 3..L+1); 2 runs the NHR among the servers. Four phases, each the mesh on
- * one part and the NHR on the other at the same time (thread 0 starts threads 1 and 2 and joins
- * them between phases):
- *   1. part 0: level 0 reduce-scatter (into B0)   | part 1: copy into D1, level 1 reduce-scatter on D1
- *   2. part 0: level 1 reduce-scatter on B0       | part 1: level 0 reduce-scatter of my D1 part (into B1)
- *   3. part 0: level 1 all-gather on B0           | part 1: level 0 all-gather of B1 into my D1 part
- *   4. part 0: level 0 all-gather into the output | part 1: level 1 all-gather on D1, copy to the output
- * Buffer: A0 (L slots of a part-0 chunk), B0, D1 (part 1), A1 (L slots of a part-1 piece), B1, and
- * for a reduction the kernel computes the scratch mirrors C0 (of B0) and E1 (of D1).
- */
-struct Par {
-    uint64_t total;     /* elements of a full loop */
-    uint32_t eighths;   /* part 0 = total * eighths / 8 */
-    uint64_t c0, c1;    /* bytes of a part-0 chunk and of a part-1 piece (slot sizes) */
-    uint64_t offA0, offB0, offC0, offD1, offE1, offA1, offB1, end;
-};
-
-void ParLayout(const HkCall &c, uint32_t L, uint32_t S, bool staged, uint64_t total, Par *p)
-{
-    p->total = total;
-    const uint64_t part0 = total * p->eighths / 8;
-    const uint64_t part1 = total - part0;
-    p->c0 = HkAlignUp((part0 + L - 1) / L * c.unit);
-    p->c1 = HkAlignUp(((part1 + S - 1) / S + L - 1) / L * c.unit);
-    uint64_t at = 0;
-    p->offA0 = at;
-    at += L * p->c0;
-    p->offB0 = at;
-    at += p->c0;
-    p->offC0 = staged ? at : HK_NO_SCRATCH;
-    at += staged ? p->c0 : 0;
-    p->offD1 = at;
-    at += HkAlignUp(part1 * c.unit);
-    p->offE1 = staged ? at : HK_NO_SCRATCH;
-    at += staged ? HkAlignUp(part1 * c.unit) : 0;
-    p->offA1 = at;
-    at += L * p->c1;
-    p->offB1 = at;
-    at += p->c1;
-    p->end = at;
-}
-
-HcclResult ParLoop(const HkCall &c, const HkLevels &lv, const Par &p, const Io &io, uint64_t cnt)
-{
-    const HkGroup &g0 = lv.g[0];
-    const HkGroup &g1 = lv.g[1];
-    const uint32_t intra = 1, inter = 2, intraWorkers = 3;
-    const uint64_t part0 = cnt * p.eighths / 8;
-    const uint64_t part1 = cnt - part0;
-    uint64_t f0 = 0, n0 = 0, f1 = 0, n1 = 0;
-    HkChunkRange(part0, g0.n, g0.me, &f0, &n0);  /* my chunk of part 0 (level 0) */
-    HkChunkRange(part1, g1.n, g1.me, &f1, &n1);  /* my part of part 1 (level 1) */
-    const uint8_t *in1 = io.in + part0 * c.unit;
-    uint8_t *d1 = c.buf + p.offD1;
-    uint8_t *mine1 = d1 + f1 * c.unit;
-    /* 1 */
-    HK_TRY(HkFork(c, 0, 1, 2));
-    HK_TRY(HkMeshReduceScatter(c, g0, intra, intraWorkers, io.in, part0, p.offA0, p.c0, c.buf + p.offB0));
-    HK_TRY(HkCopy(c.param, c.Th(inter), d1, in1, part1 * c.unit));
-    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(inter), p.offD1, part1, p.offE1));
-    HK_TRY(HkJoin(c, 0, 1, 2));
-    /* 2 */
-    HK_TRY(HkFork(c, 0, 1, 2));
-    HK_TRY(HkMeshReduceScatter(c, g0, intra, intraWorkers, mine1, n1, p.offA1, p.c1, c.buf + p.offB1));
-    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(inter), p.offB0, n0, p.offC0));
-    HK_TRY(HkJoin(c, 0, 1, 2));
-    /* 3 */
-    HK_TRY(HkFork(c, 0, 1, 2));
-    HK_TRY(HkMeshAllGather(c, g0, intra, intraWorkers, HkStage{p.offB1, 0, false}, n1, mine1, c.buf + p.offB1));
-    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), p.offB0, n0));
-    HK_TRY(HkJoin(c, 0, 1, 2));
-    /* 4 */
-    HK_TRY(HkFork(c, 0, 1, 2));
-    HK_TRY(HkMeshAllGather(c, g0, intra, intraWorkers, HkStage{p.offB0, 0, false}, part0, io.out,
-                           c.buf + p.offB0));
-    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), p.offD1, part1));
-    HK_TRY(HkCopy(c.param, c.Th(inter), io.out + part0 * c.unit, d1, part1 * c.unit));
-    return HkJoin(c, 0, 1, 2);
-}
-
+/* Parallel: HkArParLoop of hk_coll.h (CANN's InsAllReduceParallelExecutor). */
 /* ---- the executors: resources, loop sizes, the loop ------------------------------------------- */
 HcclResult RunFlat(const OpParam &param, const AlgResourceCtx &res, uint32_t algo)
 {
@@ -337,7 +251,7 @@ HcclResult RunFlat(const OpParam &param, const AlgResourceCtx &res, uint32_t alg
         } else if (algo == HK_ALGO_MESH_CHUNK) {
             HK_TRY(ChunkLoop(c, g, io, cnt));
         } else {
-            HK_TRY(NhrLoop(c, g, io, cnt, scratchOff));
+            HK_TRY(HkArNhrLoop(c, g, io.in, io.out, cnt, scratchOff));
         }
     }
     return HCCL_SUCCESS;
@@ -346,13 +260,14 @@ HcclResult RunFlat(const OpParam &param, const AlgResourceCtx &res, uint32_t alg
 HcclResult RunTwoLevel(const OpParam &param, const AlgResourceCtx &res, uint32_t algo)
 {
     const bool par = algo == HK_ALGO_PARALLEL_MESH_NHR;
-    const char *name = par ? "AicpuAllReduceParallelMeshNHR" : "AicpuAllReduceSequenceMeshConcurNHR";
+    const char *name = par ? "AicpuAllReduceParallelMeshNHR"
+                           : algo == HK_ALGO_SEQUENCE_MESH_NHR ? "AicpuAllReduceSequenceMeshConcurNHR"
+                                                               : "AicpuAllReduceSequenceMeshConcurNHRNHR";
     HkCall c{param, res, name, 0, false, nullptr, 0, nullptr};
     HK_TRY(HkCallInit(&c, name, 1));
     HkLevels lv;
-    HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
-    const uint32_t L = lv.g[0].n;
-    const uint32_t S = lv.g[1].n;
+    HK_TRY(HkLevelsRead(c, param.hierInfo, algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR ? 3 : 2, &lv));
+    const uint32_t L = lv.L;
     const uint32_t threads = par ? L + 2 : L;
     if (res.threadNum < threads) {
         OP_LOG_ERROR("%s needs %u device threads, the operator has %u, tag %s", name, threads, res.threadNum,
@@ -376,23 +291,12 @@ HcclResult RunTwoLevel(const OpParam &param, const AlgResourceCtx &res, uint32_t
         }
         return HCCL_SUCCESS;
     }
-    Par p;
-    p.eighths = HkParallelEighths(L, S, 0);
-    /* bytes per element of a loop, roughly: part 0 needs (L + 1 [+ 1]) / L, part 1 (1 [+ 1]) + (L + 1) / (L S) */
-    const double e = p.eighths / 8.0;
-    const double multiple = e * (L + 1.0 + (staged ? 1.0 : 0.0)) / L +
-                            (1.0 - e) * (1.0 + (staged ? 1.0 : 0.0) + (L + 1.0) / (static_cast<double>(L) * S));
-    uint64_t total = HkLoopElems(c, multiple, 1);
-    for (ParLayout(c, L, S, staged, total, &p); total != 0 && p.end > c.bufBytes; ParLayout(c, L, S, staged, total, &p)) {
-        total -= total / 64 + 1;  /* rounding of the regions: a little less per loop */
-    }
-    if (total == 0 || p.end > c.bufBytes) {
-        OP_LOG_ERROR("%s: HCCL buffer too small (%llu bytes usable), tag %s", name,
-                     static_cast<unsigned long long>(c.bufBytes), param.tag);
+    HkArPar p;
+    if (HkArParPlan(c, lv, staged, false, &p) == 0) {
         return HCCL_E_MEMORY;
     }
-    for (uint64_t off = 0; off < param.count; off += total) {
-        HK_TRY(ParLoop(c, lv, p, Io{in + off * c.unit, out + off * c.unit}, HkMin(total, param.count - off)));
+    for (uint64_t off = 0; off < param.count; off += p.total) {
+        HK_TRY(HkArParLoop(c, lv, p, in + off * c.unit, out + off * c.unit, HkMin(p.total, param.count - off)));
     }
     return HCCL_SUCCESS;
 }
@@ -418,14 +322,15 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         case HK_ALGO_NHR_AICPU_REDUCE:
             return RunFlat(param, resCtx, algo);
         case HK_ALGO_SEQUENCE_MESH_NHR:
+        case HK_ALGO_SEQUENCE_MESH_NHR_NHR:
         case HK_ALGO_PARALLEL_MESH_NHR:
             return RunTwoLevel(param, resCtx, algo);
         default:
             OP_LOG_ERROR("algo %u is not an allreduce algorithm of this operator (hk_coll.h: %u one-shot, %u two-shot, "
                          "%u chunked two-shot, %u NHR, %u NHR with AICPU reduce, %u parallel mesh+NHR, %u sequence "
-                         "mesh+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH_ONE_SHOT, HK_ALGO_MESH_TWO_SHOT,
-                         HK_ALGO_MESH_CHUNK, HK_ALGO_NHR, HK_ALGO_NHR_AICPU_REDUCE, HK_ALGO_PARALLEL_MESH_NHR,
-                         HK_ALGO_SEQUENCE_MESH_NHR, param.tag);
+                         "mesh+NHR, %u sequence mesh+NHR+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH_ONE_SHOT,
+                         HK_ALGO_MESH_TWO_SHOT, HK_ALGO_MESH_CHUNK, HK_ALGO_NHR, HK_ALGO_NHR_AICPU_REDUCE,
+                         HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR_NHR, param.tag);
             return HCCL_E_PARA;
     }
 }

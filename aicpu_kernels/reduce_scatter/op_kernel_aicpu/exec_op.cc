@@ -13,6 +13,7 @@
  *                              computed by the kernel (writes into a scratch mirror, then loops);
  *   HK_ALGO_SEQUENCE_MESH_NHR  AicpuReduceScatterSequenceMeshConcurNHR: mesh reduce-scatter in the
  *                              server (for every server's blocks at once), then NHR among servers;
+ *   HK_ALGO_SEQUENCE_MESH_NHR_NHR  AicpuReduceScatterSequenceMeshConcurNHRNHR: then NHR among super-pods;
  *   HK_ALGO_PARALLEL_MESH_NHR  AicpuReduceScatterParallelMeshNHR: each block in two parts, one
  *                              reduced in the server first, the other among the servers first, at
  *                              the same time, then the other level;
@@ -80,8 +81,12 @@ HcclResult NhrLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t cnt
 /*
  * Sequence (CANN's InsV2ReduceScatterSequenceExecutorAicpu, multiple S (L + 1), + S for a
  * reduction the kernel computes): level 0 first, repeated for every server at once (one exchange per
- * peer carries the S pieces): piece s of W = block grid[s][li] reduced over my server; then the
- * level-1 NHR reduce-scatter over W leaves piece si (my block) reduced over everything.
+ * peer carries the S pieces): W holds, for every server, the block of its rank with my local index
+ * reduced over my server; then the level-1 NHR reduce-scatter over W leaves my block reduced over
+ * everything (with three levels, AicpuReduceScatterSequenceMeshConcurNHRNHR, CANN's
+ * InsV2ReduceScatterSequenceExecutor3Level: reduced over my super-pod, and the level-2 NHR over my
+ * part finishes it; W is ordered server in the super-pod first so that each level's parts are
+ * contiguous).
  */
 struct Seq {
     uint64_t slotBytes; /* S pieces */
@@ -93,15 +98,23 @@ HcclResult SeqLoop(const HkCall &c, const HkLevels &lv, const Seq &q, const Io &
 {
     const HkGroup &g0 = lv.g[0];
     const HkGroup &g1 = lv.g[1];
-    const uint32_t L = lv.L;
+    const uint32_t L = lv.L, M = lv.M, P = lv.P;
     const uint64_t piece = cnt * c.unit;
+    /* W piece r = m P + p: the block of (super-pod p, server m, my local index), reduced over my server */
     auto part = [&](uint32_t j, uint32_t r) {
-        return HkSpan{const_cast<uint8_t *>(io.in) + lv.grid[r * L + j] * io.block, cnt, 0};
+        const uint32_t m = r / P, p = r % P;
+        return HkSpan{const_cast<uint8_t *>(io.in) + lv.order[(p * M + m) * L + j] * io.block, cnt, 0};
     };
     HK_TRY(HkMeshReduceScatterEx(c, g0, 0, 1, lv.S, part, 0, q.slotBytes, piece,
                                  [&](uint32_t r) { return c.buf + q.offW + r * piece; }));
-    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(0), q.offW, lv.S * cnt, q.offC));
-    return HkCopy(c.param, c.Th(0), io.out, c.buf + q.offW + g1.me * piece, piece);
+    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(0), q.offW, lv.S * cnt, q.offC));  /* part m: P pieces */
+    const uint64_t at = g1.me * P * piece;
+    uint32_t pod = 0;
+    if (lv.count == 3) {
+        pod = lv.g[2].me;
+        HK_TRY(HkNhrReduceScatter(c, lv.g[2], c.Th(0), q.offW + at, P * cnt, q.offC == HK_NO_SCRATCH ? q.offC : q.offC + at));
+    }
+    return HkCopy(c.param, c.Th(0), io.out, c.buf + q.offW + at + pod * piece, piece);
 }
 
 /*
@@ -179,7 +192,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     static const char *const kNames[] = {"", "AicpuReduceScatterSoleMesh", "", "",
                                          "AicpuReduceScatterSoleMeshChunk", "AicpuReduceScatterSoleNHR",
                                          "AicpuReduceScatterSoleNHRAicpuReduce", "AicpuReduceScatterParallelMeshNHR",
-                                         "AicpuReduceScatterSequenceMeshConcurNHR"};
+                                         "AicpuReduceScatterSequenceMeshConcurNHR",
+                                         "AicpuReduceScatterSequenceMeshConcurNHRNHR"};
     const uint32_t unit = HkUnitSize(param);
     if (unit == 0) {
         return HCCL_E_PARA;
@@ -195,9 +209,10 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkAutoReduceScatter(param, block, n);
     if (algo >= sizeof kNames / sizeof kNames[0] || kNames[algo][0] == '\0') {
         OP_LOG_ERROR("algo %u is not a reduce_scatter algorithm of this operator (hk_coll.h: %u mesh, %u chunked mesh, "
-                     "%u NHR, %u NHR with AICPU reduce, %u parallel mesh+NHR, %u sequence mesh+NHR; 0 auto), tag %s",
-                     algo, HK_ALGO_MESH, HK_ALGO_MESH_CHUNK, HK_ALGO_NHR, HK_ALGO_NHR_AICPU_REDUCE,
-                     HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR, param.tag);
+                     "%u NHR, %u NHR with AICPU reduce, %u parallel mesh+NHR, %u sequence mesh+NHR, %u sequence "
+                     "mesh+NHR+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH, HK_ALGO_MESH_CHUNK, HK_ALGO_NHR,
+                     HK_ALGO_NHR_AICPU_REDUCE, HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR,
+                     HK_ALGO_SEQUENCE_MESH_NHR_NHR, param.tag);
         return HCCL_E_PARA;
     }
     const char *name = kNames[algo];
@@ -206,7 +221,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     HkGroup g;
     HkGroupAll(resCtx, &g);
     HkLevels lv;
-    const bool twoLevel = algo == HK_ALGO_PARALLEL_MESH_NHR || algo == HK_ALGO_SEQUENCE_MESH_NHR;
+    const bool seq = algo == HK_ALGO_SEQUENCE_MESH_NHR || algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR;
+    const bool twoLevel = algo == HK_ALGO_PARALLEL_MESH_NHR || seq;
     if (algo == HK_ALGO_MESH || algo == HK_ALGO_MESH_CHUNK) {
         HK_TRY(HkCallInit(&c, name, n > 2 ? n : 1));
         for (uint32_t p = 0; p < n; ++p) {
@@ -218,7 +234,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(HkCallPeer(&c, (r + n - (1u << s) % n) % n));
         }
     } else {
-        HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
+        HK_TRY(HkLevelsRead(c, param.hierInfo, algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR ? 3 : 2, &lv));
         HK_TRY(HkCallInit(&c, name, algo == HK_ALGO_PARALLEL_MESH_NHR ? lv.L + 2 : lv.L));
         HK_TRY(HkCallLevelPeers(&c, lv));
     }
@@ -241,7 +257,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         loop = HkLoopElems(c, 1, 1);
     } else if (algo == HK_ALGO_NHR || algo == HK_ALGO_NHR_AICPU_REDUCE) {
         loop = HkLoopElems(c, algo == HK_ALGO_NHR ? n : 2.0 * n, 1);
-    } else if (algo == HK_ALGO_SEQUENCE_MESH_NHR) {
+    } else if (seq) {
         loop = HkLoopElems(c, lv.S * (lv.L + 1.0 + (staged ? 1.0 : 0.0)), 1, 2 * HK_SLICE_ALIGN_BYTES);
         const uint64_t piece = loop * unit;
         q = Seq{lv.S * piece, lv.L * lv.S * piece, staged ? (lv.L + 1) * lv.S * piece : HK_NO_SCRATCH};
@@ -273,7 +289,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(ChunkLoop(c, g, io, cnt));
         } else if (algo == HK_ALGO_NHR || algo == HK_ALGO_NHR_AICPU_REDUCE) {
             HK_TRY(NhrLoop(c, g, io, cnt, scratchOff));
-        } else if (algo == HK_ALGO_SEQUENCE_MESH_NHR) {
+        } else if (seq) {
             HK_TRY(SeqLoop(c, lv, q, io, cnt));
         } else {
             if (cnt != loop) {
