@@ -169,6 +169,8 @@ struct Res {
     uint32_t scratch_gen = 0;
     void* scratch = nullptr; /* device scratch of HcclReduceScatterV (owned by the communicator) */
     uint64_t scratch_size = 0;
+    void* hier = nullptr;    /* OpParam.hierInfo of the multi-level algorithms (engine context "<tag>.hier") */
+    std::string hier_err;    /* why this communicator has none (servers of different sizes) */
 };
 
 using ResKey = std::tuple<Comm*, Stream*, uint32_t>;
@@ -231,6 +233,41 @@ int ensure_channels(HcclComm comm, Comm* c, Res& r, const std::vector<uint32_t>&
     return push_channels(comm, r, lo, hi - lo + 1, api);
 }
 
+/* The layout of servers and super-pods the multi-level algorithms read (OpParam.hierInfo, the words
+ * of aicpu_kernels/_common/hk_coll.h HkLevelsRead, as hcomm_kit/ops/collectives.py _hier_info makes
+ * them): rank count, server count, super-pod count, each rank's server, each server's super-pod. In
+ * an engine context of its own, so the communicator frees it. None (r.hier_err says why) when the
+ * servers differ in size or there are more ranks than the layout holds. */
+int hier_init(HcclComm comm, Comm* c, Res& r) {
+    const Topology& t = c->topo;
+    const uint32_t n = c->nranks, S = t.nservers;
+    constexpr uint32_t kMaxRanks = 64; /* HK_MAX_RANKS */
+    std::vector<uint32_t> size(S, 0);
+    for (uint32_t q = 0; q < n; q++) size[t.server[q]]++;
+    if (n > kMaxRanks) {
+        r.hier_err = strprintf("%u ranks; the multi-level layout holds at most %u", n, kMaxRanks);
+        return HCCL_SUCCESS;
+    }
+    for (uint32_t s = 1; s < S; s++)
+        if (size[s] != size[0]) {
+            r.hier_err = strprintf("its servers hold different numbers of ranks (server 0: %u, server %u: %u); the "
+                                   "multi-level algorithms need equal servers", size[0], s, size[s]);
+            return HCCL_SUCCESS;
+        }
+    std::vector<uint32_t> words(3 + n + S, 0);
+    words[0] = n;
+    words[1] = S;
+    words[2] = t.npods;
+    for (uint32_t q = 0; q < n; q++) {
+        words[3 + q] = t.server[q];
+        words[3 + n + t.server[q]] = t.pod[q];
+    }
+    const std::string tag = r.tag + ".hier";
+    const uint64_t bytes = words.size() * sizeof(uint32_t);
+    if (int rc = HcclEngineCtxCreate(comm, tag.c_str(), COMM_ENGINE_AICPU_TS, bytes, &r.hier)) return rc;
+    return HcclEngineCtxCopy(comm, COMM_ENGINE_AICPU_TS, tag.c_str(), words.data(), bytes, 0);
+}
+
 int res_init(HcclComm comm, Comm* c, Stream* s, Res& r, const char* api) {
     r.tag = strprintf("hk_capi_%llu", (unsigned long long)g_res_serial.fetch_add(1) + 1);
     memset(&r.host, 0, sizeof r.host);
@@ -269,6 +306,7 @@ int res_init(HcclComm comm, Comm* c, Stream* s, Res& r, const char* api) {
             }
         }
     }
+    if (!rc && (rc = hier_init(comm, c, r))) step = "the layout of servers (OpParam.hierInfo)";
     if (rc)
         return seterr(rc, api, "rank %u: acquiring the operator resources failed in %s: %s", c->rank, step,
                       last_err().c_str());
@@ -339,6 +377,17 @@ int mesh(Call& k) {
     return ensure_channels(k.comm, k.c, *k.res, peers, k.api);
 }
 
+/* HK_ALGO_* of the multi-level algorithms (aicpu_kernels/_common/hk_coll.h): they read OpParam.hierInfo. */
+constexpr uint32_t kAlgoParallel = 7, kAlgoSequence = 8, kAlgoSequence3 = 9;
+
+/* OpParam.hierInfo where the operator's OpParam has it (op.toml [[param]] hierInfo). */
+template <class P>
+auto set_hier(P& p, void* h, int) -> decltype(p.hierInfo = h, void()) {
+    p.hierInfo = h;
+}
+template <class P>
+void set_hier(P&, void*, long) {}
+
 /* Records "go", launches built-in b with param (OpParam of its namespace), enqueues "done". */
 template <class P>
 int launch(Call& k, BuiltinId b, P& param, int op_type) {
@@ -355,6 +404,12 @@ int launch(Call& k, BuiltinId b, P& param, int op_type) {
     param.cpuThread = r.cpu;
     param.aicpuThreadOnCpu = r.aicpu_on_cpu;
     param.resCtx = reinterpret_cast<decltype(param.resCtx)>(r.dev_ctx);
+    if (param.algo == kAlgoParallel || param.algo == kAlgoSequence || param.algo == kAlgoSequence3) {
+        if (!r.hier)
+            return seterr(HCCL_E_NOT_SUPPORT, api, "rank %u: the multi-level algorithm (OpParam.algo %u) cannot run on "
+                          "this communicator: %s", k.c->rank, param.algo, r.hier_err.c_str());
+        set_hier(param, r.hier, 0);
+    }
     int rc = HcommThreadNotifyRecordOnThread(r.cpu, r.aicpu_on_cpu, 0);
     if (rc) return seterr(rc, api, "recording the host's \"go\": %s", last_err().c_str());
     const char* step = "";
