@@ -15,7 +15,7 @@ import pytest
 from hcomm_kit.base.errors import ConfigError
 from hcomm_kit.core.topology import Topology
 from hcomm_kit.ops import selector
-from hcomm_kit.ops.algorithms import ALGORITHMS, ALIASES, resolve
+from hcomm_kit.ops.algorithms import ALGORITHMS, ALIASES, canonical, resolve
 
 K, M, G = 1 << 10, 1 << 20, 1 << 30
 FP32, INT64, FP16 = 4, 5, 3
@@ -131,9 +131,21 @@ def _count(nbytes: int, dtype: int) -> int:
 @pytest.mark.parametrize("t,coll,nbytes,dtype,op,name,source", CASES,
                          ids=[f"{c[0].source}-{c[1]}-{c[2]}-{c[3]}-{c[4]}" for c in CASES])
 def test_cann_choice_table(t: Topology, coll: str, nbytes: int, dtype: int, op: int, name: str, source: str) -> None:
+    kernel = canonical(coll, name)  # the built-in that implements CANN's choice, if one does
     for rank in (0, t.nranks - 1):  # every rank chooses the same
         _, sel = selector.select_on(t, rank, coll, _count(nbytes, dtype), dtype, op)
         assert (sel.cann, sel.source) == (name, source)
+        # and the built-in runs it (every collective's CANN choice on these shapes but the
+        # three-level broadcast / reduce / scatter; those leave the kernel to choose)
+        assert (sel.name, sel.kernel) == ((name, ALGORITHMS[coll][kernel]) if kernel else ("", 0)), sel
+
+
+def test_every_choice_of_the_table_runs_but_three_level_rooted_ones() -> None:
+    """Each of CANN's choices in the table has a built-in that runs it, except the three-level
+    broadcast / reduce / scatter (and the send, a point-to-point call)."""
+    missing = sorted({c[5] for c in CASES if canonical(c[1], c[5]) is None})
+    assert missing == ["AicpuBroadcastSequenceMesh1dNHRNHR", "AicpuReduceSequenceMesh1DNHRNHR",
+                       "AicpuScatterSequenceMeshConcurNHRNHR", "AicpuSendSole"]
 
 
 def test_topology_fields_from_the_rank_graph() -> None:
