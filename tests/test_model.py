@@ -278,6 +278,58 @@ def test_scaffolded_operators_against_hccl_formulas(tmp_path: Path, pattern: str
         assert {tuple(x) for x in sim["idle_links"]} == everyone - used
 
 
+# A planted slower variant of the scaffold's ring: the ring's steps serialised (at each step the rank at
+# ring position 0 writes first and every other rank writes only once its prev's chunk has landed), so
+# one step takes p transfers one after another instead of p at once; still correct and race-free.
+_SERIAL_FROM = """            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, next.handle, ACK, timeout));
+"""
+_SERIAL_TO = """            if (pos != 0) {  // planted: wait for prev's chunk before writing mine
+                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, prev.handle, DATA, timeout));
+            }
+            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, next.handle, ACK, timeout));
+"""
+_SERIAL_WAIT_FROM = """            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, prev.handle, DATA, timeout));
+            if (step + 1 < steps) {"""
+_SERIAL_WAIT_TO = """            if (pos == 0) {
+                OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, prev.handle, DATA, timeout));
+            }
+            if (step + 1 < steps) {"""
+
+
+@pytest.mark.slow
+def test_scaffolded_ring_and_a_planted_slower_variant_rank_as_the_formulas_say(tmp_path: Path) -> None:
+    """An author's scaffolded ring allreduce on A2:1x8 at 64 MiB is slower than the built-in (CANN's
+    two-shot mesh) by the ratio of Ring.md to Mesh.md, and a planted slower variant of the ring
+    (its steps serialised around the ring: p transfers one after another per step) is slower again
+    by about p = 8, the ratio of the formulas (each step's p (a + (n/p) b) against a + (n/p) b).
+    Each ratio within 25 % of the formulas'."""
+    from hcomm_kit.base.model_formulas import formula
+
+    n, p = 64 << 20, 8
+    ring = scaffold("ring-allreduce")
+    text = (ring / "op_kernel_aicpu" / "exec_op.cc").read_text()
+    assert text.count(_SERIAL_FROM) == 1 and text.count(_SERIAL_WAIT_FROM) == 1
+    serial = scaffold("ring-allreduce", name="t_ring_allreduce_serial",
+                      exec_op=text.replace(_SERIAL_FROM, _SERIAL_TO).replace(_SERIAL_WAIT_FROM, _SERIAL_WAIT_TO)
+                      .replace("t_ring_allreduce_thread", "t_ring_allreduce_serial")
+                      .replace("T_RING_ALLREDUCE_THREAD", "T_RING_ALLREDUCE_SERIAL"))
+    t_mesh = _run_cached(tmp_path, p, "A2:1x8", "allreduce", [n], "")[0]
+    t_ring = _run_cached(tmp_path, p, "A2:1x8", str(ring), [n], "")[0]
+    t_serial = _run_cached(tmp_path, p, "A2:1x8", str(serial), [n], "")[0]
+    f_mesh, f_ring = formula("allreduce", "mesh", "A2:1x8", n), formula("allreduce", "ring", "A2:1x8", n)
+    # the serialised ring: every step's transfers one after another (p of them), the issue as the ring's
+    f_serial_us = f_ring.us - f_ring.link_us + p * f_ring.link_us
+    got = (t_ring["time_us"] / t_mesh["time_us"], t_serial["time_us"] / t_ring["time_us"])
+    want = (f_ring.us / f_mesh.us, f_serial_us / f_ring.us)
+    detail = (f"model: mesh {t_mesh['time_us']:.0f} us, ring {t_ring['time_us']:.0f}, serialised ring "
+              f"{t_serial['time_us']:.0f}; formulas: mesh {f_mesh.us:.0f}, ring {f_ring.us:.0f}, serialised "
+              f"{f_serial_us:.0f}")
+    print(detail)
+    assert t_mesh["time_us"] < t_ring["time_us"] < t_serial["time_us"], detail
+    for g, w in zip(got, want):
+        assert abs(g - w) / w <= 0.25, detail
+
+
 # ---------------------------------------------------------------- (d) topology changes the prediction
 
 @pytest.mark.slow
