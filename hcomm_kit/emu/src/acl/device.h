@@ -240,8 +240,6 @@ struct HTask {
     SlotDesc desc;
     uint64_t deadline_ns = 0;     /* Wait: set at first attempt */
     uint64_t wait_start_ns = 0;
-    uint64_t done = 0;            /* Copy / Reduce run in pieces by a device thread's runner: bytes / elements done */
-    uint64_t run_start_ns = 0;    /* when its first piece ran (traced runs) */
     const char* api = "";
     const char* tag = nullptr;    /* batch tag (interned) for messages */
     Comm* comm = nullptr;         /* for aborts and liveness (peer = desc.peer when channel) */

@@ -69,12 +69,8 @@ struct ThreadView {
 
 /* Executes one HTask for thread self. Returns 1 done, 0 blocked (Wait not satisfied yet), <0 failed
  * (msg set, *kind says why: AbortKind::Timeout, PeerDead, Check, or the kind of the abort that
- * stopped it). `piecewise`: a large copy, reduction or transfer runs one piece of kHTaskPieceBytes
- * (its progress kept in the task) and returns 2 while some is left, so that the runner can turn to
- * the device's other threads between pieces (the emulator's CPU works on the data a piece at a
- * time, as a cache holds it; the kernel and the timing model see the one task it issued). */
-int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind, bool piecewise = false);
-constexpr uint64_t kHTaskPieceBytes = 512 * 1024;
+ * stopped it). */
+int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind);
 /* Submits tasks to a device thread and wakes the device scheduler. */
 void hthread_submit(HThread* t, std::vector<HTask>&& tasks);
 /* One task, as hthread_submit (no vector made for a thread bound to a stream). */

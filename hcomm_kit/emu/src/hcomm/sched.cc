@@ -205,12 +205,12 @@ static int aborted(const HTask& t, std::string* msg, AbortKind* kind) {
     return -2;
 }
 
-int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind, bool piecewise) {
+int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
     if (self && t.kseq != self->op_kseq && check_mode()) hooks::check_op_begin(t, self);
     switch (t.op) {
         case HOp::Copy:
-        case HOp::Reduce: {
-            if (t.done == 0 && (t.acc[0].rank >= 0 || t.acc[1].rank >= 0)) {
+        case HOp::Reduce:
+            if (t.acc[0].rank >= 0 || t.acc[1].rank >= 0) {
                 std::string f = hooks::check_accesses(t, self);
                 if (!f.empty()) {
                     *msg = f;
@@ -219,30 +219,19 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind, bool 
                 }
             }
             if (t.link) return link_exec(t, self, msg, kind); /* a peer on the network */
-            const uint64_t unit = t.op == HOp::Copy ? 1 : dtype_size(t.dtype);
-            const uint64_t bytes = t.n * unit;
-            const auto* d = static_cast<const uint8_t*>(t.dst);
-            const auto* sp = static_cast<const uint8_t*>(t.src);
-            /* In pieces only when the two ranges do not overlap (a piecewise memmove of overlapping
-             * ranges could differ from memmove's). */
-            const bool split = piecewise && unit != 0 && bytes > kHTaskPieceBytes && (d + bytes <= sp || sp + bytes <= d);
-            const uint64_t step = split ? kHTaskPieceBytes / unit : t.n - t.done;
-            const uint64_t at = t.done, len = step < t.n - t.done ? step : t.n - t.done;
             if (t.op == HOp::Copy && t.n <= 16 && cfg().copy_restore_us) { /* fault injection (tests) */
-                uint8_t bytes16[16];
-                memcpy(bytes16, t.src, t.n);
-                memcpy(t.dst, bytes16, t.n);
+                uint8_t bytes[16];
+                memcpy(bytes, t.src, t.n);
+                memcpy(t.dst, bytes, t.n);
                 usleep(cfg().copy_restore_us);
-                memcpy(t.dst, bytes16, t.n); /* the same bytes stored again, late */
+                memcpy(t.dst, bytes, t.n); /* the same bytes stored again, late */
             } else if (t.op == HOp::Copy) {
-                memmove(static_cast<uint8_t*>(t.dst) + at, sp + at, len);
+                memmove(t.dst, t.src, t.n);
             } else {
-                reduce_inplace(static_cast<uint8_t*>(t.dst) + at * unit, sp + at * unit, len, t.dtype, t.redop);
+                reduce_inplace(t.dst, t.src, t.n, t.dtype, t.redop);
             }
             if (self && self->dev->watches.load(std::memory_order_relaxed)) /* the unwritten-output check */
-                output_watch_write(self->dev, static_cast<uint8_t*>(t.dst) + at * unit, len * unit);
-            t.done = at + len;
-            if (t.done < t.n) return 2;
+                output_watch_write(self->dev, t.dst, t.op == HOp::Copy ? t.n : t.n * dtype_size(t.dtype));
             if (t.has_post_record) {
                 std::string f = hooks::record_slot(t, self, t.post_ctl, t.post_slot, t.post_rank, t.chan_rec);
                 if (!f.empty()) {
@@ -252,7 +241,6 @@ int htask_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind, bool 
                 }
             }
             return 1;
-        }
         case HOp::Record: {
             if (t.link) return link_exec(t, self, msg, kind);
             std::string f = hooks::record_slot(t, self, t.slot_ctl, t.slot, t.slot_rank, t.chan_rec);
@@ -338,16 +326,11 @@ static bool run_thread(HThread* t) {
         AbortKind kind = AbortKind::Other;
         bool tr = hooks::trace_on();
         uint64_t t0 = tr ? now_ns() : 0;
-        if (tr && h->done == 0) h->run_start_ns = t0;
-        int r = htask_exec(*h, t, &msg, &kind, true);
+        int r = htask_exec(*h, t, &msg, &kind);
         if (r == 0) break;
-        if (r == 2) { /* a piece of a large task: let the device's other threads run before the next */
-            progress = true;
-            break;
-        }
         if (tr && r == 1) {
             uint64_t ws = h->op == HOp::Wait ? __atomic_load_n(&h->wait_start_ns, __ATOMIC_RELAXED) : 0;
-            hooks::trace_task(*h, t, ws ? ws : (h->run_start_ns ? h->run_start_ns : t0), now_ns());
+            hooks::trace_task(*h, t, ws ? ws : t0, now_ns());
         }
         if (r < 0) {
             t->failed.store(true);
