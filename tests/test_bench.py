@@ -130,3 +130,44 @@ def test_latency_bad_arguments() -> None:
     assert proc.returncode == 2 and "--latency measures the built-in allreduce" in proc.stderr, proc.stderr
     proc = _bench("--np", "2", timeout=60)
     assert proc.returncode == 2 and "name a COLLECTIVE" in proc.stderr, proc.stderr
+
+
+def test_formula_family_of_canns_algorithms() -> None:
+    from hcomm_kit.bench.baseline import formula_family
+
+    assert formula_family("allreduce", "AicpuAllReduceSoleMeshOneShot") == "mesh_oneshot"
+    assert formula_family("allreduce", "AicpuAllReduceSoleMeshTwoShot") == "mesh"
+    assert formula_family("allreduce", "AicpuAllReduceSoleMeshChunkTwoShot") == "mesh"
+    assert formula_family("allgather", "AicpuAllGatherSoleMesh") == "mesh"
+    assert formula_family("allreduce", "AicpuAllReduceSoleNHR") == "nhr"
+    assert formula_family("allreduce", "AicpuAllReduceSequenceMeshConcurNHR") == "sequence_mesh_nhr"
+    assert formula_family("reduce_scatter", "AicpuReduceScatterParallelMeshNHR") == "parallel_mesh_nhr"
+    assert formula_family("allreduce", "AicpuAllReduceSoleRing") == "ring"
+    assert formula_family("allreduce", "") is None and formula_family("broadcast", "pairwise") is None
+
+
+def test_compare_builtin_where_it_cannot_run(tmp_path) -> None:
+    """An operator benched with --compare builtin on 4 ranks with the link 0-1 down (the scaffolded
+    ring, routed around it): the built-in cannot run there (CANN's one-shot mesh needs 0-1), so
+    its time column says why and the run goes on (it used to abort), with the built-in's modelled
+    time on the same ranks with every link up, its algorithm by CANN's name (not "auto") and HCCL's
+    formula for it (model_formulas, evaluated here independently)."""
+    from test_orchestrator import scaffold
+
+    from hcomm_kit.base.model_formulas import formula
+
+    out = tmp_path / "rows.jsonl"
+    p = _bench(str(scaffold("ring-allreduce")), "--np", "4", "--links-down", "0-1", "--compare", "builtin", "-b", "64K",
+               "-e", "64K", "-n", "1", "-w", "0", "--json", str(out))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    row = json.loads(out.read_text())
+    assert row["check"] == "success" and row["model_time_us"] > 0
+    assert "cannot run: 0-1 down" in p.stdout and "every link up (*)" in p.stdout, p.stdout
+    assert row["builtin_time_us"] is None and row["vs_builtin"] is None
+    assert "link 0-1" in row["builtin_why"] and "HCOMM_KIT_LINKS_DOWN=0-1" in row["builtin_why"], row["builtin_why"]
+    assert row["builtin_links_up"] is True and row["builtin_model_time_us"] > 0
+    assert row["vs_builtin_model"] == pytest.approx(row["builtin_model_time_us"] / row["model_time_us"])
+    # CANN's AICPU selector on one A2 server: the one-shot mesh up to 8 MiB (all_reduce_auto_selector.cc)
+    assert "AicpuAllReduceSoleMeshOneShot" in row["builtin_algorithm"] and row["builtin_algorithm"] != "auto"
+    want = formula("allreduce", "mesh_oneshot", "A2:1x4", 64 << 10)
+    assert row["builtin_formula_us"] == pytest.approx(want.us) and "Mesh.md" in row["builtin_formula"]

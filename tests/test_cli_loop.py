@@ -72,7 +72,7 @@ def _no_start(monkeypatch) -> None:
     ("launch --np 2 --timeout 0 -- true", {}, "--timeout 0"),
     ("run allreduce --np 2 -d nonsense", {}, "unknown dtype 'nonsense'"),
     ("run allreduce --np 2 -o xor", {}, "unknown reduce op 'xor'"),
-    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce has no such algorithm"),
+    ("bench allreduce --np 2 --algorithm foo", {}, "--algorithm foo: allreduce: unknown algorithm 'foo'"),
     ("run allreduce --np 2", {"HCCL_BUFFSIZE": "abc"}, "HCCL_BUFFSIZE='abc'"),
     ("bench allreduce --np 2", {"HCCL_BUFFSIZE": "70000"}, "HCCL_BUFFSIZE='70000'"),  # the emulator's maximum
     ("launch --np 2 -- true", {"HCOMM_KIT_CHECK": "maybe"}, "HCOMM_KIT_CHECK='maybe'"),
@@ -326,7 +326,8 @@ def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
             "--plot", str(png))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "operator t_ring_allreduce_thread" in p.stdout and "kind allreduce: busbw factor 2(n-1)/n" in p.stdout
-    assert "builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | mpi_time(us)" in p.stdout
+    assert ("builtin_time(us) | builtin_busbw(GB/s) | vs_builtin | builtin_model(us) | vs_builtin_model | "
+            "builtin_formula(us) | mpi_time(us)") in p.stdout
     rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
     assert [r["size"] for r in rows] == [1024, 8192, 65536]
     for r in rows:
@@ -383,7 +384,7 @@ def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, m
     def cold_once(*a, **k):
         if slow:
             slow.clear()
-            time.sleep(1.5)
+            time.sleep(6.0)
         return real(*a, **k)
 
     monkeypatch.setattr(_emulator, "get_library", cold_once)
@@ -391,9 +392,10 @@ def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, m
     assert cli.main(["demo", "--np", "2", "--count", "64"]) == 3
     out = capsys.readouterr().out
     lines = [ln for ln in out.splitlines() if ln.startswith("[demo] ")]
-    assert lines[0].startswith("[demo] emulator") and float(re.search(r"\(([\d.]+) s\)", lines[0]).group(1)) >= 1.5
+    assert lines[0].startswith("[demo] emulator") and float(re.search(r"\(([\d.]+) s\)", lines[0]).group(1)) >= 6.0
     ops = [ln for ln in lines if "scaffolded + built" in ln]
-    assert len(ops) == 2 and all(float(re.search(r", ([\d.]+) s\)", ln).group(1)) < 1.5 for ln in ops), out
+    # an operator's time that held the emulator's build would be >= 6 s; a compile alone is well below
+    assert len(ops) == 2 and float(re.search(r", ([\d.]+) s\)", ops[0]).group(1)) < 6.0, out
 
 
 def test_trace_summary_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:

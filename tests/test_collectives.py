@@ -249,21 +249,20 @@ def test_against_mpi4py(comm) -> None:
             x = data(r, count, dtype)
             ref = np.empty_like(x)
             mc.Allreduce(x, ref, MPI.SUM)
-            for algo in ("ring", "mesh"):
+            for algo in ("AicpuAllReduceSoleMeshTwoShot", "AicpuAllReduceSoleNHR", "mesh"):
                 np.testing.assert_array_equal(comm.all_reduce(x, algorithm=algo), ref, err_msg=f"{algo} {count}")
             ref = np.empty(count * n, x.dtype)
             mc.Allgather(x, ref)
-            for algo in ("ring", "mesh"):
+            for algo in ("AicpuAllGatherSoleNHR", "mesh"):
                 np.testing.assert_array_equal(comm.all_gather(x, algorithm=algo), ref)
             xb = data(r, count * n, dtype, seed=5)
             ref = np.empty(count, x.dtype)
             mc.Reduce_scatter_block(xb, ref, MPI.SUM)
-            for algo in ("ring", "mesh"):
+            for algo in ("AicpuReduceScatterSoleMeshChunk", "AicpuReduceScatterSoleNHR", "mesh"):
                 np.testing.assert_array_equal(comm.reduce_scatter(xb, algorithm=algo), ref)
             ref = np.empty_like(xb)
             mc.Alltoall(xb, ref)
-            for algo in ("pairwise", "mesh"):
-                np.testing.assert_array_equal(comm.all_to_all(xb, algorithm=algo), ref)
+            np.testing.assert_array_equal(comm.all_to_all(xb, algorithm="AicpuAllToAllSoleMesh"), ref)
             ref = x.copy()
             mc.Bcast(ref, root=n - 1)
             np.testing.assert_array_equal(comm.broadcast(x, n - 1), ref)
@@ -276,7 +275,8 @@ def test_bit_identical_across_ranks_and_runs(comm) -> None:
     for dtype in (np.float32, np.float16, np.float64):
         for count in (5, 4099, 300001):
             x = rng.standard_normal(count).astype(dtype)
-            for algo in ("ring", "mesh"):
+            for algo in ("AicpuAllReduceSoleMeshOneShot", "AicpuAllReduceSoleMeshTwoShot",
+                         "AicpuAllReduceSoleMeshChunkTwoShot", "AicpuAllReduceSoleNHR"):
                 a = comm.all_reduce(x, algorithm=algo)
                 b = comm.all_reduce(x, algorithm=algo)
                 assert a.tobytes() == b.tobytes(), f"{algo} {dtype.__name__} {count}: differs run to run"
@@ -657,9 +657,8 @@ def test_alltoallv_and_send_recv(comm) -> None:
             counts[:, 0] = 0                                   # zero-length blocks
         ins = [data(i, int(counts[i].sum()), "fp32", seed=it) for i in range(n)]
         want = reference.alltoallv(ins, counts)[r]
-        for algo in ("pairwise", "mesh"):
-            got = comm.all_to_all_v(ins[r], counts[r], counts[:, r], algorithm=algo)
-            np.testing.assert_array_equal(got, want)
+        got = comm.all_to_all_v(ins[r], counts[r], counts[:, r], algorithm="AicpuAllToAllVSoleMesh")
+        np.testing.assert_array_equal(got, want)
         got = comm.all_to_all_v(ins[r], counts[r])              # recv counts exchanged
         np.testing.assert_array_equal(got, want)
     # send/recv in a ring: even ranks send first (no deadlock for any n)
@@ -740,41 +739,42 @@ def test_errors_and_product_gate(comm) -> None:
     np.testing.assert_array_equal(comm.all_reduce(np.ones(3, np.float32)), np.full(3, 2.0, np.float32))
 
 
-@pytest.mark.mpi(np=[2, NP3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"})
+@pytest.mark.mpi(np=[2, NP3], env={"HCCL_ALGO": "allreduce=level0:NA;level1:nhr/allgather=level0:fullmesh"})
 def test_hccl_algo_override(comm) -> None:
-    from hcomm_kit.ops.algorithms import algo_id as _algo_id
-
-    env = comm._hccl_algo  # read when the communicator was created
-    assert env == "allreduce=level0:NA;level1:ring/allgather=level0:fullmesh"
-    assert _algo_id("allreduce", None, env) == 1 and _algo_id("allgather", None, env) == 2
-    assert _algo_id("alltoall", None, env) == 0 and _algo_id("allreduce", None, None) == 0
+    """HCCL_ALGO in CANN's documented form, read when the communicator was created: level1:nhr keeps
+    CANN's NHR algorithms (CANN's own choice on one server, the one-shot mesh, is not one: the first
+    with a kernel runs); fullmesh keeps CANN's mesh algorithms, among which CANN's own choice stays;
+    an op it does not name gets CANN's choice."""
     ins = all_data(comm.size, 1000, "fp32")
     np.testing.assert_array_equal(comm.all_reduce(ins[comm.rank]), reference.reduce(ins, "sum"))
-
-
-def test_parse_hccl_algo() -> None:
-    from hcomm_kit.ops.algorithms import parse_hccl_algo
-
-    assert parse_hccl_algo(None, "allreduce") is None
-    assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
-    assert parse_hccl_algo("level0:fullmesh;level1:ring", "allgather") == "mesh"
-    assert parse_hccl_algo("allreduce=level0:NA;level1:ring/alltoall=level0:pairwise", "alltoall") == "pairwise"
-    assert parse_hccl_algo("allreduce=level0:NA;level1:ring", "allgather") is None
-    with pytest.raises(ConfigError, match="H-D.*not implemented|not implemented"):
-        parse_hccl_algo("level0:NA;level1:H-D", "allreduce")
-    with pytest.raises(ConfigError, match="levelN:algorithm"):
-        parse_hccl_algo("ring", "allreduce")
+    sel = comm.last_selection
+    assert (sel.name, sel.cann, sel.how) == ("AicpuAllReduceSoleNHR", "AicpuAllReduceSoleMeshOneShot",
+                                             "HCCL_ALGO level1:NHR"), sel
+    np.testing.assert_array_equal(comm.all_gather(ins[comm.rank]), np.concatenate(ins))
+    sel = comm.last_selection
+    assert sel.name == "AicpuAllGatherSoleMesh" and sel.how == "auto (HCCL_ALGO level1:fullmesh keeps it)", sel
+    comm.all_to_all(np.zeros(comm.size * 4, np.float32))
+    assert comm.last_selection.how == "auto", comm.last_selection
 
 
 def test_algorithm_ids_match_kernel_header() -> None:
-    """hcomm_kit.ops.collectives.ALGORITHMS mirrors HK_ALGO_* of aicpu_kernels/_common/hk_coll.h."""
+    """hcomm_kit.ops.algorithms.ALGORITHMS mirrors the algorithm table of aicpu_kernels/_common/hk_coll.h
+    (collective, CANN name, HK_ALGO_* id) and its HK_ALGO_* values; every alias names an algorithm."""
     import re
 
-    from hcomm_kit.ops.algorithms import ALGORITHMS
+    from hcomm_kit.ops.algorithms import ALGORITHMS, ALIASES, canonical
     from hcomm_kit.base.resources import aicpu_kernels_dir
 
     text = (aicpu_kernels_dir() / "_common" / "hk_coll.h").read_text()
-    ids = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(r"#define HK_ALGO_(\w+) (\d+)u", text)}
-    for table in ALGORITHMS.values():
-        for name, value in table.items():
-            assert ids[name] == value, name
+    ids = {m.group(1): int(m.group(2)) for m in re.finditer(r"#define (HK_ALGO_\w+) (\d+)u", text)}
+    rows = re.findall(r"^ \*   (\w+) +(Aicpu\w+) +(HK_ALGO_\w+)$", text, re.M)
+    assert len(rows) >= 31, rows
+    for coll, name, const in rows:
+        assert ALGORITHMS[coll][name] == ids[const], (coll, name)
+    for coll in set(ALGORITHMS) - {"gather", "send_recv"}:  # the table lists every one of theirs
+        assert {n for n in ALGORITHMS[coll] if n != "auto"} == {n for c, n, _ in rows if c == coll}, coll
+    assert ids["HK_ALGO_AUTO"] == 0 and all(t["auto"] == 0 for t in ALGORITHMS.values())
+    for coll, aliases in ALIASES.items():
+        for alias, target in aliases.items():
+            assert target in ALGORITHMS[coll] and canonical(coll, alias) == target, (coll, alias)
+            assert canonical(coll, target.lower()) == target

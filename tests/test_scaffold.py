@@ -167,12 +167,14 @@ def test_update_rerenders_generated_files_only(tmp_path: Path) -> None:
     opdir = tmp_path / "ar"
     exec_op = opdir / "op_kernel_aicpu/exec_op.cc"
     exec_op.write_text("// entirely mine\n")
+    (opdir / "README.md").write_text("# ar: my design\n")  # the operator's documentation is its author's
     toml = opdir / "op.toml"
     toml.write_text(toml.read_text().replace('handshake = "acl-notify"', 'handshake = "thread-notify"')
                     + '\n[[param]]\nname = "scale"\ntype = "double"\n')
     res = update_op(opdir)
     assert exec_op.read_text() == "// entirely mine\n"
-    assert "op_kernel_aicpu/exec_op.cc" in res.kept
+    assert "op_kernel_aicpu/exec_op.cc" in res.kept and "README.md" in res.kept
+    assert (opdir / "README.md").read_text() == "# ar: my design\n"
     assert "double scale;" in (opdir / "inc/ar_param.h").read_text()
     assert "HcommThreadNotifyWaitOnThread" in (opdir / "op_kernel_aicpu/aicpu_kernel.cc").read_text()
     answers = json.loads((opdir / ANSWERS_FILE).read_text())

@@ -20,7 +20,6 @@ import pytest
 from hcomm_kit.base.errors import ConfigError
 from hcomm_kit.build import emulator as _emulator
 from hcomm_kit.ops import reference
-from hcomm_kit.ops.algorithms import ALGORITHMS
 
 TESTS_C = Path(__file__).resolve().parent / "c"
 
@@ -97,9 +96,19 @@ assert t.servers == ((0, 1), (2, 3)) and t.links_down == ((0, 3),), t
 assert t.link_type(0, 3) == "RoCE" and t.link(0, 3) is None and t.link(0, 2) == "RoCE" and t.link(0, 1) == "HCCS"
 print("VIEW-OK", comm.rank, flush=True)
 
-# The two-level built-ins: 0-3 joins local indices 0 and 1 of the two servers, which only the
-# flat ring and mesh need, so the selector runs the hierarchical ones; forced, element sizes 1, 2
-# and 8 and A2's staged int64 prod; counts with empty chunks, odd, past the 1 MB HCCL buffer.
+# A link down: CANN's choice here (NHR over every rank) needs it, so the collective fails on every
+# rank at once, naming it.
+for call in (lambda: comm.all_reduce(np.ones(8, np.float32)), lambda: comm.all_gather(np.ones(8, np.float32))):
+    try:
+        call()
+        raise AssertionError("a collective ran over a downed link")
+    except ConfigError as exc:
+        assert "SoleNHR needs the RoCE link 0-3 (NHR over every rank), which is down (HCOMM_KIT_LINKS_DOWN=3-0)" in str(
+            exc), exc
+
+# The two-level algorithms: 0-3 joins local indices 0 and 1 of the two servers, which they do not use;
+# forced, element sizes 1, 2 and 8 and A2's staged int64 prod; counts with empty chunks, odd, past
+# the 1 MB HCCL buffer.
 assert os.environ["HCCL_BUFFSIZE"] == "1"
 r, n = comm.rank, comm.size
 
@@ -110,12 +119,12 @@ def data(q, count, dtype, op="sum"):
 
 
 for count in (0, 1, 37, 300001):
-    for dtype, op, algo in (("float32", "sum", None), ("int8", "max", "hierarchical"), ("bf16", "min", "hierarchical"),
-                            ("int64", "prod", "hierarchical")):
+    for dtype, op, algo in (("float32", "sum", "hierarchical"), ("int8", "max", "hierarchical"),
+                            ("bf16", "min", "hierarchical"), ("int64", "prod", "hierarchical")):
         ins = [data(q, count, dtype, op) for q in range(n)]
         got = comm.all_reduce(ins[r], op, dtype="bf16" if dtype == "bf16" else None, algorithm=algo)
         assert np.array_equal(got, reference.reduce(ins, op, "bf16" if dtype == "bf16" else dtype)), (count, dtype, op)
-    for dtype, algo in (("float32", None), ("int64", "hierarchical")):
+    for dtype, algo in (("float32", "hierarchical"), ("int64", "hierarchical")):
         ins = [data(q, count, dtype) for q in range(n)]
         assert np.array_equal(comm.all_gather(ins[r], algorithm=algo), np.concatenate(ins)), (count, dtype)
 sub = comm.sub_comm([0, 2, 1, 3], 11)  # servers (0, 2) and (1, 3): interleaved ranks, output in rank order
@@ -138,9 +147,9 @@ comm.close()
 
 
 def test_python_view_and_two_level_through_the_launcher(tmp_path: Path) -> None:
-    """--topology / --links-down reach every rank; comm.topology reads the emulator's answer; the
-    two-level built-ins run there against numpy (auto-selected around the downed link, forced,
-    on interleaved servers, refused on servers of different sizes)."""
+    """--topology / --links-down reach every rank; comm.topology reads the emulator's answer; CANN's
+    choice fails there naming the downed link; the two-level algorithms run around it against numpy
+    (forced, on interleaved servers, refused on servers of different sizes)."""
     script = tmp_path / "view.py"
     script.write_text(_VIEW)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), HCCL_BUFFSIZE="1")
@@ -183,73 +192,6 @@ def _run_cli(argv: list[str], **env: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-@pytest.mark.slow  # five jobs of 2-8 ranks: full suite only
-def test_selection_and_tuner_plugin(tmp_path: Path) -> None:
-    """The cost model picks per topology (A2:2x4, 1 MiB: the two-level algorithm, then the ring:
-    the one-shot's remote reads share the RoCE ports); CANN's tuner plugin interface changes the
-    choice (a plugin that prefers the ring, on one server where the model picks the one-shot mesh
-    and on two where it picks the two-level one, whose entry it sees with executor "sequence"); a
-    downed link leaves the built-ins no algorithm and says so."""
-    from hcomm_kit.build import emulator
-
-    from hcomm_kit.ops import selector
-
-    res = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:2x4", "--count", "262144"])
-    assert res.returncode == 0, res.stdout + res.stderr
-    cost = {e.algorithm: e.cost for e in selector.offer("allreduce", 1 << 20, _topo(((0, 1, 2, 3), (4, 5, 6, 7))), 8)}
-    assert cost["hierarchical"] < cost["ring"] < cost["mesh"], cost
-    assert (f"AicpuAllReduceSoleRing {cost['ring']:.3g} s, AicpuAllReduceSequenceMeshMesh {cost['hierarchical']:.3g} s "
-            "-> AicpuAllReduceSequenceMeshMesh") in res.stdout + res.stderr
-
-    plugin = tmp_path / "prefer_ring.so"
-    cmd = ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{emulator.get_include()}",
-           str(TESTS_C / "tuner" / "prefer_ring.c"), "-o", str(plugin)]
-    built = subprocess.run(cmd, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    # 1 MiB on 2 ranks: the model picks the one-shot mesh (smaller sizes: the pair's ring, fewer tasks)
-    base = _run_cli(["run", "allreduce", "--np", "2", "--count", "262144"])
-    trace = tmp_path / "trace.json"
-    tuned = _run_cli(["run", "allreduce", "--np", "2", "--count", "262144"], HCCL_TUNER_PLUGIN=str(plugin),
-                     HCOMM_KIT_TRACE=str(trace))
-    assert base.returncode == 0 and tuned.returncode == 0, base.stderr + tuned.stderr
-    assert "-> AicpuAllReduceSoleMeshoneshot\n" in base.stdout + base.stderr
-    out = tuned.stdout + tuned.stderr
-    assert "AicpuAllReduceSoleMeshoneshot -1 s (cost model" in out
-    assert "-> AicpuAllReduceSoleRing (tuner plugin matched)" in out
-    assert "prefer_ring init: nRanks=2 nServers=1 nNpusPerServer=2 nPods=0 nSuperPods=0" in out
-    text = trace.read_text()
-    assert text.count('"name":"algorithm selection"') >= 2  # one per rank (and call)
-    assert '"chosen":"AicpuAllReduceSoleRing","tuner_matched":1' in text
-
-    # two servers: the plugin is shown the two-level entry (executor "sequence") and still prefers the ring
-    two = _run_cli(["run", "allreduce", "--np", "4", "--topology", "A2:2x2", "--count", "262144"],
-                   HCCL_TUNER_PLUGIN=str(plugin))
-    out = two.stdout + two.stderr
-    assert two.returncode == 0, out
-    assert ("prefer_ring sees AicpuAllReduceSequenceMeshMesh: engine aicpu executor sequence template mesh cost "
-            in out), out
-    assert "prefer_ring sees AicpuAllReduceSoleRing: engine aicpu executor sole template ring" in out
-    assert "AicpuAllReduceSequenceMeshMesh -1 s (cost model" in out and "-> AicpuAllReduceSoleRing (tuner" in out
-
-    down = _run_cli(["run", "allreduce", "--np", "4", "--links-down", "0-1"])
-    assert down.returncode != 0
-    assert "allreduce: no algorithm of the built-in can run on this topology" in down.stdout + down.stderr
-    assert "mesh needs the 0-1 link, which is down; ring needs the 0-1 link, which is down" in down.stdout + down.stderr
-
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "allreduce_route"
-
-
-@pytest.mark.slow  # an 8-rank operator test run (its generated tests): full suite only
-def test_routed_allreduce_example() -> None:
-    """The contest task: an allreduce on an 8-rank A2 mesh whose 0-1 link is down passes its
-    generated tests, routing 0<->1 through rank 2; the built-in cannot run there at all."""
-    res = _run_cli(["test", str(EXAMPLE), "--np", "8", "--topology", "A2:1x8", "--links-down", "0-1", "--",
-                    "-k", "fp32 or int32"])
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "passed" in res.stdout and "failed" not in res.stdout
-    builtin = _run_cli(["run", "allreduce", "--np", "8", "--topology", "A2:1x8", "--links-down", "0-1"])
-    assert builtin.returncode != 0 and "needs the 0-1 link, which is down" in builtin.stdout + builtin.stderr
 
 
 def test_mpi_marker_topology_argument() -> None:
@@ -286,85 +228,6 @@ def _topo(servers: tuple[tuple[int, ...], ...], down: tuple[tuple[int, int], ...
                     links_down=down)
 
 
-def test_two_level_is_offered_with_its_cost() -> None:
-    """A2:2x4, 1 MiB: the two-level allreduce costs the sum of its levels and is the cheapest
-    (the flat ones cross RoCE with 7/8 or all of the message, in more tasks); it is not offered on one
-    server, on servers of one rank, on servers of different sizes, or over a downed link it needs."""
-    from hcomm_kit.ops import selector
-
-    d = 1 << 20
-    topo = _topo(((0, 1, 2, 3), (4, 5, 6, 7)))
-    entries = {e.algorithm: e for e in selector.offer("allreduce", d, topo, 8)}
-    hier = entries["hierarchical"]
-    assert (hier.alg_name, hier.executor, hier.levels, hier.template) == (
-        "AicpuAllReduceSequenceMeshMesh", "sequence", ("mesh", "mesh"), "mesh")
-    # one slice of 4 chunks on one thread (aicpu_kernels/allreduce HierRun), the timing model's A2
-    # figures: stage the input; read and reduce chunk li from the 3 server peers (HCCS), from the
-    # level-1 peer (RoCE), read the 3 server peers' reduced chunks, each read followed by its
-    # notify; the host launch, and the data (longer than the slice's 4 + 10 x 3 + 5 x 1 tasks)
-    from hcomm_kit.base import model_params
-
-    prm = model_params.load("A2")
-    c = d / 4
-    h, r = prm.links["HCCS"], prm.links["RoCE"]
-    hccs, roce = h.transfer_us(c, "read") + h.notify_us, r.transfer_us(c, "read") + r.notify_us
-    copy, red = 1 / (prm.copy_GBps * 1e3), 1 / (prm.reduce_GBps * 1e3)
-    data = (d * copy + 3 * hccs + 3 * c * red) + (roce + c * red) + (c * copy + 3 * hccs)
-    assert data > 39 * prm.task_us
-    assert hier.cost == pytest.approx((prm.launch_us + data) * 1e-6, rel=1e-12)
-    assert hier.cost < entries["ring"].cost < entries["mesh"].cost, entries
-    assert selector.choose("allreduce", d, 0, topo, 8) == "hierarchical"
-    gather = {e.algorithm: e for e in selector.offer("allgather", d // 8, topo, 8)}  # blocks of 128 KiB
-    assert gather["hierarchical"].alg_name == "AicpuAllGatherSequenceMeshMesh"
-    assert gather["hierarchical"].cost < min(gather["mesh"].cost, gather["ring"].cost)
-    assert selector.choose("allgather", d // 8, 0, topo, 8) == "hierarchical"
-    assert "hierarchical" not in {e.algorithm for e in selector.offer("reduce_scatter", d, topo, 8)}
-    for servers in (((0, 1, 2, 3),), ((0,), (1,), (2,)), ((0, 1, 2), (3, 4))):
-        n = sum(map(len, servers))
-        assert "hierarchical" not in {e.algorithm for e in selector.offer("allreduce", d, _topo(servers), n)}
-    assert "different numbers of ranks (server 0: 3, server 1: 2)" in selector.two_level(_topo(((0, 1, 2), (3, 4))), 5)
-    # 0-7 joins local indices 0 and 3 of different servers: only the flat ring and mesh need it
-    down = {e.algorithm: e for e in selector.offer("allreduce", d, _topo(topo.servers, ((0, 7),)), 8)}
-    assert down["ring"].cost < 0 and down["mesh"].cost < 0 and down["hierarchical"].cost > 0
-    down = {e.algorithm: e for e in selector.offer("allreduce", d, _topo(topo.servers, ((1, 5),)), 8)}
-    assert down["hierarchical"].cost < 0 and "needs the 1-5 link" in down["hierarchical"].why
-
-
-def test_hccl_algo_executor_grammar_forces_and_forbids() -> None:
-    """HCCL_ALGO in CANN's alg_parse.cc grammar filters the entries (UpdateCostModelWithAlgo): a
-    matching rule keeps only its matches, not(...) drops them, a rule matching nothing leaves the
-    model's choice; CANN's documented level0/level1 form keeps naming one flat algorithm."""
-    from hcomm_kit.ops import selector
-    from hcomm_kit.ops.algorithms import parse_hccl_algo
-
-    topo = _topo(((0, 1, 2, 3), (4, 5, 6, 7)))
-    rules = selector.parse_algo_rules
-
-    def pick(text: str, coll: str = "allreduce", d: int = 1 << 20, t=topo) -> str | None:
-        return selector.choose(coll, d, 0, t, t.nranks, rules=rules(text))
-
-    assert rules("allreduce:sequence{level0=mesh, level1=mesh}") == (
-        selector.AlgoRule("allreduce", "sequence", (("mesh", True), ("mesh", True))),)
-    assert rules("not(sequence{})") == (selector.AlgoRule(None, "sequence", (), False),)
-    assert rules("level0:NA;level1:ring") is None and rules("allreduce=level0:NA;level1:ring") is None
-    assert rules("allreduce:sequence{level0=bogus}") is None and rules("allreduce:ring") is None
-    assert pick("allreduce:not(sequence{})") == "ring"           # forbidden: the next cheapest
-    assert pick("not(sequence{level0=mesh,level1=mesh})", "allgather") == "mesh"
-    assert pick("allreduce:meshoneshot") == "mesh"               # forced flat one-shot
-    assert pick("allreduce:meshoneshot;allreduce:sequence{}", d=16) == "hierarchical"  # the last rule wins
-    assert pick("allgather:sequence{}", "allreduce") == "hierarchical"                  # other op: no effect
-    one = _topo(((0, 1, 2, 3),))
-    assert pick("allreduce:sequence{}", d=16, t=one) == "mesh"   # not offered on one server: the model decides
-    with pytest.raises(ConfigError, match="HCCL_ALGO excludes every algorithm"):
-        pick("allreduce:not(sole{});allreduce:not(sequence{})", t=one)
-    assert parse_hccl_algo("allreduce:sequence{level0=mesh,level1=mesh}", "allreduce") is None
-    assert parse_hccl_algo("level0:NA;level1:ring", "allreduce") == "ring"
-    with pytest.raises(ConfigError, match="is not CANN's executor grammar"):
-        parse_hccl_algo("allreduce:sequnce{level0=mesh}", "allreduce")
-    with pytest.raises(ConfigError, match="nor CANN's executor grammar"):
-        parse_hccl_algo("hierarchical", "allreduce")
-
-
 def _two_level_check(comm, counts: list[int], big: int) -> None:
     """Forced two-level allreduce (CANN's dtype x op table of this product, prod where 2**ranks
     fits) and allgather (every dtype) against numpy; the auto choice for `big` elements."""
@@ -387,16 +250,13 @@ def _two_level_check(comm, counts: list[int], big: int) -> None:
             ins = all_data(n, count, dtype)
             got = comm.all_gather(ins[r], dtype=dtype, algorithm="hierarchical")
             np.testing.assert_array_equal(got, np.concatenate(ins), err_msg=f"hierarchical allgather {dtype} {count}")
-    # auto: on two servers or more the model's choice is the two-level allreduce for a large message
-    # and the two-level allgather for 128 KiB per rank (at 1.2 MB the flat mesh allgather, every
-    # link busy at once, models faster: tests/test_model.py checks the choices against the model)
-    dt = D.get_dtype("fp32")
-    assert comm._selected_algo("allreduce", big, dt) == ALGORITHMS["allreduce"]["hierarchical"]
+    # auto: CANN's choice across servers (all_reduce_auto_selector.cc:458, all_gather_auto_selector.cc:345)
     ins = all_data(n, big, "fp32")
     np.testing.assert_array_equal(comm.all_reduce(ins[r]), reference.reduce(ins, "sum", "fp32"))
-    assert comm._selected_algo("allgather", 32768, dt) == ALGORITHMS["allgather"]["hierarchical"]
+    assert comm.last_selection.cann == "AicpuAllReduceSoleNHR", comm.last_selection
     ins = all_data(n, 32768, "fp32")
     np.testing.assert_array_equal(comm.all_gather(ins[r]), np.concatenate(ins))
+    assert comm.last_selection.cann == "AicpuAllGatherSoleNHR", comm.last_selection
 
 
 # counts: empty, fewer elements than ranks per server (empty chunks), odd, and past the 1 MB HCCL

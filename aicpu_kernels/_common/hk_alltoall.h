@@ -3,29 +3,24 @@
  *
  * Linked as inc/hk_alltoall.h by both operators and included from exec_op.cc after hk_coll.h.
  * The caller describes, per peer, the bytes it sends (input + sendOffset) and receives (output +
- * recvOffset); the engine moves them with one of two algorithms:
- *
- *  HK_ALGO_PAIRWISE: the main thread runs steps s = 1..n-1, sending to dst = rank + s and
- *      receiving from src = rank - s (no incast: each rank has one reader and one source per
- *      step); worker 1 copies the own block meanwhile. The whole HCCL buffer stages the block
- *      for dst.
- *  HK_ALGO_MESH: one worker thread per peer (fan-out/fan-in of hk_coll.h), all peers at once; main
- *      copies the own block. The HCCL buffer is cut into n-1 regions; region (p - rank - 1) mod n
- *      stages the block for p.
- *  HK_ALGO_AUTO: HkAlltoallAutoAlgo (must be the same choice on every rank).
- *
- * Both move a block the same way (HkA2aExchange): the sender stages a slice in its HCCL buffer and
- * records HK_ACK ("slice staged"); the receiver waits HK_ACK, Reads the slice straight into its
- * output and records HK_DATA ("read, the region is free"); the sender waits HK_DATA before it
- * records the next HK_ACK and before it exits (clean exit, notify discipline of hk_coll.h: ACK is
- * the initiative, consumed before the recorder exits; DATA the response). A block larger than
- * its region or HK_PIPE_MIN_BYTES is pipelined (HkPipePlan of hk_coll.h): slice t+1 is staged into
- * the other half of the region while the receiver still reads slice t. Slice sizes depend only on
- * the block size and the job-wide buffer size, so both ends of a pair cut the same slices. The
- * own block is a local copy.
+ * recvOffset); the engine runs CANN's AicpuAllToAllSoleMesh / AicpuAllToAllVSoleMesh
+ * (InsTempAlltoAllVMesh1D; OpParam.algo HK_ALGO_MESH or 0): the peers in rounds of at most
+ * HK_A2A_CONCURRENT (CANN's ALLTOALLV_DIRECT_FULLMESH_CONCURRENT_SIZE, 16) at once, each round the
+ * pairs of peers at distances k*P+1 .. (k+1)*P to the right and to the left (P = half of it), a
+ * device thread per peer, the round's threads joined before the next. The HCCL buffer is cut into
+ * 2P regions: the one of a peer at distance i is 2 ((i-1) mod P) (to the right) or that plus one
+ * (to the left), and the peer uses the mirror one for me, so each side knows where the other
+ * staged. A block moves in pieces of the region (CANN's executors loop over the CCL buffer): the
+ * sender's thread stages a piece in its region, the pull exchange of hk_coll.h (HkPull: "staged" -
+ * read - "done reading") moves it straight into the receiver's output, as many pieces as the longer
+ * direction needs (both ends count the same). The own block is a local copy on the main thread.
+ * (AicpuAllToAllSoleMeshSingleChannel is the same algorithm on one channel per pair, which is all
+ * the emulator has.)
  */
-#ifndef HCOMM_KIT_AICPU_KERNELS_HK_ALLTOALL_H
-#define HCOMM_KIT_AICPU_KERNELS_HK_ALLTOALL_H
+#ifndef HK_ALLTOALL_H
+#define HK_ALLTOALL_H
+
+#define HK_A2A_CONCURRENT 16u
 
 /* One peer's share of an all-to-all, in bytes. */
 typedef struct {
@@ -35,152 +30,99 @@ typedef struct {
     uint64_t recvBytes;
 } HkA2aBlock;
 
-/* On `thread`: send `sendBytes` from sendPtr to the peer of `toDst` (staged in my region `stage`)
- * and receive `recvBytes` into recvPtr from the peer of `fromSrc` (read from its region for me,
- * `srcStage`). toDst may equal fromSrc. Both peers run the mirror image of this loop. */
-static inline HcclResult HkA2aExchange(const OpParam &param, ThreadHandle thread, uint64_t regionBytes,
-                                       ChannelHandle toDst, uint8_t *stage, const uint8_t *sendPtr,
-                                       uint64_t sendBytes, ChannelHandle fromSrc, const uint8_t *srcStage,
-                                       uint8_t *recvPtr, uint64_t recvBytes)
+/* On thread t: every piece of my block for p (staged in my region `mine`) and of p's block for me
+ * (read from p's region `theirs` into my output), in pull exchanges. */
+static inline HcclResult HkA2aExchange(const HkCall &c, ThreadHandle t, uint32_t p, const HkA2aBlock &b,
+                                       uint64_t region, uint64_t mine, uint64_t theirs)
 {
-    const uint32_t timeout = param.notifyTimeout;
-    const HkPipe s = HkPipePlan(sendBytes, regionBytes);
-    const HkPipe r = HkPipePlan(recvBytes, regionBytes);
-    const uint64_t rounds = s.rounds > r.rounds ? s.rounds : r.rounds;
-
-    if (s.rounds != 0) {
-        OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage, sendPtr, HkMin(s.slice, sendBytes)));
-        OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, toDst, HK_ACK));
+    const uint8_t *in = static_cast<const uint8_t *>(c.param.inputPtr);
+    uint8_t *out = static_cast<uint8_t *>(c.param.outputPtr);
+    const uint64_t sendPieces = (b.sendBytes + region - 1) / region;
+    const uint64_t recvPieces = (b.recvBytes + region - 1) / region;
+    const uint64_t pieces = sendPieces > recvPieces ? sendPieces : recvPieces;
+    for (uint64_t q = 0; q < pieces; ++q) {
+        const uint64_t at = q * region;
+        if (at < b.sendBytes) {
+            HK_TRY(HkCopy(c.param, t, c.buf + mine * region, in + b.sendOffset + at, HkMin(region, b.sendBytes - at)));
+        }
+        const uint64_t len = at < b.recvBytes ? HkMin(region, b.recvBytes - at) : 0;
+        const HkXfer x{out + b.recvOffset + at, c.Remote(p) + theirs * region, len};
+        HK_TRY(HkPull(c, t, p, &x, len != 0 ? 1 : 0));
     }
-    for (uint64_t t = 0; t < rounds; ++t) {
-        if (t + 1 < s.rounds) {  // stage the next slice into the other half while dst reads this one
-            const uint64_t off = (t + 1) * s.slice;
-            OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage + ((t + 1) % 2) * s.half, sendPtr + off,
-                                                       HkMin(s.slice, sendBytes - off)));
+    return HCCL_SUCCESS;
+}
+
+/* Run the all-to-all described by blocks[0..rankSize) (own block: blocks[rank], sendBytes must
+ * equal recvBytes). Validates resources before enqueuing anything. */
+static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t algo,
+                                       const HkA2aBlock *blocks, const char *name)
+{
+    const uint32_t me = resCtx.rank;
+    const uint32_t n = resCtx.rankSize;
+    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
+    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
+    const HkA2aBlock &own = blocks[me];
+    uint64_t remoteBytes = 0;
+    for (uint32_t p = 0; p < n; ++p) {
+        if (p != me) {
+            remoteBytes |= blocks[p].sendBytes | blocks[p].recvBytes;
         }
-        if (t < r.rounds) {
-            const uint64_t off = t * r.slice;
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, fromSrc, HK_ACK, timeout));
-            OP_CHECK(param.tag, HcommReadOnThread(thread, fromSrc, recvPtr + off, srcStage + (t % 2) * r.half,
-                                                  HkMin(r.slice, recvBytes - off)));
-            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, fromSrc, HK_DATA));
-        }
-        if (t < s.rounds) {
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, toDst, HK_DATA, timeout));
-            if (t + 1 < s.rounds) {
-                OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, toDst, HK_ACK));
+    }
+    if (remoteBytes == 0) {  /* nothing crosses ranks (1 rank, count 0, or only the own block) */
+        return HkCopy(param, resCtx.threads[0], output + own.recvOffset, input + own.sendOffset, own.recvBytes);
+    }
+    if (algo != HK_ALGO_AUTO && algo != HK_ALGO_MESH) {
+        OP_LOG_ERROR("algo %u is not an algorithm of this operator (%u mesh, 0 auto), tag %s", algo, HK_ALGO_MESH,
+                     param.tag);
+        return HCCL_E_PARA;
+    }
+    const uint32_t concurrent = n - 1 < HK_A2A_CONCURRENT ? n - 1 : HK_A2A_CONCURRENT;
+    const uint32_t pairs = (concurrent + 1) / 2;
+    HkCall c{param, resCtx, name, 1, false, nullptr, 0, nullptr};
+    HK_TRY(HkCallInit(&c, name, n > 2 ? (2 * pairs < n - 1 ? 2 * pairs : n - 1) + 1 : 1));
+    c.unit = 1;  /* the engine counts bytes */
+    for (uint32_t p = 0; p < n; ++p) {
+        HK_TRY(HkCallPeer(&c, p));
+    }
+    const uint64_t region = HkSliceBytes(c.bufBytes / (2 * pairs));
+    if (region == 0) {
+        OP_LOG_ERROR("%s: HCCL buffer too small (%llu bytes for %u staging regions), tag %s", name,
+                     static_cast<unsigned long long>(c.bufBytes), 2 * pairs, param.tag);
+        return HCCL_E_MEMORY;
+    }
+    bool copied = false;
+    const uint32_t far = n / 2;  /* the largest distance either way */
+    for (uint32_t lo = 1; lo <= far; lo += pairs) {
+        uint32_t peer[2 * HK_A2A_CONCURRENT], mine[2 * HK_A2A_CONCURRENT], theirs[2 * HK_A2A_CONCURRENT];
+        uint32_t k = 0;
+        for (uint32_t i = lo; i < lo + pairs && i <= far; ++i) {
+            const uint32_t slot = 2 * ((i - 1) % pairs);
+            const uint32_t right = (me + i) % n, left = (me + n - i) % n;
+            peer[k] = right, mine[k] = slot, theirs[k] = right == left ? slot : slot + 1, ++k;
+            if (left != right) {
+                peer[k] = left, mine[k] = slot + 1, theirs[k] = slot, ++k;
             }
+        }
+        const uint32_t workers = n > 2 ? k : 0;
+        if (workers != 0) {
+            HK_TRY(HkFork(c, 0, 1, workers));
+        }
+        if (!copied) {  /* the own block, on the main thread while the first round runs */
+            HK_TRY(HkCopy(param, c.Th(0), output + own.recvOffset, input + own.sendOffset, own.recvBytes));
+            copied = true;
+        }
+        for (uint32_t j = 0; j < k; ++j) {
+            const HkA2aBlock &b = blocks[peer[j]];
+            if (b.sendBytes == 0 && b.recvBytes == 0) {
+                continue;
+            }
+            HK_TRY(HkA2aExchange(c, c.Th(workers != 0 ? 1 + j : 0), peer[j], b, region, mine[j], theirs[j]));
+        }
+        if (workers != 0) {
+            HK_TRY(HkJoin(c, 0, 1, workers));
         }
     }
     return HCCL_SUCCESS;
 }
 
-/* Largest block (bytes) for which HK_ALGO_AUTO picks mesh with 3+ ranks. Measured on the emulator
- * (2 cores, 4 ranks): mesh wins below ~32 KiB per block (every peer in flight at once), pairwise
- * above (no incast, one staging region, fewer threads competing). */
-#define HK_A2A_MESH_MAX_BLOCK_BYTES (32ull * 1024)
-
-/* HK_ALGO_AUTO: every rank must pick the same algorithm (their staging layouts differ), so the
- * choice depends only on job-wide facts: the rank count and, for alltoall, the block size
- * (uniformBlockBytes; UINT64_MAX when blocks differ per rank, as in alltoallv -> pairwise). */
-static inline uint32_t HkAlltoallAutoAlgo(uint32_t rankSize, uint64_t uniformBlockBytes)
-{
-    return (rankSize >= 3 && uniformBlockBytes <= HK_A2A_MESH_MAX_BLOCK_BYTES) ? HK_ALGO_MESH : HK_ALGO_PAIRWISE;
-}
-
-/* Run the all-to-all described by blocks[0..rankSize) (own block: blocks[rank], sendBytes must
- * equal recvBytes). `algo` (and so the staging layout) must be the same on every rank.
- * Validates resources before enqueuing anything. */
-static inline HcclResult HkAlltoallRun(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t algo,
-                                       const HkA2aBlock *blocks, uint64_t uniformBlockBytes)
-{
-    const uint32_t rank = resCtx.rank;
-    const uint32_t n = resCtx.rankSize;
-    const ThreadHandle mainThread = resCtx.threads[0];
-    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
-    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
-    const HkA2aBlock &own = blocks[rank];
-
-    uint64_t remoteBytes = 0;
-    for (uint32_t p = 0; p < n; ++p) {
-        if (p != rank) {
-            remoteBytes |= blocks[p].sendBytes | blocks[p].recvBytes;
-        }
-    }
-    if (remoteBytes == 0) {  // nothing crosses ranks (1 rank, count 0, or only the own block)
-        return HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset, own.recvBytes);
-    }
-    if (algo == HK_ALGO_AUTO) {
-        algo = HkAlltoallAutoAlgo(n, uniformBlockBytes);
-    }
-    if (algo != HK_ALGO_PAIRWISE && algo != HK_ALGO_MESH) {
-        OP_LOG_ERROR("unknown algo %u (0 auto, %u pairwise, %u mesh), tag %s", algo, HK_ALGO_PAIRWISE,
-                     HK_ALGO_MESH, param.tag);
-        return HCCL_E_PARA;
-    }
-    if (algo == HK_ALGO_MESH && resCtx.threadNum < n) {
-        OP_LOG_ERROR("mesh needs %u threads (main + one per peer), got %u, tag %s", n, resCtx.threadNum, param.tag);
-        return HCCL_E_PARA;
-    }
-    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);  // logs a missing channel
-    if (bufferBytes == 0) {
-        return HCCL_E_PARA;
-    }
-    const uint32_t regions = (algo == HK_ALGO_MESH) ? n - 1 : 1;
-    const uint64_t regionBytes = HkSliceBytes(bufferBytes / regions);
-    if (regionBytes < 2 * HK_SLICE_ALIGN_BYTES) {
-        OP_LOG_ERROR("HCCL buffer too small (%llu bytes for %u staging regions), tag %s",
-                     static_cast<unsigned long long>(bufferBytes), regions, param.tag);
-        return HCCL_E_MEMORY;
-    }
-    uint8_t *myBuf = static_cast<uint8_t *>(resCtx.localBuffer.addr);
-
-    if (algo == HK_ALGO_PAIRWISE) {
-        // The own block is copied by worker 1 (when there is one) while main runs the steps.
-        const uint32_t k = (resCtx.threadNum >= 2 && own.recvBytes != 0) ? 1 : 0;
-        if (k == 0) {
-            OP_CHECK(param.tag, HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset,
-                                       own.recvBytes));
-        } else {
-            OP_CHECK(param.tag, HkFanOut(param, resCtx, k));
-            OP_CHECK(param.tag, HkWorkerStart(param, resCtx, 1));
-            OP_CHECK(param.tag, HkCopy(param, resCtx.threads[1], output + own.recvOffset, input + own.sendOffset,
-                                       own.recvBytes));
-            OP_CHECK(param.tag, HkWorkerFinish(param, resCtx, 1, k));
-        }
-        for (uint32_t s = 1; s < n; ++s) {
-            const uint32_t dst = (rank + s) % n;
-            const uint32_t src = (rank + n - s) % n;
-            const ChannelInfo &chDst = resCtx.channels[dst];
-            const ChannelInfo &chSrc = resCtx.channels[src];
-            OP_CHECK(param.tag, HkA2aExchange(param, mainThread, regionBytes, chDst.handle, myBuf,
-                                              input + blocks[dst].sendOffset, blocks[dst].sendBytes, chSrc.handle,
-                                              static_cast<const uint8_t *>(chSrc.remoteBuffer.addr),
-                                              output + blocks[src].recvOffset, blocks[src].recvBytes));
-        }
-        return HkFanIn(param, resCtx, k);
-    }
-
-    // Mesh: worker i exchanges with peer (rank + i) % n; main copies the own block meanwhile.
-    const uint32_t k = n - 1;
-    OP_CHECK(param.tag, HkFanOut(param, resCtx, k));
-    OP_CHECK(param.tag, HkCopy(param, mainThread, output + own.recvOffset, input + own.sendOffset, own.recvBytes));
-    for (uint32_t i = 1; i <= k; ++i) {
-        const ThreadHandle worker = resCtx.threads[i];
-        const uint32_t p = (rank + i) % n;
-        const ChannelInfo &ch = resCtx.channels[p];
-        uint8_t *stage = myBuf + static_cast<uint64_t>((p + n - rank - 1) % n) * regionBytes;
-        const uint8_t *peerStage =
-            static_cast<const uint8_t *>(ch.remoteBuffer.addr) + static_cast<uint64_t>((rank + n - p - 1) % n) * regionBytes;
-        OP_CHECK(param.tag, HkWorkerStart(param, resCtx, i));
-        OP_CHECK(param.tag, HkA2aExchange(param, worker, regionBytes, ch.handle, stage, input + blocks[p].sendOffset,
-                                          blocks[p].sendBytes, ch.handle, peerStage, output + blocks[p].recvOffset,
-                                          blocks[p].recvBytes));
-    }
-    for (uint32_t i = k; i >= 1; --i) {
-        OP_CHECK(param.tag, HkWorkerFinish(param, resCtx, i, k));
-    }
-    return HkFanIn(param, resCtx, k);
-}
-
-#endif /* HCOMM_KIT_AICPU_KERNELS_HK_ALLTOALL_H */
+#endif /* HK_ALLTOALL_H */

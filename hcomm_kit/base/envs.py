@@ -245,10 +245,10 @@ _TABLE: tuple[EnvVar, ...] = (
     EnvVar("HCCL_CONNECT_TIMEOUT", "int", 120,
            "communicator / link establishment timeout in seconds", minimum=1, maximum=86400),
     EnvVar("HCCL_ALGO", "str", None,
-           "algorithm of the built-in collectives: 'level0:NA;level1:ring' for all, or per collective "
-           "'allreduce=level0:NA;level1:fullmesh/allgather=level0:NA;level1:ring' (ring, fullmesh, pairwise, NA); "
+           "algorithm of the built-in collectives: 'level0:NA;level1:nhr' for all, or per collective "
+           "'allreduce=level0:NA;level1:fullmesh/allgather=level0:NA;level1:nhr' (fullmesh, nhr, NA); "
            "or CANN's executor grammar filtering the selector's choices: "
-           "'allreduce:sequence{level0=mesh,level1=mesh}' (two-level), 'not(sequence{})'"),
+           "'allreduce:sequence{level0=meshconcur,level1=nhr}' (two-level), 'not(sequence{})'"),
     EnvVar("HCOMM_KIT_TOPOLOGY", "str", None,
            "cluster topology of communicators created without a rank table: PRODUCT:SERVERSxNPUS "
            "(A2:2x8, A3:1x16, 950:4x8); unset = one server holding every rank"),
@@ -396,39 +396,69 @@ TOPOLOGY_PRODUCTS: dict[str, str] = {"A2": "Ascend910B", "A3": "Ascend910_93", "
 TOPOLOGY_MAX_NPUS: dict[str, int] = {"A2": 8, "A3": 16, "950": 8}
 
 
-def topology() -> tuple[str, int, int] | None:
-    """HCOMM_KIT_TOPOLOGY as ``(product, servers, npus per server)``, or None when unset."""
-    raw = get("HCOMM_KIT_TOPOLOGY")
-    if raw is None:
-        return None
+def parse_topology(raw: str) -> tuple[str, int, int]:
+    """``PRODUCT:SERVERSxNPUS`` (HCOMM_KIT_TOPOLOGY's form) as ``(product, servers, npus per server)``.
+
+    Raises:
+        ConfigError: not of that form (the reason says what is accepted).
+    """
     product, _, shape = str(raw).partition(":")
     servers, _, npus = shape.partition("x")
     if product not in TOPOLOGY_PRODUCTS or not servers.isdigit() or not npus.isdigit() or \
             int(servers) < 1 or int(npus) < 1:
-        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
-            str(raw), "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS))
+        raise ConfigError(f"{raw!r} is not PRODUCT:SERVERSxNPUS with PRODUCT one of {', '.join(TOPOLOGY_PRODUCTS)} "
+                          "(A2:1x8, A3:2x16)", key="topology")
     most = TOPOLOGY_MAX_NPUS[product]
     if int(npus) > most:
         ranks = int(servers) * int(npus)
         hint = f"{product}:{-(-ranks // most)}x{most}" if ranks % most == 0 else f"{product}:SERVERSx{most}"
-        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(
-            str(raw), f"at most {most} NPUs per server: an {product} server holds {most} (e.g. {hint})")
+        raise ConfigError(f"{raw!r}: at most {most} NPUs per server: an {product} server holds {most} (e.g. {hint})",
+                          key="topology")
     return product, int(servers), int(npus)
 
 
-def links_down() -> list[tuple[int, int]]:
-    """HCOMM_KIT_LINKS_DOWN as sorted ``(a, b)`` pairs with a < b (empty when unset)."""
-    raw = get("HCOMM_KIT_LINKS_DOWN")
+def parse_links_down(raw: str) -> list[tuple[int, int]]:
+    """``"0-1,2-5"`` (HCOMM_KIT_LINKS_DOWN's form) as sorted ``(a, b)`` pairs with a < b; "" and
+    ``"none"`` give none.
+
+    Raises:
+        ConfigError: an entry is not RANK-RANK of two different ranks.
+    """
     out: set[tuple[int, int]] = set()
+    if str(raw).strip().lower() == "none":
+        return []
     for item in str(raw or "").split(","):
         item = item.strip()
         if not item:
             continue
         a, _, b = item.partition("-")
         if not a.strip().isdigit() or not b.strip().isdigit() or int(a) == int(b):
-            raise VARIABLES["HCOMM_KIT_LINKS_DOWN"]._bad(str(raw), f"RANK-RANK pairs of two different ranks (entry {item!r})")
+            raise ConfigError(f"entry {item!r} is not RANK-RANK of two different ranks (0-1,2-5)", key="links_down")
         out.add((min(int(a), int(b)), max(int(a), int(b))))
     return sorted(out)
+
+
+def topology() -> tuple[str, int, int] | None:
+    """HCOMM_KIT_TOPOLOGY as ``(product, servers, npus per server)``, or None when unset."""
+    raw = get("HCOMM_KIT_TOPOLOGY")
+    if raw is None:
+        return None
+    try:
+        return parse_topology(str(raw))
+    except ConfigError as exc:
+        accepted = str(exc).split(": ", 1)[1] if ": at most" in str(exc) else \
+            "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS)
+        raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(str(raw), accepted) from None
+
+
+def links_down() -> list[tuple[int, int]]:
+    """HCOMM_KIT_LINKS_DOWN as sorted ``(a, b)`` pairs with a < b (empty when unset, empty or ``none``)."""
+    raw = get("HCOMM_KIT_LINKS_DOWN")
+    try:
+        return parse_links_down(str(raw or ""))
+    except ConfigError as exc:
+        raise VARIABLES["HCOMM_KIT_LINKS_DOWN"]._bad(str(raw), f"RANK-RANK pairs of two different ranks "
+                                                     f"({exc.reason})") from None
 
 
 def ascend_home_path() -> Path | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Any
 
@@ -72,7 +73,10 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
                      + (f"; compared with the built-in {'all_to_all_v (ring shift)' if target.builtin == 'shift' else target.builtin}"
                         f" (algorithm {builtin_algorithm or 'auto'})" if "builtin" in compare and target.builtin else ""))
     lines.append("# data_size = bytes taking part per rank (hccl_test); algbw = S/time, busbw = algbw x factor "
-                 "(nccl-tests, GB = 1e9 bytes); time = mean per call, max over ranks (device events)")
+                 "(nccl-tests, GB = 1e9 bytes); time = mean per call, max over ranks (device events)"
+                 + ("; selected = the algorithm that ran (CANN's name: what HCCL's selector picks for the AICPU "
+                    "engine unless --algorithm or HCCL_ALGO says otherwise)" if target is None or "builtin" in compare
+                    else ""))
     if backend == "emu":
         topo = comm.topology
         shape = f"{len(topo.servers)} server(s) x {len(topo.servers[0]) if topo.servers else 0}"
@@ -82,13 +86,28 @@ def format_header(comm, coll: Collective, dtype: str, op: str | None, root: int 
                      f"`hcomm-kit docs predicted-time`), not this host's timing")
     cols = list(_COLS)
     if "builtin" in compare:
-        cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin"]
+        cols += ["builtin_time(us)", "builtin_busbw(GB/s)", "vs_builtin", "builtin_model(us)", "vs_builtin_model",
+                 "builtin_formula(us)"]
     if "mpi" in compare:
         cols += ["mpi_time(us)", "mpi_busbw(GB/s)", "vs_mpi"]
+    if target is None:
+        cols.append("selected")
+    elif "builtin" in compare:
+        cols.append("builtin_selected")
     if compare:
-        lines.append("# vs_X = X's time / ours (> 1: ours is faster)")
+        lines.append("# vs_X = X's time / ours (> 1: ours is faster)"
+                     + ("; builtin_model = the built-in's modelled time (* with every link up: it cannot run here), "
+                        "vs_builtin_model = builtin_model / model_time; builtin_formula = HCCL's published formula "
+                        "for the algorithm it ran (model_formulas: Mesh.md / Ring.md / NHR.md on the model's link "
+                        "figures)" if "builtin" in compare else ""))
     lines.append(" | ".join(cols))
     return "\n".join(lines)
+
+
+def _short_why(reason: str) -> str:
+    """The table's few words for why the built-in cannot run (the row's builtin_why has it all)."""
+    links = re.findall(r"link (\d+-\d+)", reason)
+    return f"cannot run: {links[0]} down" if links else "cannot run here"
 
 
 def _cell(v: float | None, width: int, fmt: str, none: str = "N/A") -> str:
@@ -111,9 +130,20 @@ def format_row(row: dict[str, Any], compare: "tuple[str, ...] | str | None" = ()
             w3 = max(6, len("vs_" + c))
             # N/A: there is no counterpart (or no bandwidth convention); NULL: it could not be measured.
             none = "N/A" if (c == "builtin" and not row.get("builtin")) or row.get("reference") == "copy" else "NULL"
-            cells += [f"{t:>{w1}.2f}" if t else f"{none:>{w1}s}",
+            why = row.get("builtin_why") if c == "builtin" else None
+            cells += [f"{t:>{w1}.2f}" if t else f"{_short_why(why) if why else none:>{w1}s}",
                       f"{b:>{w2}.4f}" if b else f"{none if row['busbw'] is not None else 'N/A':>{w2}s}",
                       f"{v:>{w3}.2f}" if v else f"{none:>{w3}s}"]
+            if c == "builtin":
+                m = row.get("builtin_model_time_us")
+                star = "*" if row.get("builtin_links_up") else ""
+                cells += [f"{f'{m:.2f}{star}':>17s}" if m else f"{'N/A':>17s}",
+                          _cell(row.get("vs_builtin_model"), 16, ".2f"), _cell(row.get("builtin_formula_us"), 19, ".2f")]
+    # the algorithm that ran (CANN's name): a built-in's, or the compared built-in's
+    if row.get("operator") is None:
+        cells.append(str(row.get("selected") or "N/A"))
+    elif "builtin" in compare:
+        cells.append(str(row.get("builtin_selected") or "N/A"))
     return " | ".join(cells)
 
 

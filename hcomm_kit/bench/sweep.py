@@ -23,7 +23,7 @@ from typing import Any
 
 from ..base import dtypes as _dtypes
 from ..base.errors import ConfigError
-from .baseline import time_builtin, time_mpi
+from .baseline import BuiltinBaseline, _model_time, _selected, time_mpi
 from .cases import (ALIASES, COLLECTIVES, COMPARES, _SHIFT, Collective, OpTarget, _Case, _OpCase, _target,
                     builtin_collective, check_target, op_target, parse_size, sizes)
 from .report import _backend, _CurrentStdout, format_header, format_row, plot, plot_title, write_json
@@ -53,20 +53,6 @@ def split_compare(items: "tuple[str, ...] | list[str]") -> tuple[list[str], str 
         if name not in out:
             out.append(name)
     return out, algo
-
-
-def _model_time(comm) -> float | None:
-    """The timing model's figure for the last timed call (rank 0 simulates, every rank gets it);
-    None where there is no model (CANN backend, one rank, HCOMM_KIT_MODEL=0)."""
-    from ..base.errors import HcommKitError
-
-    us: float | None = None
-    if comm.rank == 0:
-        try:
-            us = comm.last_model_time
-        except HcommKitError as exc:  # e.g. more tasks than the model's log keeps: the row says NULL
-            print(f"# model: {exc}", flush=True)
-    return world.bcast(comm, us, root=0)
 
 
 def _checks_over_ranks(comm, wrong: int, first, holdable: bool) -> tuple[int, list | None, bool]:
@@ -130,6 +116,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             builtin = None
         else:
             builtin = _SHIFT if target.builtin == "shift" else COLLECTIVES[target.builtin]
+    baseline_b = BuiltinBaseline(comm, builtin, target, builtin_algo) if builtin is not None else None
     set_check = _checker_switch(comm) if checked_first else None
     if set_check is not None:
         set_check(0)  # until the first checked calls: nothing is timed with the checker on
@@ -143,6 +130,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             print(f"# --compare builtin: no built-in counterpart of kind {target.kind}", file=out)
     rows = []
     total_wrong = 0
+    shown_why: set[str] = set()
     with progress.Progress(f"bench {name}", total=len(size_list), rank=comm.rank) as bar:
         for nbytes in size_list:
             if target is not None:
@@ -161,7 +149,10 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             else:  # check only (`hcomm-kit run --iters 0`): one untimed call, its result checked
                 case.call(async_op=False)
                 us = None
-            model_us = _model_time(comm)  # before the exchanges below (on several hosts they are calls)
+            # what the last call ran and its modelled time first: on several hosts the exchanges
+            # below (hcomm_kit.core.world) are calls of the communicator themselves
+            selected = _selected(comm) if target is None else None
+            model_us = _model_time(comm)
             if us is not None:
                 us = _max_over_ranks(comm, us)
             wrong, first, holdable = case.check() if check else (0, None, True)
@@ -171,7 +162,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
             alg, bus = _bw(coll, case.data_size, us, comm.size) if us is not None else (None, None)
             m_alg, m_bus = _bw(coll, case.data_size, model_us, comm.size) if model_us else (None, None)
             status = "NULL" if not check or not holdable else ("success" if wrong == 0 else "failed")
-            row = {"collective": name, "algorithm": algorithm or "auto", "ranks": comm.size, "dtype": dt.name,
+            row = {"collective": name, "algorithm": algorithm or "auto", "selected": selected, "ranks": comm.size,
+                   "dtype": dt.name,
                    "op": rop if coll.reduction else None, "root": root if coll.rooted else None,
                    "size": case.data_size, "time_us": us, "algbw": alg, "busbw": bus, "check": status,
                    "wrong": wrong if holdable else None, "inplace": case.inplace, "backend": _backend(comm),
@@ -182,14 +174,19 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                 row.update(operator=target.opdir, pattern=target.spec.pattern, kind=target.kind,
                            reference=target.spec.reference or target.spec.kind_info.reference)
             if "builtin" in compare:
-                b_us = b_bus = None
-                if builtin is not None:
-                    b_us = time_builtin(comm, builtin, target, nbytes, dt, rop, root, fill, inplace, builtin_algo,
-                                        iters, warmup, blocking)
-                    _, b_bus = _bw(coll, case.data_size, b_us, comm.size)
-                row.update(builtin=target.builtin, builtin_algorithm=builtin_algo or "auto", builtin_time_us=b_us,
-                           builtin_busbw=b_bus,
-                           vs_builtin=(b_us / us) if b_us and us else None)
+                if baseline_b is not None:
+                    row.update(baseline_b.measure(nbytes, case.data_size, dt, rop, root, fill, inplace, iters, warmup,
+                                                  blocking, us, model_us))
+                    if lead and row["builtin_why"] and row["builtin_why"] not in shown_why:
+                        shown_why.add(row["builtin_why"])
+                        print(f"# --compare builtin: the built-in {target.builtin} cannot run here: "
+                              f"{row['builtin_why']}; builtin_model is the same call with every link up (*)",
+                              file=out, flush=True)
+                else:
+                    row.update(builtin=None, builtin_algorithm=None, builtin_selected=None, builtin_time_us=None,
+                               builtin_busbw=None, vs_builtin=None, builtin_why=None, builtin_links_up=False,
+                               builtin_model_time_us=None, builtin_model_busbw=None, vs_builtin_model=None,
+                               builtin_formula_us=None, builtin_formula=None)
             if "mpi" in compare:
                 mpi_us = time_mpi(case, iters, warmup)
                 _, mbus = _bw(coll, case.data_size, mpi_us, comm.size)
@@ -205,6 +202,8 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
                           f"got {first[3]}", file=out, flush=True)
             case.close()
             bar.advance(detail=f"{case.data_size} B")
+    if baseline_b is not None:
+        baseline_b.close()
     if lead:
         buses = [r["busbw"] for r in rows if r["busbw"] is not None]
         print(f"# Out of bounds values : {total_wrong} {'OK' if total_wrong == 0 else 'FAILED'}", file=out)

@@ -33,6 +33,7 @@ from .._version import __version__
 from ..base import dtypes as _dtypes
 from ..base.errors import BuildError
 from . import cache
+from .rings import RING_ORDERS
 from .op_api import OBJ_DIR, install_objects, link_op_api
 from .opspec import A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS, PRODUCTS, OpSpec
 from .templating import make_environment, render_template, templates_dir
@@ -149,6 +150,7 @@ def _context(spec: OpSpec, api: str) -> dict:
         "a2a3_dtype_mask": _mask(_dtypes.get_dtype(d).value for d in A2A3_REDUCE_DTYPES),
         "a2a3_reduce_mask": _mask(_dtypes.get_reduce_op(r).value for r in A2A3_REDUCE_OPS),
         "same_args": _same_args(spec),
+        "ring_order": RING_ORDERS.index(spec.ring_order),
     }
 
 

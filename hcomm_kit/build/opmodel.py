@@ -37,6 +37,7 @@ MAX_THREADS_LIMIT = 64
 MAX_NOTIFIES_PER_THREAD = 39  # + the reserved slot 0 = 40, HCCL-VM's per-thread limit
 MAX_CHANNEL_NOTIFIES = 64
 MAX_PARAM_ARRAY = 4096
+MAX_RINGS = 8                # [resources.channels] rings: AlgResourceCtx.rings[] holds at most this many
 #: The [[param]] an operator with ``algorithms`` reads: 0 = none asked, i = the i-th listed (from 1).
 ALGO_PARAM = "algo"
 #: alltoallv's call arguments -> the [[param]] names that may carry them (snake case as the Python
@@ -126,6 +127,11 @@ class OpSpec:
     reference: str = ""
     kind_explicit: bool = False
     algorithms: tuple[str, ...] = ()
+    ring_order: str = "rank"
+    rings: int = 1
+    link_map: bool = False
+    test_topology: str = ""
+    test_links_down: str = ""
     opdir: Path | None = None
     toml_sha256: str = ""
     _memo: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
@@ -203,13 +209,38 @@ class OpSpec:
         """Notify slots acquired per thread: the pattern's N plus slot 0 (host "go")."""
         return self.notifies_per_thread + 1
 
-    def channel_peers(self, rank: int, rank_size: int) -> list[tuple[int, int]]:
+    def ring_layout(self, rank_size: int, links_down: "tuple[tuple[int, int], ...] | list" = ()) -> list[tuple[int, ...]]:
+        """The rings of a ``ring`` topology on ``rank_size`` ranks with ``links_down`` down: each
+        as its ranks in ring order (:func:`hcomm_kit.build.rings.ring_orders` with ``ring_order``
+        and ``rings``); ``[]`` for other topologies.
+
+        Raises:
+            ConfigError: no ring 0 (rank order crosses a downed link, or no ring avoids them).
+        """
+        if self.topology != "ring":
+            return []
+        from .rings import ring_orders
+
+        key = ("rings", rank_size, tuple(sorted((min(a, b), max(a, b)) for a, b in links_down)))
+        if key not in self._memo:
+            try:
+                self._memo[key] = ring_orders(rank_size, key[2], order=self.ring_order, rings=self.rings,
+                                              what=f"operator {self.name}")
+            except ConfigError as exc:
+                raise ConfigError(exc.reason, key=exc.key,
+                                  path=self.opdir / OP_TOML if self.opdir is not None else None) from None
+        return self._memo[key]
+
+    def channel_peers(self, rank: int, rank_size: int,
+                      links_down: "tuple[tuple[int, int], ...] | list" = ()) -> list[tuple[int, int]]:
         """Which channels the host acquires: ``[(index in channels[], peer rank), ...]``.
 
         * ``mesh``: every other rank, at index = peer rank.
         * ``p2p``: the ring neighbours ``rank-1`` and ``rank+1`` (one entry if they coincide),
           at index = peer rank.
-        * ``ring``: index 0 = ``rank-1`` (prev), index 1 = ``rank+1`` (next); both name the same
+        * ``ring``: per ring k of :meth:`ring_layout` (``links_down``: the links taken down),
+          index 2k = the rank before this one (prev), 2k + 1 = the rank after it (next); in rank
+          order (``ring_order = "rank"``) that is ``rank-1`` and ``rank+1``. Both name the same
           peer (and channel) when there are 2 ranks.
         * ``peer``: none up front; the channel to the peer named by ``OpParam.root`` is acquired
           on the first call with that peer (collective between the two ends only), at index =
@@ -221,7 +252,11 @@ class OpSpec:
             return []
         prev, nxt = (rank - 1) % rank_size, (rank + 1) % rank_size
         if self.topology == "ring":
-            return [(0, prev), (1, nxt)]
+            out = []
+            for k, ring in enumerate(self.ring_layout(rank_size, links_down)):
+                pos = ring.index(rank)
+                out += [(2 * k, ring[pos - 1]), (2 * k + 1, ring[(pos + 1) % rank_size])]
+            return out
         if rank_size > MAX_CHANNELS:
             raise ConfigError(f"{self.topology} operators support at most {MAX_CHANNELS} ranks, got {rank_size}",
                               key="resources.channels.topology")
@@ -229,11 +264,11 @@ class OpSpec:
             return [(p, p) for p in range(rank_size) if p != rank]
         return [(p, p) for p in sorted({prev, nxt})]
 
-    def channel_num(self, rank_size: int) -> int:
+    def channel_num(self, rank_size: int, links_down: "tuple[tuple[int, int], ...] | list" = ()) -> int:
         """Value of ``AlgResourceCtx.channelNum``: the length of the used part of ``channels[]``."""
         if self.topology == "none" or rank_size == 1:
             return 0
-        return 2 if self.topology == "ring" else rank_size
+        return 2 * len(self.ring_layout(rank_size, links_down)) if self.topology == "ring" else rank_size
 
     def thread_count(self, rank_size: int) -> int:
         """Device threads to acquire for ``rank_size`` ranks (at least 1: threads[0] is the main thread)."""
@@ -360,11 +395,27 @@ class OpSpec:
                    comment="AICPU_TS device threads; [0] is the main thread"),
             CField("channels", "ChannelInfo", MAX_CHANNELS, array_text=f"{p}_MAX_CHANNELS",
                    comment=self._channel_comment()),
+            *(self._ring_fields() if self.topology == "ring" else ()),
+            *((CField("linkUp", "uint64_t", MAX_CHANNELS, array_text=f"{p}_MAX_CHANNELS",
+                      comment="op.toml link_map: bit q of linkUp[r] set when ranks r and q have a link (not taken "
+                      "down, HCOMM_KIT_LINKS_DOWN)"),) if self.link_map else ()),
+        ]
+
+    def _ring_fields(self) -> list[CField]:
+        p = self.macro_prefix
+        return [
+            CField("ringNum", "uint32_t", comment="valid entries of rings[]: op.toml rings, fewer where the rank graph "
+                   "holds fewer link-disjoint rings (1 on 2-4 ranks)"),
+            CField("ringOrder", "uint32_t", comment=f"op.toml ring_order: {p}_RING_ORDER_RANK or "
+                   f"{p}_RING_ORDER_AVOID_DOWN"),
+            CField("rings", "RingInfo", self.rings, array_text=f"{p}_MAX_RINGS",
+                   comment="ring k: this rank's position and neighbours; channels[2k] = prev, [2k+1] = next"),
         ]
 
     def _channel_comment(self) -> str:
         if self.topology == "ring":
-            return "[0] = prev (rank-1), [1] = next (rank+1); the same channel when rankSize == 2"
+            return ("ring k: [2k] = prev, [2k+1] = next (rings[k]; rank order: rank-1, rank+1); the same channel when "
+                    "rankSize == 2")
         if self.topology == "none":
             return "unused (topology none)"
         if self.topology == "peer":
@@ -413,7 +464,8 @@ class OpSpec:
         return self._structs()["AlgResourceCtx"]
 
     def struct_mirrors(self) -> dict[str, type[ctypes.Structure]]:
-        """Every mirrored struct by C name: CommBuffer, ChannelInfo, AlgResourceCtx, OpParam."""
+        """Every mirrored struct by C name: CommBuffer, ChannelInfo, RingInfo (``ring`` topology),
+        AlgResourceCtx, OpParam."""
         return dict(self._structs())
 
     def _structs(self) -> dict[str, type[ctypes.Structure]]:
@@ -430,7 +482,9 @@ class OpSpec:
             "inplace": self.inplace, "same_args": self.same_args, "threads": self.threads,
             "notifies_per_thread": self.notifies_per_thread, "topology": self.topology,
             "channel_notifies": self.channel_notifies, "kind": self.kind, "reference": self.reference,
-            "algorithms": list(self.algorithms),
+            "algorithms": list(self.algorithms), "ring_order": self.ring_order, "rings": self.rings,
+            "link_map": self.link_map,
+            "test_topology": self.test_topology, "test_links_down": self.test_links_down,
             "params": [{"name": p.name, "type": p.type, "array": p.array} for p in self.params],
         }
 
@@ -447,6 +501,13 @@ CHANNELINFO_FIELDS = (
     CField("handle", "ChannelHandle"),
     CField("remoteBuffer", "CommBuffer"),
 )
+#: One ring of a ``ring`` topology (AlgResourceCtx.rings[k]).
+RINGINFO_FIELDS = (
+    CField("pos", "uint32_t", comment="this rank's position in the ring: order[pos] == rank"),
+    CField("prev", "uint32_t", comment="the rank before this one: order[(pos + rankSize - 1) % rankSize]"),
+    CField("next", "uint32_t", comment="the rank after this one: order[(pos + 1) % rankSize]"),
+    CField("order", "uint32_t", MAX_CHANNELS, comment="the ranks in ring order (rankSize entries)"),
+)
 
 
 def _make_structs(spec: OpSpec) -> dict[str, type[ctypes.Structure]]:
@@ -459,7 +520,8 @@ def _make_structs(spec: OpSpec) -> dict[str, type[ctypes.Structure]]:
         }.get(f.ctype) or made.get(f.ctype) or PARAM_TYPES[f.ctype]
         return base * f.array if f.array else base
 
-    for cname, fields in (("CommBuffer", COMMBUFFER_FIELDS), ("ChannelInfo", CHANNELINFO_FIELDS),
+    rings = (("RingInfo", RINGINFO_FIELDS),) if spec.topology == "ring" else ()
+    for cname, fields in (("CommBuffer", COMMBUFFER_FIELDS), ("ChannelInfo", CHANNELINFO_FIELDS), *rings,
                           ("AlgResourceCtx", spec.resctx_fields()), ("OpParam", spec.param_fields())):
         made[cname] = type(cname, (ctypes.Structure,), {
             "_fields_": [(f.name, ctype_of(f)) for f in fields],

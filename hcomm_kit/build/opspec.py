@@ -35,6 +35,13 @@ Schema (every key except ``op.name`` is optional)::
     [resources.channels]
     topology = "none"        # "none" | "p2p" | "ring" | "mesh" | "peer"
     notifies = 0             # notify slots per channel end
+    ring_order = "rank"      # ring: "rank" (rank-1, rank+1) or "avoid-down" (no neighbour across a downed link)
+    rings = 1                # ring: up to this many link-disjoint rings (AlgResourceCtx.rings[])
+    link_map = false         # AlgResourceCtx.linkUp[r]: bit q = ranks r and q have a link (relaying kernels)
+
+    [test]                   # the job of the generated tests, run, bench and model explain (unless told otherwise)
+    topology = "A2:1x8"      # HCOMM_KIT_TOPOLOGY (--topology); the tests run at its rank count
+    links_down = "0-1"       # HCOMM_KIT_LINKS_DOWN (--links-down)
 
     [[param]]                # user fields appended to OpParam
     name  = "alpha"
@@ -57,8 +64,9 @@ from ..base.errors import ConfigError
 from . import names
 from .opinfo import ANSWERS_FILE, check_op_info, read_answers
 from .kinds import KIND_NAMES, KINDS, infer_kind
+from .rings import RING_ORDERS
 from .opmodel import (_DUMMY, A2A3, ALGO_PARAM, COUNT_PARAMS, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS, HANDSHAKES, MAX_CHANNEL_NOTIFIES,
-                      MAX_CHANNELS, MAX_NOTIFIES_PER_THREAD, MAX_PARAM_ARRAY, MAX_THREADS_LIMIT, OP_TOML,
+                      MAX_CHANNELS, MAX_NOTIFIES_PER_THREAD, MAX_PARAM_ARRAY, MAX_RINGS, MAX_THREADS_LIMIT, OP_TOML,
                       OUTPUT_RULES, PARAM_TYPES, PATTERNS, PRODUCTS, THREAD_RULES, TOPOLOGIES, CField, OpSpec,
                       ParamField)
 
@@ -94,7 +102,7 @@ _CALL_KEYWORDS = frozenset({"input", "output", "dtype", "reduce_op", "stream", "
 # of docs/operators.md are generated from it (optoml_table; tests/test_kinds.py checks the page against it).
 _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "": {"op": ("", "table"), "io": ("", "table"), "resources": ("", "table"),
-         "param": ("", "array of tables")},
+         "param": ("", "array of tables"), "test": ("", "table")},
     "op": {
         "name": ("required", "operator name, a C identifier (also the directory name of `new`)"),
         "kernel": ("`Hccl<Name>AicpuKernel`", "kernel entry symbol = op-info key = functionName"),
@@ -135,6 +143,24 @@ _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "resources.channels": {
         "topology": ('`"none"`', "channels acquired: " + ", ".join(f'`"{t}"`' for t in TOPOLOGIES)),
         "notifies": ("`2` (`0` for none)", "notify slots per channel end"),
+        "ring_order": ('`"rank"`', 'ring only: `"rank"` (ring k = 0 is rank-1, rank, rank+1; a downed link on it '
+                       'fails every rank at the first call, naming the link) or `"avoid-down"` (the ring through '
+                       "every rank closest to rank order whose neighbours never sit across a downed link, "
+                       "`HCOMM_KIT_LINKS_DOWN`); the kernel reads its position and neighbours from "
+                       "`AlgResourceCtx.rings[k]`"),
+        "rings": ("`1`", f"ring only: up to this many rings that share no link (1..{MAX_RINGS}; "
+                  "`AlgResourceCtx.ringNum` says how many the rank graph gave: 1 on 2-4 ranks, 3 on a full mesh "
+                  "of 8), ring k on `channels[2k]` (prev) and `channels[2k+1]` (next)"),
+        "link_map": ("`false`", "`AlgResourceCtx.linkUp[r]`: bit q set when ranks r and q have a link (none taken down, "
+                     "`HCOMM_KIT_LINKS_DOWN`): the rank graph a kernel that relays around downed links needs (which "
+                     "ranks reach both ends of a downed link)"),
+    },
+    "test": {
+        "topology": ("none (one server)", "`PRODUCT:SERVERSxNPUS` (`A2:1x8`): the cluster topology of the generated "
+                     "tests (at its rank count), `run`, `bench` and `model explain` (their `-n` defaults to its "
+                     "rank count) unless `--topology`, `--np` of another count or `HCOMM_KIT_TOPOLOGY` says otherwise"),
+        "links_down": ("none", '`"A-B,..."` (`"0-1"`): links taken down for the same jobs unless `--links-down` '
+                       "or `HCOMM_KIT_LINKS_DOWN` says otherwise (`--links-down none`: all up)"),
     },
     "param": {
         "name": ("required", "a field appended to OpParam, passed as a keyword of the call"),
@@ -296,6 +322,8 @@ class _Validator:
         io = self.table(doc, "io", "io")
         res = self.table(doc, "resources", "resources")
         chan = self.table(res, "channels", "resources.channels")
+        test = self.table(doc, "test", "test")
+        self.check_keys(test, "test", "test")
         self.check_keys(op, "op", "op")
         self.check_keys(io, "io", "io")
         self.check_keys(res, "resources", "resources")
@@ -377,6 +405,15 @@ class _Validator:
             raise self.fail("resources.channels.notifies", f"topology {topology!r} needs at least one notify "
                             "slot per channel (resources.channels.notifies >= 1; the patterns use 2: ACK, DATA)")
 
+        ring_order = self.choice(chan, "ring_order", "resources.channels", RING_ORDERS, "rank")
+        rings = self.int_range(chan, "rings", "resources.channels", 1, MAX_RINGS, 1)
+        for key in ("ring_order", "rings"):
+            if key in chan and topology != "ring":
+                raise self.fail(f"resources.channels.{key}", f"resources.channels.{key} shapes a ring: it needs "
+                                f"topology = \"ring\" (this operator's is {topology!r}); remove it")
+        link_map = self.get(chan, "link_map", "resources.channels", bool, False)
+        test_topology, test_links_down = self.test_job(test)
+
         params = self.params(doc.get("param", []))
         algorithms = self.algorithms(op, params)
         return OpSpec(
@@ -385,8 +422,35 @@ class _Validator:
             vendor=vendor, output=output, inplace=inplace, threads=threads,
             notifies_per_thread=notifies, topology=topology, channel_notifies=chan_notifies,
             params=tuple(params), same_args=same_args, kind=kind, reference=reference,
-            kind_explicit=kind_explicit, algorithms=tuple(algorithms), opdir=opdir, toml_sha256=sha256,
+            kind_explicit=kind_explicit, algorithms=tuple(algorithms), ring_order=ring_order, rings=rings,
+            link_map=link_map,
+            test_topology=test_topology, test_links_down=test_links_down, opdir=opdir, toml_sha256=sha256,
         )
+
+    def test_job(self, test: dict[str, Any]) -> tuple[str, str]:
+        """``[test] topology`` and ``links_down``, checked as HCOMM_KIT_TOPOLOGY / HCOMM_KIT_LINKS_DOWN
+        check them (and every downed link inside the topology's ranks)."""
+        from ..base import envs
+
+        topology = self.get(test, "topology", "test", str, "")
+        links = self.get(test, "links_down", "test", str, "")
+        size = None
+        if topology:
+            try:
+                _, servers, npus = envs.parse_topology(topology)
+            except ConfigError as exc:
+                raise self.fail("test.topology", f"test.topology = {topology!r}: {exc.reason}") from None
+            size = servers * npus
+        if links:
+            try:
+                pairs = envs.parse_links_down(links)
+            except ConfigError as exc:
+                raise self.fail("test.links_down", f"test.links_down = {links!r}: {exc.reason}") from None
+            outside = [f"{a}-{b}" for a, b in pairs if size is not None and b >= size]
+            if outside:
+                raise self.fail("test.links_down", f"test.links_down = {links!r}: {', '.join(outside)} joins a rank "
+                                f"outside the {size} ranks of test.topology = {topology!r}")
+        return topology, links
 
     def algorithms(self, op: dict[str, Any], params: list[ParamField]) -> list[str]:
         """``[op].algorithms``: distinct C identifiers, read by the kernel from an integer scalar

@@ -87,8 +87,48 @@ def _export_topology(args: argparse.Namespace, envs) -> None:
         if envs.device_count() < need:
             os.environ["HCOMM_KIT_DEVICE_COUNT"] = str(need)
     if getattr(args, "links_down", None):
-        os.environ["HCOMM_KIT_LINKS_DOWN"] = args.links_down
+        # "none": every link up, also against op.toml [test] links_down (the emulator reads "" so)
+        os.environ["HCOMM_KIT_LINKS_DOWN"] = "" if args.links_down.strip().lower() == "none" else args.links_down
         envs.links_down()
+
+
+def _apply_op_job(args: argparse.Namespace, opdirs: "list[str]", default_np: int | None = 2) -> None:
+    """op.toml ``[test]`` of the operators in ``opdirs`` (the same in every one of them; else none):
+    its topology and links down exported where ``--topology`` / ``--links-down`` / the environment /
+    a ``--np`` of another rank count did not decide them (:func:`hcomm_kit.build.testjob.op_job`),
+    and ``args.np`` (None: not given) set to the topology's rank count, else ``default_np``.
+    Notes on what was left out go to stderr (once: not in the ranks)."""
+    from pathlib import Path
+
+    from ..build.opspec import OP_TOML, load_opspec
+    from ..build.testjob import op_job
+    from ..core.bootstrap import under_mpi
+
+    specs = [load_opspec(d) for d in opdirs if (Path(d) / OP_TOML).is_file()]
+    jobs = {(s.test_topology, s.test_links_down) for s in specs}
+    if len(jobs) > 1:
+        if not under_mpi():
+            which = "; ".join(f"{s.name}: {s.test_topology or 'one server'}, links down {s.test_links_down or 'none'}"
+                              for s in specs)
+            print(f"hcomm-kit {args._command}: note: the operators' op.toml [test] tables differ ({which}): none is "
+                  "used", file=sys.stderr)
+        specs = []
+    job = op_job(specs[0], np=args.np) if specs else None
+    if job is not None:
+        os.environ.update(job.env)
+        if not under_mpi():
+            for note in job.notes:
+                print(f"hcomm-kit {args._command}: note: {note}", file=sys.stderr)
+    if args.np is None:
+        args.np = job.np if job is not None and job.np else _env_np(default_np)
+
+
+def _env_np(default_np: int | None) -> int | None:
+    """The rank count of HCOMM_KIT_TOPOLOGY when it is set, else ``default_np``."""
+    from ..base import envs
+
+    topo = envs.topology()
+    return topo[1] * topo[2] if topo else default_np
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,14 +162,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except UsageError as exc:
         print(f"hcomm-kit {args._command}: error: {exc}", file=sys.stderr)
+        _end_job_of_rank()
         return 2
     except HcommKitError as exc:
         print(f"hcomm-kit: error: {exc}", file=sys.stderr)
+        _end_job_of_rank()
         return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return _stdout_closed()
+
+
+def _end_job_of_rank() -> None:
+    """A rank of an MPI job (``hcomm-kit run/bench/test`` started its ranks) that failed ends the whole
+    job with ``MPI_Abort``: its peers may be waiting for it in an MPI call (the result check, a
+    barrier), and a normal exit would wait for them in ``MPI_Finalize``: a job that never ends."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized() or mpi.COMM_WORLD.Get_size() < 2:
+            return
+        sys.stderr.flush()
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - nothing to end
+        return
+    mpi.COMM_WORLD.Abort(1)
 
 
 def _stdout_closed() -> int:

@@ -13,7 +13,7 @@ directory (with op.toml). An operator is sized, checked, given bandwidth factors
 its op.toml kind says (`hcomm-kit docs optoml`): a reduce as the built-in reduce with -r ROOT,
 checked on the root; custom: its reference, time only unless --busbw-factor F. -o defaults to the
 operator's first listed reduce op; --algorithm NAME is one of its op.toml algorithms (a built-in's:
-ring, mesh, ...). --compare builtin adds the matching built-in collective in the same job
+CANN's names, e.g. AicpuAllReduceSoleMeshTwoShot, or mesh, nhr, hierarchical). --compare builtin adds the matching built-in collective in the same job
 (builtin:NAME with the built-in's algorithm NAME, default its own choice), --compare mpi the same
 through mpi4py (Open MPI), each with its time, busbw and a vs_ ratio (its time / ours).
 
@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "instead of a sweep; no COLLECTIVE")
     parser.add_argument("--runs", type=int, default=3, metavar="N",
                         help="--latency: repeat every job N times (default 3)")
-    parser.add_argument("--np", type=int, default=2, metavar="N", help="number of ranks (default 2)")
+    parser.add_argument("--np", type=int, default=None, metavar="N",
+                        help="number of ranks (default: an operator's op.toml [test] topology's, --topology's, else 2)")
     parser.add_argument("-b", "--minbytes", default="64M", help="smallest message (K/M/G suffixes; default 64M)")
     parser.add_argument("-e", "--maxbytes", default="64M", help="largest message (default 64M)")
     parser.add_argument("-f", "--stepfactor", type=float, default=None, help="multiply the size by F each step")
@@ -136,6 +137,12 @@ def run(args: argparse.Namespace) -> int:
     with usage_errors():  # bad input: one line, exit 2, nothing started
         if args.collective is None:
             raise ConfigError("name a COLLECTIVE or an operator directory (or pass --latency)", key="COLLECTIVE")
+        if args.np is not None:
+            check_np(args.np)
+        target = bench._target(args.collective, args.busbw_factor)  # raises for an unknown name
+        from . import _apply_op_job
+
+        _apply_op_job(args, [target.opdir] if target is not None else [])  # op.toml [test]
         check_np(args.np)
         from .launch import job_size, nodes_of
 
@@ -151,7 +158,6 @@ def run(args: argparse.Namespace) -> int:
         if "mpi" in compare and (nodes is not None or size != args.np):
             raise ConfigError("--compare mpi needs one MPI world, which a job on several hosts does not have (each "
                               "host's ranks are their own mpirun job): compare on one host", key="--compare")
-        target = bench._target(args.collective, args.busbw_factor)  # raises for an unknown name
         names, builtin_algo = bench.split_compare(compare)
         if target is None and "builtin" in names:
             raise ConfigError(f"--compare builtin is for your own operators; {args.collective} is a built-in "

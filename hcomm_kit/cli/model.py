@@ -1,8 +1,9 @@
 """The timing model: the predicted Ascend time of one call, and what made it up.
 
   hcomm-kit model explain allreduce -n 8 --topology A2:1x8 -b 1M
-  hcomm-kit model explain allgather -n 8 --topology A2:2x4 -b 64M --algorithm ring --json
+  hcomm-kit model explain allgather -n 8 --topology A2:2x4 -b 64M --algorithm AicpuAllGatherSoleNHR --json
   hcomm-kit model explain ops/my_allreduce -n 8 --topology A2:1x8 -b 1M,64M --compare allreduce
+  hcomm-kit model explain ops/my_allreduce -n 4 -b 256K --links-down 0-1
   hcomm-kit model params A3
 
 explain runs one call of COLLECTIVE (a built-in) or OPDIR (an operator directory) on N ranks in
@@ -35,13 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="model_command", metavar="explain|params")
     ex = sub.add_parser("explain", help="simulate one call and print its critical path")
     ex.add_argument("collective", metavar="COLLECTIVE|OPDIR", help="a built-in collective or an operator directory")
-    ex.add_argument("-n", "--np", type=int, default=2, metavar="N", help="number of ranks (default 2)")
+    ex.add_argument("-n", "--np", type=int, default=None, metavar="N",
+                    help="number of ranks (default: an operator's op.toml [test] topology's, --topology's, else 2)")
     ex.add_argument("-b", "--bytes", default="1M",
                     help="data size per rank as hcomm-kit bench counts it, or a comma-separated list (default 1M)")
     ex.add_argument("-d", "--datatype", default="fp32", help="dtype (default fp32)")
     ex.add_argument("-o", "--op", default=None, help="reduce op (default: sum / the operator's first listed)")
     ex.add_argument("-r", "--root", type=int, default=0, help="root rank of rooted collectives (default 0)")
-    ex.add_argument("--algorithm", default=None, help="built-ins: ring, mesh, ... (default: the selector's choice)")
+    ex.add_argument("--algorithm", default=None,
+                    help="built-ins: CANN's name (e.g. AicpuAllReduceSoleMeshTwoShot), an alias (mesh, nhr, "
+                         "hierarchical) or fastest (default: CANN's choice); operators: one of op.toml's algorithms")
     ex.add_argument("--compare", default=None, metavar="OTHER",
                     help="a second built-in collective or operator directory, modelled beside the first")
     ex.add_argument("--tasks", action="store_true", help="also print the critical path task by task")
@@ -89,9 +93,14 @@ def _explain(args: argparse.Namespace) -> int:
     from ..core.bootstrap import under_mpi
     from ..jobs.preflight import usage_errors
     from ..base.errors import ConfigError
-    from . import _apply_topology_arguments
+    from . import _apply_op_job, _apply_topology_arguments
 
     with usage_errors():
+        if args.np is not None:
+            check_np(args.np)
+        first = bench._target(args.collective, None)
+        _apply_topology_arguments(args)
+        _apply_op_job(args, [first.opdir] if first is not None else [])  # op.toml [test]: topology, links, -n
         check_np(args.np)
         if args.np < 2:
             raise ConfigError("-n 1: one rank issues no Hcomm tasks, there is nothing to model", key="-n")
@@ -104,7 +113,6 @@ def _explain(args: argparse.Namespace) -> int:
             if target is not None:
                 bench.check_target(target, args.datatype, args.op)
             subjects.append(target.opdir if target is not None else what)
-        _apply_topology_arguments(args)
     if not under_mpi():
         from ..jobs.launch import launch
         from .bench import _prebuild

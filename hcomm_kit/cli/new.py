@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     for rel in result.unchanged:
         print(f"  unchanged  {rel}")
     for rel in result.kept:
-        print(f"  kept       {rel} (yours; delete it to get the {spec.pattern} pattern back)")
+        what = "the generated page" if rel == "README.md" else f"the {spec.pattern} pattern"
+        print(f"  kept       {rel} (yours; delete it to get {what} back)")
     for note in spec.product_limits():
         print(f"note: {note}")
     if action == "created":

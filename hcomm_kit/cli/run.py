@@ -31,7 +31,8 @@ HELP = "run an operator on N ranks and check it against numpy"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ops", nargs="+", metavar="OP", help="operator directory or built-in name")
-    parser.add_argument("--np", "-n", type=int, default=2, metavar="N", help="number of ranks (default 2)")
+    parser.add_argument("--np", "-n", type=int, default=None, metavar="N",
+                        help="number of ranks (default: op.toml [test] topology's, --topology's, else 2)")
     parser.add_argument("--count", "-c", type=int, default=4096, metavar="C",
                         help="OpParam.count, HCCL's count: elements per rank, per block where the input holds one "
                              "block per rank (default 4096)")
@@ -39,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--op", dest="reduce_op", default=None, help="reduce op for reductions (default: the operator's first listed)")
     parser.add_argument("-r", "--root", type=int, default=None, help="root rank of rooted kinds (default 0)")
     parser.add_argument("--algorithm", default=None, metavar="NAME",
-                        help="one of the operator's algorithms (op.toml [op].algorithms; a built-in's: ring, mesh, ...)")
+                        help="one of the operator's algorithms (op.toml [op].algorithms; a built-in's: CANN's names, "
+                             "e.g. AicpuAllReduceSoleMeshTwoShot, or mesh, nhr, hierarchical)")
     parser.add_argument("--iters", type=int, default=20,
                         help="timed calls after the checked one (default 20; 0 = check only)")
     parser.add_argument("--timeout", type=float, default=300, help="kill the job after S seconds (default 300)")
@@ -60,6 +62,12 @@ def run(args: argparse.Namespace) -> int:
     from ..jobs.preflight import usage_errors
 
     with usage_errors():  # bad input: one line, exit 2, nothing started
+        if args.np is not None:
+            check_np(args.np)
+        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
+        from . import _apply_op_job
+
+        _apply_op_job(args, opdirs)  # op.toml [test]: topology, links down, the rank count
         check_np(args.np)
         if args.iters < 0:
             raise ConfigError(f"--iters {args.iters}: use 0 (check only) or more timed calls", key="--iters")
@@ -72,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
         size = job_size(args, args.np)
         if args.root is not None and not 0 <= args.root < size:
             raise ConfigError(f"-r {args.root} is not a rank of a {size}-rank job (0..{size - 1})", key="-r")
-        opdirs = [str(resolve_op(o).resolve()) for o in args.ops]
         if not under_mpi():
             _preflight(args, opdirs)
     if args.debug:

@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true",
                         help="test the debug build (-O0 -g); failures show the kernel's OP_LOG_INFO logs")
     parser.add_argument("--algorithm", default=None, metavar="NAME",
-                        help="only the tests of this algorithm (op.toml [op].algorithms; a built-in's: ring, mesh, ...)")
+                        help="only the tests of this algorithm (op.toml [op].algorithms; a built-in's: CANN's names, "
+                             "e.g. AicpuAllReduceSoleNHR)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="one line per test, and Open MPI's messages in failures")
     from .launch import add_node_arguments
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         opdir = resolve_op(args.opdir).resolve()
         tests = opdir / "tests"
         spec = load_opspec(opdir)
+        _apply_op_job(spec, args.np)
         if args.algorithm:
             check_op_algorithm(str(opdir), spec, args.algorithm)
         rootdir = opdir
@@ -141,6 +143,22 @@ def _run_pytest(args: argparse.Namespace, opdir: "Path", tests: "Path", rootdir:
         print("hcomm-kit test: passed with the debug build (kernel logs are shown for failing tests)",
               file=sys.stderr)
     return rc
+
+
+def _apply_op_job(spec, np: int | None) -> None:
+    """op.toml ``[test]`` for the jobs of the generated tests: exported here (the tests' markers read
+    the same, :func:`hcomm_kit.testing.opjob.mpi_job`); at a ``--np`` other than its topology's,
+    HCOMM_KIT_TOPOLOGY and HCOMM_KIT_LINKS_DOWN are set empty (one server, every link up) so that
+    the markers leave them out too."""
+    from ..build.testjob import op_job
+
+    job = op_job(spec, np=np)
+    os.environ.update(job.env)
+    if job.notes:
+        os.environ.setdefault("HCOMM_KIT_TOPOLOGY", "")
+        os.environ.setdefault("HCOMM_KIT_LINKS_DOWN", "")
+        for note in job.notes:
+            print(f"hcomm-kit test: note: {note}", file=sys.stderr)
 
 
 def _take_ours(args: argparse.Namespace, extra: list[str]) -> list[str]:

@@ -120,14 +120,24 @@ class Bootstrap:
             return self._exchange_store(make_root_info)
         return self._exchange_file(make_root_info)
 
-    def _arrive(self) -> None:
+    def _use_key(self) -> str:
+        """The store key of this use of the store: one store may serve several communicators one after
+        another (torch's process group destroyed and made again on the same TCPStore), and a key of
+        an earlier one would hand its stale root info to the ranks that read before rank 0 writes.
+        Each rank counts its own uses (collective: the same count on every rank)."""
+        store = self.store
+        if not hasattr(store, "add"):
+            return self.store_key
+        return f"{self.store_key}/{int(store.add(f'{self.store_key}/uses/{self.rank}', 1))}"
+
+    def _arrive(self, key: str) -> None:
         """Store bootstrap: wait until every rank reached it (at most :attr:`store_timeout`), so that
         a rank that never comes fails the others after that timeout, not after the communicator
         creation's HCCL_CONNECT_TIMEOUT (120 s). Stores without ``wait``/``check`` skip it."""
         store = self.store
         if not (hasattr(store, "wait") and hasattr(store, "check")):
             return
-        keys = [f"{self.store_key}/arrived/{r}" for r in range(self.size)]
+        keys = [f"{key}/arrived/{r}" for r in range(self.size)]
         store.set(keys[self.rank], b"1")
         try:
             if self.store_timeout:
@@ -149,8 +159,8 @@ class Bootstrap:
     def _exchange_store(self, make_root_info) -> bytes:
         from ..runtime.enums import HCCL_ROOT_INFO_BYTES
 
-        key = self.store_key
-        self._arrive()
+        key = self._use_key()
+        self._arrive(key)
         if self.rank == 0:
             try:
                 data = make_root_info()

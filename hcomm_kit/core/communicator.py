@@ -492,8 +492,14 @@ class Communicator:
         """Wait for pending work, release operator resources and destroy the communicator.
 
         Collective: every rank of the communicator calls it (the ranks meet at a barrier first).
+        Called while an exception propagates (a ``finally:`` or ``except`` block), it does not raise
+        the call mismatch its close makes with peers still in their calls: that exception is the
+        cause to see.
         """
-        self._close(barrier=True)
+        unwinding = sys.exc_info()[1] is not None
+        # unwinding: the peers may be waiting elsewhere (an MPI call, a collective this rank left);
+        # they learn of this close from the call check, and the closing barrier would wait for them
+        self._close(barrier=not unwinding, mismatch_error=not unwinding)
 
     def abort(self) -> None:
         """Destroy the communicator without waiting for the other ranks (not collective).
@@ -503,7 +509,7 @@ class Communicator:
         """
         self._close(barrier=False)
 
-    def _close(self, barrier: bool, barrier_timeout: float | None = None) -> None:
+    def _close(self, barrier: bool, barrier_timeout: float | None = None, mismatch_error: bool = True) -> None:
         if self._closed:
             return
         self._finish_pending(not barrier, _EXIT_BARRIER_S if barrier_timeout is None else barrier_timeout)
@@ -535,7 +541,7 @@ class Communicator:
             self.stream.close()
             with _LIVE_LOCK:
                 _LIVE.discard(self)
-        if mismatch is not None:
+        if mismatch is not None and mismatch_error:
             raise CollectiveMismatchError(f"rank {self.rank}: close() of communicator {self.name}: {mismatch}",
                                           call="close()")
 
@@ -594,8 +600,14 @@ class Communicator:
     def __enter__(self) -> "Communicator":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # Left by an exception: close as close() does (the peers learn that this rank closed), but
+        # the exception that ended the block is the one to see, not the call mismatch this close
+        # makes with peers still in their calls.
+        if exc_type is None:
+            self.close()
+        else:
+            self._close(barrier=False, mismatch_error=False)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"rank {self.rank}/{self.size}"

@@ -52,11 +52,10 @@ def check_env(np: int | None = None) -> None:
         if name.startswith(_PREFIXES):
             envs.get(name)
     algo = envs.hccl_algo()
-    if algo:
-        from ..ops.algorithms import ALGORITHMS, parse_hccl_algo
+    if algo and envs.backend() == "emu":
+        from ..ops.selector import check_hccl_algo
 
-        for coll in ALGORITHMS:  # a per-collective part is parsed only for its own collective
-            parse_hccl_algo(algo, coll)
+        check_hccl_algo(algo)  # as every rank's communicator creation will (the emulator's parser)
     check_topology(np)
 
 
@@ -113,12 +112,13 @@ def check_names(*, dtype: str | None = None, reduce_op: str | None = None, algor
         except ConfigError as exc:
             raise ConfigError(str(exc), key="-o") from None
     if algorithm is not None and collective is not None:
-        from ..ops.algorithms import ALGORITHMS
+        from ..ops.algorithms import ALGORITHMS, resolve
 
-        table = ALGORITHMS.get(collective)
-        if table is not None and algorithm.lower() not in table and algorithm.lower() != "fullmesh":
-            raise ConfigError(f"--algorithm {algorithm}: {collective} has no such algorithm; choose from "
-                              f"{', '.join(sorted(table))}", key="--algorithm")
+        if collective in ALGORITHMS:
+            try:
+                resolve(collective, algorithm)
+            except ConfigError as exc:
+                raise ConfigError(f"--algorithm {algorithm}: {exc}", key="--algorithm") from None
 
 
 def check_op_algorithm(opdir: str, spec, name: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..base import dtypes as _dtypes
-from ..base.errors import ConfigError
+from ..base.errors import CheckError, ConfigError
 from ..core import world
 from ..ops import reference
 
@@ -124,40 +124,64 @@ def run_ops(comm, jobs: list[dict[str, Any]], iters: int = 20) -> list[dict[str,
         x = ins[comm.rank]
         dt = _dtypes.get_dtype(dtype)
         out_n = spec.output_count(count, comm.size, call.get("recv_counts"))
-        out = checked_call(comm, op, x, out_n, dt, dict(count=count, dtype=dtype, reduce_op=rop, root=root, **call))
+        finding = None  # the checker's finding on this rank (e.g. output the operator never wrote)
+        try:
+            out = checked_call(comm, op, x, out_n, dt, dict(count=count, dtype=dtype, reduce_op=rop, root=root,
+                                                            **call))
+        except CheckError as exc:  # the call failed here only: the ranks agree on the row below
+            finding, out = str(exc), None
+            print(f"hcomm-kit: operator {spec.name}: {finding}", file=sys.stderr, flush=True)
         exps = expected_outputs(spec, ins, dtype=dtype, reduce_op=rop, root=root or 0, params=a["ref"])
         has_ref = exps is not None
         exp = exps[comm.rank] if has_ref else None
-        err = 0.0
-        wrong = 0
-        if exp is not None:
+        err = float("inf") if finding is not None else 0.0
+        if exp is not None and finding is None:
             # the inputs are small integers: every kind's result is exact, reductions too
             wrong, err = compare(out, exp, dtype)
             if wrong and err == 0.0:
                 err = float("inf")  # bit-level difference (e.g. NaN payloads): never reported as 0
+        # One allreduce on every rank, whatever its output (a rank whose output the kind does not
+        # check contributes 0; a wrong output or a checker's finding is +inf, never NaN): the
+        # ranks agree on the row, and on timing only an operator that passed.
+        # The modelled time is the last call's: across hosts the exchanges (_job_max) are calls of
+        # the communicator themselves, so it is read before each of them there.
+        model_us = _model_time(comm) if world.job_wide(comm) else None
+        err = _job_max(comm, err)
         dt_us: float | None = None
-        if iters > 0:
+        if iters > 0 and err == 0.0:
             comm.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
                 op(x, count=count, dtype=dtype, reduce_op=rop, root=root, **call)
-            dt_us = (time.perf_counter() - t0) / iters * 1e6
-        model_us = _model_time(comm)  # the last call (the checked one when nothing was timed)
-        # Every rank joins (whether there is a reference is the same on all ranks; a rank whose
-        # output the kind does not check contributes 0; a wrong output is +inf, never NaN).
-        if has_ref:
-            err = float(world.allreduce(comm, err, "max"))
-        if dt_us is not None:
-            dt_us = float(world.allreduce(comm, dt_us, "max"))
-        ok = (err == 0.0) if has_ref else None
-        rows.append({"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
-                     "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,
-                     "algorithm": call.get("algorithm"),
-                     "reference": spec.reference or spec.kind_info.reference,
-                     "checked": spec.kind_info.checked if has_ref else None,
-                     "max_error": (err if math.isfinite(err) else "inf") if has_ref else None,
-                     "us_per_call": dt_us, "iters": iters, "ok": ok, "model_time_us": model_us})
+            dt_local = (time.perf_counter() - t0) / iters * 1e6
+            model_us = _model_time(comm)  # the last timed call
+            dt_us = _job_max(comm, dt_local)
+        elif model_us is None:
+            model_us = _model_time(comm)  # the checked call (the exchange went through MPI)
+        if not has_ref and math.isfinite(err):
+            err = 0.0
+        rows.append(_row(spec, comm, dtype, rop, root, count, call, has_ref, err, dt_us, iters, model_us))
     return rows
+
+
+def _job_max(comm, value: float) -> float:
+    """The largest ``value`` of all ranks (the job's MPI world, or the communicator across hosts:
+    :mod:`hcomm_kit.core.world`)."""
+    return float(world.allreduce(comm, value, "max"))
+
+
+def _row(spec, comm, dtype: str, rop: str | None, root: int | None, count: int, call: dict, has_ref: bool,
+         err: float, dt_us: float | None, iters: int, model_us: float | None) -> dict[str, Any]:
+    """One row of :func:`run_ops` (``err``: the largest error of all ranks; inf for a wrong output or a
+    checker's finding, which fails the row also without a reference)."""
+    return {"op": spec.name, "pattern": spec.pattern, "kind": spec.kind, "handshake": spec.handshake,
+            "ranks": comm.size, "dtype": dtype, "reduce_op": rop or "-", "root": root, "count": count,
+            "algorithm": call.get("algorithm"),
+            "reference": spec.reference or spec.kind_info.reference,
+            "checked": spec.kind_info.checked if has_ref else None,
+            "max_error": (err if math.isfinite(err) else "inf") if has_ref else None,
+            "us_per_call": dt_us, "iters": iters, "ok": ((err == 0.0) if has_ref else None) if math.isfinite(err)
+            else False, "model_time_us": model_us}
 
 
 def _model_time(comm) -> float | None:

@@ -22,12 +22,17 @@ Conventions (as ``torch.distributed`` / mpi4py users expect):
   Dtypes and ops per product are those of CANN's HcclAllReduce / HcclReduce /
   HcclReduceScatter (``hcomm_kit.base.dtypes.HCCL_API_REDUCE``): A2/A3 int8, int16, int32, int64,
   fp16, fp32, bf16 with sum/prod/max/min (prod not for int16/bf16); Ascend950 also uint64, fp64.
-* ``algorithm=``: a name of :data:`ALGORITHMS` for that collective; default: ``HCCL_ALGO`` if set
-  (read when the communicator is created, as HCCL does), else the cheapest by the cost model of
-  :mod:`hcomm_kit.ops.selector` (allreduce, allgather, reduce_scatter, alltoall: per topology,
-  with CANN's tuner plugin), else the kernel chooses by message size and rank count.
-  ``"hierarchical"`` (allreduce, allgather) is the two-level algorithm: it needs servers of equal
-  size (ConfigError otherwise) and gets their layout from the topology (``OpParam.hierInfo``).
+* ``algorithm=``: by default the algorithm CANN's HCCL chooses for the call (its AICPU auto
+  selector's rule for the collective, size, dtype, op and topology; ``HCCL_ALGO`` as read when the
+  communicator was created; :mod:`hcomm_kit.ops.selector`, made in the emulator for the C API and
+  these alike). A name forces one: CANN's (:data:`ALGORITHMS`, e.g.
+  ``"AicpuAllReduceSoleMeshTwoShot"``, also ``"SoleMeshTwoShot"`` or ``"meshtwoshot"``; any case), an
+  alias of :data:`~hcomm_kit.ops.algorithms.ALIASES` (``mesh``, ``nhr``, ``hierarchical``),
+  ``"auto"``, or ``"fastest"``: every algorithm of the kernels run once on scratch buffers, the one
+  the timing model predicts fastest kept (per collective, size, dtype and op). The multi-level
+  algorithms (``...ParallelMeshNHR``, ``...SequenceMeshConcurNHR``) need servers of equal size
+  (ConfigError otherwise) and get their layout from the topology (``OpParam.hierInfo``).
+  :attr:`CollectiveOps.last_selection` is the choice of the last call.
 * Rooted results (``reduce``, ``gather``) are returned on the root and ``None`` elsewhere.
 """
 
@@ -41,13 +46,13 @@ import numpy as np
 from ..base import dtypes as _dtypes
 from ..core.device import _D2H, _H2D, DeviceBuffer, as_host_array, host_ptr
 from ..base.errors import ConfigError
-from .algorithms import _AUTO, _HIER, _SELECTED, ALGORITHMS, algo_id, parse_hccl_algo
+from .algorithms import _AUTO, ALGORITHMS, LEVELS, WRITE_REDUCE, check_runnable, resolve
 from .call_plans import FastPlan, PlannedCalls, try_fast, try_fast_host
 from .custom_op import CustomOp
 from ..base.resources import aicpu_kernels_dir
 from ..base.validate import as_count, as_rank, check_out_array
 
-__all__ = ["ALGORITHMS", "CollectiveOps", "parse_hccl_algo"]
+__all__ = ["ALGORITHMS", "CollectiveOps"]
 
 
 _MAX_PEERS = 64  # alltoallv count arrays (op.toml [[param]] array = 64)
@@ -82,44 +87,71 @@ class CollectiveOps(PlannedCalls):
             topo = self.__dict__["_topology_cache"] = self.topology  # type: ignore[attr-defined]
         return topo
 
-    def _selected_algo(self, name: str, count: int, dt: Any) -> int:
-        """The algorithm id the cost model (and CANN's tuner plugin) picks for this call; cached
-        per (collective, bytes, dtype): every rank computes the same."""
+    #: The algorithm of the last built-in call on this communicator (:class:`hcomm_kit.ops.selector.Selection`).
+    last_selection: Any = None
+
+    def _selection(self, name: str, count: int, dt: Any, reduce_op: Any, algorithm: Any, params: dict | None,
+                   trial: Any) -> Any:
+        """The algorithm of this call: CANN's choice, ``HCCL_ALGO``'s, ``algorithm=``'s, or the timing
+        model's fastest. Cached per (collective, count, dtype, op, algorithm): every rank computes the
+        same, and the emulator logs and traces each choice once."""
         cache = self.__dict__.setdefault("_selection_cache", {})
-        key = (name, count, dt.value)
-        algo = cache.get(key)
-        if algo is None:
+        key = (name, count, dt.value, reduce_op, algorithm, params.get("direction") if params else None)
+        sel = cache.get(key)
+        if sel is None:
             from . import selector
 
-            topo = self._topo()
-            nbytes = count * dt.itemsize * (self.size if name == "alltoall" else 1)
-            chosen = selector.choose(name, nbytes, dt.value, topo, self.size, self.rt,
-                                     getattr(self, "handle", None), selector.parse_algo_rules(self._hccl_algo))
-            algo = ALGORITHMS[name][chosen] if chosen is not None else _AUTO
+            asked = None if algorithm is None else resolve(name, str(algorithm))
+            rop = _dtypes.get_reduce_op(reduce_op).value if reduce_op is not None else 0
+            if self.rt.backend != "emu" or not self.rt.has("HcommKitAlgoSelect"):
+                # CANN's own runtime has no emulator to ask: a forced kernel, else the kernel's choice
+                if asked == "fastest":
+                    raise ConfigError(f"{name}: algorithm='fastest' needs the timing model (the emulator backend)",
+                                      key="algorithm")
+                kernel = ALGORITHMS[name].get(asked or "auto", _AUTO)
+                sel = selector.Selection(name=asked if kernel else "", chosen=asked if kernel else "",
+                                         how="kernel's own" if not kernel else f"algorithm={asked}", kernel=kernel)
+            elif asked == "fastest":
+                auto = selector.select(self, name, count, dt.value, rop, None, params)  # links down: raises first
+                cands = [(n, k) for n, k in ALGORITHMS[name].items() if n != "auto"]
+                best = selector.fastest_of(cands, trial)
+                sel = selector.select(self, name, count, dt.value, rop, best.name, params)
+                sel = selector.Selection(name=sel.name, chosen=sel.chosen, cann=auto.cann, source=auto.source,
+                                         how=f"algorithm=fastest: {best.how}", kernel=sel.kernel,
+                                         modelled=best.modelled)
+            else:
+                sel = selector.select(self, name, count, dt.value, rop, None if asked in (None, "auto") else asked,
+                                      params)
             if len(cache) < 1024:
-                cache[key] = algo
-        return algo
+                cache[key] = sel
+        return sel
 
     def _hier_info(self, name: str) -> int:
-        """Device address of this communicator's two-level layout (``OpParam.hierInfo``, the words
-        of aicpu_kernels/_common/hk_coll.h: rank count, server count, each rank's server), made
+        """Device address of this communicator's layout of servers and super-pods
+        (``OpParam.hierInfo``, the words of aicpu_kernels/_common/hk_coll.h ``HkLevelsRead``: rank
+        count, server count, super-pod count, each rank's server, each server's super-pod), made
         once from the topology; ConfigError when its servers differ in size."""
         info = self.__dict__.get("_hier_info_cache")
         if info is None:
             from .selector import two_level
 
-            servers = two_level(self._topo(), self.size)
+            topo = self._topo()
+            servers = two_level(topo, self.size)
             if isinstance(servers, str):
                 info = servers
             else:
-                words = np.zeros(2 + self.size, np.uint32)
-                words[0], words[1] = self.size, len(servers)
+                nsrv = len(servers)
+                words = np.zeros(3 + self.size + nsrv, np.uint32)
+                words[0], words[1], words[2] = self.size, nsrv, len(topo.pods)
                 for s, ranks in enumerate(servers):
-                    words[2 + np.asarray(ranks)] = s
+                    words[3 + np.asarray(ranks)] = s
+                for p, members in enumerate(topo.pods):
+                    for s in members:
+                        words[3 + self.size + s] = p
                 info = DeviceBuffer.from_numpy(words, rt=self.rt)
             self.__dict__["_hier_info_cache"] = info
         if isinstance(info, str):
-            raise ConfigError(f"{name}: the hierarchical algorithm cannot run on this communicator: {info} "
+            raise ConfigError(f"{name}: a multi-level algorithm cannot run on this communicator: {info} "
                               f"({self._topo().source})", key="algorithm")
         return info.ptr
 
@@ -264,10 +296,17 @@ class CollectiveOps(PlannedCalls):
         if post is not None:
             raw = finish
             finish = lambda: post(raw())  # noqa: E731
-        algo = asked = algo_id(name, algorithm, self._hccl_algo)
-        if algo == _AUTO and name in _SELECTED:
-            algo = self._selected_algo(name, count, dt)  # the same on every rank for the same call
-        hier = self._hier_info(name) if algo == _HIER else 0  # raises before the call is posted
+        sel = self._selection(name, count, dt, reduce_op, algorithm, params,
+                              lambda k: self._trial(op, name, k, count, dt, reduce_op, root, in_ptr, out_ptr,
+                                                    params, stream, timeout))
+        self.last_selection = sel
+        algo = sel.kernel
+        asked = algo if algorithm is not None else 0  # what the caller asked: part of the call check
+        if algo in WRITE_REDUCE:  # raises before the call is posted
+            rv = None if reduce_op is None else (reduce_op.value if hasattr(reduce_op, "value")
+                                                 else _dtypes.get_reduce_op(reduce_op).value)
+            check_runnable(name, algo, self.device.soc, dt.value, rv)  # type: ignore[attr-defined]
+        hier = self._hier_info(name) if algo in LEVELS else 0  # raises before the call is posted
         # what the caller asked: checked (on the emulator) as the first call of the launch sequence
         check = self._check_call(op, name, count, dt, reduce_op, root, asked, params) \
             if self._call_check is not None else None
@@ -288,6 +327,37 @@ class CollectiveOps(PlannedCalls):
         if s >= 0:  # enqueued only (CANN): wait here
             op.synchronize(s, timeout)
         return finish()
+
+    def _trial(self, op: CustomOp, name: str, kernel: int, count: int, dt: Any, reduce_op: Any, root: int,
+               in_ptr: int, out_ptr: int, params: dict | None, stream: Any, timeout: float | None) -> float | None:
+        """``algorithm="fastest"``: one run of the built-in with kernel algorithm ``kernel`` on
+        scratch copies of this call's buffers (every rank makes the same runs), its modelled time
+        (us); None when that algorithm does not apply here (a multi-level one on one server or on
+        servers of unequal sizes, a write-reduce one for this dtype and op)."""
+        if kernel in LEVELS and len(self._topo().servers) < 2:
+            return None  # CANN offers the multi-level algorithms only across servers
+        try:
+            hier = self._hier_info(name) if kernel in LEVELS else 0
+            if kernel in WRITE_REDUCE and reduce_op is not None:
+                check_runnable(name, kernel, self.device.soc, dt.value,  # type: ignore[attr-defined]
+                               _dtypes.get_reduce_op(reduce_op).value)
+        except ConfigError:
+            return None
+        from ..base import envs
+
+        if not envs.model_enabled() or self.size < 2:
+            raise ConfigError(f"{name}: algorithm='fastest' needs the timing model (on by default; HCOMM_KIT_MODEL=0 "
+                              f"turns it off) and at least 2 ranks", key="algorithm")
+        nbytes_in = count * dt.itemsize * max(1, self.size)
+        t_in = op._pool.get("trial_in", nbytes_in)[0] if in_ptr else 0
+        t_out = op._pool.get("trial_out", nbytes_in)[0] if out_ptr else 0
+        if t_in:
+            self.rt.checked.aclrtMemset(t_in, nbytes_in, 0, nbytes_in)
+        trial_params = {**(params or {}), "algo": kernel, **({"hierInfo": hier} if hier else {})}
+        s = op._enqueue(t_in, t_out, count, dt, reduce_op, root, stream, timeout, trial_params, sync=True, check=None)
+        if s >= 0:
+            op.synchronize(s, timeout)
+        return self.last_model_time
 
     def _check_call(self, op: CustomOp, name: str, count: int, dt: "_dtypes.DType", reduce_op: Any, root: int,
                     algo: int, params: dict | None) -> tuple | None:

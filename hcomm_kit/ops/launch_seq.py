@@ -47,6 +47,20 @@ class LaunchSequence:
     _out_watch: tuple
     _out_label: Any
 
+    def _set_up(self, res: Any, s: int, r: int) -> Any:
+        """The stream's resources (made on its first call) and, for a peer topology, the channel to
+        peer ``r``; a collective-call mismatch found while setting up is raised as such."""
+        if res is None:
+            res = self.resources(s)
+        if self._peer_topology:
+            try:
+                res.ensure_peer(r, self.spec.channel_notifies)
+            except (AclError, HcclError) as exc:  # collective with the peer: its failed call check lands here
+                if MISMATCH_MARK in exc.message:
+                    raise CollectiveMismatchError(f"operator {self.name} on rank {self.comm.rank}: {exc.message}") from exc
+                raise
+        return res
+
     def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
                 params: dict, timeout, sync: bool = False, check: tuple | None = None) -> bool:
         """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done".
@@ -66,22 +80,19 @@ class LaunchSequence:
                 self._check_params(params)  # raises
             if self._a2a3_gate:
                 self._check_product_reduce(dt_value, rop)
+            if res is None and self.spec.topology == "ring":  # a ring across a downed link: refused alike everywhere
+                topo = getattr(self.comm, "topology", None)
+                self.spec.ring_layout(self.comm.size, tuple(topo.links_down) if topo is not None else ())
             self._check_now(check)
+            check = None
             try:
-                return self._submit(in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, params, timeout, sync=sync)
+                res = self._set_up(res, s, r)
             except BaseException as exc:
-                # posted, never made (a failed set-up, Ctrl-C, SIGTERM): the peers must not wait for it
+                # posted, never made (a failed set-up, Ctrl-C, SIGTERM): the peers must not wait for it.
+                # Once launched, the call is made: its own errors (a checker finding) are its own.
                 self.comm._abandon_call(f"{self.name}", exc)
                 raise
-        if res is None:
-            res = self.resources(s)
-        if self._peer_topology:
-            try:
-                res.ensure_peer(r, self.spec.channel_notifies)
-            except (AclError, HcclError) as exc:  # collective with the peer: its failed call check lands here
-                if MISMATCH_MARK in exc.message:
-                    raise CollectiveMismatchError(f"operator {self.name} on rank {self.comm.rank}: {exc.message}") from exc
-                raise
+        res = self._set_up(res, s, r)
         if params:
             # Hot path (e.g. algo=0 on every call): plain int values key by value, in call order
             # (another order only costs a redundant update); anything else (arrays) by repr.

@@ -71,6 +71,14 @@ class Resources:
         self.ctx_ptr = 0
         comm_h = comm.handle
         rank, size = comm.rank, comm.size
+        # Peers behind a downed link (HCOMM_KIT_LINKS_DOWN) get no channel: their channels[] entry
+        # keeps handle 0 (remoteRank still names the peer) and the operator routes around them (the
+        # rank graph reports no link). A ring is laid out around them (ring_order = "avoid-down"), or
+        # every rank refuses the call here, before acquiring anything, naming the link (a ring in
+        # rank order across it).
+        down_links = self._links_down()
+        peers = spec.channel_peers(rank, size, down_links)
+        rings = spec.ring_layout(size, down_links)
         ctx = spec.resctx_struct()()
         nthreads = spec.thread_count(size)
         slots = spec.thread_notify_slots
@@ -97,21 +105,23 @@ class Resources:
         ctypes.memmove(ctx.threads, threads, ctypes.sizeof(threads))
         ctx.rank, ctx.rankSize = rank, size
         ctx.threadNum = nthreads
-        ctx.channelNum = spec.channel_num(size)
+        ctx.channelNum = spec.channel_num(size, down_links)
+        if spec.topology == "ring":
+            self._fill_rings(ctx, spec, rings)
+        if spec.link_map:
+            down_set = set(down_links)
+            for a in range(size):
+                ctx.linkUp[a] = sum(1 << b for b in range(size) if b != a and (min(a, b), max(a, b)) not in down_set)
         ctx.notifyNumPerThread = slots
         buf, bsize = ctypes.c_void_p(), ctypes.c_uint64()
         hc.HcclGetHcclBuffer(comm_h, ctypes.byref(buf), ctypes.byref(bsize))
         ctx.localBuffer.addr, ctx.localBuffer.size = buf.value, bsize.value
         self.hccl_buffer_size = bsize.value
         self.ctx = ctx  # host copy of the engine context (op.resources(...).ctx)
-        # Peers behind a downed link (HCOMM_KIT_LINKS_DOWN) get no channel: their channels[] entry
-        # keeps handle 0 and a mesh operator routes around them (the rank graph reports no link).
-        # A ring or p2p operator cannot: it fails here, on every rank alike (every rank reads the
-        # same topology), instead of in its kernel or in a peer's wait.
-        self._check_links(spec)
-        down = self._down_peers()
-        self.acquire_channels([(i, p) for i, p in spec.channel_peers(rank, size) if p not in down],
-                              spec.channel_notifies)
+        down = {b if a == rank else a for a, b in down_links if rank in (a, b)}
+        for i, p in peers:
+            ctx.channels[i].remoteRank = p
+        self.acquire_channels([(i, p) for i, p in peers if p not in down], spec.channel_notifies)
         # Engine context: device memory the kernel reads through OpParam.resCtx.
         p, psize = ctypes.c_void_p(), ctypes.c_uint64()
         tag_b = tag.encode()
@@ -129,32 +139,25 @@ class Resources:
         ctx = self.ctx
         self.rt.checked.aclrtMemcpy(self.ctx_ptr, ctypes.sizeof(ctx), ctypes.byref(ctx), ctypes.sizeof(ctx), _H2D)
 
-    def _check_links(self, spec) -> None:
-        """Refuse a ``ring`` / ``p2p`` channel topology that needs a downed link anywhere in the
-        communicator (the ring neighbours ``r`` and ``r + 1`` of any rank ``r``)."""
-        comm = self.comm
-        if spec.topology not in ("ring", "p2p") or comm.size < 2 or not hasattr(comm, "topology"):
-            return
-        topo = comm.topology
-        n = comm.size
-        needed = sorted({(min(r, (r + 1) % n), max(r, (r + 1) % n)) for r in range(n)} & set(topo.links_down))
-        if needed:
-            raise ConfigError(
-                f"operator {spec.name}: its channel topology {spec.topology!r} needs the "
-                f"{links_text(topo, needed)} (ring neighbours), which {'is' if len(needed) == 1 else 'are'} down "
-                f"({links_down_setting()}): take the link up, or use topology = \"mesh\" and route around "
-                "it in the kernel (a mesh operator gets no channel over a downed link: "
-                "channels[peer].handle == 0; see examples/allreduce_route)",
-                key="resources.channels.topology")
-
-    def _down_peers(self) -> set[int]:
-        """Ranks this rank's links to are down (the emulator's topology; none on CANN)."""
+    def _links_down(self) -> tuple[tuple[int, int], ...]:
+        """The links taken down in this communicator (the emulator's topology; none on CANN)."""
         comm = self.comm
         if not hasattr(comm, "topology"):
-            return set()
-        topo = comm.topology
-        me = comm.rank
-        return {b if a == me else a for a, b in topo.links_down if me in (a, b)}
+            return ()
+        return tuple(comm.topology.links_down)
+
+    def _fill_rings(self, ctx, spec, rings: list[tuple[int, ...]]) -> None:
+        """``AlgResourceCtx.ringNum``, ``ringOrder`` and ``rings[]`` of a ring topology."""
+        from ..build.rings import RING_ORDERS
+
+        me = self.comm.rank
+        ctx.ringNum = len(rings)
+        ctx.ringOrder = RING_ORDERS.index(spec.ring_order)
+        for k, ring in enumerate(rings):
+            info, pos, n = ctx.rings[k], ring.index(me), len(ring)
+            info.pos, info.prev, info.next = pos, ring[pos - 1], ring[(pos + 1) % n]
+            for i, r in enumerate(ring):
+                info.order[i] = r
 
     def acquire_channels(self, peers: list[tuple[int, int]], notifies: int) -> None:
         """Acquire channels ``[(index in channels[], peer rank), ...]`` and fill their ChannelInfo.

@@ -165,8 +165,8 @@ DECLS: tuple[Decl, ...] = (
     Decl("HcommKitCommTopology", c_int32, (_vp, c_char_p, c_uint64), "value", required=False),
     _host("HcommKitModelLastTime", _vp, POINTER(c_double), required=False),
     Decl("HcommKitModelExplain", c_int32, (_vp, c_int32, c_char_p, c_uint64), "value", required=False),
-    Decl("HcommKitTunerSelect", c_int32, (_vp, c_int32, c_uint64, c_int32, _vp, _vp, _vp, c_uint32), "value",
-         required=False),
+    Decl("HcommKitAlgoSelect", c_int32, (_vp, c_int32, c_uint64, c_int32, c_int32, c_char_p, c_char_p, c_uint64),
+         "value", required=False),
     # (returns an aclError or an HCCL code, whichever call failed: the caller maps it, never checked)
     Decl("HcommKitStreamCalls", c_int32, (_vp, POINTER(HcommKitStreamCall), c_uint32, c_uint32, _u32p), "value",
          required=False),

@@ -3,8 +3,8 @@
 Only ``*.jinja`` files are rendered (Jinja2, ``StrictUndefined``: a missing variable is an
 error, never an empty string); answers are validated (as an ``op.toml``) before anything is
 written; the answers are stored in ``.hcomm-kit-answers.json`` so that ``--update`` can
-re-render after ``op.toml`` changes. ``op_kernel_aicpu/exec_op.cc`` belongs to the user: it is
-written only when absent.
+re-render after ``op.toml`` changes. ``op_kernel_aicpu/exec_op.cc`` and ``README.md`` belong to the
+user: they are written only when absent.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from ..build.opmodel import (
     A2A3,
     A2A3_REDUCE_DTYPES,
     HANDSHAKES,
+    RINGINFO_FIELDS,
+    CField,
     MAX_CHANNELS,
     NOTIFY_TIMEOUT_DEFAULT,
     OP_TOML,
@@ -47,7 +49,7 @@ __all__ = [
     "render_kind_test",
 ]
 
-USER_FILES = ("op_kernel_aicpu/exec_op.cc", "reference.py")
+USER_FILES = ("op_kernel_aicpu/exec_op.cc", "reference.py", "README.md")
 
 # Element size per HcclDataType value 0..17 (hcomm.md §2.2; 13 is unused and holds 2).
 SIZE_TABLE = (1, 2, 4, 2, 4, 8, 8, 1, 2, 4, 8, 2, 16, 2, 1, 1, 1, 1)
@@ -59,8 +61,8 @@ PATTERN_DEFAULTS: dict[str, dict[str, Any]] = {
     "p2p": dict(kind="sendrecv", output="count", inplace=True, threads=1, notifies_per_thread=0, topology="p2p",
                 channel_notifies=2, reduce_ops=[]),
     "ring-allreduce": dict(kind="allreduce", output="count", inplace=True, threads=1, notifies_per_thread=0,
-                           topology="ring", channel_notifies=2, reduce_ops=["sum", "max", "min"],
-                           dtypes=list(A2A3_REDUCE_DTYPES)),
+                           topology="ring", channel_notifies=2, ring_order="avoid-down", rings=1,
+                           reduce_ops=["sum", "max", "min"], dtypes=list(A2A3_REDUCE_DTYPES)),
     "mesh-allgather": dict(kind="allgather", output="count*ranks", inplace=False, threads="ranks",
                            notifies_per_thread=2, topology="mesh", channel_notifies=2, reduce_ops=[]),
     "direct-reduce": dict(kind="reduce", output="count", inplace=True, threads=1, notifies_per_thread=0,
@@ -149,15 +151,19 @@ def _context(spec: OpSpec) -> dict[str, Any]:
         "P": spec.macro_prefix,
         "version": __version__,
         "max_channels": MAX_CHANNELS,
+        "ring_fields": [CField(f.name, f.ctype, f.array, f.comment, f"{spec.macro_prefix}_MAX_CHANNELS" if f.array else "")
+                        for f in RINGINFO_FIELDS],
         "notify_timeout_default": NOTIFY_TIMEOUT_DEFAULT,
         "size_table": list(SIZE_TABLE),
         "width": 48,
         "test_dtypes": list(spec.dtypes),
         # the kind-driven test (hcomm_kit.testing.check_operator) unless a first pattern still computes
-        # what it was generated for (its own hand-written reference test)
+        # what it was generated for (its own hand-written reference test) with one algorithm (the kind
+        # test tries each of op.toml's algorithms)
         "kind_test": spec.pattern not in ("empty", "p2p", "ring-allreduce", "mesh-allgather")
         or PATTERN_DEFAULTS[spec.pattern]["kind"] != spec.kind
-        or spec.reference not in ("", PATTERN_DEFAULTS[spec.pattern].get("reference", "")),
+        or spec.reference not in ("", PATTERN_DEFAULTS[spec.pattern].get("reference", ""))
+        or bool(spec.algorithms),
         "op_dir": None,
         **opbuild.ascend_template_context(spec),
     }
@@ -191,7 +197,7 @@ def _manifest(spec: OpSpec) -> list[tuple[str, str, str]]:
         ("op/tests/test_op.py.jinja", f"tests/test_{spec.name}.py", "generated"),
         ("op/CMakeLists.txt.jinja", "CMakeLists.txt", "generated"),
         ("op/BUILD_ON_CANN.md.jinja", "BUILD_ON_CANN.md", "generated"),
-        ("op/README.md.jinja", "README.md", "generated"),
+        ("op/README.md.jinja", "README.md", "user"),  # the operator's own documentation: written once
         *((t, rel, "user") for t, rel in PATTERN_FILES.get(spec.pattern, {}).items()),
     ]
 

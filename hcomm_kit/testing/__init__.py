@@ -8,18 +8,25 @@
 * :func:`check_operator` (:mod:`.kinds`): run a custom operator and assert its output against its
   kind's (or op.toml's) reference on the ranks the kind checks; :func:`roots_to_try`,
   :func:`algorithms_to_try`, :func:`reduce_refusal` (what the generated tests use).
+* :func:`mpi_job` (:mod:`.opjob`): the ``@pytest.mark.mpi`` arguments of an operator's tests from
+  op.toml ``[test]`` (topology, links down); :func:`beyond_buffer_count`: counts past the HCCL buffer.
 
 The plugin is registered through the ``pytest11`` entry point; without the installed entry point
 use ``pytest -p hcomm_kit.testing.plugin``.
 """
 
 __all__ = ["allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall", "check_operator", "roots_to_try",
-           "input_count", "algorithms_to_try", "reduce_refusal"]
+           "input_count", "algorithms_to_try", "reduce_refusal", "mpi_job", "beyond_buffer_count", "BEYOND_BUFFER"]
 _KIND_HELPERS = ("check_operator", "roots_to_try", "input_count", "algorithms_to_try", "reduce_refusal")
+_JOB_HELPERS = ("mpi_job", "beyond_buffer_count", "BEYOND_BUFFER")
 
 
 def __getattr__(name: str):
     # Lazy: the pytest plugin in this package is loaded by every pytest run; numpy is not needed there.
+    if name in _JOB_HELPERS:
+        from . import opjob
+
+        return getattr(opjob, name)
     if name in _KIND_HELPERS:
         from . import kinds
 

@@ -26,7 +26,7 @@
  * ALLGATHER_THREAD_NOTIFY_BASE on every thread. */
 #define ALLGATHER_THREAD_NOTIFY_GO   0u
 #define ALLGATHER_THREAD_NOTIFY_BASE 1u
-#define ALLGATHER_THREAD_NOTIFY_NUM  2u   /* op.toml resources.notifies_per_thread */
+#define ALLGATHER_THREAD_NOTIFY_NUM  18u   /* op.toml resources.notifies_per_thread */
 
 /* ---- ACL notifies of the acl-notify handshake: indices into AlgResourceCtx.notifyIds ---- */
 #define ALLGATHER_ACL_NOTIFY_GO   0u   /* host aclrtRecordNotify -> kernel HcommAclrtNotifyWaitOnThread */

@@ -1,18 +1,21 @@
 /*
  * exec_op.cc -- built-in allgather: output = [input of rank 0, input of rank 1, ...] on every rank.
  *
- * OpParam.count = elements per rank (output holds count * rankSize); OpParam.algo:
- *   HK_ALGO_MESH  every rank stages its block in its HCCL buffer and every peer reads it straight
- *                 into its output (one device thread per peer when rankSize > 2);
- *   HK_ALGO_RING  blocks travel rank -> rank+1 by writes into region `block` of next's buffer;
- *   HK_ALGO_HIERARCHICAL  two levels (servers; OpParam.hierInfo, hk_coll.h): first among the
- *                 ranks with my local index (one per server, over RoCE), then inside my server
- *                 (HierSlice below);
- *   HK_ALGO_AUTO  HkChooseAlgo(HK_COLL_ALLGATHER, ...) of hk_coll.h (never the hierarchical one:
- *                 the host's selector, hcomm_kit/ops/selector.py, knows the topology).
- * Blocks are cut into slices of at most HK_CACHE_SLICE_BYTES that also fit the buffer regions
- * (the last one shorter); each slice runs the whole protocol and ends in a clean state
- * (hk_coll.h: clean exit, ACK/DATA rules).
+ * OpParam.count = elements per rank (output holds count * rankSize); OpParam.algo (hk_coll.h):
+ *   HK_ALGO_MESH               AicpuAllGatherSoleMesh: every rank stages its block in its HCCL
+ *                              buffer and every peer reads it straight into its output, a thread per
+ *                              peer (CANN's InsTempAllGatherMesh1D);
+ *   HK_ALGO_NHR                AicpuAllGatherSoleNHR: the NHR all-gather over every rank in the
+ *                              buffer (one thread), then the blocks copied out;
+ *   HK_ALGO_SEQUENCE_MESH_NHR  AicpuAllGatherSequenceMeshConcurNHR: mesh all-gather in the server,
+ *                              then NHR among the servers (hierarchical_comm_principle.md);
+ *   HK_ALGO_SEQUENCE_MESH_NHR_NHR  AicpuAllGatherSequenceMeshConcurNHRNHR: then NHR among super-pods;
+ *   HK_ALGO_PARALLEL_MESH_NHR  AicpuAllGatherParallelMeshNHR: each block in two parts, one
+ *                              gathered in the server first, the other among the servers first, at
+ *                              the same time (mesh and NHR threads), then the other level;
+ *   HK_ALGO_AUTO               SoleMesh (CANN's SelectAicpuAlgo on one server, MESH_1D).
+ * Blocks are cut into loops of the HCCL buffer divided by what each algorithm keeps there (1 block
+ * piece for the mesh, n for the others); each loop runs the whole protocol and ends clean.
  */
 #include "exec_op.h"
 #include "allgather_log.h"
@@ -21,164 +24,120 @@
 namespace ops_allgather {
 namespace {
 
-struct Ctx : HkPeers {  // param, res, Ch(peer), PeerBuf(peer), Record/Wait(thread, peer, slot)
-    uint32_t rank;
-    uint32_t rankSize;
-    const uint8_t *input;
-    uint8_t *output;
-    uint64_t blockBytes;  // one rank's contribution
-    uint8_t *myBuf;
+struct Io {
+    const uint8_t *in;  /* my block, at the loop's offset */
+    uint8_t *out;       /* output, at the loop's offset within block 0 */
+    uint64_t block;     /* bytes between blocks of the output (count * unit) */
 };
 
-/* Mesh, the exchange with one peer for the slice [off, off + len) of every block: record ACK
- * ("my slice is staged"), wait the peer's ACK, read its slice into its output block, record DATA
- * ("done reading yours"), wait its DATA (it is done reading mine: clean exit). */
-HcclResult MeshPeer(const Ctx &c, ThreadHandle t, uint32_t peer, uint64_t off, uint64_t len)
+/*
+ * Mesh (multiple 1): main stages my piece in my buffer, then HkMeshAllGatherEx: a thread per peer
+ * reads the peer's staged piece into its output block, main copies my piece from the input.
+ */
+HcclResult MeshLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t cnt)
 {
-    HK_TRY(c.Record(t, peer, HK_ACK));
-    HK_TRY(c.Wait(t, peer, HK_ACK));
-    OP_CHECK(c.param.tag, HcommReadOnThread(t, c.Ch(peer), c.output + peer * c.blockBytes + off, c.PeerBuf(peer), len));
-    HK_TRY(c.Record(t, peer, HK_DATA));
-    return c.Wait(t, peer, HK_DATA);
+    HK_TRY(HkCopy(c.param, c.Th(0), c.buf, io.in, cnt * c.unit));
+    auto part = [&](uint32_t j, uint32_t) { return HkSpan{io.out + j * io.block, cnt, 0}; };
+    return HkMeshAllGatherEx(c, g, 0, 1, 1, part, [&](uint32_t) { return io.in; });
 }
 
-/* Mesh slice: main stages my slice, starts the workers (peer rank+i on thread i; with 2 ranks the
- * main thread does the one exchange itself), copies my own block, and joins the workers. Memory
- * passes per rank: stage 1 + own copy 1 + one read per peer. */
-HcclResult MeshSlice(const Ctx &c, uint64_t off, uint64_t len)
+/*
+ * NHR (multiple n: the buffer holds the n pieces in rank order): main copies my piece into place,
+ * runs the NHR all-gather (hk_coll.h) and copies the n pieces out.
+ */
+HcclResult NhrLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t cnt)
 {
-    const ThreadHandle main = c.res.threads[0];
-    const uint32_t n = c.rankSize;
-    const uint32_t workers = n > 2 ? n - 1 : 0;
-    OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, c.myBuf, c.input + off, len));
-    HK_TRY(HkFanOut(c.param, c.res, workers));
-    if (workers == 0) {
-        HK_TRY(MeshPeer(c, main, 1 - c.rank, off, len));
-    }
-    HK_TRY(HkCopy(c.param, main, c.output + c.rank * c.blockBytes + off, c.input + off, len));
-    for (uint32_t i = 1; i <= workers; ++i) {
-        const ThreadHandle t = c.res.threads[i];
-        HK_TRY(HkWorkerStart(c.param, c.res, i));
-        HK_TRY(MeshPeer(c, t, (c.rank + i) % n, off, len));
-        HK_TRY(HkWorkerFinish(c.param, c.res, i, workers));
-    }
-    return HkFanIn(c.param, c.res, workers);
-}
-
-/* Ring slice; my buffer holds n regions of `region` bytes, region b for block b. Own block: copy
- * input -> output. Steps t = 0..n-2: wait ACK from next, write block (rank - t) into region
- * (rank - t) of next's buffer (step 0 straight from my input, later from my region where it
- * arrived), record DATA to next; wait DATA from prev (block rank-1-t is in my region), record ACK
- * to prev unless last, copy that region to its output block. Writes only: at the end every write
- * into my buffer has landed (DATA waited) and mine were made after next's ACK. */
-HcclResult RingSlice(const Ctx &c, uint64_t off, uint64_t len, uint64_t region)
-{
-    const ThreadHandle main = c.res.threads[0];
-    const uint32_t n = c.rankSize;
-    const uint32_t prev = (c.rank + n - 1) % n;
-    const uint32_t next = (c.rank + 1) % n;
-    HK_TRY(HkCopy(c.param, main, c.output + c.rank * c.blockBytes + off, c.input + off, len));
-    HK_TRY(c.Record(main, prev, HK_ACK));
-    for (uint32_t t = 0; t + 1 < n; ++t) {
-        const uint32_t sendBlock = (c.rank + n - t) % n;
-        const uint32_t recvBlock = (c.rank + 2 * n - 1 - t) % n;
-        const uint8_t *src = t == 0 ? c.input + off : c.myBuf + sendBlock * region;
-        HK_TRY(c.Wait(main, next, HK_ACK));
-        OP_CHECK(c.param.tag, HcommWriteOnThread(main, c.Ch(next), c.PeerBuf(next) + sendBlock * region, src, len));
-        HK_TRY(c.Record(main, next, HK_DATA));
-        HK_TRY(c.Wait(main, prev, HK_DATA));
-        if (t + 2 < n) {
-            HK_TRY(c.Record(main, prev, HK_ACK));
-        }
-        OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, c.output + recvBlock * c.blockBytes + off,
-                                                     c.myBuf + recvBlock * region, len));
+    const ThreadHandle t = c.Th(0);
+    const uint64_t piece = cnt * c.unit;
+    HK_TRY(HkCopy(c.param, t, c.buf + g.me * piece, io.in, piece));
+    HK_TRY(HkNhrAllGather(c, g, t, 0, g.n * cnt));
+    for (uint32_t j = 0; j < g.n; ++j) {
+        HK_TRY(HkCopy(c.param, t, io.out + j * io.block, j == g.me ? io.in : c.buf + j * piece, piece));
     }
     return HCCL_SUCCESS;
 }
 
 /*
- * Two-level (hierarchical) slice [off, off + len) of every block, level 1 first and level 0
- * second, as CANN's AICPU sequence executor does ("先inter再intra", hicann/hccl
- * src/ops/all_gather/executor/ins_v2_all_gather_sequence_executor_aicpu.cc): each rank crosses the
- * servers with its own block only (S - 1 blocks in over RoCE instead of (S - 1) * L), then the
- * server peers exchange what they gathered. My buffer holds S regions G[0..S-1] of `region`
- * bytes, G[t] = the block of the rank with my local index on server t (G[si] = mine):
- *  1. level 1: copy my input slice into G[si]; ACK my level-1 peers; read G[t] of each (its own
- *     block) into my G[t] after its ACK; DATA to them ("done reading yours");
- *  2. level 0: ACK my server peers ("my G is complete"); copy my G[t] into output block
- *     grid[t][li] (mine from the input); after each server peer j's ACK read its G[t] into output
- *     block grid[t][j], for every t; DATA to them; wait their DATA and my level-1 peers' DATA
- *     (nobody reads my G any more: clean exit, the next slice may stage again).
- * Output block r is rank r's input wherever r sits (the grid comes from the layout, so servers
- * need not hold consecutive ranks). Slot hand-over as in the mesh: every ACK of a slice is
- * answered by a DATA that is waited before the slice ends; each DATA follows the peer's ACK.
+ * Sequence (multiple n; the buffer holds the pieces by super-pod, server and local index, Z[k] the
+ * piece of rank order[k]: server by server with two levels): main stages my piece at its place, the
+ * level-0 mesh all-gather reads the pieces of my server into place (main leads, workers 1..L-1),
+ * the level-1 NHR all-gather over my super-pod's part of Z (part m = server m's L pieces) brings the
+ * other servers', with three levels (AicpuAllGatherSequenceMeshConcurNHRNHR) the level-2 NHR over
+ * all of Z (part p = super-pod p's pieces) the other super-pods', and main copies the n pieces out in
+ * rank order.
  */
-HcclResult HierSlice(const Ctx &c, const HkHier &h, uint64_t off, uint64_t len, uint64_t region)
+HcclResult SeqLoop(const HkCall &c, const HkLevels &lv, const Io &io, uint64_t cnt)
 {
-    const ThreadHandle main = c.res.threads[0];
-    uint8_t *mine = c.myBuf + h.si * region;
-    OP_CHECK(c.param.tag, HcommLocalCopyOnThread(main, mine, c.input + off, len));
-    // 1. level 1
-    if (h.S > 1) {
-        HK_TRY(HkHierRecord(c.param, c.res, h, 1, HK_ACK));
-        for (uint32_t t = 0; t < h.S; ++t) {
-            const uint32_t p = h.Inter(t);
-            if (t == h.si) {
-                continue;
-            }
-            HK_TRY(c.Wait(main, p, HK_ACK));
-            OP_CHECK(c.param.tag,
-                     HcommReadOnThread(main, c.Ch(p), c.myBuf + t * region, c.PeerBuf(p) + t * region, len));
-        }
-        HK_TRY(HkHierRecord(c.param, c.res, h, 1, HK_DATA));
+    const HkGroup &g0 = lv.g[0];
+    const HkGroup &g1 = lv.g[1];
+    const uint32_t L = lv.L, M = lv.M;
+    const uint32_t pod = lv.count == 3 ? lv.g[2].me : 0;
+    const uint64_t piece = cnt * c.unit;
+    const uint64_t server = (pod * M + g1.me) * L;  /* my server's first piece */
+    const uint64_t mine = (server + g0.me) * piece;
+    HK_TRY(HkCopy(c.param, c.Th(0), c.buf + mine, io.in, piece));
+    auto part = [&](uint32_t j, uint32_t) {
+        const uint64_t at = (server + j) * piece;
+        return HkSpan{c.buf + at, cnt, at};
+    };
+    HK_TRY(HkMeshAllGatherEx(c, g0, 0, 1, 1, part, [&](uint32_t) { return c.buf + mine; }));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(0), pod * M * L * piece, M * L * cnt));
+    if (lv.count == 3) {
+        HK_TRY(HkNhrAllGather(c, lv.g[2], c.Th(0), 0, lv.P * M * L * cnt));
     }
-    // 2. level 0
-    if (h.L > 1) {
-        HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_ACK));
-    }
-    for (uint32_t t = 0; t < h.S; ++t) {
-        const uint8_t *src = t == h.si ? c.input + off : c.myBuf + t * region;
-        OP_CHECK(c.param.tag,
-                 HcommLocalCopyOnThread(main, c.output + h.grid[t * h.L + h.li] * c.blockBytes + off, src, len));
-    }
-    if (h.L > 1) {
-        for (uint32_t j = 0; j < h.L; ++j) {
-            const uint32_t p = h.Local(j);
-            if (j == h.li) {
-                continue;
-            }
-            HK_TRY(c.Wait(main, p, HK_ACK));
-            for (uint32_t t = 0; t < h.S; ++t) {
-                uint8_t *dst = c.output + h.grid[t * h.L + j] * c.blockBytes + off;
-                OP_CHECK(c.param.tag, HcommReadOnThread(main, c.Ch(p), dst, c.PeerBuf(p) + t * region, len));
-            }
-        }
-        HK_TRY(HkHierRecord(c.param, c.res, h, 0, HK_DATA));
-        HK_TRY(HkHierWait(c.param, c.res, h, 0, HK_DATA));
-    }
-    if (h.S > 1) {
-        HK_TRY(HkHierWait(c.param, c.res, h, 1, HK_DATA));
+    for (uint32_t k = 0; k < lv.S * L; ++k) {
+        HK_TRY(HkCopy(c.param, c.Th(0), io.out + lv.order[k] * io.block, k * piece == mine ? io.in : c.buf + k * piece,
+                      piece));
     }
     return HCCL_SUCCESS;
 }
 
-/* HK_ALGO_HIERARCHICAL: the layout, S cache-sized regions per slice, then slice by slice. */
-HcclResult HierRun(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t unit, uint64_t blockBytes)
+/*
+ * Parallel (CANN's InsV2AllGatherParallelExecutor, mesh and NHR templates; multiple n): my piece in
+ * two parts, part 0 (e/8, HkParallelEighths of the all-gather kind) and part 1. Threads: 0 leads,
+ * 1 leads the server's mesh (workers 3..L+1), 2 runs the NHR among the servers.
+ *   1. part 0: level-0 mesh all-gather into Z0 (server-major)  | part 1: level-1 NHR into Z1 (local-major)
+ *   2. part 0: level-1 NHR all-gather over Z0                  | part 1: level-0 mesh of the Z1 groups
+ * then main copies both parts of every block out.
+ */
+HcclResult ParLoop(const HkCall &c, const HkLevels &lv, uint32_t eighths, const Io &io, uint64_t cnt)
 {
-    HkHier h;
-    HK_TRY(HkHierLayout(param, resCtx, param.hierInfo, &h));
-    const Ctx c{{param, resCtx},
-                resCtx.rank,
-                resCtx.rankSize,
-                static_cast<const uint8_t *>(param.inputPtr),
-                static_cast<uint8_t *>(param.outputPtr),
-                blockBytes,
-                static_cast<uint8_t *>(resCtx.localBuffer.addr)};
-    uint64_t region = 0;
-    uint64_t slice = 0;
-    HK_TRY(HkBlockSlices(param, resCtx, h.bufferBytes, h.S, unit, &region, &slice));
-    for (uint64_t off = 0; off < blockBytes; off += slice) {
-        HK_TRY(HierSlice(c, h, off, HkMin(slice, blockBytes - off), region));
+    const HkGroup &g0 = lv.g[0];
+    const HkGroup &g1 = lv.g[1];
+    const uint32_t L = lv.L, S = lv.S, li = g0.me, si = g1.me;
+    const uint32_t intra = 1, inter = 2, intraWorkers = 3;
+    const uint64_t p0 = cnt * eighths / 8, p1 = cnt - p0;
+    const uint64_t b0 = p0 * c.unit, b1 = p1 * c.unit;
+    const uint64_t z0 = 0, z1 = HkAlignUp(S * L * b0);
+    /* 1 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    const uint64_t mine0 = z0 + (si * L + li) * b0;
+    HK_TRY(HkCopy(c.param, c.Th(intra), c.buf + mine0, io.in, b0));
+    auto part0 = [&](uint32_t j, uint32_t) {
+        const uint64_t at = z0 + (si * L + j) * b0;
+        return HkSpan{c.buf + at, p0, at};
+    };
+    HK_TRY(HkMeshAllGatherEx(c, g0, intra, intraWorkers, 1, part0, [&](uint32_t) { return c.buf + mine0; }));
+    const uint64_t mine1 = z1 + (li * S + si) * b1;
+    HK_TRY(HkCopy(c.param, c.Th(inter), c.buf + mine1, io.in + b0, b1));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), z1 + li * S * b1, S * p1));
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    /* 2 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    auto part1 = [&](uint32_t j, uint32_t) {
+        const uint64_t at = z1 + j * S * b1;
+        return HkSpan{c.buf + at, S * p1, at};
+    };
+    HK_TRY(HkMeshAllGatherEx(c, g0, intra, intraWorkers, 1, part1,
+                             [&](uint32_t) { return c.buf + z1 + li * S * b1; }));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), z0, S * L * p0));
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    for (uint32_t s = 0; s < S; ++s) {
+        for (uint32_t j = 0; j < L; ++j) {
+            uint8_t *dst = io.out + lv.grid[s * L + j] * io.block;
+            HK_TRY(HkCopy(c.param, c.Th(0), dst, c.buf + z0 + (s * L + j) * b0, b0));
+            HK_TRY(HkCopy(c.param, c.Th(0), dst + b0, c.buf + z1 + (j * S + s) * b1, b1));
+        }
     }
     return HCCL_SUCCESS;
 }
@@ -187,38 +146,72 @@ HcclResult HierRun(const OpParam &param, const AlgResourceCtx &resCtx, uint32_t 
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
+    static const char *const kNames[] = {"", "AicpuAllGatherSoleMesh", "", "", "", "AicpuAllGatherSoleNHR", "",
+                                         "AicpuAllGatherParallelMeshNHR", "AicpuAllGatherSequenceMeshConcurNHR",
+                                         "AicpuAllGatherSequenceMeshConcurNHRNHR"};
     const uint32_t unit = HkUnitSize(param);
     if (unit == 0) {
         return HCCL_E_PARA;
     }
     const uint32_t n = resCtx.rankSize;
-    const uint64_t blockBytes = param.count * unit;
-    if (n == 1 || blockBytes == 0) {
-        return HkCopy(param, resCtx.threads[0], param.outputPtr, param.inputPtr, blockBytes);
+    const uint32_t r = resCtx.rank;
+    uint8_t *out = static_cast<uint8_t *>(param.outputPtr);
+    const uint8_t *in = static_cast<const uint8_t *>(param.inputPtr);
+    const uint64_t block = param.count * unit;
+    if (n == 1 || param.count == 0) {
+        return HkCopy(param, resCtx.threads[0], out + r * block, in, block);
     }
-    if (param.algo == HK_ALGO_HIERARCHICAL) {  // before the mesh checks: it needs its levels' channels only
-        return HierRun(param, resCtx, unit, blockBytes);
-    }
-    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
-    if (bufferBytes == 0) {
+    const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HK_ALGO_MESH;
+    if (algo >= sizeof kNames / sizeof kNames[0] || kNames[algo][0] == '\0') {
+        OP_LOG_ERROR("algo %u is not an allgather algorithm of this operator (hk_coll.h: %u mesh, %u NHR, %u parallel "
+                     "mesh+NHR, %u sequence mesh+NHR, %u sequence mesh+NHR+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH,
+                     HK_ALGO_NHR, HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR_NHR,
+                     param.tag);
         return HCCL_E_PARA;
     }
-    const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkChooseAlgo(HK_COLL_ALLGATHER, blockBytes, n);
-    HK_TRY(HkRingMeshCheck(param, resCtx, algo, "allgather"));
-    const Ctx c{{param, resCtx},
-                resCtx.rank,
-                n,
-                static_cast<const uint8_t *>(param.inputPtr),
-                static_cast<uint8_t *>(param.outputPtr),
-                blockBytes,
-                static_cast<uint8_t *>(resCtx.localBuffer.addr)};
-    // Mesh keeps my slice in the buffer, the ring one region per block; cache-sized pieces.
-    uint64_t region = 0;
-    uint64_t slice = 0;
-    HK_TRY(HkBlockSlices(param, resCtx, bufferBytes, algo == HK_ALGO_MESH ? 1 : n, unit, &region, &slice));
-    for (uint64_t off = 0; off < blockBytes; off += slice) {
-        const uint64_t len = HkMin(slice, blockBytes - off);
-        HK_TRY(algo == HK_ALGO_MESH ? MeshSlice(c, off, len) : RingSlice(c, off, len, region));
+    HkCall c{param, resCtx, kNames[algo], 0, false, nullptr, 0, nullptr};
+    HK_TRY(HkCallInit(&c, kNames[algo], 1));
+    HkGroup g;
+    HkGroupAll(resCtx, &g);
+    HkLevels lv;
+    double multiple = n;
+    uint32_t eighths = 0;
+    if (algo == HK_ALGO_MESH) {
+        HK_TRY(HkCallInit(&c, kNames[algo], n > 2 ? n : 1));
+        for (uint32_t p = 0; p < n; ++p) {
+            HK_TRY(HkCallPeer(&c, p));
+        }
+        multiple = 1;
+    } else if (algo == HK_ALGO_NHR) {
+        for (uint32_t s = 0, steps = HkNhrSteps(n); s < steps; ++s) {
+            HK_TRY(HkCallPeer(&c, (r + (1u << s)) % n));
+            HK_TRY(HkCallPeer(&c, (r + n - (1u << s) % n) % n));
+        }
+    } else {
+        HK_TRY(HkLevelsRead(c, param.hierInfo, algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR ? 3 : 2, &lv));
+        HK_TRY(HkCallInit(&c, kNames[algo], algo == HK_ALGO_PARALLEL_MESH_NHR ? lv.L + 2 : lv.L));
+        HK_TRY(HkCallLevelPeers(&c, lv));
+        if (algo == HK_ALGO_PARALLEL_MESH_NHR) {
+            eighths = HkParallelEighths(lv.L, lv.S, 2);
+        }
+    }
+    const bool par = algo == HK_ALGO_PARALLEL_MESH_NHR;  /* Z1 starts aligned: reserve that much */
+    const uint64_t loop = HkLoopElems(c, multiple, par ? 8 : 1, par ? HK_SLICE_ALIGN_BYTES : 0);
+    if (loop == 0) {
+        return HCCL_E_MEMORY;
+    }
+    for (uint64_t off = 0; off < param.count; off += loop) {
+        const uint64_t cnt = HkMin(loop, param.count - off);
+        const Io io{in + off * unit, out + off * unit, block};
+        if (algo == HK_ALGO_MESH) {
+            HK_TRY(MeshLoop(c, g, io, cnt));
+        } else if (algo == HK_ALGO_NHR) {
+            HK_TRY(NhrLoop(c, g, io, cnt));
+        } else if (algo == HK_ALGO_SEQUENCE_MESH_NHR || algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR) {
+            HK_TRY(SeqLoop(c, lv, io, cnt));
+        } else {
+            HK_TRY(ParLoop(c, lv, eighths, io, cnt));
+        }
     }
     return HCCL_SUCCESS;
 }

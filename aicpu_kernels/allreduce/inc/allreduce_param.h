@@ -26,7 +26,7 @@
  * ALLREDUCE_THREAD_NOTIFY_BASE on every thread. */
 #define ALLREDUCE_THREAD_NOTIFY_GO   0u
 #define ALLREDUCE_THREAD_NOTIFY_BASE 1u
-#define ALLREDUCE_THREAD_NOTIFY_NUM  2u   /* op.toml resources.notifies_per_thread */
+#define ALLREDUCE_THREAD_NOTIFY_NUM  18u   /* op.toml resources.notifies_per_thread */
 
 /* ---- ACL notifies of the acl-notify handshake: indices into AlgResourceCtx.notifyIds ---- */
 #define ALLREDUCE_ACL_NOTIFY_GO   0u   /* host aclrtRecordNotify -> kernel HcommAclrtNotifyWaitOnThread */

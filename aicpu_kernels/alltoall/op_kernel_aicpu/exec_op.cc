@@ -2,9 +2,8 @@
  * exec_op.cc -- built-in "alltoall": input block j (count elements) goes to block `rank` of rank
  * j's output; input and output hold count * rankSize elements and must not overlap.
  *
- * The algorithms (OpParam.algo: HK_ALGO_PAIRWISE, HK_ALGO_MESH, 0 = auto: mesh for 3+ ranks and
- * blocks up to 32 KiB, else pairwise; algo must be equal on all ranks) live in inc/hk_alltoall.h,
- * shared with alltoallv; see there for the notify protocol.
+ * The algorithm (AicpuAllToAllSoleMesh; OpParam.algo: HK_ALGO_MESH or 0) lives in
+ * inc/hk_alltoall.h, shared with alltoallv; see there for the rounds, threads and the protocol.
  */
 #include "exec_op.h"
 #include "alltoall_log.h"
@@ -53,7 +52,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         blocks[p].recvOffset = p * blockBytes;
         blocks[p].recvBytes = blockBytes;
     }
-    return HkAlltoallRun(param, resCtx, param.algo, blocks, blockBytes);
+    return HkAlltoallRun(param, resCtx, param.algo, blocks, "AicpuAllToAllSoleMesh");
 }
 
 }  // namespace ops_alltoall

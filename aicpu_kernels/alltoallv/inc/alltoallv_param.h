@@ -26,7 +26,7 @@
  * ALLTOALLV_THREAD_NOTIFY_BASE on every thread. */
 #define ALLTOALLV_THREAD_NOTIFY_GO   0u
 #define ALLTOALLV_THREAD_NOTIFY_BASE 1u
-#define ALLTOALLV_THREAD_NOTIFY_NUM  2u   /* op.toml resources.notifies_per_thread */
+#define ALLTOALLV_THREAD_NOTIFY_NUM  18u   /* op.toml resources.notifies_per_thread */
 
 /* ---- ACL notifies of the acl-notify handshake: indices into AlgResourceCtx.notifyIds ---- */
 #define ALLTOALLV_ACL_NOTIFY_GO   0u   /* host aclrtRecordNotify -> kernel HcommAclrtNotifyWaitOnThread */
@@ -90,7 +90,7 @@ typedef struct OpParam {
     char commName[128];                             /* HcclGetCommName(); used by HcommAcquireComm */
     void* inputPtr;                                 /* input, device memory */
     void* outputPtr;                                /* output, device memory */
-    uint64_t count;                                 /* unused (kind alltoallv: the counts are parameters) */
+    uint64_t count;                                 /* input element count (kind alltoallv: the counts are parameters) */
     int32_t devType;                                /* DeviceType: 0 A2, 1 A3, 2 A5 (Ascend950) */
     int32_t dataType;                               /* HcclDataType */
     int32_t opType;                                 /* HcclCMDType */

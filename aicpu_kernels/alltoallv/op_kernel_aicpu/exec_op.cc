@@ -14,10 +14,8 @@
  * kernel does not know their sizes). The Python layer (hcomm_kit/collectives.py) validates both:
  * it exchanges the counts and checks the input/output sizes before launching.
  *
- * The algorithms (OpParam.algo: HK_ALGO_PAIRWISE, HK_ALGO_MESH, 0 = auto = pairwise, since a
- * rank cannot see the others' block sizes and every rank must choose the same one; algo must be
- * equal on all ranks) live in inc/hk_alltoall.h, shared with alltoall; see there for the notify
- * protocol.
+ * The algorithm (AicpuAllToAllVSoleMesh; OpParam.algo: HK_ALGO_MESH or 0) lives in
+ * inc/hk_alltoall.h, shared with alltoall; see there for the rounds, threads and the protocol.
  */
 #include "exec_op.h"
 #include "alltoallv_log.h"
@@ -120,7 +118,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         OP_LOG_ERROR("input and output ranges overlap (in-place alltoallv is not supported), tag %s", param.tag);
         return HCCL_E_PARA;
     }
-    return HkAlltoallRun(param, resCtx, param.algo, blocks, UINT64_MAX);
+    return HkAlltoallRun(param, resCtx, param.algo, blocks, "AicpuAllToAllVSoleMesh");
 }
 
 }  // namespace ops_alltoallv

@@ -26,7 +26,7 @@
  * BARRIER_THREAD_NOTIFY_BASE on every thread. */
 #define BARRIER_THREAD_NOTIFY_GO   0u
 #define BARRIER_THREAD_NOTIFY_BASE 1u
-#define BARRIER_THREAD_NOTIFY_NUM  2u   /* op.toml resources.notifies_per_thread */
+#define BARRIER_THREAD_NOTIFY_NUM  18u   /* op.toml resources.notifies_per_thread */
 
 /* ---- ACL notifies of the acl-notify handshake: indices into AlgResourceCtx.notifyIds ---- */
 #define BARRIER_ACL_NOTIFY_GO   0u   /* host aclrtRecordNotify -> kernel HcommAclrtNotifyWaitOnThread */

@@ -1,14 +1,13 @@
 /*
  * exec_op.cc -- built-in "barrier": no rank leaves before every rank has entered
- * (.dev/BUILTINS.md; count, buffers, dtype and root are ignored).
+ * (count, buffers, dtype and root are ignored).
  *
- * Algorithm (mesh, two phases; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_MESH):
- *   phase 1: record ACK to every peer, wait the ACK of every peer (everyone has arrived);
- *   phase 2: record DATA to every peer, wait the DATA of every peer.
- * Phase 1 alone is a barrier, phase 2 makes it safe to call back to back with binary notify
- * slots (hk_coll.h "notify discipline"): a peer records DATA only after it consumed our ACK, so
- * when we leave, our ACKs are consumed; our DATA may still be pending, but the next DATA we
- * record to that peer follows its ACK of the next call, i.e. its wait of this one.
+ * AicpuBarrierSoleNHR (CANN's InsTempBarrierNhrAicpu; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_NHR):
+ * ceil(log2 n) steps on the main thread, step s an empty push exchange (hk_coll.h HkPush: ACK to
+ * the rank 2^(S-1-s) behind, wait the ACK of the one as far ahead, DATA to it, wait the DATA of the
+ * one behind) in the pattern of the NHR all-gather, so every rank hears, through the steps, from
+ * every other one before it leaves. The exchanges keep hk_coll.h's notify discipline, so barriers
+ * and the other built-ins may follow each other at once.
  */
 #include "exec_op.h"
 #include "barrier_log.h"
@@ -18,26 +17,23 @@ namespace ops_barrier {
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_MESH));
-    const uint32_t rank = resCtx.rank;
-    const uint32_t rankSize = resCtx.rankSize;
-    const ThreadHandle thread = resCtx.threads[0];
-    for (uint32_t p = 0; p < rankSize; ++p) {
-        if (p != rank && HkChannel(param, resCtx, p) == 0) {
-            return HCCL_E_PARA;
-        }
+    OP_CHECK(param.tag, HkAlgoCheck(param, 1u << HK_ALGO_NHR));
+    const uint32_t n = resCtx.rankSize;
+    const uint32_t me = resCtx.rank;
+    if (n == 1) {
+        return HCCL_SUCCESS;
     }
-    const uint32_t slots[2] = {HK_ACK, HK_DATA};
-    for (uint32_t phase = 0; phase < 2; ++phase) {
-        for (uint32_t i = 1; i < rankSize; ++i) {
-            const uint32_t p = (rank + i) % rankSize;
-            OP_CHECK(param.tag, HcommChannelNotifyRecordOnThread(thread, resCtx.channels[p].handle, slots[phase]));
-        }
-        for (uint32_t i = 1; i < rankSize; ++i) {
-            const uint32_t p = (rank + rankSize - i) % rankSize;
-            OP_CHECK(param.tag, HcommChannelNotifyWaitOnThread(thread, resCtx.channels[p].handle, slots[phase],
-                                                               param.notifyTimeout));
-        }
+    HkCall c{param, resCtx, "AicpuBarrierSoleNHR", 0, false, nullptr, 0, nullptr};
+    c.unit = 1;
+    const uint32_t steps = HkNhrSteps(n);
+    for (uint32_t s = 0; s < steps; ++s) {
+        const uint32_t d = 1u << s;
+        HK_TRY(HkCallPeer(&c, (me + d) % n));
+        HK_TRY(HkCallPeer(&c, (me + n - d) % n));
+    }
+    for (uint32_t s = 0; s < steps; ++s) {
+        const uint32_t d = 1u << (steps - 1 - s);
+        HK_TRY(HkPush(c, resCtx.threads[0], (me + d) % n, (me + n - d) % n, nullptr, 0, HK_WRITE));
     }
     return HCCL_SUCCESS;
 }

@@ -1,67 +1,193 @@
 /*
- * exec_op.cc -- built-in "broadcast": root's inputPtr -> every rank's outputPtr (.dev/BUILTINS.md).
+ * exec_op.cc -- built-in "broadcast": root's inputPtr -> every rank's outputPtr.
  *
- * Algorithm (mesh, read-based; OpParam.algo: HK_ALGO_AUTO or HK_ALGO_MESH):
- *   the root stages the message slice by slice in its HCCL buffer and every other rank Reads each
- *   slice straight from there into its output, so a byte crosses memory once on the root side
- *   (staging) and once per reader. Messages above HK_PIPELINE_BYTES are pipelined and
- *   double-buffered: the root stages slice k+1 into one half of its buffer while the readers
- *   read slice k from the other half.
- *
- * Notify protocol per slice k, root R and each reader P (hk_coll.h "notify discipline"):
- *   R: stage slice k; [k > 0: wait DATA from every P (slice k-1 read)]; record ACK to every P;
- *   P: wait ACK; Read slice k into its output; record DATA to R;
- *   R finally waits the last DATA of every P, so no reader touches R's buffer after R is done
- *   ("clean exit"); every ACK is consumed before R exits, P's last DATA may be pending.
- * The root's own output is filled by one local copy on worker thread 1 (skipped when output ==
- * input), concurrent with the staging (hk_coll.h HkSideCopyStart/HkSideCopyJoin).
+ * OpParam.count = elements; OpParam.root; OpParam.algo (hk_coll.h):
+ *   HK_ALGO_MESH_TWO_SHOT      AicpuBroadcastSoleMeshTwoShot (CANN's InsTempBroadcastMesh1DTwoShot):
+ *                              the root writes chunk j of the message and its own chunk into rank j's
+ *                              buffer (a thread per peer), then the other ranks write their chunk into
+ *                              each other's buffers (mesh all-gather by writes among them);
+ *   HK_ALGO_NHR                AicpuBroadcastSoleNHR (CANN's InsTempBroadcastNHR): NHR scatter from
+ *                              the root, then the NHR all-gather (one thread);
+ *   HK_ALGO_PARALLEL_MESH_NHR  AicpuBroadcastParallelMeshNHR (CANN's InsBroadcastParallelExecutor with
+ *                              the mesh and NHR scatter and all-gather templates): the message in two
+ *                              parts, one scattered in the root's server first, the other among the
+ *                              servers first, both levels busy at once (ParLoop below);
+ *   HK_ALGO_AUTO               SoleMeshTwoShot (CANN's SelectMeshAlgoAicpu on one server, MESH_1D).
+ * Every algorithm keeps the message's loop in the HCCL buffer, mirrored (multiple 1, as CANN's), and
+ * loops over the message; the root copies the input into its buffer first, the other ranks copy the
+ * buffer into their output last. Each loop runs the whole protocol and ends clean.
  */
 #include "exec_op.h"
 #include "broadcast_log.h"
 #include "hk_coll.h"
 
 namespace ops_broadcast {
+namespace {
+
+HcclResult TwoShotLoop(const HkCall &c, const HkGroup &g, uint32_t root, uint64_t cnt)
+{
+    auto chunk = [&](uint32_t j) {
+        uint64_t f = 0, k = 0;
+        HkChunkRange(cnt, g.n, j, &f, &k);
+        return HkSpan{c.buf + f * c.unit, k, f * c.unit};
+    };
+    /* the root: chunk j and its own chunk to rank j */
+    HK_TRY(HkMeshScatter(c, g, 0, 1, root, 2, [&](uint32_t j, uint32_t r) { return chunk(r == 0 ? j : root); }));
+    if (g.me == root || g.n < 3) {
+        return HCCL_SUCCESS;
+    }
+    HkGroup others;
+    HkGroupWithout(g, root, &others);
+    /* the others: my chunk (index in g) into every other non-root */
+    return HkMeshAllGatherWrite(c, others, 0, 1, [&](uint32_t k) { return chunk(others.rank[k]); });
+}
+
+HcclResult NhrLoop(const HkCall &c, const HkGroup &g, uint32_t root, uint64_t cnt)
+{
+    HK_TRY(HkNhrScatter(c, g, c.Th(0), root, 0, cnt));
+    return HkNhrAllGather(c, g, c.Th(0), 0, cnt);
+}
+
+/*
+ * Parallel, per loop in the buffer mirror: part 0 (e/8, HkParallelEighths of the scatter kind) and
+ * part 1. The root is (server sr, local index lr). Threads: 0 leads; 1 leads the server's mesh
+ * (workers 3..L+1); 2 runs the NHR among the servers.
+ *   1. part 0: mesh scatter from the root in its server (piece j of part 0 to local index j)
+ *                                       | part 1: NHR scatter from the root among its level-1 group
+ *                                         (sub-part s of part 1 to server s)
+ *   2. part 0: NHR scatter of piece j among each level-1 group (sub-piece s to server s), from the
+ *              rank of the root's server | part 1: mesh scatter of sub-part s in server s from local
+ *                                         index lr (piece j to local index j)
+ *   3. part 0: NHR all-gather of piece j among each level-1 group | part 1: mesh all-gather of
+ *              sub-part s in server s
+ *   4. part 0: mesh all-gather of part 0 in every server | part 1: NHR all-gather of part 1
+ * The scatter phases run only where the data are (the other ranks' halves are empty phases).
+ */
+HcclResult ParLoop(const HkCall &c, const HkLevels &lv, uint32_t root, uint32_t eighths, uint64_t cnt)
+{
+    const HkGroup &g0 = lv.g[0];
+    const HkGroup &g1 = lv.g[1];
+    const uint32_t L = lv.L, S = lv.S;
+    const uint32_t intra = 1, inter = 2, intraWorkers = 3;
+    const uint64_t p0 = cnt * eighths / 8, p1 = cnt - p0;
+    uint32_t sr = 0, lr = 0;  /* the root's server and local index */
+    while (lv.grid[sr * L + lr] != root) {
+        if (++lr == L) {
+            lr = 0;
+            ++sr;
+        }
+    }
+    const bool inRootServer = g1.me == sr, inRootGroup = g0.me == lr;
+    uint64_t f0 = 0, n0 = 0, f1 = 0, n1 = 0;
+    HkChunkRange(p0, L, g0.me, &f0, &n0);  /* my piece of part 0 */
+    HkChunkRange(p1, S, g1.me, &f1, &n1);  /* my server's sub-part of part 1 */
+    const uint64_t off1 = p0 * c.unit;
+    auto piece0 = [&](uint32_t j, uint32_t) {
+        uint64_t f = 0, k = 0;
+        HkChunkRange(p0, L, j, &f, &k);
+        return HkSpan{c.buf + f * c.unit, k, f * c.unit};
+    };
+    auto piece1 = [&](uint32_t j, uint32_t) {
+        uint64_t f = 0, k = 0;
+        HkChunkRange(n1, L, j, &f, &k);
+        const uint64_t at = off1 + (f1 + f) * c.unit;
+        return HkSpan{c.buf + at, k, at};
+    };
+    /* 1 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    if (inRootServer) {
+        HK_TRY(HkMeshScatter(c, g0, intra, intraWorkers, lr, 1, piece0));
+    }
+    if (inRootGroup) {
+        HK_TRY(HkNhrScatter(c, g1, c.Th(inter), sr, off1, p1));
+    }
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    /* 2 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    HK_TRY(HkMeshScatter(c, g0, intra, intraWorkers, lr, 1, piece1));
+    HK_TRY(HkNhrScatter(c, g1, c.Th(inter), sr, f0 * c.unit, n0));
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    /* 3 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    uint8_t *sub = c.buf + off1 + f1 * c.unit;  /* my server's sub-part of part 1 */
+    HK_TRY(HkMeshAllGather(c, g0, intra, intraWorkers, HkStage{off1 + f1 * c.unit, 0, true}, n1, sub,
+                           piece1(g0.me, 0).ptr));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), f0 * c.unit, n0));
+    HK_TRY(HkJoin(c, 0, 1, 2));
+    /* 4 */
+    HK_TRY(HkFork(c, 0, 1, 2));
+    HK_TRY(HkMeshAllGather(c, g0, intra, intraWorkers, HkStage{0, 0, true}, p0, c.buf, c.buf + f0 * c.unit));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(inter), off1, p1));
+    return HkJoin(c, 0, 1, 2);
+}
+
+}  // namespace
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
-    uint32_t unitSize = 0;
-    HK_TRY(HkRootedCheck(param, resCtx, &unitSize));
-    const uint64_t totalBytes = param.count * unitSize;
-    const uint32_t rank = resCtx.rank;
+    static const char *const kNames[] = {"", "", "", "AicpuBroadcastSoleMeshTwoShot", "", "AicpuBroadcastSoleNHR", "",
+                                         "AicpuBroadcastParallelMeshNHR"};
+    const uint32_t unit = HkUnitSize(param);
+    if (unit == 0) {
+        return HCCL_E_PARA;
+    }
+    HK_TRY(HkRootCheck(param, resCtx));
+    const uint32_t n = resCtx.rankSize;
     const uint32_t root = param.root;
-    const ThreadHandle thread = resCtx.threads[0];
-    const uint8_t *input = static_cast<const uint8_t *>(param.inputPtr);
-    uint8_t *output = static_cast<uint8_t *>(param.outputPtr);
-
-    if (resCtx.rankSize == 1 || totalBytes == 0) {
-        return rank == root ? HkCopy(param, thread, output, input, totalBytes) : HCCL_SUCCESS;
+    const bool isRoot = resCtx.rank == root;
+    const uint8_t *in = static_cast<const uint8_t *>(param.inputPtr);
+    uint8_t *out = static_cast<uint8_t *>(param.outputPtr);
+    if (n == 1 || param.count == 0) {
+        return isRoot ? HkCopy(param, resCtx.threads[0], out, in, param.count * unit) : HCCL_SUCCESS;
     }
-    const uint64_t bufferBytes = HkMeshBufferBytes(param, resCtx);
-    uint64_t sliceBytes = 0;
-    uint64_t halfBytes = 0;
-    HK_TRY(HkStagePlanFor(param, totalBytes, bufferBytes, 1, &sliceBytes, &halfBytes));
-
-    if (rank == root) {
-        uint8_t *stage = static_cast<uint8_t *>(resCtx.localBuffer.addr);
-        bool joined = false;
-        OP_CHECK(param.tag, HkSideCopyStart(param, resCtx, output, input, totalBytes, &joined));
-        uint64_t k = 0;
-        for (uint64_t offset = 0; offset < totalBytes; offset += sliceBytes, ++k) {
-            const uint64_t len = HkMin(sliceBytes, totalBytes - offset);
-            OP_CHECK(param.tag, HcommLocalCopyOnThread(thread, stage + (k % 2) * halfBytes, input + offset, len));
-            if (k != 0) {
-                HK_TRY(HkWaitAll(param, resCtx, thread, HK_DATA));  // every reader is done with slice k-1
-            }
-            HK_TRY(HkRecordAll(param, resCtx, thread, HK_ACK));  // slice k is staged
+    const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HK_ALGO_MESH_TWO_SHOT;
+    if (algo >= sizeof kNames / sizeof kNames[0] || kNames[algo][0] == '\0') {
+        OP_LOG_ERROR("algo %u is not a broadcast algorithm of this operator (hk_coll.h: %u mesh two-shot, %u NHR, "
+                     "%u parallel mesh+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH_TWO_SHOT, HK_ALGO_NHR,
+                     HK_ALGO_PARALLEL_MESH_NHR, param.tag);
+        return HCCL_E_PARA;
+    }
+    HkCall c{param, resCtx, kNames[algo], 0, false, nullptr, 0, nullptr};
+    HK_TRY(HkCallInit(&c, kNames[algo], 1));
+    HkGroup g;
+    HkGroupAll(resCtx, &g);
+    HkLevels lv;
+    uint32_t eighths = 0;
+    if (algo == HK_ALGO_MESH_TWO_SHOT) {
+        HK_TRY(HkCallInit(&c, kNames[algo], n > 2 ? n : 1));
+        for (uint32_t p = 0; p < n; ++p) {
+            HK_TRY(HkCallPeer(&c, p));
         }
-        HK_TRY(HkWaitAll(param, resCtx, thread, HK_DATA));
-        return HkSideCopyJoin(param, resCtx, joined);
+    } else if (algo == HK_ALGO_NHR) {
+        for (uint32_t s = 0, steps = HkNhrSteps(n); s < steps; ++s) {
+            HK_TRY(HkCallPeer(&c, (resCtx.rank + (1u << s)) % n));
+            HK_TRY(HkCallPeer(&c, (resCtx.rank + n - (1u << s) % n) % n));
+        }
+    } else {
+        HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
+        HK_TRY(HkCallInit(&c, kNames[algo], lv.L + 2));
+        HK_TRY(HkCallLevelPeers(&c, lv));
+        eighths = HkParallelEighths(lv.L, lv.S, 1);
     }
-
-    // Every other rank: wait ACK, Read slice k from the root's buffer, record DATA (HkStagedRead).
-    const ChannelInfo &ch = resCtx.channels[root];
-    return HkStagedRead(param, thread, ch.handle, static_cast<const uint8_t *>(ch.remoteBuffer.addr), output,
-                        totalBytes, sliceBytes, halfBytes);
+    const uint64_t loop = HkLoopElems(c, 1, 1);
+    if (loop == 0) {
+        return HCCL_E_MEMORY;
+    }
+    for (uint64_t off = 0; off < param.count; off += loop) {
+        const uint64_t cnt = HkMin(loop, param.count - off);
+        if (isRoot) {
+            HK_TRY(HkCopy(param, c.Th(0), c.buf, in + off * unit, cnt * unit));
+        }
+        if (algo == HK_ALGO_MESH_TWO_SHOT) {
+            HK_TRY(TwoShotLoop(c, g, root, cnt));
+        } else if (algo == HK_ALGO_NHR) {
+            HK_TRY(NhrLoop(c, g, root, cnt));
+        } else {
+            HK_TRY(ParLoop(c, lv, root, eighths, cnt));
+        }
+        HK_TRY(HkCopy(param, c.Th(0), out + off * unit, isRoot ? in + off * unit : c.buf, cnt * unit));
+    }
+    return HCCL_SUCCESS;
 }
 
 }  // namespace ops_broadcast

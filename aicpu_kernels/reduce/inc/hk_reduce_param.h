@@ -26,7 +26,7 @@
  * HK_REDUCE_THREAD_NOTIFY_BASE on every thread. */
 #define HK_REDUCE_THREAD_NOTIFY_GO   0u
 #define HK_REDUCE_THREAD_NOTIFY_BASE 1u
-#define HK_REDUCE_THREAD_NOTIFY_NUM  2u   /* op.toml resources.notifies_per_thread */
+#define HK_REDUCE_THREAD_NOTIFY_NUM  18u   /* op.toml resources.notifies_per_thread */
 
 /* ---- ACL notifies of the acl-notify handshake: indices into AlgResourceCtx.notifyIds ---- */
 #define HK_REDUCE_ACL_NOTIFY_GO   0u   /* host aclrtRecordNotify -> kernel HcommAclrtNotifyWaitOnThread */
@@ -101,6 +101,7 @@ typedef struct OpParam {
     ThreadHandle aicpuThreadOnCpu;                  /* main AICPU thread exported to CPU_TS */
     AlgResourceCtx* resCtx;                         /* engine context, device memory */
     uint32_t algo;                                  /* user parameter (op.toml [[param]]) */
+    void* hierInfo;                                 /* user parameter (op.toml [[param]]) */
 } OpParam;
 
 #endif /* OPS_HK_REDUCE_PARAM_H */

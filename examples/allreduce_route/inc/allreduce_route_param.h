@@ -17,7 +17,7 @@
 #include <hccl/hcomm_primitives.h>
 
 /* ---- Resource limits: lengths of the fixed arrays in AlgResourceCtx ---- */
-#define ALLREDUCE_ROUTE_MAX_THREADS  8u   /* op.toml resources.threads = 1 */
+#define ALLREDUCE_ROUTE_MAX_THREADS  64u   /* op.toml resources.threads = "ranks" */
 #define ALLREDUCE_ROUTE_MAX_CHANNELS 64u
 
 /* ---- Thread notify slots (binary flags; never record a slot twice before its wait) ----
@@ -26,7 +26,7 @@
  * ALLREDUCE_ROUTE_THREAD_NOTIFY_BASE on every thread. */
 #define ALLREDUCE_ROUTE_THREAD_NOTIFY_GO   0u
 #define ALLREDUCE_ROUTE_THREAD_NOTIFY_BASE 1u
-#define ALLREDUCE_ROUTE_THREAD_NOTIFY_NUM  0u   /* op.toml resources.notifies_per_thread */
+#define ALLREDUCE_ROUTE_THREAD_NOTIFY_NUM  32u   /* op.toml resources.notifies_per_thread */
 
 /* ---- ACL notifies of the acl-notify handshake: indices into AlgResourceCtx.notifyIds ---- */
 #define ALLREDUCE_ROUTE_ACL_NOTIFY_GO   0u   /* host aclrtRecordNotify -> kernel HcommAclrtNotifyWaitOnThread */
@@ -35,7 +35,13 @@
 /* ---- Channel notify slots: a record sets the slot at the peer's end, a wait clears ours ---- */
 #define ALLREDUCE_ROUTE_CHANNEL_NOTIFY_ACK  0u   /* "my buffer is ready for you" */
 #define ALLREDUCE_ROUTE_CHANNEL_NOTIFY_DATA 1u   /* "the data has landed / has been consumed" */
-#define ALLREDUCE_ROUTE_CHANNEL_NOTIFY_NUM  4u   /* op.toml resources.channels.notifies (mesh) */
+#define ALLREDUCE_ROUTE_CHANNEL_NOTIFY_NUM  8u   /* op.toml resources.channels.notifies (mesh) */
+
+/* ---- Algorithms (op.toml [op].algorithms): the values of OpParam.algo ----
+ * --algorithm NAME (hcomm-kit run/test/bench) or op(x, algorithm="NAME") passes one; 0 = none asked. */
+#define ALLREDUCE_ROUTE_ALGO_NONE 0u
+#define ALLREDUCE_ROUTE_ALGO_ONESHOT 1u
+#define ALLREDUCE_ROUTE_ALGO_TWOSHOT 2u
 
 /* Default wait timeout in seconds (OpParam.notifyTimeout carries the one actually used; 0 = forever). */
 #define ALLREDUCE_ROUTE_NOTIFY_TIMEOUT_DEFAULT 1836u
@@ -82,6 +88,7 @@ typedef struct AlgResourceCtx {
     CommBuffer localBuffer;                         /* this rank's HCCL buffer (device memory) */
     ThreadHandle threads[ALLREDUCE_ROUTE_MAX_THREADS]; /* AICPU_TS device threads; [0] is the main thread */
     ChannelInfo channels[ALLREDUCE_ROUTE_MAX_CHANNELS]; /* indexed by peer rank; handle 0 for this rank and for ranks without a channel */
+    uint64_t linkUp[ALLREDUCE_ROUTE_MAX_CHANNELS];  /* op.toml link_map: bit q of linkUp[r] set when ranks r and q have a link (not taken down, HCOMM_KIT_LINKS_DOWN) */
 } AlgResourceCtx;
 
 /* Per-call arguments, appended by value to the kernel launch (aclrtKernelArgsAppend). */
@@ -90,7 +97,7 @@ typedef struct OpParam {
     char commName[128];                             /* HcclGetCommName(); used by HcommAcquireComm */
     void* inputPtr;                                 /* input, device memory */
     void* outputPtr;                                /* output, device memory */
-    uint64_t count;                                 /* input element count */
+    uint64_t count;                                 /* HCCL's count (kind allreduce): input count, output count elements */
     int32_t devType;                                /* DeviceType: 0 A2, 1 A3, 2 A5 (Ascend950) */
     int32_t dataType;                               /* HcclDataType */
     int32_t opType;                                 /* HcclCMDType */
@@ -100,6 +107,7 @@ typedef struct OpParam {
     ThreadHandle cpuThread;                         /* host stream thread (CPU_TS) */
     ThreadHandle aicpuThreadOnCpu;                  /* main AICPU thread exported to CPU_TS */
     AlgResourceCtx* resCtx;                         /* engine context, device memory */
+    uint32_t algo;                                  /* user parameter (op.toml [[param]]) */
 } OpParam;
 
 #endif /* OPS_ALLREDUCE_ROUTE_PARAM_H */

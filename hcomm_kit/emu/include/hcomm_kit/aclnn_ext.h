@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define HK_ACLNN_DESC_VERSION 2u
+#define HK_ACLNN_DESC_VERSION 3u
 #define HK_ACLNN_MAX_DTYPES 32u
 
 enum HkAclnnTopology { HK_TOPO_NONE = 0, HK_TOPO_P2P = 1, HK_TOPO_RING = 2, HK_TOPO_MESH = 3, HK_TOPO_PEER = 4 };
@@ -65,6 +65,11 @@ typedef struct HkAclnnOpDesc {
     /* what the collective-call check of phase two compares besides operator, dtype and reduce op
      * (op.toml [io] same_args; the counts of an alltoallv differ per rank by design) */
     uint32_t sameArgs;        /* HK_SAME_COUNT | HK_SAME_ROOT */
+    /* a ring topology: AlgResourceCtx.ringNum / ringOrder / rings[] and RingInfo's layout (else 0) */
+    uint32_t ringOrder;       /* op.toml ring_order: 0 rank, 1 avoid-down */
+    uint32_t ctxRingNum, ctxRingOrder, ctxRings, ringInfoSize, riPos, riPrev, riNext, riOrder;
+    /* op.toml link_map: offset of AlgResourceCtx.linkUp (uint64_t per rank); 0: none */
+    uint32_t ctxLinkUp;
 } HkAclnnOpDesc;
 #define HK_SAME_COUNT 1u
 #define HK_SAME_ROOT 2u

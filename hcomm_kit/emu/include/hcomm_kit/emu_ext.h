@@ -74,14 +74,39 @@ HcclResult HcommKitCommSetConnectTimeout(HcclComm comm, uint32_t seconds);
  * Returns the full length (written truncated to bufLen - 1), or minus an HCCL code. */
 int32_t HcommKitCommTopology(HcclComm comm, char* buf, uint64_t bufLen);
 
-/* Algorithm selection of the built-in collectives (hcomm_kit/ops/selector.py): n entries (CANN's
- * algorithm names, template names, costs in seconds from the cost model). Runs CANN's tuner
- * plugin (HCCL_TUNER_PLUGIN, hccl_tuner_plugin.h) over them, which may rewrite costs[] (< 0
- * disables, 0 prefers), logs the choice at info level (HCOMM_KIT_LOG=info, rank 0) and returns
- * the index of the cheapest enabled entry; -1 when every entry is disabled; minus an HCCL code
- * on bad arguments. */
-int32_t HcommKitTunerSelect(HcclComm comm, int32_t collType, uint64_t nBytes, int32_t dataType, const char** algNames,
-                            const char** templates, float* costs, uint32_t n);
+/* The algorithm of a built-in collective for one call on comm, chosen as CANN's HCCL chooses it for
+ * the AICPU engine (hccl/algo_select.h): collType an HcclCMDType, count as CANN's op puts it in
+ * DataDes.count (allgather: sendCount; reduce-scatter, scatter: recvCount; alltoall: the count per
+ * peer), forced NULL or a name to run instead (CANN's, or a built-in kernel's). HCCL_ALGO and
+ * HCCL_USE_NEW_SELECTOR (with CANN's tuner plugin, HCCL_TUNER_PLUGIN) are applied as the
+ * communicator read them at creation. Writes one line of JSON: {"name" (what runs), "cann" (CANN's
+ * own choice), "source" (CANN's file:line), "how", "kernel" (OpParam.algo), "tuner_matched",
+ * "entries" (the cost table)}; logs it at info level and notes it on the trace. Returns the full
+ * length (written truncated to outLen - 1), or minus an HCCL code: HCCL_E_NETWORK when a link the
+ * collective needs is down (HCOMM_KIT_LINKS_DOWN), HCCL_E_PARA for an unknown name,
+ * HCCL_E_NOT_SUPPORT for an algorithm without a kernel; the message names them. */
+int32_t HcommKitAlgoSelect(HcclComm comm, int32_t collType, uint64_t count, int32_t dataType, int32_t reduceOp,
+                           const char* forced, char* out, uint64_t outLen);
+
+/* The same without a communicator: topologyJson as HcommKitCommTopology writes it ("product",
+ * "servers", "pods", "down"), the rank asking, algoConfig the HCCL_ALGO text (NULL: none),
+ * newSelector as HCCL_USE_NEW_SELECTOR=1 would (CANN's cost table, without a tuner plugin). Writes
+ * {"topo": CANN's topology fields, "selection": as above}. */
+int32_t HcommKitAlgoSelectOn(const char* topologyJson, uint32_t rank, int32_t collType, uint64_t count,
+                             int32_t dataType, int32_t reduceOp, const char* algoConfig, const char* forced,
+                             int32_t newSelector, char* out, uint64_t outLen);
+
+/* HCCL_ALGO text checked as communicator creation checks it: 0, or HCCL_E_PARA with the reason in
+ * msg (both of CANN's grammars are accepted). */
+int32_t HcommKitAlgoConfigCheck(const char* text, char* msg, uint64_t msgLen);
+
+/* HCCL_ALGO text applied to CANN's registered AICPU algorithms of collType: {"decided" (a rule
+ * decided for this op), "rule", "kept": [names], "kernel" (an emulator kernel the documented form
+ * names, else "")}. Returns the length, or minus an HCCL code with the message. */
+int32_t HcommKitAlgoConfigApply(const char* text, int32_t collType, char* out, uint64_t outLen);
+
+/* The built-in kernels' algorithms as JSON: [{"coll", "collective", "name", "id"}, ...]. */
+int32_t HcommKitAlgoKernels(char* out, uint64_t outLen);
 
 /* One call of HcommKitStreamCalls: the launch sequence of hcomm.md §3.11 as data, so that a host
  * can build it once and make it with one call. */

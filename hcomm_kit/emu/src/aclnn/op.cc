@@ -129,15 +129,18 @@ uint32_t thread_count(const HkAclnnOpDesc* d, uint32_t nranks, const std::vector
     return (uint32_t)std::max<int64_t>(1, n);
 }
 
-/* [(index in channels[], peer rank)] of the topology (OpSpec.channel_peers). */
-std::vector<std::pair<uint32_t, uint32_t>> channel_peers(const HkAclnnOpDesc* d, uint32_t rank, uint32_t n) {
+/* [(index in channels[], peer rank)] of the topology (OpSpec.channel_peers). A mesh gets no channel
+ * over a link taken down (`c`: the communicator's topology; its entry keeps handle 0), as in
+ * comm.load_op; a ring here is in rank order (check_ring refuses one across a downed link). */
+std::vector<std::pair<uint32_t, uint32_t>> channel_peers(const HkAclnnOpDesc* d, uint32_t rank, uint32_t n,
+                                                         const Comm* c = nullptr) {
     std::vector<std::pair<uint32_t, uint32_t>> out;
     if (d->topology == HK_TOPO_NONE || d->topology == HK_TOPO_PEER || n == 1) return out;
     uint32_t prev = (rank + n - 1) % n, next = (rank + 1) % n;
     if (d->topology == HK_TOPO_RING) return {{0, prev}, {1, next}};
     if (d->topology == HK_TOPO_MESH) {
         for (uint32_t p = 0; p < n; p++)
-            if (p != rank) out.emplace_back(p, p);
+            if (p != rank && !(c && c->topo.is_down(rank, p))) out.emplace_back(p, p);
         return out;
     }
     out.emplace_back(std::min(prev, next), std::min(prev, next));
@@ -181,11 +184,44 @@ int acquire_channels(HcclComm comm, Comm* c, const HkAclnnOpDesc* d, OpRes& r,
     return 0;
 }
 
+/* A ring topology: one ring, in rank order (ringNum 1, rings[0]); refused on every rank alike when one
+ * of its links is down. The aclnn interface does not lay rings around downed links, nor the further
+ * link-disjoint rings op.toml's `rings` allows: comm.load_op does (hcomm_kit/build/rings.py). */
+int fill_ring(Comm* c, const HkAclnnOpDesc* d, OpRes& r) {
+    const uint32_t n = c->nranks, me = c->rank;
+    for (uint32_t a = 0; a < n && n > 1; a++) {
+        const uint32_t b = (a + 1) % n;
+        if (!c->topo.is_down(a, b)) continue;
+        return seterr(ACLNN_ERR_RUNTIME_ERROR, d->api, "rank %u: operator %s: its ring in rank order needs the %s; "
+                      "%s", me, d->opName, link_down_text(c, a, b, true).c_str(),
+                      d->ringOrder == 1 ? "its aclnn interface lays the ring in rank order only (ring_order = "
+                      "\"avoid-down\" is laid around downed links by comm.load_op): call it through load_op, or take "
+                      "the link up" : "set ring_order = \"avoid-down\" in op.toml and call it through comm.load_op, "
+                      "or take the link up");
+    }
+    put<uint32_t>(r.host, d->ctxRingNum, 1);
+    put<uint32_t>(r.host, d->ctxRingOrder, d->ringOrder);
+    put<uint32_t>(r.host, d->ctxRings + d->riPos, me);
+    put<uint32_t>(r.host, d->ctxRings + d->riPrev, (me + n - 1) % n);
+    put<uint32_t>(r.host, d->ctxRings + d->riNext, (me + 1) % n);
+    for (uint32_t i = 0; i < n; i++) put<uint32_t>(r.host, d->ctxRings + d->riOrder + 4u * i, i);
+    return 0;
+}
+
 int res_init(HcclComm comm, Comm* c, Stream* s, const HkAclnnOpDesc* d, OpRes& r) {
     const char* api = d->api;
     r.tag = strprintf("hk_aclnn_%s_%llu", d->opName, (unsigned long long)g_serial.fetch_add(1) + 1).substr(0, 150);
     r.host.assign(d->ctxSize, 0);
-    auto peers = channel_peers(d, c->rank, c->nranks);
+    if (d->topology == HK_TOPO_RING && d->ringInfoSize)
+        if (int e = fill_ring(c, d, r)) return e;
+    if (d->ctxLinkUp)  /* op.toml link_map: bit q of linkUp[a] when ranks a and q have a link */
+        for (uint32_t a = 0; a < c->nranks; a++) {
+            uint64_t up = 0;
+            for (uint32_t q = 0; q < c->nranks; q++)
+                if (q != a && !c->topo.is_down(a, q)) up |= 1ull << q;
+            put<uint64_t>(r.host, d->ctxLinkUp + 8u * a, up);
+        }
+    auto peers = channel_peers(d, c->rank, c->nranks, c);
     uint32_t nthreads = thread_count(d, c->nranks, channel_peers(d, 0, c->nranks));
     if (nthreads > d->maxThreads)
         return seterr(ACLNN_ERR_PARAM_INVALID, api, "operator %s needs %u threads for %u ranks but threads[] holds %u",

@@ -280,6 +280,12 @@ void analyse(Comm* c, Analysis& A) {
                             through.push_back(host_blocker((int)p));
                         } else if (s_ch < 0 || s_op < 0) {
                             stuck = false; /* rank p's part cannot be matched by both numbers: no claim */
+                        } else if (lo >= 2 && A.ranks[nd.rank].seen_ns < A.ranks[p].seen_ns) {
+                            /* The waiter's snapshot is older than rank p's: a record p ran after the
+                             * waiter published (p past it now, nothing of it queued) may not show in
+                             * the waiter's slot yet (a loaded node runs the waiter's monitor late).
+                             * The waiter's own analysis, on its fresh snapshot, decides. */
+                            stuck = false;
                         } else if (lo >= 2) {
                             dead_end = strprintf("rank %u's part of %s (its use #%u of the channel with rank %d) %s", p,
                                                  opname.c_str(), w.use, nd.rank,

@@ -230,6 +230,7 @@ struct InitArgs {
     uint64_t buf_size = 0;   /* 0 = default */
     bool has_topo = false;   /* false: HCOMM_KIT_TOPOLOGY, else one server */
     Topology topo;
+    std::string algo;        /* config->hcclAlgo; "" = HCCL_ALGO of the environment */
 };
 
 constexpr int kRemoteDevice = -2; /* device of a far rank's stand-in buffer: never a local device */
@@ -350,6 +351,21 @@ int comm_init(uint32_t nranks, uint32_t rank, const InitArgs& a, HcclComm* out, 
     c->nranks = nranks;
     if (a.has_topo) c->topo = a.topo;
     else if (int rc = topology_from_env(nranks, &c->topo, api)) return rc;
+    /* The algorithm selection's inputs (hccl/algo_select.h). HCCL_ALGO: the communicator's
+     * hcclAlgo first, then the environment (CANN's FilterCmByHcclAlgo); HCCL_USE_NEW_SELECTOR must be
+     * 0 or 1 (alg_env_config.cc ParseUseNewSelector). */
+    c->cann_topo = cann_topo_info(c->topo, rank);
+    {
+        const char* env = getenv("HCCL_ALGO");
+        std::string err;
+        if (int rc = parse_algo_config(!a.algo.empty() ? a.algo : env ? env : "", &c->algo_cfg, &err))
+            return seterr_str(rc, api, a.algo.empty() ? err : "config->hcclAlgo: " + err);
+        const char* ns = getenv("HCCL_USE_NEW_SELECTOR");
+        if (ns && *ns && strcmp(ns, "0") != 0 && strcmp(ns, "1") != 0)
+            return seterr(HCCL_E_PARA, api, "HCCL_USE_NEW_SELECTOR='%s' must be 0 or 1 (1: CANN's cost table and tuner "
+                          "plugin choose the algorithm of allreduce, allgather and reduce-scatter)", ns);
+        c->new_selector = ns && strcmp(ns, "1") == 0;
+    }
     note_local_ranks(nranks);
     c->jobid = a.jobid;
     c->name = a.name.empty() ? "hcomm_kit_" + a.jobid : a.name;
@@ -574,6 +590,11 @@ int apply_config(const HcclCommConfig* cfgp, InitArgs* a, const char* api) {
         return (HcclResult)seterr(HCCL_E_PARA, api, "config->hcclCommName is not NUL-terminated within %u bytes",
                       COMM_NAME_MAX_LENGTH);
     if (n) a->name.assign(cfgp->hcclCommName, n);
+    n = strnlen(cfgp->hcclAlgo, HCCL_COMM_ALGO_MAX_LENGTH);
+    if (n == HCCL_COMM_ALGO_MAX_LENGTH)
+        return (HcclResult)seterr(HCCL_E_PARA, api, "config->hcclAlgo is not NUL-terminated within %u bytes",
+                                  (unsigned)HCCL_COMM_ALGO_MAX_LENGTH);
+    if (n) a->algo.assign(cfgp->hcclAlgo, n);
     return 0;
 }
 

@@ -8,7 +8,8 @@
  *     record "go" (host stream thread -> AICPU main thread, slot 0)
  *     aclrtLaunchKernelWithConfig(kernel, timeout attribute = HCCL_EXEC_TIMEOUT)
  *     wait "done" (AICPU main thread -> host stream thread, slot 0)
- * and returns; errors of the operator surface at the next synchronisation of the stream.
+ * and returns; errors of the operator surface at the next synchronisation of the stream. Each call's
+ * algorithm is the one CANN's selector picks there (hccl/algo_select.h), passed as OpParam.algo.
  *
  * The built-in kernels are compiled with the library (hcomm_kit/build/emulator.py) into the
  * directory builtin_kernels/ beside it, found through dladdr: C programs need no Python at run
@@ -168,6 +169,8 @@ struct Res {
     uint32_t scratch_gen = 0;
     void* scratch = nullptr; /* device scratch of HcclReduceScatterV (owned by the communicator) */
     uint64_t scratch_size = 0;
+    void* hier = nullptr;    /* OpParam.hierInfo of the multi-level algorithms (engine context "<tag>.hier") */
+    std::string hier_err;    /* why this communicator has none (servers of different sizes) */
 };
 
 using ResKey = std::tuple<Comm*, Stream*, uint32_t>;
@@ -230,6 +233,41 @@ int ensure_channels(HcclComm comm, Comm* c, Res& r, const std::vector<uint32_t>&
     return push_channels(comm, r, lo, hi - lo + 1, api);
 }
 
+/* The layout of servers and super-pods the multi-level algorithms read (OpParam.hierInfo, the words
+ * of aicpu_kernels/_common/hk_coll.h HkLevelsRead, as hcomm_kit/ops/collectives.py _hier_info makes
+ * them): rank count, server count, super-pod count, each rank's server, each server's super-pod. In
+ * an engine context of its own, so the communicator frees it. None (r.hier_err says why) when the
+ * servers differ in size or there are more ranks than the layout holds. */
+int hier_init(HcclComm comm, Comm* c, Res& r) {
+    const Topology& t = c->topo;
+    const uint32_t n = c->nranks, S = t.nservers;
+    constexpr uint32_t kMaxRanks = 64; /* HK_MAX_RANKS */
+    std::vector<uint32_t> size(S, 0);
+    for (uint32_t q = 0; q < n; q++) size[t.server[q]]++;
+    if (n > kMaxRanks) {
+        r.hier_err = strprintf("%u ranks; the multi-level layout holds at most %u", n, kMaxRanks);
+        return HCCL_SUCCESS;
+    }
+    for (uint32_t s = 1; s < S; s++)
+        if (size[s] != size[0]) {
+            r.hier_err = strprintf("its servers hold different numbers of ranks (server 0: %u, server %u: %u); the "
+                                   "multi-level algorithms need equal servers", size[0], s, size[s]);
+            return HCCL_SUCCESS;
+        }
+    std::vector<uint32_t> words(3 + n + S, 0);
+    words[0] = n;
+    words[1] = S;
+    words[2] = t.npods;
+    for (uint32_t q = 0; q < n; q++) {
+        words[3 + q] = t.server[q];
+        words[3 + n + t.server[q]] = t.pod[q];
+    }
+    const std::string tag = r.tag + ".hier";
+    const uint64_t bytes = words.size() * sizeof(uint32_t);
+    if (int rc = HcclEngineCtxCreate(comm, tag.c_str(), COMM_ENGINE_AICPU_TS, bytes, &r.hier)) return rc;
+    return HcclEngineCtxCopy(comm, COMM_ENGINE_AICPU_TS, tag.c_str(), words.data(), bytes, 0);
+}
+
 int res_init(HcclComm comm, Comm* c, Stream* s, Res& r, const char* api) {
     r.tag = strprintf("hk_capi_%llu", (unsigned long long)g_res_serial.fetch_add(1) + 1);
     memset(&r.host, 0, sizeof r.host);
@@ -268,6 +306,7 @@ int res_init(HcclComm comm, Comm* c, Stream* s, Res& r, const char* api) {
             }
         }
     }
+    if (!rc && (rc = hier_init(comm, c, r))) step = "the layout of servers (OpParam.hierInfo)";
     if (rc)
         return seterr(rc, api, "rank %u: acquiring the operator resources failed in %s: %s", c->rank, step,
                       last_err().c_str());
@@ -329,40 +368,25 @@ int resources(Call& k) {
     return HCCL_SUCCESS;
 }
 
-#define TRY_RC(expr)                  \
-    do {                              \
-        if (int rc_ = (expr)) return rc_; \
-    } while (0)
-
-/* An algorithm that needs the links `pairs` (of every rank, not only this one's) cannot run while one
- * of them is down: every rank finds the same from the topology they share and fails at once, naming
- * the link, instead of the ranks at its ends failing in HcclChannelAcquire while the others wait there
- * for them (until HCCL_CONNECT_TIMEOUT). */
-int links_up(Call& k, const std::vector<std::pair<uint32_t, uint32_t>>& pairs, const char* algorithm) {
-    for (const auto& pr : pairs)
-        if (k.c->topo.is_down(pr.first, pr.second)) {
-            int rc = seterr(HCCL_E_NETWORK, k.api, "rank %u: %s needs %s; the C API's collectives do not route "
-                            "around a downed link (an operator of your own can: a mesh operator gets no channel "
-                            "over it, channels[peer].handle == 0)", k.c->rank, algorithm,
-                            link_down_text(k.c, pr.first, pr.second, true).c_str());
-            comm_tell_link_failure(k.c, last_err());
-            return rc;
-        }
-    return HCCL_SUCCESS;
-}
-
-/* Every peer's channel (the collectives). */
+/* Every peer's channel (the collectives), but none over a link taken down: as the Python path
+ * gives an operator, its handle stays 0 (the selection already refused an algorithm that needs it). */
 int mesh(Call& k) {
-    if (!k.c->topo.down.empty()) {
-        std::vector<std::pair<uint32_t, uint32_t>> all;
-        for (uint32_t a = 0; a < k.c->nranks; a++)
-            for (uint32_t b = a + 1; b < k.c->nranks; b++) all.emplace_back(a, b);
-        TRY_RC(links_up(k, all, "the built-in algorithm (a channel between every pair of ranks)"));
-    }
     std::vector<uint32_t> peers;
-    for (uint32_t p = 0; p < k.c->nranks; p++) peers.push_back(p);
+    for (uint32_t p = 0; p < k.c->nranks; p++)
+        if (p == k.c->rank || !k.c->topo.is_down(k.c->rank, p)) peers.push_back(p);
     return ensure_channels(k.comm, k.c, *k.res, peers, k.api);
 }
+
+/* HK_ALGO_* of the multi-level algorithms (aicpu_kernels/_common/hk_coll.h): they read OpParam.hierInfo. */
+constexpr uint32_t kAlgoParallel = 7, kAlgoSequence = 8, kAlgoSequence3 = 9;
+
+/* OpParam.hierInfo where the operator's OpParam has it (op.toml [[param]] hierInfo). */
+template <class P>
+auto set_hier(P& p, void* h, int) -> decltype(p.hierInfo = h, void()) {
+    p.hierInfo = h;
+}
+template <class P>
+void set_hier(P&, void*, long) {}
 
 /* Records "go", launches built-in b with param (OpParam of its namespace), enqueues "done". */
 template <class P>
@@ -380,6 +404,12 @@ int launch(Call& k, BuiltinId b, P& param, int op_type) {
     param.cpuThread = r.cpu;
     param.aicpuThreadOnCpu = r.aicpu_on_cpu;
     param.resCtx = reinterpret_cast<decltype(param.resCtx)>(r.dev_ctx);
+    if (param.algo == kAlgoParallel || param.algo == kAlgoSequence || param.algo == kAlgoSequence3) {
+        if (!r.hier)
+            return seterr(HCCL_E_NOT_SUPPORT, api, "rank %u: the multi-level algorithm (OpParam.algo %u) cannot run on "
+                          "this communicator: %s", k.c->rank, param.algo, r.hier_err.c_str());
+        set_hier(param, r.hier, 0);
+    }
     int rc = HcommThreadNotifyRecordOnThread(r.cpu, r.aicpu_on_cpu, 0);
     if (rc) return seterr(rc, api, "recording the host's \"go\": %s", last_err().c_str());
     const char* step = "";
@@ -469,15 +499,38 @@ int check_root(Call& k, uint32_t root, const char* what = "root") {
         if (int rc_ = (expr)) return (HcclResult)rc_; \
     } while (0)
 
+/* The algorithm of this call, chosen as CANN chooses it (hccl/algo_select.h): the built-in kernel's
+ * OpParam.algo. Before any resource is acquired: a call that cannot run (a link down) fails at once
+ * on every rank instead of waiting for its peers' channels. */
+int choose_algo(Call& k, int op_type, uint64_t count, int dt, int op, uint32_t* algo) {
+    AlgoQuery q;
+    q.coll = op_type;
+    q.count = count;
+    q.dtype = dt;
+    q.op = op;
+    Selection sel;
+    if (int rc = select_algo(k.c, q, "", &sel, k.api)) {
+        /* every rank finds the same downed link from the topology they share; published too, so a
+         * peer already waiting in another call of this communicator ends at once */
+        if (rc == HCCL_E_NETWORK) comm_tell_link_failure(k.c, last_err());
+        return rc;
+    }
+    *algo = (uint32_t)sel.kernel;
+    return HCCL_SUCCESS;
+}
+
 /* The common shape of AllReduce / Broadcast / AllGather / ReduceScatter / Reduce / Scatter /
  * AlltoAll: one built-in, one count, mesh channels. */
 template <class P>
 HcclResult simple(Call& k, BuiltinId b, int op_type, void* in, void* out, uint64_t count, int dt, int op,
                   uint32_t root) {
+    uint32_t algo = 0;
+    TRY(choose_algo(k, op_type, count, dt, op, &algo));
     TRY(resources(k));
     TRY(mesh(k));
     P param;
     memset(&param, 0, sizeof param);
+    param.algo = algo;
     param.inputPtr = in;
     param.outputPtr = out;
     param.count = count;
@@ -490,10 +543,13 @@ HcclResult simple(Call& k, BuiltinId b, int op_type, void* in, void* out, uint64
 /* alltoallv from per-peer counts and displacements (elements): AlltoAllV, AlltoAllVC, AllGatherV. */
 HcclResult alltoallv(Call& k, int op_type, const void* send, const uint64_t* sc, const uint64_t* sd, void* recv,
                      const uint64_t* rc, const uint64_t* rd, int dt) {
+    uint32_t algo = 0;
+    TRY(choose_algo(k, op_type, sc[0], dt, 0, &algo));
     TRY(resources(k));
     TRY(mesh(k));
     op_alltoallv::OpParam param;
     memset(&param, 0, sizeof param);
+    param.algo = algo;
     param.inputPtr = const_cast<void*>(send);
     param.outputPtr = recv;
     param.dataType = dt;
@@ -560,6 +616,8 @@ HcclResult batch(Call& k, const HcclSendRecvItem* items, uint32_t n, int op_type
         comm_tell_link_failure(k.c, last_err());
         return (HcclResult)rc;
     }
+    uint32_t algo = 0;
+    TRY(choose_algo(k, op_type, items[0].count, (int)items[0].dataType, 0, &algo));
     std::sort(peers.begin(), peers.end());
     peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
     TRY(resources(k));
@@ -569,6 +627,7 @@ HcclResult batch(Call& k, const HcclSendRecvItem* items, uint32_t n, int op_type
         op_batch::OpParam param;
         memset(&param, 0, sizeof param);
         param.itemNum = m;
+        param.algo = algo;
         for (uint32_t i = 0; i < m; i++) {
             const HcclSendRecvItem& it = items[first + i];
             param.itemType[i] = (uint32_t)it.sendRecvType;
@@ -873,6 +932,8 @@ EMU_API HcclResult HcclReduceScatterV(void* sendBuf, const void* sendCounts, con
     if (maxc == 0) return HCCL_SUCCESS;
     if (maxc > UINT64_MAX / unit / (n + 1))
         return (HcclResult)seterr(HCCL_E_PARA, k.api, "sendCounts are too large (%llu elements)", (unsigned long long)maxc);
+    uint32_t algo = 0;
+    TRY(choose_algo(k, HCCL_CMD_REDUCE_SCATTER_V, recvCount, (int)dataType, (int)op, &algo));
     /* Blocks padded to the largest count (sendCounts is the same on every rank), a reduce-scatter
      * of maxc elements per rank, then this rank's recvCount elements out. */
     TRY(resources(k));
@@ -895,6 +956,7 @@ EMU_API HcclResult HcclReduceScatterV(void* sendBuf, const void* sendCounts, con
     param.count = maxc;
     param.dataType = (int)dataType;
     param.reduceOp = (int)op;
+    param.algo = algo;
     TRY(launch(k, B_REDUCE_SCATTER, param, HCCL_CMD_REDUCE_SCATTER_V));
     return (HcclResult)copy_async(k, recvBuf, out, recvCount * unit);
 }

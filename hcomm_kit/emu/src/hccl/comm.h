@@ -12,6 +12,7 @@
 #define HCOMM_KIT_EMU_COMM_H
 
 #include "hcomm/dataplane.h"
+#include "hccl/algo_select.h"
 #include "hccl/topology.h"
 #include "net/transport.h"
 
@@ -433,6 +434,11 @@ struct Comm {
     std::vector<void*> standin;    /* per far rank: a never-set stand-in of its DevCtl (ctl[r]) */
     uint32_t nlocal = 0;           /* ranks on this host, this one included */
     std::map<uint64_t, uint32_t> sub_made; /* sub-communicators made per subCommId (their board key) */
+    /* The built-ins' algorithm selection (hccl/algo_select.h), fixed at init: CANN's topology
+     * fields of this rank, HCCL_ALGO (config->hcclAlgo, else the environment), HCCL_USE_NEW_SELECTOR. */
+    CannTopoInfo cann_topo;
+    AlgoConfig algo_cfg;
+    bool new_selector = false;
 };
 
 /* Validates an HcclComm; nullptr if it is not a live communicator of this process. */

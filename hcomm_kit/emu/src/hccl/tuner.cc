@@ -1,11 +1,10 @@
 /* HCCL host plane: CANN's tuner plugin (HCCL_TUNER_PLUGIN, hcclTunerPlugin_v1), loaded as CANN
  * loads it (hicann/hccl src/common/tuner/tuner_setup.cc): dlopen once per process (never closed),
- * init once per communicator with its topology, getCollInfo per call with the algorithm entries
- * and their costs. HcommKitTunerSelect (hcomm_kit/emu_ext.h) is what the built-in collectives'
- * selector (hcomm_kit/ops/selector.py) calls: it applies the plugin, picks the cheapest enabled
- * entry and logs the choice at info level. */
+ * init once per communicator with its topology (BuildCommInfo), getCollInfo per call with CANN's
+ * cost table, whose costs it may rewrite in place. As in CANN it takes part only in the cost-table
+ * selection of HCCL_USE_NEW_SELECTOR=1 (selector_engine.cc Run; hccl/algo_select.cc). */
+#include "base/reduce.h"
 #include "hccl/comm.h"
-#include "hccl/hooks.h"
 
 #include <dlfcn.h>
 
@@ -87,118 +86,67 @@ void tuner_log(int level, const char* file, int line, const char* fmt, ...) {
     emu::logf(level, "[Tuner plugin %s:%d] %s", base ? base + 1 : (file ? file : "?"), line, buf);
 }
 
-/* The executor of an entry, read from its algName as CANN composes it (Engine + Op + Executor +
- * templates, hicann/hccl src/common/alg_parse.cc EXECUTOR_TYPES): "AicpuAllReduceSequenceMeshMesh"
- * -> "sequence" (the two-level built-ins), else "sole". */
-const char* executor_of(const char* algName) {
-    static const char* const kExec[][2] = {{"Sequence", "sequence"}, {"Parallel", "parallel"}, {"PipeLine", "pipeline"},
-                                           {"Concur", "concur"}, {"StrictOrdered", "strictordered"}};
-    for (const auto& e : kExec)
-        if (algName && strstr(algName, e[0])) return e[1];
-    return "sole";
-}
-
-const char* coll_name(int t) {
-    switch (t) {
-        case HCCL_CMD_ALLREDUCE: return "allreduce";
-        case HCCL_CMD_ALLGATHER: return "allgather";
-        case HCCL_CMD_REDUCE_SCATTER: return "reduce_scatter";
-        case HCCL_CMD_ALLTOALL: return "alltoall";
-        case HCCL_CMD_ALLTOALLV: return "alltoallv";
-        case HCCL_CMD_BROADCAST: return "broadcast";
-        default: return "collective";
-    }
-}
-
 }  // namespace
 
-/* hcomm-kit extension (hcomm_kit/emu_ext.h): the entry to run among n algorithm entries. */
-EMU_API int32_t HcommKitTunerSelect(HcclComm comm, int32_t collType, uint64_t nBytes, int32_t dataType,
-                                    const char** algNames, const char** templates, float* costs, uint32_t n) {
-    Comm* c = comm_from_handle(comm);
-    if (!c) return -(int32_t)seterr(HCCL_E_PARA, __func__, "comm %p is not a live communicator", comm);
-    if (!algNames || !templates || !costs || n == 0 || n > 64)
-        return -(int32_t)seterr(HCCL_E_PARA, __func__, "algNames/templates/costs must be arrays of 1..64 entries (n=%u)", n);
-    std::vector<float> model(costs, costs + n);
+bool emu::tuner_apply(Comm* c, const AlgoQuery& q, std::vector<CostEntry>* entries) {
+    if (entries->empty()) return false;
+    std::lock_guard<std::mutex> g(g_tuner_m);
+    hcclTunerFuncs_v1_t* t = tuner_load();
+    if (!t) return false;
+    if (!g_tuner_inited.count(c)) {
+        /* BuildCommInfo (tuner_setup.cc): the topology fields CANN's selectors read */
+        const CannTopoInfo& ti = c->cann_topo;
+        hcclTunerCommInfo_t info;
+        memset(&info, 0, sizeof info);
+        info.nRanks = ti.userRankSize;
+        info.nServers = ti.serverNum;
+        if (!ti.localNetInsSizeOfLayer.empty()) info.nNpusPerServer = ti.localNetInsSizeOfLayer[0];
+        if (ti.netInstNumOfLayer.size() > 1) info.nPods = ti.netInstNumOfLayer[1];
+        if (ti.netInstNumOfLayer.size() > 2) info.nSuperPods = ti.netInstNumOfLayer[2];
+        info.commName = c->name.c_str();
+        info.bufferSize = c->buf_size;
+        info.structSize = sizeof info;
+        hcclTunerHostFunctions_t hf;
+        memset(&hf, 0, sizeof hf);
+        hf.ctxCreate = ctx_create;
+        hf.ctxGet = ctx_get;
+        hf.ctxDestroy = ctx_destroy;
+        hf.logFunction = tuner_log;
+        hf.structSize = sizeof hf;
+        HcclResult r = t->init(static_cast<HcclComm>(c), &info, &hf);
+        g_tuner_inited[c] = r == HCCL_SUCCESS;
+        if (r != HCCL_SUCCESS)
+            EMU_LOG(LOG_WARN, "[Tuner] %s: init returned %d for communicator %s; the plugin is not used for it",
+                    g_tuner_path.c_str(), (int)r, c->name.c_str());
+    }
+    if (!g_tuner_inited[c]) return false;
+    std::vector<hcclTunerAlgoEntry_t> e(entries->size());
+    for (size_t i = 0; i < e.size(); i++) {
+        memset(&e[i], 0, sizeof e[i]);
+        e[i].algName = (*entries)[i].name.c_str();
+        e[i].engineName = (*entries)[i].engine.c_str();
+        e[i].executorName = (*entries)[i].executor.c_str();
+        e[i].templateName = (*entries)[i].tpl.c_str();
+        e[i].cost = (*entries)[i].cost;
+        e[i].structSize = sizeof e[i];
+    }
+    hcclTunerCollInfo_t ci;
+    memset(&ci, 0, sizeof ci);
+    ci.collType = (HcclCMDType)q.coll;
+    /* param.inputSize: reduce-scatter's whole input (reduce_scatter_op.cc:159) */
+    ci.nBytes = (size_t)(q.count * dtype_size(q.dtype) * (q.coll == HCCL_CMD_REDUCE_SCATTER ? c->nranks : 1));
+    ci.dataType = (HcclDataType)q.dtype;
+    ci.structSize = sizeof ci;
     int matched = 0;
-    {
-        std::lock_guard<std::mutex> g(g_tuner_m);
-        if (hcclTunerFuncs_v1_t* t = tuner_load()) {
-            bool ok = true;
-            if (!g_tuner_inited.count(c)) {
-                const Topology& tp = c->topo;
-                hcclTunerCommInfo_t info;
-                memset(&info, 0, sizeof info);
-                info.nRanks = c->nranks;
-                info.nServers = tp.nservers;
-                info.nNpusPerServer = (uint32_t)tp.members(0, tp.group(0, c->rank)).size();
-                if (tp.layers() > 1) info.nPods = tp.groups(1);
-                if (tp.layers() > 2) info.nSuperPods = tp.groups(2);
-                info.commName = c->name.c_str();
-                info.bufferSize = c->buf_size;
-                info.structSize = sizeof info;
-                hcclTunerHostFunctions_t hf;
-                memset(&hf, 0, sizeof hf);
-                hf.ctxCreate = ctx_create;
-                hf.ctxGet = ctx_get;
-                hf.ctxDestroy = ctx_destroy;
-                hf.logFunction = tuner_log;
-                hf.structSize = sizeof hf;
-                HcclResult r = t->init(comm, &info, &hf);
-                g_tuner_inited[c] = r == HCCL_SUCCESS;
-                if (r != HCCL_SUCCESS)
-                    EMU_LOG(LOG_WARN, "[Tuner] %s: init returned %d for communicator %s; the plugin is not used for it",
-                            g_tuner_path.c_str(), (int)r, c->name.c_str());
-            }
-            ok = g_tuner_inited[c];
-            if (ok) {
-                std::vector<hcclTunerAlgoEntry_t> e(n);
-                for (uint32_t i = 0; i < n; i++) {
-                    e[i].algName = algNames[i];
-                    e[i].engineName = "aicpu";
-                    e[i].executorName = executor_of(algNames[i]);
-                    e[i].templateName = templates[i];
-                    e[i].cost = costs[i];
-                    e[i].structSize = sizeof e[i];
-                }
-                hcclTunerCollInfo_t ci;
-                memset(&ci, 0, sizeof ci);
-                ci.collType = (HcclCMDType)collType;
-                ci.nBytes = (size_t)nBytes;
-                ci.dataType = (HcclDataType)dataType;
-                ci.structSize = sizeof ci;
-                HcclResult r = t->getCollInfo(comm, &ci, e.data(), (int)n, &matched);
-                if (r != HCCL_SUCCESS) {
-                    EMU_LOG(LOG_WARN, "[Tuner] getCollInfo returned %d; its changes are ignored", (int)r);
-                    matched = 0;
-                } else if (matched == 1) {
-                    for (uint32_t i = 0; i < n; i++) costs[i] = e[i].cost;
-                }
-            }
-        }
+    HcclResult r = t->getCollInfo(static_cast<HcclComm>(c), &ci, e.data(), (int)e.size(),
+                                  &matched);
+    /* the plugin writes the table in place, as CANN hands it ct.costs (selector_engine.cc:218) */
+    for (size_t i = 0; i < e.size(); i++) (*entries)[i].cost = e[i].cost;
+    if (r != HCCL_SUCCESS) {
+        EMU_LOG(LOG_WARN, "[Tuner] getCollInfo returned %d: no match", (int)r);
+        return false;
     }
-    int32_t best = -1;
-    for (uint32_t i = 0; i < n; i++)
-        if (costs[i] >= 0 && (best < 0 || costs[i] < costs[best])) best = (int32_t)i;
-    if (hccl_hooks.trace_note) {
-        std::string costs_json;
-        for (uint32_t i = 0; i < n; i++)
-            costs_json += strprintf("%s\"%s\":%.6g", i ? "," : "", algNames[i], (double)costs[i]);
-        hccl_hooks.trace_note(c, "algorithm selection",
-                              strprintf("\"collective\":\"%s\",\"bytes\":%llu,\"chosen\":\"%s\",\"tuner_matched\":%d,"
-                                        "\"costs\":{%s}", coll_name(collType), (unsigned long long)nBytes,
-                                        best >= 0 ? algNames[best] : "none", matched == 1 ? 1 : 0, costs_json.c_str()));
-    }
-    if (c->rank == 0 && g_log_level >= LOG_INFO) {
-        std::string s;
-        for (uint32_t i = 0; i < n; i++)
-            s += strprintf("%s%s %.3g s%s", i ? ", " : "", algNames[i], (double)costs[i],
-                           costs[i] != model[i] ? strprintf(" (cost model %.3g)", (double)model[i]).c_str() : "");
-        EMU_LOG(LOG_INFO, "[Selector] %s of %llu bytes on %s: %s -> %s%s", coll_name(collType), (unsigned long long)nBytes,
-                c->name.c_str(), s.c_str(), best >= 0 ? algNames[best] : "none",
-                matched == 1 ? " (tuner plugin matched)" : "");
-    }
-    return best;
+    return matched == 1;
 }
 
 void emu::tuner_forget(Comm* c) {

@@ -1,6 +1,7 @@
 /* The data plane's tasks whose peer is reached over the network (net/transport.h): the same
  * transfers and records as htask_exec makes into a mapped peer (hcomm/sched.cc), through the
  * task's link; and the owner's side of a record that came over the network. */
+#include "acl/device.h"
 #include "base/reduce.h"
 #include "hcomm/hooks.h"
 #include "net/hooks.h"
@@ -53,7 +54,7 @@ int link_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {
         else rc = l->read_reduce(t.dst, link_off(l, t.src), t.n, t.dtype, t.redop, &err);
     }
     /* a read lands in this rank's memory: the unwritten-output check sees it as a local copy's write */
-    if (!rc && (t.mkind == mkind::Read || t.mkind == mkind::ReadReduce) && self &&
+    if (!rc && t.op != HOp::Record && t.mkind != mkind::Write && t.mkind != mkind::WriteReduce && self &&
         self->dev->watches.load(std::memory_order_relaxed))
         output_watch_write(self->dev, t.dst, t.op == HOp::Copy ? t.n : t.n * dtype_size(t.dtype));
     if (!rc && (t.op == HOp::Record || t.has_post_record)) {
