@@ -124,7 +124,7 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
     if lead:
         print(format_header(comm, coll, dt.name, rop if coll.reduction else None, root if coll.rooted else None,
                             iters, warmup, inplace and coll.inplace, algorithm, compare, blocking, target=target,
-                            checked_first=set_check is not None, builtin_algorithm=builtin_algo),
+                            checked_first=set_check is not None, builtin_algorithm=_algo_shown(builtin, builtin_algo)),
               file=out, flush=True)
         if "builtin" in compare and builtin is None:
             print(f"# --compare builtin: no built-in counterpart of kind {target.kind}", file=out)
@@ -210,3 +210,15 @@ def run_bench(comm, collective: str, size_list: list[int], *, dtype: str = "fp32
         print(f"# Avg bus bandwidth    : {sum(buses) / len(buses):.4f}" if buses else
               f"# Avg bus bandwidth    : N/A ({'time only' if iters else 'nothing timed'})", file=out, flush=True)
     return rows
+
+
+def _algo_shown(builtin, algorithm: str | None) -> str | None:
+    """``--compare builtin:<algorithm>`` as the header names it: an alias with the algorithm it stands
+    for (``mesh = AicpuAllToAllSoleMesh``), CANN's name as given."""
+    if algorithm is None or builtin is None or builtin is _SHIFT:
+        return algorithm
+    from ..ops.algorithms import canonical
+
+    name = canonical(builtin.name, algorithm)
+    return algorithm if name is None or name.lower() == algorithm.strip().lower() else f"{algorithm} = {name}"
+

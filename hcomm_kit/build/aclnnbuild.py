@@ -43,7 +43,7 @@ __all__ = ["AclnnBuild", "aclnn_name", "render_sources", "build_aclnn", "install
 _TOPOLOGY = {"none": 0, "p2p": 1, "ring": 2, "mesh": 3, "peer": 4}
 _OUTPUT = {"count": 0, "count*ranks": 1, "count/ranks": 2}
 _INPUT_BLOCKS = 0x100  # HK_OUT_INPUT_BLOCKS: x holds one block of OpParam.count per rank (HCCL's count)
-_THREAD_RULE = {"ranks": 0, "ranks-1": -1, "peers": -2}
+_THREAD_RULE = {"ranks": 0, "ranks-1": -1, "peers": -2, "ranks+2": -3}
 _OP_TYPE = {"ring-allreduce": 2, "mesh-allgather": 6, "p2p": 4}  # HcclCMDType, as CustomOp sets OpParam.opType
 _FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden")
 

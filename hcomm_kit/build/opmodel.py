@@ -26,7 +26,7 @@ PRODUCTS = ("Ascend910B", "Ascend910_93", "Ascend950")
 A2A3 = ("Ascend910B", "Ascend910_93")
 TOPOLOGIES = ("none", "p2p", "ring", "mesh", "peer")
 OUTPUT_RULES = ("count", "count*ranks", "count/ranks")
-THREAD_RULES = ("ranks", "ranks-1", "peers")
+THREAD_RULES = ("ranks", "ranks-1", "ranks+2", "peers")
 # Hcomm reduce (local, write-reduce, read-reduce) on A2/A3: these dtypes x sum/max/min only (hcomm.md §3.1).
 A2A3_REDUCE_DTYPES = ("int8", "int16", "int32", "fp16", "fp32", "bf16")
 A2A3_REDUCE_OPS = ("sum", "max", "min")
@@ -100,7 +100,7 @@ class OpSpec:
     """A validated ``op.toml``. Build it with :func:`load_opspec` or :func:`parse_opspec`.
 
     Attributes mirror the op.toml keys (``threads`` keeps the rule as written: an int or one of
-    ``"ranks"``, ``"ranks-1"``, ``"peers"``; ``kind`` is set, from the pattern when op.toml has no
+    ``"ranks"``, ``"ranks-1"``, ``"ranks+2"``, ``"peers"``; ``kind`` is set, from the pattern when op.toml has no
     ``kind``: ``kind_explicit`` says which; ``reference`` is "" for the kind's own; ``algorithms``
     names the values of the ``algo`` parameter, from 1). ``opdir`` is the operator directory (None
     when parsed from text) and ``toml_sha256`` the hash of the op.toml bytes.
@@ -280,6 +280,8 @@ class OpSpec:
             n = rank_size
         elif self.threads == "ranks-1":
             n = rank_size - 1
+        elif self.threads == "ranks+2":
+            n = rank_size + 2
         else:  # peers: distinct channel peers of rank 0
             n = len({peer for _, peer in self.channel_peers(0, rank_size)})
         n = max(1, n)

@@ -29,7 +29,7 @@ Schema (every key except ``op.name`` is optional)::
     same_args = true         # every rank passes the same count, root and parameters (checked per call)
 
     [resources]
-    threads             = 1  # AICPU device threads (int, "ranks", "ranks-1" or "peers"); threads[0] = main
+    threads             = 1  # AICPU device threads (int, "ranks", "ranks-1", "ranks+2" or "peers"); threads[0] = main
     notifies_per_thread = 0  # the pattern's own thread-notify slots, numbered 1..N (slot 0 = host "go")
 
     [resources.channels]
@@ -135,7 +135,7 @@ _SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "same_args": ("`true`", "every rank passes the same count, root and parameters (checked per call)"),
     },
     "resources": {
-        "threads": ("`1`", 'AICPU device threads: an integer, `"ranks"`, `"ranks-1"` or `"peers"`; '
+        "threads": ("`1`", 'AICPU device threads: an integer, `"ranks"`, `"ranks-1"`, `"ranks+2"` or `"peers"`; '
                     "threads[0] = main"),
         "notifies_per_thread": ("`0`", 'the pattern\'s own thread-notify slots, numbered 1..N (slot 0 = host "go")'),
         "channels": ("", "table"),

@@ -75,7 +75,7 @@ class Communicator(_core.Communicator, CollectiveOps):
             d = Path(path).resolve()
             d = d.parent if d.name == "op.toml" else d
             if not op.spec.algorithms and d.parent == aicpu_kernels_dir().resolve() and d.name in ALGORITHMS:
-                op.set_builtin_algorithms(ALGORITHMS[d.name])  # a built-in's directory: its algorithm names
+                op.set_builtin_algorithms(ALGORITHMS[d.name], d.name)  # a built-in's directory: its algorithm names
             self._ops[key] = op
         return op
 

@@ -111,12 +111,15 @@ class CustomOp(CallCheck, OpParams, LaunchSequence):
         self._blocks = kind.blocks                   # the input holds one block of count per rank
         self._root_only = kind.checked == "root"     # reduce, gather: other ranks get None back
         self._count_fields = spec.count_params()     # alltoallv: send_counts=... -> its [[param]] fields
+        # void* fields hold an address in each rank's own memory (a built-in's hierInfo): not compared
+        self._rank_local = frozenset(pf.name for pf in spec.params if pf.type == "void*")
         # the unwritten-output check: what the output of the current arguments is, and what to call
         # this operator in the emulator's message (kept alive: its address is in the call arrays)
         self._out_watch: tuple = (0, 0)
         self._out_label = ctypes.c_char_p(f"rank {comm.rank}: operator {spec.name} (kind {spec.kind})".encode())
         self._algo_cache: dict[str, int] = {}
         self._builtin_algorithms: dict[str, int] = {}
+        self._builtin_collective: str | None = None
         self._pool = BufferPool(rt)
         self._pending: Work | None = None
         self._free_events: list[Event] = []

@@ -37,6 +37,7 @@ class LaunchSequence:
     _param_names: dict
     _last_key: Any
     _a2a3_gate: bool
+    _builtin_collective: str | None
     _param: Any
     _stream_calls: Any
     _calls: dict
@@ -80,6 +81,8 @@ class LaunchSequence:
                 self._check_params(params)  # raises
             if self._a2a3_gate:
                 self._check_product_reduce(dt_value, rop)
+            if self._builtin_collective is not None and params:  # a built-in's directory: its algorithm
+                self._check_builtin_algorithm(params.get("algo", 0), dt_value, rop)
             if res is None and self.spec.topology == "ring":  # a ring across a downed link: refused alike everywhere
                 topo = getattr(self.comm, "topology", None)
                 self.spec.ring_layout(self.comm.size, tuple(topo.links_down) if topo is not None else ())
@@ -109,6 +112,8 @@ class LaunchSequence:
         if key != self._last_key:
             if self._a2a3_gate:
                 self._check_product_reduce(dt_value, rop)
+            if self._builtin_collective is not None and params:  # a built-in's directory: its algorithm
+                self._check_builtin_algorithm(params.get("algo", 0), dt_value, rop)
             p = self._param
             p.inputPtr, p.outputPtr, p.count = in_ptr, out_ptr, n
             p.dataType, p.reduceOp, p.root, p.notifyTimeout = dt_value, rop, r, tmo

@@ -23,6 +23,7 @@ class OpParams:
     spec: Any
     comm: Any
     _builtin_algorithms: dict[str, int]
+    _builtin_collective: str | None
     _algo_cache: dict
     _count_fields: dict
     _param: Any
@@ -40,11 +41,22 @@ class OpParams:
             return {a: i + 1 for i, a in enumerate(self.spec.algorithms)}
         return dict(self._builtin_algorithms)
 
-    def set_builtin_algorithms(self, table: dict[str, int]) -> None:
+    def set_builtin_algorithms(self, table: dict[str, int], collective: str | None = None) -> None:
         """The algorithm names of this operator, a built-in collective loaded from its directory
-        (``comm.load_op`` passes its :data:`hcomm_kit.ops.algorithms.ALGORITHMS` table)."""
+        (``comm.load_op`` passes its :data:`hcomm_kit.ops.algorithms.ALGORITHMS` table and the
+        collective's name: a call of an algorithm that cannot reduce its dtype / op here is then
+        refused before it is posted, as the built-in refuses it)."""
         self._builtin_algorithms = dict(table)
+        self._builtin_collective = collective
         self._algo_cache.clear()
+
+    def _check_builtin_algorithm(self, algo: int, dt_value: int, rop: int) -> None:
+        """A built-in's directory: refuse an algorithm that cannot reduce ``dt_value`` x ``rop`` on
+        this product (ConfigError, as the built-in collective), before the call is posted."""
+        if self._builtin_collective is not None and self.spec.is_reduction:
+            from .algorithms import check_runnable
+
+            check_runnable(self._builtin_collective, algo, self.comm.device.soc, dt_value, rop)
 
     def algorithm_value(self, name: str) -> int:
         """``OpParam.algo`` of the algorithm ``name`` (see :attr:`algorithms`).
@@ -75,6 +87,13 @@ class OpParams:
             if ALGO_PARAM in params:
                 raise ConfigError(f"operator {self.name}: pass algorithm= or {ALGO_PARAM}=, not both", key="algorithm")
             params = {**params, ALGO_PARAM: self.algorithm_value(algorithm)}
+            if self._builtin_algorithms and "hierInfo" not in params:
+                # a built-in's directory run as an operator: a multi-level algorithm gets the layout of
+                # servers the built-in gets (raises, naming why, when the communicator has none)
+                from .algorithms import LEVELS
+
+                if params[ALGO_PARAM] in LEVELS:
+                    params = {**params, "hierInfo": self.comm._hier_info(self.name)}
         if self._count_fields:
             params = self._alltoallv_params(params, elements)
         return params

@@ -51,11 +51,13 @@ def algorithms_to_try(opdir: Any) -> list[str | None]:
     return [None]
 
 
-def reduce_refusal(op: Any, dtype: str, reduce_op: str) -> str | None:
-    """The text of the refusal the running product must give for ``dtype`` x ``reduce_op``, or None
-    when the operator must run it. From the tables, not from the operator's own gate: a built-in
-    follows CANN's page of its HCCL API (:data:`hcomm_kit.base.dtypes.HCCL_API_REDUCE`), other
-    operators the A2/A3 Hcomm reductions (hcomm.md §3.1; Ascend950 reduces everything)."""
+def reduce_refusal(op: Any, dtype: str, reduce_op: str, algorithm: str | None = None) -> str | None:
+    """The text of the refusal the running product must give for ``dtype`` x ``reduce_op`` (with
+    ``algorithm``), or None when the operator must run it. From the tables, not from the operator's
+    own gate: a built-in follows CANN's page of its HCCL API
+    (:data:`hcomm_kit.base.dtypes.HCCL_API_REDUCE`), and its write-reduce algorithms the Hcomm
+    primitive (:func:`hcomm_kit.ops.algorithms.check_runnable`); other operators the A2/A3 Hcomm
+    reductions (hcomm.md §3.1; Ascend950 reduces everything)."""
     from ..base import dtypes as _dtypes
     from ..base.errors import ConfigError
     from ..build.opmodel import A2A3, A2A3_REDUCE_DTYPES, A2A3_REDUCE_OPS
@@ -65,6 +67,12 @@ def reduce_refusal(op: Any, dtype: str, reduce_op: str) -> str | None:
     if op.hccl_api is not None:
         try:
             _dtypes.check_hccl_api_reduce(op.hccl_api, product, dt, rop)
+            builtin = getattr(op, "_builtin_collective", None)
+            if algorithm is not None and builtin is not None:
+                from ..ops.algorithms import check_runnable
+
+                check_runnable(builtin, op.algorithm_value(algorithm), op.comm.soc, _dtypes.get_dtype(dtype).value,
+                               _dtypes.get_reduce_op(reduce_op).value)
         except ConfigError as exc:
             return exc.reason
         return None

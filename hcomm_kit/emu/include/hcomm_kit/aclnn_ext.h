@@ -28,7 +28,7 @@ enum HkAclnnOutput { HK_OUT_COUNT = 0, HK_OUT_COUNT_TIMES_RANKS = 1, HK_OUT_COUN
  * scatter), OpParam.count = numel(x) / ranks (HCCL's count) and the output rule applies to it. */
 #define HK_OUT_INPUT_BLOCKS 0x100u
 /* threadRule > 0: that many threads; else one of these. */
-enum HkAclnnThreads { HK_THREADS_RANKS = 0, HK_THREADS_RANKS_M1 = -1, HK_THREADS_PEERS = -2 };
+enum HkAclnnThreads { HK_THREADS_RANKS = 0, HK_THREADS_RANKS_M1 = -1, HK_THREADS_PEERS = -2, HK_THREADS_RANKS_P2 = -3 };
 
 typedef struct HkAclnnOpDesc {
     uint32_t version;         /* HK_ACLNN_DESC_VERSION */

@@ -120,6 +120,7 @@ uint32_t thread_count(const HkAclnnOpDesc* d, uint32_t nranks, const std::vector
     if (d->threadRule > 0) n = d->threadRule;
     else if (d->threadRule == HK_THREADS_RANKS) n = nranks;
     else if (d->threadRule == HK_THREADS_RANKS_M1) n = (int64_t)nranks - 1;
+    else if (d->threadRule == HK_THREADS_RANKS_P2) n = (int64_t)nranks + 2;
     else {
         std::vector<uint32_t> p;
         for (auto& x : peers0) p.push_back(x.second);
