@@ -25,8 +25,9 @@ _CHOICE = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "s
 FLAT = {coll: [a for a, i in table.items() if a != "auto" and i not in LEVELS]
         for coll, table in ALGORITHMS.items() if coll in _CHOICE}
 MULTI = {coll: [a for a, i in table.items() if i in LEVELS] for coll, table in ALGORITHMS.items() if coll in _CHOICE}
-# the quick run leaves the rooted sequences (three levels: test_three_level_algorithms_two_super_pods;
-# their two-level forms: the slow jobs) to the slow jobs
+# without the rooted sequences (broadcast / reduce / scatter; their three levels:
+# test_three_level_algorithms_two_super_pods and the slow 8- and 6-rank jobs, their two-level forms:
+# the slow A2:2x4 and A3:2x4 jobs)
 _ROOTED = ("broadcast", "reduce", "scatter")
 MULTI_QUICK = {coll: [a for a in algos if coll not in _ROOTED or "Parallel" in a] for coll, algos in MULTI.items()}
 
@@ -213,17 +214,20 @@ def test_three_level_algorithms_super_pods_of_two_servers(comm) -> None:
     super-pod, NHR between super-pods; a 1 MB HCCL buffer so that the levels loop."""
     sub = _rank_table_comm(comm, 2, 2, 2)
     try:
-        for coll, algos in MULTI.items():  # the rooted three-level ones: the test below, in this job
-            algos = [a for a in algos if coll not in _ROOTED or a not in THREE[coll]]
+        # the rooted sequences: the test below (three levels, in this job) and the slow A2:2x4 / A3:2x4 ones
+        for coll, algos in MULTI_QUICK.items():
             _check(sub, coll, algos, [1, 7, 1000 + 3, 300_000 + 13], CASES[:4], inplace=False)
     finally:
         sub.close()
 
 
 ROOTED3 = {coll: algos for coll, algos in THREE.items() if coll in _ROOTED}
-# broadcast / scatter run the "sum" rows (every dtype once), reduce every row
-ROOTED_CASES = [("fp32", "sum"), ("int8", "sum"), ("bf16", "sum"), ("fp64", "sum"), ("int8", "max"),
-                ("bf16", "min"), ("fp64", "prod"), ("int64", "sum"), ("int32", "prod")]
+# broadcast / scatter: dtypes of 1, 2, 4 and 8 bytes; reduce: the ops on dtypes HcclReduce takes on A3
+# (int64 and prod reduced by the kernel itself)
+ROOTED_CASES = {"broadcast": [("int8", "sum"), ("bf16", "sum"), ("fp32", "sum"), ("fp64", "sum")],
+                "reduce": [("fp32", "sum"), ("int8", "max"), ("bf16", "min"), ("int64", "sum"), ("int32", "prod"),
+                           ("fp16", "prod")]}
+ROOTED_CASES["scatter"] = ROOTED_CASES["broadcast"]
 
 
 @pytest.mark.slow
@@ -238,7 +242,7 @@ def test_three_level_rooted_algorithms_every_root_position(comm) -> None:
     try:
         for coll, algos in ROOTED3.items():
             counts = [1, 5, 1000 + 3, {"broadcast": 300_000, "reduce": 300_000, "scatter": 100_000}[coll] + 13]
-            _check(sub, coll, algos, counts, ROOTED_CASES, roots=(0, 3, 5, 7))
+            _check(sub, coll, algos, counts, ROOTED_CASES[coll], roots=(0, 3, 5, 7))
     finally:
         sub.close()
 
@@ -254,7 +258,6 @@ def test_three_level_algorithms_uneven_super_pods(comm) -> None:
         try:
             assert len(sub.topology.pods) == pods
             for coll, algos in ROOTED3.items():
-                _check(sub, coll, algos, [1, 4, 1000 + 3, 65536 + 5], ROOTED_CASES[:1] + ROOTED_CASES[4:8],
-                       roots=(0, 2, 3, 5))
+                _check(sub, coll, algos, [1, 4, 1000 + 3, 65536 + 5], ROOTED_CASES[coll][1::2], roots=(0, 2, 3, 5))
         finally:
             sub.close()
