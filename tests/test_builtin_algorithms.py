@@ -194,17 +194,14 @@ THREE = {coll: [a for a, i in table.items() if LEVELS.get(i) == 3] for coll, tab
          if coll in _CHOICE}
 
 
-@pytest.mark.mpi(np=[4], env={"HCOMM_KIT_SOC": "Ascend910_93"}, timeout=600)
+@pytest.mark.mpi(np=[4], topology="A3:2x2x1", timeout=600)
 def test_three_level_algorithms_two_super_pods(comm) -> None:
-    """Two super-pods of two servers of one NPU: the NHR levels between servers and between
-    super-pods (the mesh one inside a server has a rank alone; 8 ranks fill all three: slow)."""
-    sub = _rank_table_comm(comm, 2, 2, 1)
-    try:
-        assert len(sub.topology.pods) == 2
-        for coll, algos in THREE.items():
-            _check(sub, coll, algos, [1, 7, 1000 + 3], [("fp32", "sum"), ("int64", "max")])
-    finally:
-        sub.close()
+    """Two super-pods of two servers of one NPU (HCOMM_KIT_TOPOLOGY=A3:2x2x1): the NHR levels between
+    servers and between super-pods (the mesh one inside a server has a rank alone; 8 ranks fill all
+    three: slow)."""
+    assert len(comm.topology.pods) == 2 and len(comm.topology.servers) == 4
+    for coll, algos in THREE.items():
+        _check(comm, coll, algos, [1, 7, 1000 + 3], [("fp32", "sum"), ("int64", "max")])
 
 
 @pytest.mark.slow
@@ -243,6 +240,19 @@ def test_three_level_rooted_algorithms_every_root_position(comm) -> None:
         for coll, algos in ROOTED3.items():
             counts = [1, 5, 1000 + 3, {"broadcast": 300_000, "reduce": 300_000, "scatter": 100_000}[coll] + 13]
             _check(sub, coll, algos, counts, ROOTED_CASES[coll], roots=(0, 3, 5, 7))
+        # unforced: the algorithm CANN's selector picks on three levels (broadcast_auto_selector.cc:208,
+        # reduce_auto_selector.cc:294, scatter_auto_selector.cc:169)
+        n, r, count = sub.size, sub.rank, 1000 + 3
+        ins = [data(k, count, "fp32", seed=5) for k in range(n)]
+        np.testing.assert_array_equal(sub.broadcast(ins[r], 2, dtype="fp32"), ins[2])
+        assert sub.last_selection.name == "AicpuBroadcastSequenceMesh1dNHRNHR", sub.last_selection
+        got = sub.reduce(ins[r], 6, "sum", dtype="fp32")
+        assert sub.last_selection.name == "AicpuReduceSequenceMesh1DNHRNHR", sub.last_selection
+        if r == 6:
+            np.testing.assert_array_equal(got, reference.reduce(ins, "sum", "fp32"))
+        blocks = [data(k, count * n, "fp32", seed=6) for k in range(n)]
+        np.testing.assert_array_equal(sub.scatter(blocks[r], 1, dtype="fp32"), reference.scatter(blocks, 1)[r])
+        assert sub.last_selection.name == "AicpuScatterSequenceMeshConcurNHRNHR", sub.last_selection
     finally:
         sub.close()
 
