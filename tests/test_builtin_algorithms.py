@@ -111,7 +111,8 @@ def _check_rooted(comm, coll: str, algos: list[str], counts, cases, roots=None) 
 CASES = [("fp32", "sum"), ("int8", "max"), ("bf16", "min"), ("int64", "sum"), ("fp32", "prod")]
 
 
-@pytest.mark.mpi(np=[2, 3, 4, pytest.param(8, marks=pytest.mark.slow)], timeout=600)
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow),
+                    pytest.param(8, marks=pytest.mark.slow)], timeout=600)
 def test_flat_algorithms_forced(comm) -> None:
     n = comm.size
     counts = [1, n - 1, 7, 1000 + 3, 65536 + 5]
@@ -119,7 +120,7 @@ def test_flat_algorithms_forced(comm) -> None:
         _check(comm, coll, algos, [c for c in counts if c], CASES)
 
 
-@pytest.mark.mpi(np=[2, 3], env=SMALL_BUF, timeout=600)
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], env=SMALL_BUF, timeout=600)
 def test_flat_algorithms_past_the_hccl_buffer(comm) -> None:
     """1 MB HCCL buffer: every algorithm loops; the counts leave a short last loop."""
     for coll, algos in FLAT.items():
@@ -128,6 +129,7 @@ def test_flat_algorithms_past_the_hccl_buffer(comm) -> None:
 
 
 @pytest.mark.mpi(np=[4], topology="A2:2x2", timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_two_level_algorithms_forced_a2(comm) -> None:
     counts = [1, 3, 7, 1000 + 3, 65536 + 5]
     for coll, algos in MULTI_QUICK.items():
@@ -137,6 +139,7 @@ def test_two_level_algorithms_forced_a2(comm) -> None:
 
 
 @pytest.mark.mpi(np=[6], topology="A2:3x2", env=SMALL_BUF, timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_two_level_algorithms_three_servers_small_buffer(comm) -> None:
     for coll, algos in MULTI_QUICK.items():
         count = (300_000 if coll == "allreduce" else 60_000) + 13

@@ -320,6 +320,7 @@ def test_launch_shows_one_copy_of_an_error() -> None:
 
 
 # ---- bench of an operator directory ----------------------------------------------------------------------
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     rows_file, png = tmp_path / "rows.jsonl", tmp_path / "bw.png"
@@ -376,6 +377,7 @@ def test_bench_checks_calls_with_the_checker_before_timing() -> None:
     assert "success" not in p.stdout
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, monkeypatch) -> None:
     """A cold emulator build (made slow here) is the emulator's own line, not the first operator's time."""
     from hcomm_kit.build import emulator as _emulator

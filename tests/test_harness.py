@@ -162,6 +162,7 @@ def test_run_command_table() -> None:
     assert "max error" in proc.stdout and " OK" in proc.stdout and "int32" in proc.stdout
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_test_command(tmp_path: Path) -> None:
     """`hcomm-kit test OPDIR --np 2` runs the generated tests (a subset here, for time)."""
     from hcomm_kit.scaffold.render import new_op

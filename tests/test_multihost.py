@@ -135,6 +135,7 @@ def test_a_killed_host_fails_the_other_within_seconds(hosts: TwoHosts, tmp_path:
 
 @pytest.mark.skipif(bool(ucx.find().problem), reason=f"UCX: {ucx.find().problem}")
 @pytest.mark.mpi(np=[3], env={"HCOMM_KIT_TRANSPORT": "ucx"}, timeout=300)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_every_builtin_with_every_pair_over_ucx(comm) -> None:
     """HCOMM_KIT_TRANSPORT=ucx: the ranks share a host, yet every transfer and notify goes over UCX."""
     import multihost_prog

@@ -161,6 +161,7 @@ comm.close()
 """
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_python_view_and_two_level_through_the_launcher(tmp_path: Path) -> None:
     """--topology / --links-down reach every rank; comm.topology reads the emulator's answer; CANN's
     choice fails there naming the downed link; the two-level algorithms run around it against numpy

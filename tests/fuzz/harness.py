@@ -180,6 +180,17 @@ def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[
     return cache.cached_dir("fuzz-libfuzzer", key, build)
 
 
+def build_kernels() -> Path:
+    """Directory with only the fuzz kernel (``fuzz_kernels.so`` + ``.json``), for the direct checks
+    (cached; a second's build instead of the replay targets')."""
+    from hcomm_kit.build import cache
+
+    cxx = shlex.split(cache.default_cxx())
+    key = cache.hash_key([FUZZ_DIR / "fuzz_kernels.cc"], ["fuzz-kernels", _KERNEL_JSON,
+                                                          cache.compiler_identity(cache.default_cxx())])
+    return cache.cached_dir("fuzz-kernels", key, lambda out: _write_kernels(out, cxx))
+
+
 def build_replay(sanitize: str = "") -> Path:
     """Directory with ``replay_<target>`` executables (any C++ compiler, ASan+UBSan) (cached).
 
