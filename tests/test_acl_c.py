@@ -103,6 +103,7 @@ def plain_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     return build_program(root, opt="-O0"), kdir, ddir
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_acl_runtime_c_program(plain_build: tuple[Path, Path, Path]) -> None:
     exe, kdir, ddir = plain_build
     proc = run_program(exe, kdir, ddir)
@@ -116,6 +117,7 @@ def test_acl_runtime_c_program(plain_build: tuple[Path, Path, Path]) -> None:
         assert re.search(rf"^group {group}\s+ok", proc.stdout, re.M), f"group {group} did not pass:\n{out}"
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_acl_runtime_c_program_group_selection(plain_build: tuple[Path, Path, Path]) -> None:
     """A single group runs on its own (device 0 is then set by main)."""
     exe, kdir, ddir = plain_build

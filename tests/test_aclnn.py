@@ -98,6 +98,7 @@ def test_c_host_mpirun(host: Path, tmp_path: Path, ranks: int) -> None:
     assert len(re.findall(r"OK rank \d+", r.stdout)) == ranks, r.stdout
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_c_host_product_gate(tmp_path: Path) -> None:
     """An operator whose op.toml lists only Ascend910B is refused on Ascend950 by phase one."""
     from hcomm_kit.build import emulator as _emulator
@@ -171,6 +172,7 @@ def vendor(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "ring": _link(C_HOST, out / "aclnn_ring", tree)}
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_vendor_package_is_one_library(vendor: dict[str, Path]) -> None:
     """CANN's layout: one libcust_opapi.so per vendor with every operator (built-ins and ring_sum),
     one header per operator; reinstalling an operator relinks, never duplicates."""
@@ -297,6 +299,7 @@ def test_aclnn_hosts_under_sanitizer(tmp_path: Path, mode: str) -> None:
 # ---- the Python invoker, under mpirun ------------------------------------------------------------
 
 @pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow), NP4], timeout=300)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_invoker_matches_load_op(comm) -> None:
     import hcomm_kit.aclnn as aclnn
     from hcomm_kit.core.device import DeviceBuffer
@@ -355,6 +358,7 @@ def test_invoker_matches_load_op(comm) -> None:
 
 
 @pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=300)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_invoker_views(comm) -> None:
     """Non-contiguous views go to the operator as views (aclTensor shape / strides / offset): numpy
     slices, columns, transposes and offsets, torch views and DeviceViews, in and out; each result

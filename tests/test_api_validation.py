@@ -94,6 +94,7 @@ def test_custom_op_output_checked(comm) -> None:
     (1, "not a rank of this 1-rank communicator"),
     (-1, "not a rank of this 1-rank communicator"),
 ])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_root_must_be_an_int_rank(comm, root, match: str) -> None:
     x = np.ones(3, np.float32)
     for fn in (comm.broadcast, comm.reduce, comm.gather, comm.scatter):

@@ -39,6 +39,7 @@ def _bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("coll,np_", [("allreduce", 2), ("reduce_scatter", 3), ("alltoall", 2), ("scatter", 3),
                                       ("sendrecv", 2)])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_bench_table_and_json(tmp_path, coll: str, np_: int) -> None:
     out = tmp_path / "rows.jsonl"
     p = _bench(coll, "--np", str(np_), "-b", "8", "-e", "4K", "-f", "8", "-n", "3", "-w", "1", "-r", str(np_ - 1),
@@ -146,6 +147,7 @@ def test_formula_family_of_canns_algorithms() -> None:
     assert formula_family("allreduce", "") is None and formula_family("broadcast", "pairwise") is None
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_compare_builtin_where_it_cannot_run(tmp_path) -> None:
     """An operator benched with --compare builtin on 4 ranks with the link 0-1 down (the scaffolded
     ring, routed around it): the built-in cannot run there (CANN's one-shot mesh needs 0-1), so

@@ -25,6 +25,11 @@ _CHOICE = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "s
 FLAT = {coll: [a for a, i in table.items() if a != "auto" and i not in LEVELS]
         for coll, table in ALGORITHMS.items() if coll in _CHOICE}
 MULTI = {coll: [a for a, i in table.items() if i in LEVELS] for coll, table in ALGORITHMS.items() if coll in _CHOICE}
+# without the rooted sequences (broadcast / reduce / scatter; their three levels:
+# test_three_level_algorithms_two_super_pods and the slow 8- and 6-rank jobs, their two-level forms:
+# the slow A2:2x4 and A3:2x4 jobs)
+_ROOTED = ("broadcast", "reduce", "scatter")
+MULTI_QUICK = {coll: [a for a in algos if coll not in _ROOTED or "Parallel" in a] for coll, algos in MULTI.items()}
 
 
 def data(rank: int, count: int, dtype: str, rop: str = "sum", seed: int = 0) -> np.ndarray:
@@ -42,9 +47,9 @@ def _refuses(comm, coll: str, algo: str, dtype: str, rop: str) -> bool:
     return comm.device.soc != "Ascend950" and (dtype == "int64" or rop == "prod")
 
 
-def _check(comm, coll: str, algos: list[str], counts, cases, inplace: bool = True) -> None:
+def _check(comm, coll: str, algos: list[str], counts, cases, inplace: bool = True, roots=None) -> None:
     if coll in ("broadcast", "reduce", "scatter"):
-        return _check_rooted(comm, coll, algos, counts, cases)
+        return _check_rooted(comm, coll, algos, counts, cases, roots)
     n, r = comm.size, comm.rank
     for algo in algos:
         for dtype, rop in cases:
@@ -71,15 +76,16 @@ def _check(comm, coll: str, algos: list[str], counts, cases, inplace: bool = Tru
                     np.testing.assert_array_equal(x, want, err_msg=tag + " in place")
 
 
-def _check_rooted(comm, coll: str, algos: list[str], counts, cases) -> None:
-    """broadcast / reduce / scatter from the first, the last and a middle rank."""
+def _check_rooted(comm, coll: str, algos: list[str], counts, cases, roots=None) -> None:
+    """broadcast / reduce / scatter from ``roots`` (default: the first, the last and a middle rank);
+    broadcast and scatter take the cases whose op is ``sum`` (their op does not matter)."""
     n, r = comm.size, comm.rank
     for algo in algos:
         for dtype, rop in cases:
             if coll != "reduce" and rop != "sum":
                 continue
             for count in counts:
-                for root in sorted({0, n - 1, n // 2}):
+                for root in sorted(roots or {0, n - 1, n // 2}):
                     tag = f"{coll} {algo} {dtype} {rop} count {count} root {root}"
                     if coll == "broadcast":
                         ins = [data(k, count, dtype, seed=2) for k in range(n)]
@@ -105,7 +111,8 @@ def _check_rooted(comm, coll: str, algos: list[str], counts, cases) -> None:
 CASES = [("fp32", "sum"), ("int8", "max"), ("bf16", "min"), ("int64", "sum"), ("fp32", "prod")]
 
 
-@pytest.mark.mpi(np=[2, 3, 4, pytest.param(8, marks=pytest.mark.slow)], timeout=600)
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow),
+                    pytest.param(8, marks=pytest.mark.slow)], timeout=600)
 def test_flat_algorithms_forced(comm) -> None:
     n = comm.size
     counts = [1, n - 1, 7, 1000 + 3, 65536 + 5]
@@ -113,7 +120,7 @@ def test_flat_algorithms_forced(comm) -> None:
         _check(comm, coll, algos, [c for c in counts if c], CASES)
 
 
-@pytest.mark.mpi(np=[2, 3], env=SMALL_BUF, timeout=600)
+@pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], env=SMALL_BUF, timeout=600)
 def test_flat_algorithms_past_the_hccl_buffer(comm) -> None:
     """1 MB HCCL buffer: every algorithm loops; the counts leave a short last loop."""
     for coll, algos in FLAT.items():
@@ -122,17 +129,19 @@ def test_flat_algorithms_past_the_hccl_buffer(comm) -> None:
 
 
 @pytest.mark.mpi(np=[4], topology="A2:2x2", timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_two_level_algorithms_forced_a2(comm) -> None:
     counts = [1, 3, 7, 1000 + 3, 65536 + 5]
-    for coll, algos in MULTI.items():
+    for coll, algos in MULTI_QUICK.items():
         _check(comm, coll, algos, counts, CASES)
     for coll, algos in FLAT.items():  # the flat ones across servers too
         _check(comm, coll, algos, [5, 1003], [("fp32", "sum")])
 
 
 @pytest.mark.mpi(np=[6], topology="A2:3x2", env=SMALL_BUF, timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_two_level_algorithms_three_servers_small_buffer(comm) -> None:
-    for coll, algos in MULTI.items():
+    for coll, algos in MULTI_QUICK.items():
         count = (300_000 if coll == "allreduce" else 60_000) + 13
         _check(comm, coll, algos, [5, count], [("fp32", "sum"), ("int64", "max")], inplace=False)
 
@@ -188,17 +197,14 @@ THREE = {coll: [a for a, i in table.items() if LEVELS.get(i) == 3] for coll, tab
          if coll in _CHOICE}
 
 
-@pytest.mark.mpi(np=[4], env={"HCOMM_KIT_SOC": "Ascend910_93"}, timeout=600)
+@pytest.mark.mpi(np=[4], topology="A3:2x2x1", timeout=600)
 def test_three_level_algorithms_two_super_pods(comm) -> None:
-    """Two super-pods of two servers of one NPU: the NHR levels between servers and between
-    super-pods (the mesh one inside a server has a rank alone; 8 ranks fill all three: slow)."""
-    sub = _rank_table_comm(comm, 2, 2, 1)
-    try:
-        assert len(sub.topology.pods) == 2
-        for coll, algos in THREE.items():
-            _check(sub, coll, algos, [1, 7, 1000 + 3], [("fp32", "sum"), ("int64", "max")])
-    finally:
-        sub.close()
+    """Two super-pods of two servers of one NPU (HCOMM_KIT_TOPOLOGY=A3:2x2x1): the NHR levels between
+    servers and between super-pods (the mesh one inside a server has a rank alone; 8 ranks fill all
+    three: slow)."""
+    assert len(comm.topology.pods) == 2 and len(comm.topology.servers) == 4
+    for coll, algos in THREE.items():
+        _check(comm, coll, algos, [1, 7, 1000 + 3], [("fp32", "sum"), ("int64", "max")])
 
 
 @pytest.mark.slow
@@ -208,7 +214,63 @@ def test_three_level_algorithms_super_pods_of_two_servers(comm) -> None:
     super-pod, NHR between super-pods; a 1 MB HCCL buffer so that the levels loop."""
     sub = _rank_table_comm(comm, 2, 2, 2)
     try:
-        for coll, algos in {**THREE, **MULTI}.items():
+        # the rooted sequences: the test below (three levels, in this job) and the slow A2:2x4 / A3:2x4 ones
+        for coll, algos in MULTI_QUICK.items():
             _check(sub, coll, algos, [1, 7, 1000 + 3, 300_000 + 13], CASES[:4], inplace=False)
     finally:
         sub.close()
+
+
+ROOTED3 = {coll: algos for coll, algos in THREE.items() if coll in _ROOTED}
+# broadcast / scatter: dtypes of 1, 2, 4 and 8 bytes; reduce: the ops on dtypes HcclReduce takes on A3
+# (int64 and prod reduced by the kernel itself)
+ROOTED_CASES = {"broadcast": [("int8", "sum"), ("bf16", "sum"), ("fp32", "sum"), ("fp64", "sum")],
+                "reduce": [("fp32", "sum"), ("int8", "max"), ("bf16", "min"), ("int64", "sum"), ("int32", "prod"),
+                           ("fp16", "prod")]}
+ROOTED_CASES["scatter"] = ROOTED_CASES["broadcast"]
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(np=[8], env={"HCOMM_KIT_SOC": "Ascend910_93", **SMALL_BUF}, timeout=900)
+def test_three_level_rooted_algorithms_every_root_position(comm) -> None:
+    """2 super-pods x 2 servers x 2 NPUs, the three-level broadcast / reduce / scatter (CANN's
+    ...SequenceMesh1dNHRNHR, ...SequenceMesh1DNHRNHR, ...SequenceMeshConcurNHRNHR) from a root in
+    the first server, in the middle of the first super-pod (its second server, local index 1), in
+    the last super-pod's first server and its last rank; counts of one element, below the rank
+    count, odd, and past the 1 MB HCCL buffer (several loops, a short last one)."""
+    sub = _rank_table_comm(comm, 2, 2, 2)
+    try:
+        for coll, algos in ROOTED3.items():
+            counts = [1, 5, 1000 + 3, {"broadcast": 300_000, "reduce": 300_000, "scatter": 100_000}[coll] + 13]
+            _check(sub, coll, algos, counts, ROOTED_CASES[coll], roots=(0, 3, 5, 7))
+        # unforced: the algorithm CANN's selector picks on three levels (broadcast_auto_selector.cc:208,
+        # reduce_auto_selector.cc:294, scatter_auto_selector.cc:169)
+        n, r, count = sub.size, sub.rank, 1000 + 3
+        ins = [data(k, count, "fp32", seed=5) for k in range(n)]
+        np.testing.assert_array_equal(sub.broadcast(ins[r], 2, dtype="fp32"), ins[2])
+        assert sub.last_selection.name == "AicpuBroadcastSequenceMesh1dNHRNHR", sub.last_selection
+        got = sub.reduce(ins[r], 6, "sum", dtype="fp32")
+        assert sub.last_selection.name == "AicpuReduceSequenceMesh1DNHRNHR", sub.last_selection
+        if r == 6:
+            np.testing.assert_array_equal(got, reference.reduce(ins, "sum", "fp32"))
+        blocks = [data(k, count * n, "fp32", seed=6) for k in range(n)]
+        np.testing.assert_array_equal(sub.scatter(blocks[r], 1, dtype="fp32"), reference.scatter(blocks, 1)[r])
+        assert sub.last_selection.name == "AicpuScatterSequenceMeshConcurNHRNHR", sub.last_selection
+    finally:
+        sub.close()
+
+
+@pytest.mark.slow
+@pytest.mark.mpi(np=[6], env={"HCOMM_KIT_SOC": "Ascend910_93"}, timeout=900)
+def test_three_level_algorithms_uneven_super_pods(comm) -> None:
+    """Six ranks two ways: 3 super-pods of one server of 2 NPUs (no level between servers: CANN's
+    skipLevel1) and 2 super-pods of 3 servers of one NPU (a mesh of one, NHR over three servers);
+    the three-level broadcast / reduce / scatter, roots in each super-pod."""
+    for pods, servers, npus in ((3, 1, 2), (2, 3, 1)):
+        sub = _rank_table_comm(comm, pods, servers, npus)
+        try:
+            assert len(sub.topology.pods) == pods
+            for coll, algos in ROOTED3.items():
+                _check(sub, coll, algos, [1, 4, 1000 + 3, 65536 + 5], ROOTED_CASES[coll][1::2], roots=(0, 2, 3, 5))
+        finally:
+            sub.close()

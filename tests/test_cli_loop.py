@@ -85,6 +85,8 @@ def _no_start(monkeypatch) -> None:
     ("run allreduce --np 32 --topology A2:2x16", {}, "at most 8 NPUs per server"),
     ("bench allreduce --np 32", {"HCOMM_KIT_TOPOLOGY": "A2:2x16"}, "HCOMM_KIT_TOPOLOGY='A2:2x16'"),
     ("test anything --np 34", {"HCOMM_KIT_TOPOLOGY": "A3:2x17"}, "at most 16 NPUs per server"),
+    ("launch --np 16 --topology A2:2x2x4 -- true", {}, "A2 has no super-pods"),
+    ("launch --np 16 --topology A3:2x2x2 -- true", {}, "4 servers x 2 NPUs = 8 ranks, but --np is 16"),
     ("launch --np 8 -- true", {"HCOMM_KIT_TOPOLOGY": "A2:2x8"}, "2 servers x 8 NPUs = 16 ranks, but the job has 8"),
     ("launch --np 2 -- true", {"HCOMM_KIT_LINKS_DOWN": "garbage"}, "HCOMM_KIT_LINKS_DOWN='garbage'"),
     ("run allreduce --np 2", {"HCOMM_KIT_LINKS_DOWN": "garbage"}, "RANK-RANK pairs"),
@@ -318,6 +320,7 @@ def test_launch_shows_one_copy_of_an_error() -> None:
 
 
 # ---- bench of an operator directory ----------------------------------------------------------------------
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_bench_operator_dir_compare_json_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     rows_file, png = tmp_path / "rows.jsonl", tmp_path / "bw.png"
@@ -374,6 +377,7 @@ def test_bench_checks_calls_with_the_checker_before_timing() -> None:
     assert "success" not in p.stdout
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_demo_reports_the_emulator_build_apart_from_the_first_operator(capsys, monkeypatch) -> None:
     """A cold emulator build (made slow here) is the emulator's own line, not the first operator's time."""
     from hcomm_kit.build import emulator as _emulator

@@ -105,11 +105,13 @@ def _reductions_per_table(comm) -> None:
 
 
 @pytest.mark.mpi(np=[NP1, 2, NP3, NP4, NP8], env=A950, timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_reductions_every_dtype_and_op(comm) -> None:
     _reductions_per_table(comm)
 
 
 @pytest.mark.mpi(np=[2, NP3, NP4], timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_reductions_per_table_a2(comm) -> None:
     """A2 (default): int64 and prod, which HcommLocalReduceOnThread refuses, computed by the built-ins."""
     _reductions_per_table(comm)
@@ -121,6 +123,7 @@ def test_reductions_per_table_a3(comm) -> None:
 
 
 @pytest.mark.mpi(np=[NP1, 2, NP3, NP4, NP8], env=A950, timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_data_movement_every_dtype(comm) -> None:
     n, r = comm.size, comm.rank
     for dtype in ALL_DTYPES:
@@ -160,6 +163,7 @@ def test_staged_drain_is_not_ended_by_a_late_store(comm, mpi_np) -> None:
 
 # ---- larger than the HCCL buffer (1 MB): slicing and tails --------------------------------------
 @pytest.mark.mpi(np=[2, NP3, NP4, NP8], env=SMALL_BUF, timeout=300)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
     n, r = comm.size, comm.rank
     sizes = [(1 << 20) + 4, 5 * (1 << 19) + 12] if mpi_np <= 4 else [(1 << 20) + 4]
@@ -201,6 +205,7 @@ def test_larger_than_hccl_buffer(comm, mpi_np) -> None:
 
 # ---- against mpi4py, algorithms, bit-identity, back-to-back mixing ------------------------------
 @pytest.mark.mpi(np=[NP1, 2, NP3, NP4, NP8], env={**A950, **SMALL_BUF}, timeout=600)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_every_dtype_and_op_past_the_hccl_buffer(comm) -> None:
     """1 MiB + 4 bytes per rank (rounded up to whole elements) with a 1 MB HCCL buffer: every
     collective x dtype x reduce op runs sliced, with a tail. At 8 ranks one dtype per element size
@@ -363,6 +368,7 @@ def test_api_forms(comm) -> None:
 
 
 @pytest.mark.mpi(np=[1, 2, NP3, 4])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_stream_ordered_calls(comm) -> None:
     """async_op="stream": calls queue back to back on the stream (as the HCCL C API), one sync at the end.
     As with the C API, the inputs must stay alive until then (kept in ``keep``)."""

@@ -84,6 +84,7 @@ _THREADS = [pytest.param(r, s, marks=() if (r, s) in ((2, "Ascend910_93"), (3, "
 
 
 @pytest.mark.parametrize("ranks,soc", _THREADS)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_dataplane_threads(dataplane: tuple[Path, Path], ranks: int, soc: str) -> None:
     exe, json = dataplane
     scenarios = SCENARIOS + ",timeout_thread"
@@ -134,7 +135,8 @@ def _wait(ranks: list[_Rank], timeout: float) -> list[tuple[int, str, str]]:
 
 
 @pytest.mark.parametrize("ranks,soc", [(2, "Ascend950"), pytest.param(3, "Ascend910B", marks=pytest.mark.slow),
-                                       (4, "Ascend910_93"), pytest.param(8, "Ascend950", marks=pytest.mark.slow)])
+                                       pytest.param(4, "Ascend910_93", marks=pytest.mark.slow),
+                                       pytest.param(8, "Ascend950", marks=pytest.mark.slow)])
 def test_dataplane_processes(dataplane: tuple[Path, Path], tmp_path: Path, ranks: int, soc: str) -> None:
     exe, json = dataplane
     scenarios = SCENARIOS + ",timeout_channel"

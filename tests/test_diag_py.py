@@ -37,6 +37,7 @@ def _expect_mismatch(c, fn, *needles: str, within: float = 5) -> None:
 
 
 @pytest.mark.mpi(np=[2, NP3_SLOW, pytest.param(4, marks=pytest.mark.slow)], timeout=120)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_mismatched_count(comm) -> None:
     c = comm.split(0)
     x = np.ones(100 if c.rank == 1 else 200, np.float32)
@@ -55,6 +56,7 @@ def test_mismatched_count(comm) -> None:
 
 
 @pytest.mark.mpi(np=[2, NP3_SLOW], timeout=120)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_mismatched_dtype_and_reduce_op(comm) -> None:
     c = comm.split(0)
     x = np.ones(64, np.int32 if c.rank == 0 else np.float32)
@@ -522,6 +524,7 @@ def test_progress_lines_for_long_waits(tmp_path: Path) -> None:
 # ---- per-rank logs and the JSON report --------------------------------------------------------------
 
 @pytest.mark.mpi(np=[2], timeout=120, env={"HCOMM_KIT_LOG_DIR": "${HCOMM_KIT_MPI_RESULTS}/logdir"})
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_log_dir_and_json_report(comm) -> None:
     from hcomm_kit.base import envs
     from hcomm_kit.base.errors import DeadlockError
@@ -624,6 +627,7 @@ def _direct_reduce_renamed(name: str, root_writes: bool = True) -> str:
 
 
 @pytest.mark.mpi(np=[2, 4], timeout=240)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_output_the_operator_never_wrote_fails_the_call(comm) -> None:
     """Output an operator never wrote came back as data (exit 0): a reduce whose root never writes
     its output returned 4075 of 4096 elements wrong there; a (correct) reduce kernel declared

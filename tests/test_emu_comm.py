@@ -83,6 +83,7 @@ def _leaked(before: set[str], pids: list[int]) -> list[str]:
 
 
 @pytest.mark.parametrize("nranks,soc", [(2, ""), (3, ""), (4, ""), (8, ""), (2, "Ascend950"), (3, "Ascend910_93")])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_comm_threads(programs: dict[str, Path], tmp_path: Path, nranks: int, soc: str) -> None:
     before = _shm_entries()
     table = tmp_path / "rank_table.json"

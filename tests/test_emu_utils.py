@@ -44,6 +44,7 @@ def _cxx() -> str:
 
 
 @pytest.mark.parametrize("variant", [v if v == "plain" else pytest.param(v, marks=pytest.mark.slow) for v in VARIANTS])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_emu_utils(variant, tmp_path):
     assert (EMU / "include" / "securec.h").is_file(), "hcomm_kit/emu/include/securec.h is missing"
     flags = [*PROJECT_FLAGS, *VARIANTS[variant]]

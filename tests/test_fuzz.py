@@ -67,6 +67,7 @@ def replay_dir() -> Path:
 
 
 @pytest.mark.parametrize("target,soc", RUNS, ids=[f"{t}-{s or 'default'}" for t, s in RUNS])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_regression_corpus(replay_dir: Path, target: str, soc: str | None) -> None:
     _replay(replay_dir, target, soc)
 
@@ -141,8 +142,8 @@ class Acl:
 
 
 @pytest.fixture(scope="module")
-def acl(replay_dir: Path) -> Acl:
-    a = Acl(replay_dir)
+def acl() -> Acl:
+    a = Acl(harness.build_kernels())
     yield a
     a.acl.aclrtSynchronizeDevice()
     a.acl.aclrtBinaryUnLoad(a.bin)

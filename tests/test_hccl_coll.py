@@ -40,6 +40,7 @@ def _params(quick: set) -> list:
 
 
 @pytest.mark.parametrize("ranks,soc", _params(QUICK_THREADS))
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_collectives_ranks_as_threads(exe: Path, tmp_path: Path, ranks: int, soc: str) -> None:
     before = _shm_entries()
     proc = subprocess.Popen([str(exe), "threads", str(tmp_path)], env=hccl_capi.env(ranks, soc),

@@ -344,6 +344,7 @@ def _scaffold_algorithms() -> Path:
     return d
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_run_checks_every_kind_and_fails_each_planted_bug(ops, tmp_path: Path) -> None:
     """One job per set at 3 ranks, root 2: every pattern passes by its kind, each planted bug fails its row."""
     rows = {}
@@ -392,6 +393,7 @@ def _quick_first(patterns: list[str]) -> list:
 
 
 @pytest.mark.parametrize("pattern", _quick_first(list(BUGS)))
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_test_and_bench_fail_the_planted_bug(ops, pattern: str) -> None:
     bug = str(ops["bug"][pattern])
     r = _hk("test", bug, "--np", "3", "--", "-k", "int32 and 1031")
@@ -436,6 +438,7 @@ def test_bench_passes_the_new_kinds_and_compares_them(ops, pattern: str, tmp_pat
 
 
 @pytest.mark.parametrize("pattern", _quick_first(list(BUGS)))
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_generated_tests_pass_with_every_root(ops, pattern: str) -> None:
     r = _hk("test", str(ops["good"][pattern]), "--np", "3", "--", "-k", "int32 or fp16", "-m", "not slow")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -532,6 +535,7 @@ def test_a_builtins_directory_is_tested_and_benched_by_its_kind() -> None:
 
 # ---- Python: the call follows the kind -----------------------------------------------------------
 @pytest.mark.mpi(np=[2, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_every_new_kind_from_python(comm) -> None:
     """Each new pattern (scaffolded and built once per session) against numpy through
     check_operator, the first and the last root (the generated tests try every root, more counts

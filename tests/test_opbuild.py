@@ -68,6 +68,7 @@ def _pattern_handshakes() -> list:
 
 
 @pytest.mark.parametrize(("pattern", "handshake"), _pattern_handshakes())
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_every_pattern_builds_for_emu(tmp_path: Path, emu_lib: Path, pattern: str, handshake: str) -> None:
     opdir = _op(tmp_path, f"b_{pattern.replace('-', '_')}_{handshake[:3]}", pattern, handshake)
     res = opbuild.build_op(opdir)

@@ -270,6 +270,7 @@ def test_unclosed_communicators_close_at_exit_in_the_same_order_on_every_rank(tm
 
 # ---- multi-rank (one mpirun job per rank count) -------------------------------------------------
 @pytest.mark.mpi(np=[pytest.param(2, marks=pytest.mark.slow), 3, pytest.param(4, marks=pytest.mark.slow)])
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_init_split_close(comm, mpi_np) -> None:
     assert comm.size == mpi_np and 0 <= comm.rank < mpi_np
     comm.barrier()

@@ -149,6 +149,7 @@ def _rank_order_ring() -> Path:
 
 @pytest.mark.mpi(np=[4, pytest.param(5, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)],
                  links_down="0-1", timeout=300)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_the_scaffolded_ring_routes_around_a_downed_link(comm) -> None:
     """0-1 down: the scaffolded ring (avoid-down) computes the allreduce on a ring whose neighbours are
     all linked, read from AlgResourceCtx.rings[0]; the same kernel in rank order is refused on every

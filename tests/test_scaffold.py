@@ -54,6 +54,7 @@ def test_new_renders_every_pattern(tmp_path: Path, pattern: str, handshake: str)
     compile(test_file.read_text(), str(test_file), "exec")
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_generated_tests_are_collected(tmp_path: Path) -> None:
     """Every pattern x handshake's generated test file is collected, at 2, 3 and 4 ranks (one pytest run)."""
     from hcomm_kit.testing.runner import _SLOW_PLUGINS_OFF
@@ -231,6 +232,7 @@ def test_cli_new_and_update(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         _run_new([])
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_reduce_ops_beyond_a2a3_are_noted_and_their_refusal_tested(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """reduce_ops = ["sum", "prod"] on A2/A3 + 950: `new --update` says where prod runs, and the generated

@@ -67,11 +67,26 @@ def test_rank_table_with_super_pods(program: Path, tmp_path: Path) -> None:
     ("Ascend910B", "A2:1x16", "an A2 server holds at most 8 NPUs"),
     ("Ascend910B", "A3:1x16", "is an A3 topology but the SoC is Ascend910B"),
     ("Ascend910B", "A2:2y8", "is not PRODUCT:SERVERSxNPUS"),
+    ("Ascend910B", "A2:2x2x4", "A2 has no super-pods (PODSxSERVERSxNPUS is for A3 and 950); use A2:4x4"),
 ])
 def test_bad_topology(program: Path, soc: str, topology: str, want: str) -> None:
     res = _run(program, [16, 1, 16], soc, topology)
     assert res.returncode == 1
     assert want in res.stderr, res.stderr
+
+
+def test_super_pod_spec() -> None:
+    """PRODUCT:PODSxSERVERSxNPUS: servers in all and NPUs per server (the launchers' rank count);
+    A2 has no super-pods, and the per-server limit holds as in the two-number form."""
+    from hcomm_kit.base import envs
+    from hcomm_kit.base.errors import ConfigError
+
+    assert envs.parse_topology("A3:2x2x8") == ("A3", 4, 8)
+    assert envs.parse_topology("950:3x1x2") == ("950", 3, 2)
+    for bad, why in (("A2:2x2x4", "A2 has no super-pods"), ("A3:2x2x2x2", "nor PRODUCT:PODSxSERVERSxNPUS"),
+                     ("A3:2x0x8", "is not PRODUCT:SERVERSxNPUS"), ("A3:2x2x17", "at most 16 NPUs per server")):
+        with pytest.raises(ConfigError, match=re.escape(why)):
+            envs.parse_topology(bad)
 
 
 def test_bad_links_down(program: Path) -> None:
@@ -146,6 +161,7 @@ comm.close()
 """
 
 
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_python_view_and_two_level_through_the_launcher(tmp_path: Path) -> None:
     """--topology / --links-down reach every rank; comm.topology reads the emulator's answer; CANN's
     choice fails there naming the downed link; the two-level algorithms run around it against numpy

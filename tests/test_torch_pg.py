@@ -363,6 +363,7 @@ def test_p2p_barrier_async_and_subgroups(groups) -> None:
 
 
 @pytest.mark.mpi(np=[2, pytest.param(3, marks=pytest.mark.slow)], timeout=240)
+@pytest.mark.slow  # full run only: over the quick run's budget
 def test_collectives_run_asynchronously_and_wait_honours_its_timeout(groups) -> None:
     """A collective returns once enqueued (the caller computes while it runs, as FSDP2's prefetch
     needs); ``wait(timeout)`` gives up after ``timeout`` with an error naming it, the group then

@@ -39,14 +39,20 @@
  *   broadcast        AicpuBroadcastSoleMeshTwoShot                HK_ALGO_MESH_TWO_SHOT
  *   broadcast        AicpuBroadcastSoleNHR                        HK_ALGO_NHR
  *   broadcast        AicpuBroadcastParallelMeshNHR                HK_ALGO_PARALLEL_MESH_NHR
+ *   broadcast        AicpuBroadcastSequenceMesh1dNHR              HK_ALGO_SEQUENCE_MESH_NHR
+ *   broadcast        AicpuBroadcastSequenceMesh1dNHRNHR           HK_ALGO_SEQUENCE_MESH_NHR_NHR
  *   reduce           AicpuReduceSoleMesh                          HK_ALGO_MESH
  *   reduce           AicpuReduceSoleMeshTwoShot                   HK_ALGO_MESH_TWO_SHOT
  *   reduce           AicpuReduceSoleNHR                           HK_ALGO_NHR
  *   reduce           AicpuReduceSoleNHRAicpuReduce                HK_ALGO_NHR_AICPU_REDUCE
  *   reduce           AicpuReduceParallelMeshNHR                   HK_ALGO_PARALLEL_MESH_NHR
+ *   reduce           AicpuReduceSequenceMesh1DNHR                 HK_ALGO_SEQUENCE_MESH_NHR
+ *   reduce           AicpuReduceSequenceMesh1DNHRNHR              HK_ALGO_SEQUENCE_MESH_NHR_NHR
  *   scatter          AicpuScatterSoleMesh                         HK_ALGO_MESH
  *   scatter          AicpuScatterSoleNHR                          HK_ALGO_NHR
  *   scatter          AicpuScatterParallelMeshNHR                  HK_ALGO_PARALLEL_MESH_NHR
+ *   scatter          AicpuScatterSequenceMeshConcurNHR            HK_ALGO_SEQUENCE_MESH_NHR
+ *   scatter          AicpuScatterSequenceMeshConcurNHRNHR         HK_ALGO_SEQUENCE_MESH_NHR_NHR
  *   alltoall         AicpuAllToAllSoleMesh                        HK_ALGO_MESH
  *   alltoallv        AicpuAllToAllVSoleMesh                       HK_ALGO_MESH
  *   barrier          AicpuBarrierSoleNHR                          HK_ALGO_NHR
@@ -93,8 +99,8 @@
 #define HK_ALGO_NHR 5u                    /* <Op>SoleNHR */
 #define HK_ALGO_NHR_AICPU_REDUCE 6u       /* <Op>SoleNHRAicpuReduce */
 #define HK_ALGO_PARALLEL_MESH_NHR 7u      /* <Op>ParallelMeshNHR (two levels) */
-#define HK_ALGO_SEQUENCE_MESH_NHR 8u      /* <Op>SequenceMeshConcurNHR (two levels) */
-#define HK_ALGO_SEQUENCE_MESH_NHR_NHR 9u  /* <Op>SequenceMeshConcurNHRNHR (three levels) */
+#define HK_ALGO_SEQUENCE_MESH_NHR 8u      /* <Op>SequenceMeshConcurNHR, <Op>SequenceMesh1dNHR (two levels) */
+#define HK_ALGO_SEQUENCE_MESH_NHR_NHR 9u  /* <Op>SequenceMeshConcurNHRNHR, <Op>SequenceMesh1dNHRNHR (three levels) */
 
 /* ---- channel and thread notify slots -------------------------------------------------------- */
 #define HK_ACK 0u              /* channel, the "initiative" slot: e.g. "my slice is staged" / "you may write" */
@@ -1273,6 +1279,10 @@ static inline HcclResult HkLevelsRead(const HkCall &c, const void *info, uint32_
         for (uint32_t s = 0; s < S; ++s) {
             g1.rank[s] = grid[s * L + li];
         }
+        HkGroup &g2 = lv->g[2];  /* no third level: a group of one (its NHR steps are none) */
+        g2.n = 1;
+        g2.me = 0;
+        g2.rank[0] = c.res.rank;
         return HCCL_SUCCESS;
     }
     /* three levels: servers of my pod (level 1), then the pods (level 2) */
@@ -1311,6 +1321,19 @@ static inline HcclResult HkLevelsRead(const HkCall &c, const void *info, uint32_
         memcpy(lv->order + k * L, grid + podGrid[k] * L, L * sizeof(uint32_t));
     }
     return HCCL_SUCCESS;
+}
+
+/* Where `rank` sits in the levels: its super-pod, its server's place in the super-pod and its local
+ * index (two levels: super-pod 0, its server, its local index). */
+static inline void HkLevelsWhere(const HkLevels &lv, uint32_t rank, uint32_t *pod, uint32_t *server, uint32_t *local)
+{
+    uint32_t k = 0;
+    while (k + 1 < lv.L * lv.S && lv.order[k] != rank) {
+        ++k;
+    }
+    *local = k % lv.L;
+    *server = (k / lv.L) % lv.M;
+    *pod = k / (lv.L * lv.M);
 }
 
 /* Every member of every level group is a peer of the call (HkCallPeer). */
@@ -1362,6 +1385,57 @@ static inline HcclResult HkArNhrLoop(const HkCall &c, const HkGroup &g, const ui
     HK_TRY(HkNhrReduceScatter(c, g, t, 0, cnt, scratchOff));
     HK_TRY(HkNhrAllGather(c, g, t, 0, cnt));
     return out != nullptr ? HkCopy(c.param, t, out, c.buf, cnt * c.unit) : HCCL_SUCCESS;
+}
+
+/*
+ * Sequence allreduce (CANN's InsV2AllReduceSequenceExecutorAicpu and ...ExecutorAicpu3Level, templates
+ * mesh (ZAxisDetour: one link per pair here) and NHR; its ReduceSequenceExecutorAicpu3Level,
+ * AicpuReduceSequenceMesh1DNHR[NHR], runs the same steps and the root keeps the result), per loop
+ * of L chunks: the buffer holds L slots of a chunk (A), my chunk (B) and, for a reduction the
+ * kernel computes, a scratch mirror of B (C). Main leads the server's mesh (workers 1..L-1) and
+ * runs the NHR levels itself:
+ *   1. level 0 mesh reduce-scatter: my chunk li, reduced over my server, into B;
+ *   2. level 1 NHR reduce-scatter over B: sub-chunk si reduced over every server (of my super-pod);
+ *   3. three levels: the level-2 NHR reduce-scatter and all-gather (the super-pods) on my sub-chunk;
+ *   4. level 1 NHR all-gather over B: B holds chunk li reduced over everything;
+ *   5. level 0 mesh all-gather by reads of the B of my server's ranks into `out` (null, reduce's
+ *      non-roots: into A, whose slots nobody writes after step 1 of the loop).
+ * So 1/L of the message crosses the servers (hierarchical_comm_principle.md).
+ */
+struct HkArSeq {
+    uint64_t chunkBytes;
+    uint64_t offB;
+    uint64_t offC;  /* HK_NO_SCRATCH when the primitive reduces */
+};
+
+/* The loop (elements: L chunks) and the layout; 0 with an error logged when not one chunk fits. */
+static inline uint64_t HkArSeqPlan(const HkCall &c, uint32_t L, bool staged, HkArSeq *q)
+{
+    const uint64_t chunk = HkLoopElems(c, L + 1 + (staged ? 1 : 0), 1);
+    const uint64_t chunkBytes = chunk * c.unit;
+    *q = HkArSeq{chunkBytes, L * chunkBytes, staged ? (L + 1) * chunkBytes : HK_NO_SCRATCH};
+    return chunk * L;
+}
+
+static inline HcclResult HkArSeqLoop(const HkCall &c, const HkLevels &lv, const HkArSeq &q, const uint8_t *in,
+                                     uint8_t *out, uint64_t cnt)
+{
+    const HkGroup &g0 = lv.g[0];
+    const HkGroup &g1 = lv.g[1];
+    uint64_t myFirst = 0, myCnt = 0;
+    HkChunkRange(cnt, g0.n, g0.me, &myFirst, &myCnt);
+    HK_TRY(HkMeshReduceScatter(c, g0, 0, 1, in, cnt, 0, q.chunkBytes, c.buf + q.offB));
+    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(0), q.offB, myCnt, q.offC));
+    if (lv.count == 3) {  /* level 2 on my part of level 1 */
+        uint64_t f1 = 0, n1 = 0;
+        HkChunkRange(myCnt, g1.n, g1.me, &f1, &n1);
+        const uint64_t at = f1 * c.unit;
+        HK_TRY(HkNhrReduceScatter(c, lv.g[2], c.Th(0), q.offB + at, n1, q.offC == HK_NO_SCRATCH ? q.offC : q.offC + at));
+        HK_TRY(HkNhrAllGather(c, lv.g[2], c.Th(0), q.offB + at, n1));
+    }
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(0), q.offB, myCnt));
+    return HkMeshAllGather(c, g0, 0, 1, HkStage{q.offB, 0, false}, cnt, out != nullptr ? out : c.buf,
+                           c.buf + q.offB);
 }
 
 /*

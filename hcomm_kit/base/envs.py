@@ -251,7 +251,8 @@ _TABLE: tuple[EnvVar, ...] = (
            "'allreduce:sequence{level0=meshconcur,level1=nhr}' (two-level), 'not(sequence{})'"),
     EnvVar("HCOMM_KIT_TOPOLOGY", "str", None,
            "cluster topology of communicators created without a rank table: PRODUCT:SERVERSxNPUS "
-           "(A2:2x8, A3:1x16, 950:4x8); unset = one server holding every rank"),
+           "(A2:2x8, A3:1x16, 950:4x8), or PRODUCT:PODSxSERVERSxNPUS for A3 / 950 super-pods (A3:2x2x8); "
+           "unset = one server holding every rank"),
     EnvVar("HCOMM_KIT_LINKS_DOWN", "str", None,
            "links taken down, RANK-RANK pairs separated by commas (0-1,2-5): channels over them fail"),
     EnvVar("ASCEND_HOME_PATH", "path", None,
@@ -397,17 +398,23 @@ TOPOLOGY_MAX_NPUS: dict[str, int] = {"A2": 8, "A3": 16, "950": 8}
 
 
 def parse_topology(raw: str) -> tuple[str, int, int]:
-    """``PRODUCT:SERVERSxNPUS`` (HCOMM_KIT_TOPOLOGY's form) as ``(product, servers, npus per server)``.
+    """``PRODUCT:SERVERSxNPUS`` or ``PRODUCT:PODSxSERVERSxNPUS`` (HCOMM_KIT_TOPOLOGY's forms; the second
+    A3 / 950 super-pods of SERVERS servers each) as ``(product, servers in all, npus per server)``.
 
     Raises:
         ConfigError: not of that form (the reason says what is accepted).
     """
     product, _, shape = str(raw).partition(":")
-    servers, _, npus = shape.partition("x")
-    if product not in TOPOLOGY_PRODUCTS or not servers.isdigit() or not npus.isdigit() or \
-            int(servers) < 1 or int(npus) < 1:
+    dims = shape.split("x")
+    if product not in TOPOLOGY_PRODUCTS or len(dims) not in (2, 3) or \
+            not all(d.isdigit() and int(d) >= 1 for d in dims):
         raise ConfigError(f"{raw!r} is not PRODUCT:SERVERSxNPUS with PRODUCT one of {', '.join(TOPOLOGY_PRODUCTS)} "
-                          "(A2:1x8, A3:2x16)", key="topology")
+                          "(A2:1x8, A3:2x16), nor PRODUCT:PODSxSERVERSxNPUS (A3 / 950 super-pods: A3:2x2x8)",
+                          key="topology")
+    if len(dims) == 3 and product == "A2":
+        raise ConfigError(f"{raw!r}: A2 has no super-pods (PODSxSERVERSxNPUS is for A3 and 950); use "
+                          f"A2:{int(dims[0]) * int(dims[1])}x{dims[2]}", key="topology")
+    servers, npus = str(int(dims[-3]) * int(dims[-2]) if len(dims) == 3 else int(dims[0])), dims[-1]
     most = TOPOLOGY_MAX_NPUS[product]
     if int(npus) > most:
         ranks = int(servers) * int(npus)
@@ -446,8 +453,9 @@ def topology() -> tuple[str, int, int] | None:
     try:
         return parse_topology(str(raw))
     except ConfigError as exc:
-        accepted = str(exc).split(": ", 1)[1] if ": at most" in str(exc) else \
-            "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS)
+        accepted = str(exc).split(": ", 1)[1] if ": at most" in str(exc) or ": A2 has" in str(exc) else \
+            "PRODUCT:SERVERSxNPUS with PRODUCT one of " + ", ".join(TOPOLOGY_PRODUCTS) + \
+            ", or PRODUCT:PODSxSERVERSxNPUS (A3 / 950 super-pods)"
         raise VARIABLES["HCOMM_KIT_TOPOLOGY"]._bad(str(raw), accepted) from None
 
 

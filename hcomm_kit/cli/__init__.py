@@ -55,8 +55,8 @@ _TOPOLOGY_COMMANDS = ("launch", "run", "test", "bench", "demo")
 
 def _add_topology_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topology", default=None, metavar="PRODUCT:SxN",
-                        help="cluster topology of the job: A2:2x8, A3:1x16, 950:4x8 (sets HCOMM_KIT_TOPOLOGY and "
-                             "HCOMM_KIT_SOC)")
+                        help="cluster topology of the job: A2:2x8, A3:1x16, 950:4x8, A3:2x2x8 (super-pods x servers x "
+                             "NPUs); sets HCOMM_KIT_TOPOLOGY and HCOMM_KIT_SOC")
     parser.add_argument("--links-down", default=None, metavar="A-B,...",
                         help="links taken down, e.g. 0-1,2-5 (sets HCOMM_KIT_LINKS_DOWN)")
 

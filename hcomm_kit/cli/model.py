@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "every task of every rank, an arrow per notify edge, the critical path marked)")
     ex.add_argument("--timeout", type=float, default=600, help="kill the job after S seconds (default 600)")
     ex.add_argument("--topology", default=None, metavar="PRODUCT:SxN",
-                    help="cluster topology: A2:2x8, A3:1x16, 950:4x8 (sets HCOMM_KIT_TOPOLOGY and HCOMM_KIT_SOC)")
+                    help="cluster topology: A2:2x8, A3:1x16, 950:4x8, A3:2x2x8 (super-pods x servers x NPUs); sets "
+                         "HCOMM_KIT_TOPOLOGY and HCOMM_KIT_SOC")
     ex.add_argument("--links-down", default=None, metavar="A-B,...", help="links taken down (HCOMM_KIT_LINKS_DOWN)")
     ex.add_argument("-v", "--verbose", action="store_true", help="show mpirun's own messages")
     pa = sub.add_parser("params", help="print a product's parameters and their sources")

@@ -64,7 +64,9 @@ def _collect(batch, results, logdir: Path, np_: int, timeout: float, timed_out: 
                                                              proc.returncode))
             break
         if outcome == "failed":
-            text = _failure_text(it, per_rank, logdir, np_, timeout, False, proc.returncode, text)
+            # in a job killed by its timeout, a failed item is the one the kill stopped (any earlier
+            # failure would have aborted the job): its report is what the ranks said as they stopped
+            text = _failure_text(it, per_rank, logdir, np_, timeout, timed_out, proc.returncode, text)
         results[it.nodeid] = (outcome, text)
         if outcome == "failed":
             break
@@ -181,6 +183,12 @@ def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_
         rank = int(m.group(1)) if m else 0
         log = _tail(logdir / f"rank{rank}.log", quiet=not verbose).split("[hcomm_kit.testing] rank")[0].rstrip()
         before = f"--- rank {rank} output before the failure (tail) ---\n{log}\n" if log else ""
+        state = logdir / "hang-state.txt"
+        if timed_out:
+            head += (f"timed out after {timeout:g} s (@pytest.mark.mpi(timeout=...)); killed the mpirun job; "
+                     "as it was stopped: ")
+            if state.is_file():
+                before += f"--- what every rank was doing when the timeout fired ---\n{state.read_text().rstrip()}\n"
         return f"{head}failed on {reported}\n{before}(full logs of every rank: {logdir})"
     stopped = logdir / "stopped.txt"
     if timed_out:

@@ -160,43 +160,7 @@ HcclResult ChunkLoop(const HkCall &c, const HkGroup &g, const Io &io, uint64_t c
 
 /* NHR: HkArNhrLoop of hk_coll.h (CANN's InsTempAllReduceNHR / InsTempAllReduceAicpuReduceNHR). */
 
-/*
- * Sequence (CANN's InsV2AllReduceSequenceExecutorAicpu, templates mesh (ZAxisDetour: one link per
- * pair here) and NHR), per loop of L chunks: the buffer holds L slots of a chunk (A), my chunk (B)
- * and, for a reduction the kernel computes, a scratch mirror of B (C). Main leads the server's mesh
- * (workers 1..L-1) and runs the NHR among the servers itself:
- *   1. level 0 mesh reduce-scatter: my chunk li, reduced over my server, into B;
- *   2. level 1 NHR reduce-scatter over B: sub-chunk si reduced over every server;
- *   3. level 1 NHR all-gather over B: B holds chunk li reduced over everything;
- *   4. level 0 mesh all-gather by reads of the B of my server's ranks into the output.
- * So 1/L of the message crosses the servers (hierarchical_comm_principle.md). Three levels
- * (AicpuAllReduceSequenceMeshConcurNHRNHR, CANN's InsV2AllReduceSequenceExecutorAicpu3Level): between
- * 2 and 3 the NHR reduce-scatter and all-gather of level 2 (the super-pods) on my part of level 1.
- */
-struct Seq {
-    uint64_t chunkBytes;
-    uint64_t offB;
-    uint64_t offC;  /* HK_NO_SCRATCH when the primitive reduces */
-};
-
-HcclResult SeqLoop(const HkCall &c, const HkLevels &lv, const Seq &q, const Io &io, uint64_t cnt)
-{
-    const HkGroup &g0 = lv.g[0];
-    const HkGroup &g1 = lv.g[1];
-    uint64_t myFirst = 0, myCnt = 0;
-    HkChunkRange(cnt, g0.n, g0.me, &myFirst, &myCnt);
-    HK_TRY(HkMeshReduceScatter(c, g0, 0, 1, io.in, cnt, 0, q.chunkBytes, c.buf + q.offB));
-    HK_TRY(HkNhrReduceScatter(c, g1, c.Th(0), q.offB, myCnt, q.offC));
-    if (lv.count == 3) {  /* level 2 on my part of level 1 */
-        uint64_t f1 = 0, n1 = 0;
-        HkChunkRange(myCnt, g1.n, g1.me, &f1, &n1);
-        const uint64_t at = f1 * c.unit;
-        HK_TRY(HkNhrReduceScatter(c, lv.g[2], c.Th(0), q.offB + at, n1, q.offC == HK_NO_SCRATCH ? q.offC : q.offC + at));
-        HK_TRY(HkNhrAllGather(c, lv.g[2], c.Th(0), q.offB + at, n1));
-    }
-    HK_TRY(HkNhrAllGather(c, g1, c.Th(0), q.offB, myCnt));
-    return HkMeshAllGather(c, g0, 0, 1, HkStage{q.offB, 0, false}, cnt, io.out, c.buf + q.offB);
-}
+/* Sequence: HkArSeqLoop of hk_coll.h (CANN's InsV2AllReduceSequenceExecutorAicpu[3Level]). */
 
 /* Parallel: HkArParLoop of hk_coll.h (CANN's InsAllReduceParallelExecutor). */
 /* ---- the executors: resources, loop sizes, the loop ------------------------------------------- */
@@ -280,14 +244,13 @@ HcclResult RunTwoLevel(const OpParam &param, const AlgResourceCtx &res, uint32_t
     const uint8_t *in = static_cast<const uint8_t *>(param.inputPtr);
     uint8_t *out = static_cast<uint8_t *>(param.outputPtr);
     if (!par) {
-        const uint64_t chunk = HkLoopElems(c, L + 1 + (staged ? 1 : 0), 1);
-        if (chunk == 0) {
+        HkArSeq q;
+        const uint64_t loop = HkArSeqPlan(c, L, staged, &q);
+        if (loop == 0) {
             return HCCL_E_MEMORY;
         }
-        const uint64_t chunkBytes = chunk * c.unit;
-        const Seq q{chunkBytes, L * chunkBytes, staged ? (L + 1) * chunkBytes : HK_NO_SCRATCH};
-        for (uint64_t off = 0; off < param.count; off += chunk * L) {
-            HK_TRY(SeqLoop(c, lv, q, Io{in + off * c.unit, out + off * c.unit}, HkMin(chunk * L, param.count - off)));
+        for (uint64_t off = 0; off < param.count; off += loop) {
+            HK_TRY(HkArSeqLoop(c, lv, q, in + off * c.unit, out + off * c.unit, HkMin(loop, param.count - off)));
         }
         return HCCL_SUCCESS;
     }

@@ -12,10 +12,18 @@
  *                              the mesh and NHR scatter and all-gather templates): the message in two
  *                              parts, one scattered in the root's server first, the other among the
  *                              servers first, both levels busy at once (ParLoop below);
+ *   HK_ALGO_SEQUENCE_MESH_NHR_NHR  AicpuBroadcastSequenceMesh1dNHRNHR (CANN's
+ *                              BroadcastSequenceMesh1dNHRNHRExecutor, ins_v2_broadcast_sequence_executor_
+ *                              aicpu_3level.cc): scatter down the levels from the root (mesh in its
+ *                              server, NHR among the servers of its super-pod, NHR among the
+ *                              super-pods), then all-gather up them (NHR, NHR, mesh; SeqLoop below);
+ *   HK_ALGO_SEQUENCE_MESH_NHR  AicpuBroadcastSequenceMesh1dNHR: the same executor on two levels (CANN
+ *                              registers both names with it);
  *   HK_ALGO_AUTO               SoleMeshTwoShot (CANN's SelectMeshAlgoAicpu on one server, MESH_1D).
  * Every algorithm keeps the message's loop in the HCCL buffer, mirrored (multiple 1, as CANN's), and
  * loops over the message; the root copies the input into its buffer first, the other ranks copy the
- * buffer into their output last. Each loop runs the whole protocol and ends clean.
+ * buffer into their output last (the sequence gathers straight into the output, as CANN's). Each
+ * loop runs the whole protocol and ends clean.
  */
 #include "exec_op.h"
 #include "broadcast_log.h"
@@ -121,12 +129,52 @@ HcclResult ParLoop(const HkCall &c, const HkLevels &lv, uint32_t root, uint32_t 
     return HkJoin(c, 0, 1, 2);
 }
 
+/*
+ * Sequence, per loop in the buffer mirror. The root is (super-pod pr, server mr in it, local index
+ * lr); my piece of the loop is piece li of L (HkChunkRange), my sub-piece part mi of M of it (li,
+ * mi, pi: my local index, server in the super-pod, super-pod). Main leads the server's mesh
+ * (workers 1..L-1) and runs the NHR levels itself:
+ *   1. the root's server: mesh scatter from lr, piece j into local index j's buffer (a thread per peer);
+ *   2. the root's super-pod: NHR scatter of piece li among the servers from server mr (level 1);
+ *   3. every super-pod: NHR scatter of sub-piece mi among the super-pods from pr (level 2);
+ *   4. NHR all-gather of the sub-piece among the super-pods, 5. of the piece among the servers;
+ *   6. mesh all-gather by reads of the server's pieces into the output.
+ * The scatter steps run only where the data are; with two levels step 3 and 4 have one member.
+ */
+HcclResult SeqLoop(const HkCall &c, const HkLevels &lv, uint32_t root, uint64_t cnt, uint8_t *out)
+{
+    const HkGroup &g0 = lv.g[0];
+    const HkGroup &g1 = lv.g[1];
+    const HkGroup &g2 = lv.g[2];
+    uint32_t pr = 0, mr = 0, lr = 0;
+    HkLevelsWhere(lv, root, &pr, &mr, &lr);
+    uint64_t f0 = 0, n0 = 0, f1 = 0, n1 = 0;
+    HkChunkRange(cnt, g0.n, g0.me, &f0, &n0);  /* my piece */
+    HkChunkRange(n0, g1.n, g1.me, &f1, &n1);   /* my sub-piece of it */
+    auto piece = [&](uint32_t j, uint32_t) {
+        uint64_t f = 0, k = 0;
+        HkChunkRange(cnt, g0.n, j, &f, &k);
+        return HkSpan{c.buf + f * c.unit, k, f * c.unit};
+    };
+    if (g2.me == pr && g1.me == mr) {
+        HK_TRY(HkMeshScatter(c, g0, 0, 1, lr, 1, piece));
+    }
+    if (g2.me == pr) {
+        HK_TRY(HkNhrScatter(c, g1, c.Th(0), mr, f0 * c.unit, n0));
+    }
+    HK_TRY(HkNhrScatter(c, g2, c.Th(0), pr, (f0 + f1) * c.unit, n1));
+    HK_TRY(HkNhrAllGather(c, g2, c.Th(0), (f0 + f1) * c.unit, n1));
+    HK_TRY(HkNhrAllGather(c, g1, c.Th(0), f0 * c.unit, n0));
+    return HkMeshAllGather(c, g0, 0, 1, HkStage{0, 0, true}, cnt, out, c.buf + f0 * c.unit);
+}
+
 }  // namespace
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
     static const char *const kNames[] = {"", "", "", "AicpuBroadcastSoleMeshTwoShot", "", "AicpuBroadcastSoleNHR", "",
-                                         "AicpuBroadcastParallelMeshNHR"};
+                                         "AicpuBroadcastParallelMeshNHR", "AicpuBroadcastSequenceMesh1dNHR",
+                                         "AicpuBroadcastSequenceMesh1dNHRNHR"};
     const uint32_t unit = HkUnitSize(param);
     if (unit == 0) {
         return HCCL_E_PARA;
@@ -143,8 +191,9 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HK_ALGO_MESH_TWO_SHOT;
     if (algo >= sizeof kNames / sizeof kNames[0] || kNames[algo][0] == '\0') {
         OP_LOG_ERROR("algo %u is not a broadcast algorithm of this operator (hk_coll.h: %u mesh two-shot, %u NHR, "
-                     "%u parallel mesh+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH_TWO_SHOT, HK_ALGO_NHR,
-                     HK_ALGO_PARALLEL_MESH_NHR, param.tag);
+                     "%u parallel mesh+NHR, %u sequence mesh+NHR, %u sequence mesh+NHR+NHR; 0 auto), tag %s", algo,
+                     HK_ALGO_MESH_TWO_SHOT, HK_ALGO_NHR, HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR,
+                     HK_ALGO_SEQUENCE_MESH_NHR_NHR, param.tag);
         return HCCL_E_PARA;
     }
     HkCall c{param, resCtx, kNames[algo], 0, false, nullptr, 0, nullptr};
@@ -163,11 +212,15 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(HkCallPeer(&c, (resCtx.rank + (1u << s)) % n));
             HK_TRY(HkCallPeer(&c, (resCtx.rank + n - (1u << s) % n) % n));
         }
-    } else {
+    } else if (algo == HK_ALGO_PARALLEL_MESH_NHR) {
         HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
         HK_TRY(HkCallInit(&c, kNames[algo], lv.L + 2));
         HK_TRY(HkCallLevelPeers(&c, lv));
         eighths = HkParallelEighths(lv.L, lv.S, 1);
+    } else {
+        HK_TRY(HkLevelsRead(c, param.hierInfo, algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR ? 3 : 2, &lv));
+        HK_TRY(HkCallInit(&c, kNames[algo], lv.L > 2 ? lv.L : 1));
+        HK_TRY(HkCallLevelPeers(&c, lv));
     }
     const uint64_t loop = HkLoopElems(c, 1, 1);
     if (loop == 0) {
@@ -182,8 +235,11 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(TwoShotLoop(c, g, root, cnt));
         } else if (algo == HK_ALGO_NHR) {
             HK_TRY(NhrLoop(c, g, root, cnt));
-        } else {
+        } else if (algo == HK_ALGO_PARALLEL_MESH_NHR) {
             HK_TRY(ParLoop(c, lv, root, eighths, cnt));
+        } else {
+            HK_TRY(SeqLoop(c, lv, root, cnt, out + off * unit));
+            continue;
         }
         HK_TRY(HkCopy(param, c.Th(0), out + off * unit, isRoot ? in + off * unit : c.buf, cnt * unit));
     }

@@ -14,10 +14,18 @@
  *   HK_ALGO_NHR_AICPU_REDUCE   AicpuReduceSoleNHRAicpuReduce: the same, reductions by the kernel;
  *   HK_ALGO_PARALLEL_MESH_NHR  AicpuReduceParallelMeshNHR (CANN's ReduceParallelExecutor: the steps
  *                              of the parallel two-level allreduce, HkArParLoop), the root keeps it;
+ *   HK_ALGO_SEQUENCE_MESH_NHR_NHR  AicpuReduceSequenceMesh1DNHRNHR (CANN's ReduceSequenceExecutorAicpu3Level,
+ *                              reduce_sequence_executor_aicpu_3level.cc): the steps of the sequence
+ *                              allreduce over three levels (HkArSeqLoop: mesh reduce-scatter in the
+ *                              server, NHR reduce-scatter among the servers of the super-pod, then among
+ *                              the super-pods, the NHR all-gathers back, the mesh all-gather), the root
+ *                              gathers the result into its output, the others into their buffer;
+ *   HK_ALGO_SEQUENCE_MESH_NHR  AicpuReduceSequenceMesh1DNHR: the same executor on two levels (CANN
+ *                              registers both names with it);
  *   HK_ALGO_AUTO               CANN's SelectMeshAlgoAicpu on one server (MESH_1D): the two-shot from
  *                              8 MiB, else the mesh.
  * Loops over the HCCL buffer (multiple n for the mesh, about 1 for the two-shot, 1 for the NHR, 2
- * for its AicpuReduce form); each loop runs the whole protocol and ends clean. A2/A3 int64 and prod
+ * for its AicpuReduce form, (L + 1) / L for the sequence: L + 1 slots of a chunk); each loop runs the whole protocol and ends clean. A2/A3 int64 and prod
  * are combined by the kernel (hk_coll.h, staged reductions); SoleNHR (write-reduce) refuses them.
  */
 #include "exec_op.h"
@@ -86,7 +94,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
     static const char *const kNames[] = {"", "AicpuReduceSoleMesh", "", "AicpuReduceSoleMeshTwoShot", "",
                                          "AicpuReduceSoleNHR", "AicpuReduceSoleNHRAicpuReduce",
-                                         "AicpuReduceParallelMeshNHR"};
+                                         "AicpuReduceParallelMeshNHR", "AicpuReduceSequenceMesh1DNHR",
+                                         "AicpuReduceSequenceMesh1DNHRNHR"};
     const uint32_t unit = HkUnitSize(param);
     if (unit == 0) {
         return HCCL_E_PARA;
@@ -103,9 +112,10 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HkAutoReduce(param.count * unit);
     if (algo >= sizeof kNames / sizeof kNames[0] || kNames[algo][0] == '\0') {
         OP_LOG_ERROR("algo %u is not a reduce algorithm of this operator (hk_coll.h: %u mesh, %u mesh two-shot, %u NHR, "
-                     "%u NHR with AICPU reduce, %u parallel mesh+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH,
-                     HK_ALGO_MESH_TWO_SHOT, HK_ALGO_NHR, HK_ALGO_NHR_AICPU_REDUCE, HK_ALGO_PARALLEL_MESH_NHR,
-                     param.tag);
+                     "%u NHR with AICPU reduce, %u parallel mesh+NHR, %u sequence mesh+NHR, %u sequence "
+                     "mesh+NHR+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH, HK_ALGO_MESH_TWO_SHOT, HK_ALGO_NHR,
+                     HK_ALGO_NHR_AICPU_REDUCE, HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR,
+                     HK_ALGO_SEQUENCE_MESH_NHR_NHR, param.tag);
         return HCCL_E_PARA;
     }
     const char *name = kNames[algo];
@@ -125,8 +135,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(HkCallPeer(&c, (r + n - (1u << s) % n) % n));
         }
     } else {
-        HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
-        HK_TRY(HkCallInit(&c, name, lv.L + 2));
+        HK_TRY(HkLevelsRead(c, param.hierInfo, algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR ? 3 : 2, &lv));
+        HK_TRY(HkCallInit(&c, name, algo == HK_ALGO_PARALLEL_MESH_NHR ? lv.L + 2 : lv.L));
         HK_TRY(HkCallLevelPeers(&c, lv));
     }
     if (algo == HK_ALGO_NHR && !c.prim) {
@@ -139,6 +149,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     HK_TRY(HkCallCarve(&c, staged || algo == HK_ALGO_NHR_AICPU_REDUCE));
     uint64_t loop = 0, slotBytes = 0;
     HkArPar par{};
+    HkArSeq seq{};
     if (algo == HK_ALGO_MESH) {
         loop = HkLoopElems(c, n, 1);
         slotBytes = loop * unit;
@@ -148,8 +159,10 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         loop = chunk * n;
     } else if (algo == HK_ALGO_NHR || algo == HK_ALGO_NHR_AICPU_REDUCE) {
         loop = HkLoopElems(c, algo == HK_ALGO_NHR ? 1 : 2, 1);
-    } else {
+    } else if (algo == HK_ALGO_PARALLEL_MESH_NHR) {
         loop = HkArParPlan(c, lv, staged, true, &par);
+    } else {
+        loop = HkArSeqPlan(c, lv.L, staged, &seq);
     }
     if (loop == 0) {
         return HCCL_E_MEMORY;
@@ -164,6 +177,8 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(TwoShotLoop(c, g, root, io, cnt, slotBytes));
         } else if (algo == HK_ALGO_NHR || algo == HK_ALGO_NHR_AICPU_REDUCE) {
             HK_TRY(HkArNhrLoop(c, g, io.in, io.out, cnt, scratchOff));
+        } else if (algo != HK_ALGO_PARALLEL_MESH_NHR) {
+            HK_TRY(HkArSeqLoop(c, lv, seq, io.in, io.out, cnt));
         } else {
             HK_TRY(HkArParLoop(c, lv, par, io.in, nullptr, cnt));
             if (io.out != nullptr) {

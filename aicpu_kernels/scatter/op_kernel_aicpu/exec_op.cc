@@ -11,9 +11,15 @@
  *                              the mesh and NHR scatter templates): every block in two parts, one
  *                              scattered in the root's server first, the other among the servers
  *                              first, both levels busy at once (ParLoop below);
+ *   HK_ALGO_SEQUENCE_MESH_NHR_NHR  AicpuScatterSequenceMeshConcurNHRNHR (CANN's
+ *                              ScatterSequenceAicpu3LevelExecutor, scatter_sequence_aicpu_executor_3level.cc):
+ *                              scatter down the levels, mesh in the root's server, NHR among the
+ *                              servers of its super-pod, NHR among the super-pods (SeqLoop below);
+ *   HK_ALGO_SEQUENCE_MESH_NHR  AicpuScatterSequenceMeshConcurNHR: the same executor on two levels (CANN
+ *                              registers both names with it);
  *   HK_ALGO_AUTO               SoleMesh (CANN's SelectSingleLevelAicpuAlgo, MESH_1D).
  * Blocks loop over the HCCL buffer (a piece per rank in the buffer: multiple 1 for the mesh, n for
- * the others); each loop runs the whole protocol and ends clean.
+ * the parallel and the NHR, n / L for the sequence); each loop runs the whole protocol and ends clean.
  */
 #include "exec_op.h"
 #include "scatter_log.h"
@@ -115,12 +121,55 @@ HcclResult ParLoop(const HkCall &c, const HkLevels &lv, uint32_t root, uint32_t 
     return HkCopy(c.param, c.Th(0), io.out + b0, c.buf + x1 + (si * L + li) * b1, b1);
 }
 
+/*
+ * Sequence, per loop (multiple n / L): a rank's buffer holds the M P pieces of the ranks with its
+ * local index j (M servers per super-pod, P super-pods), server-major: the piece of the rank on
+ * server m of super-pod p at (m P + p). The root is (super-pod pr, server mr, local index lr).
+ * Main leads the server's mesh (workers 1..L-1) and runs the NHR levels itself:
+ *   1. the root's server: the root writes local index j's M P pieces into j's buffer, one exchange
+ *      per peer (a thread per peer), and copies its own local index's into its buffer;
+ *   2. the root's super-pod: NHR scatter among the servers from server mr (level 1): server m of
+ *      each local index gets its P pieces;
+ *   3. every super-pod: NHR scatter of those among the super-pods from pr (level 2): super-pod p
+ *      gets piece (m, p);
+ * then every rank copies its piece out. With two levels P = 1 and step 3 has one member.
+ */
+HcclResult SeqLoop(const HkCall &c, const HkLevels &lv, uint32_t root, const Io &io, uint64_t cnt)
+{
+    const HkGroup &g0 = lv.g[0];
+    const HkGroup &g1 = lv.g[1];
+    const HkGroup &g2 = lv.g[2];
+    const uint32_t L = lv.L, M = g1.n, P = g2.n;
+    const uint64_t piece = cnt * c.unit;
+    uint32_t pr = 0, mr = 0, lr = 0;
+    HkLevelsWhere(lv, root, &pr, &mr, &lr);
+    auto pieces = [&](uint32_t j, uint32_t rep) {  /* repetition rep = m P + p of local index j */
+        const uint32_t m = rep / P, p = rep % P;
+        const uint8_t *blk = io.in + lv.order[(p * M + m) * L + j] * io.block;
+        return HkSpan{const_cast<uint8_t *>(blk), cnt, rep * piece};
+    };
+    if (g2.me == pr && g1.me == mr) {
+        if (g0.me == lr) {
+            for (uint32_t rep = 0; rep < M * P; ++rep) {
+                HK_TRY(HkCopy(c.param, c.Th(0), c.buf + rep * piece, pieces(lr, rep).ptr, piece));
+            }
+        }
+        HK_TRY(HkMeshScatter(c, g0, 0, 1, lr, M * P, pieces));
+    }
+    if (g2.me == pr) {
+        HK_TRY(HkNhrScatter(c, g1, c.Th(0), mr, 0, M * P * cnt));
+    }
+    HK_TRY(HkNhrScatter(c, g2, c.Th(0), pr, g1.me * P * piece, P * cnt));
+    return HkCopy(c.param, c.Th(0), io.out, c.buf + (g1.me * P + g2.me) * piece, piece);
+}
+
 }  // namespace
 
 HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
 {
     static const char *const kNames[] = {"", "AicpuScatterSoleMesh", "", "", "", "AicpuScatterSoleNHR", "",
-                                         "AicpuScatterParallelMeshNHR"};
+                                         "AicpuScatterParallelMeshNHR", "AicpuScatterSequenceMeshConcurNHR",
+                                         "AicpuScatterSequenceMeshConcurNHRNHR"};
     const uint32_t unit = HkUnitSize(param);
     if (unit == 0) {
         return HCCL_E_PARA;
@@ -138,7 +187,9 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
     const uint32_t algo = param.algo != HK_ALGO_AUTO ? param.algo : HK_ALGO_MESH;
     if (algo >= sizeof kNames / sizeof kNames[0] || kNames[algo][0] == '\0') {
         OP_LOG_ERROR("algo %u is not a scatter algorithm of this operator (hk_coll.h: %u mesh, %u NHR, %u parallel "
-                     "mesh+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH, HK_ALGO_NHR, HK_ALGO_PARALLEL_MESH_NHR, param.tag);
+                     "mesh+NHR, %u sequence mesh+NHR, %u sequence mesh+NHR+NHR; 0 auto), tag %s", algo, HK_ALGO_MESH,
+                     HK_ALGO_NHR, HK_ALGO_PARALLEL_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR, HK_ALGO_SEQUENCE_MESH_NHR_NHR,
+                     param.tag);
         return HCCL_E_PARA;
     }
     HkCall c{param, resCtx, kNames[algo], 0, false, nullptr, 0, nullptr};
@@ -160,13 +211,18 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(HkCallPeer(&c, (r + (1u << s)) % n));
             HK_TRY(HkCallPeer(&c, (r + n - (1u << s) % n) % n));
         }
-    } else {
+    } else if (algo == HK_ALGO_PARALLEL_MESH_NHR) {
         HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
         HK_TRY(HkCallInit(&c, kNames[algo], lv.L + 2));
         HK_TRY(HkCallLevelPeers(&c, lv));
         eighths = HkParallelEighths(lv.L, lv.S, 1);
         granule = 8;
         reserve = HK_SLICE_ALIGN_BYTES;
+    } else {
+        HK_TRY(HkLevelsRead(c, param.hierInfo, algo == HK_ALGO_SEQUENCE_MESH_NHR_NHR ? 3 : 2, &lv));
+        HK_TRY(HkCallInit(&c, kNames[algo], lv.L > 2 ? lv.L : 1));
+        HK_TRY(HkCallLevelPeers(&c, lv));
+        multiple = static_cast<double>(lv.M) * lv.P;
     }
     const uint64_t loop = HkLoopElems(c, multiple, granule, reserve);
     if (loop == 0) {
@@ -179,8 +235,10 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
             HK_TRY(MeshLoop(c, g, root, io, cnt));
         } else if (algo == HK_ALGO_NHR) {
             HK_TRY(NhrLoop(c, g, root, io, cnt));
-        } else {
+        } else if (algo == HK_ALGO_PARALLEL_MESH_NHR) {
             HK_TRY(ParLoop(c, lv, root, eighths, io, cnt));
+        } else {
+            HK_TRY(SeqLoop(c, lv, root, io, cnt));
         }
     }
     return HCCL_SUCCESS;

@@ -21,8 +21,19 @@
 
 namespace emu {
 
+/* dlopen/dlclose of kernel libraries and reads of their link maps, under one lock: two threads
+ * loading the same library share its link map, which the loader writes under its own lock (one
+ * the race checker cannot see). */
+static std::mutex g_dl_m;
+
+static void* kernel_dlopen(const char* path, int flags) {
+    std::lock_guard<std::mutex> g(g_dl_m);
+    return dlopen(path, flags);
+}
+
 /* The executable segments of a library opened with dlopen (runaway-kernel cancellation). */
 static void code_ranges(void* dl, std::vector<std::pair<uintptr_t, uintptr_t>>* out) {
+    std::lock_guard<std::mutex> g(g_dl_m);
     struct link_map* lm = nullptr;
     if (!dl || dlinfo(dl, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return;
     struct Ctx {
@@ -299,7 +310,7 @@ EMU_API aclError aclrtBinaryLoadFromFile(const char* binPath, aclrtBinaryLoadOpt
         EMU_LOG(LOG_ERROR, "aclrtBinaryLoadFromFile: %s", msg.c_str());
         return seterr_str(ACL_ERROR_RT_FILE_OPEN, __func__, msg);
     }
-    b->dl = dlopen(b->so_path.c_str(), kernel_dlopen_flags());
+    b->dl = kernel_dlopen(b->so_path.c_str(), kernel_dlopen_flags());
     if (!b->dl)
         return seterr(ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR, __func__, "cannot load kernel library %s: %s",
                       b->so_path.c_str(), dlerror());
@@ -327,7 +338,7 @@ static int stage_image(const void* data, size_t length, Binary* b, const char* a
         off += (size_t)w;
     }
     std::string path = "/proc/self/fd/" + std::to_string(fd);
-    b->dl = dlopen(path.c_str(), kernel_dlopen_flags());
+    b->dl = kernel_dlopen(path.c_str(), kernel_dlopen_flags());
     if (!b->dl) {
         std::string e = dlerror();
         close(fd);
@@ -648,7 +659,7 @@ Func* asc_find(const std::string& kernel, std::string* looked) {
         closedir(dp);
         std::sort(sos.begin(), sos.end());
         for (const std::string& so : sos) {
-            void* dl = dlopen(so.c_str(), kernel_dlopen_flags());
+            void* dl = kernel_dlopen(so.c_str(), kernel_dlopen_flags());
             if (!dl) continue;
             if (!dlsym(dl, kernel.c_str())) {
                 dlclose(dl);

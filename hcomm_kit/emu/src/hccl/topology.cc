@@ -238,23 +238,41 @@ int topology_from_env(uint32_t nranks, Topology* t, const char* api) {
     const char* v = getenv("HCOMM_KIT_TOPOLOGY");
     std::vector<uint32_t> servers(nranks, 0);
     if (!v || !*v) return topology_build(t, soc_product(), "default (one server)", servers, {}, api, false);
+    /* PRODUCT:SERVERSxNPUS, or PRODUCT:PODSxSERVERSxNPUS (super-pods of SERVERS servers each) */
     const char* colon = strchr(v, ':');
-    const char* x = colon ? strchr(colon, 'x') : nullptr;
-    uint32_t ns = 0, np = 0;
     std::string product = colon ? std::string(v, colon) : "";
-    if (!colon || !x || !parse_u32(colon + 1, x, &ns) || !parse_u32(x + 1, v + strlen(v), &np) || ns == 0 || np == 0 ||
-        (product != "A2" && product != "A3" && product != "950"))
+    std::vector<uint32_t> dims;
+    bool ok = colon != nullptr;
+    for (const char* p = colon ? colon + 1 : v; ok;) {
+        const char* x = strchr(p, 'x');
+        const char* end = x ? x : v + strlen(v);
+        uint32_t d = 0;
+        ok = dims.size() < 3 && parse_u32(p, end, &d) && d != 0;
+        if (ok) dims.push_back(d);
+        if (!x) break;
+        p = x + 1;
+    }
+    if (!ok || dims.size() < 2 || (product != "A2" && product != "A3" && product != "950"))
         return seterr(HCCL_E_PARA, api, "HCOMM_KIT_TOPOLOGY='%s' is not PRODUCT:SERVERSxNPUS with PRODUCT A2, A3 or 950 "
-                      "(e.g. A2:2x8, A3:1x16, 950:4x8)", v);
+                      "(e.g. A2:2x8, A3:1x16, 950:4x8), nor PRODUCT:PODSxSERVERSxNPUS (A3 or 950 super-pods: "
+                      "A3:2x2x8)", v);
+    if (dims.size() == 3 && product == "A2")
+        return seterr(HCCL_E_PARA, api, "HCOMM_KIT_TOPOLOGY='%s': A2 has no super-pods (PODSxSERVERSxNPUS is for A3 and "
+                      "950); use A2:%ux%u", v, dims[0] * dims[1], dims[2]);
     if (product != soc_product())
         return seterr(HCCL_E_PARA, api, "HCOMM_KIT_TOPOLOGY='%s' is an %s topology but the SoC is %s (%s): set "
                       "HCOMM_KIT_SOC to match (the --topology flag does)", v, product.c_str(), cfg().soc_name.c_str(),
                       soc_product());
-    if ((uint64_t)ns * np != nranks)
-        return seterr(HCCL_E_PARA, api, "HCOMM_KIT_TOPOLOGY='%s' describes %u servers x %u NPUs = %llu ranks, but the "
-                      "communicator has %u ranks", v, ns, np, (unsigned long long)ns * np, nranks);
+    const uint32_t np = dims.back();
+    const uint64_t ns = dims.size() == 3 ? (uint64_t)dims[0] * dims[1] : dims[0];
+    if (ns * np != nranks)
+        return seterr(HCCL_E_PARA, api, "HCOMM_KIT_TOPOLOGY='%s' describes %llu servers x %u NPUs = %llu ranks, but the "
+                      "communicator has %u ranks", v, (unsigned long long)ns, np, (unsigned long long)ns * np, nranks);
+    std::vector<uint32_t> pods;
     for (uint32_t r = 0; r < nranks; r++) servers[r] = r / np;
-    return topology_build(t, product, std::string("HCOMM_KIT_TOPOLOGY=") + v, servers, {}, api);
+    if (dims.size() == 3)
+        for (uint32_t r = 0; r < nranks; r++) pods.push_back(r / (np * dims[1]));
+    return topology_build(t, product, std::string("HCOMM_KIT_TOPOLOGY=") + v, servers, pods, api);
 }
 
 }  // namespace emu

@@ -1,7 +1,7 @@
 /* HCCL host plane: the cluster topology of a communicator (servers, super-pods, link types per
  * pair of ranks, links taken down). Sources, in this order: a CANN rank table (server_list, and
- * super_pod_list where CANN's A3 format has it), HCOMM_KIT_TOPOLOGY=PRODUCT:SERVERSxNPUS, else one
- * server holding every rank. HCOMM_KIT_LINKS_DOWN=a-b,c-d takes links down in every case. */
+ * super_pod_list where CANN's A3 format has it), HCOMM_KIT_TOPOLOGY=PRODUCT:SERVERSxNPUS (or
+ * PRODUCT:PODSxSERVERSxNPUS: super-pods of SERVERS servers), else one server holding every rank. HCOMM_KIT_LINKS_DOWN=a-b,c-d takes links down in every case. */
 #ifndef HCOMM_KIT_EMU_TOPOLOGY_H
 #define HCOMM_KIT_EMU_TOPOLOGY_H
 
