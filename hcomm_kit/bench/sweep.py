@@ -221,4 +221,3 @@ def _algo_shown(builtin, algorithm: str | None) -> str | None:
 
     name = canonical(builtin.name, algorithm)
     return algorithm if name is None or name.lower() == algorithm.strip().lower() else f"{algorithm} = {name}"
-

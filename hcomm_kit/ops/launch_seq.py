@@ -62,6 +62,14 @@ class LaunchSequence:
                 raise
         return res
 
+    def _refuse_before_posting(self, dt_value: int, rop: int, params: dict) -> None:
+        """What the product cannot reduce (the A2/A3 gate) and, for a built-in's directory, what its
+        algorithm cannot reduce: ConfigError before the call is posted (the communicator stays usable)."""
+        if self._a2a3_gate:
+            self._check_product_reduce(dt_value, rop)
+        if self._builtin_collective is not None and params:
+            self._check_builtin_algorithm(params.get("algo", 0), dt_value, rop)
+
     def _submit(self, in_ptr: int, out_ptr: int, n: int, dt_value: int, rop: int, r: int, tmo: int, s: int,
                 params: dict, timeout, sync: bool = False, check: tuple | None = None) -> bool:
         """Fill OpParam (args updated only when its bytes change), record "go", launch, wait "done".
@@ -79,10 +87,7 @@ class LaunchSequence:
             # the call is posted (the communicator stays usable).
             if params and not self._param_names.keys() >= params.keys():
                 self._check_params(params)  # raises
-            if self._a2a3_gate:
-                self._check_product_reduce(dt_value, rop)
-            if self._builtin_collective is not None and params:  # a built-in's directory: its algorithm
-                self._check_builtin_algorithm(params.get("algo", 0), dt_value, rop)
+            self._refuse_before_posting(dt_value, rop, params)
             if res is None and self.spec.topology == "ring":  # a ring across a downed link: refused alike everywhere
                 topo = getattr(self.comm, "topology", None)
                 self.spec.ring_layout(self.comm.size, tuple(topo.links_down) if topo is not None else ())
@@ -110,10 +115,7 @@ class LaunchSequence:
             pkey = ()
         key = (in_ptr, out_ptr, n, dt_value, rop, r, tmo, s, pkey)
         if key != self._last_key:
-            if self._a2a3_gate:
-                self._check_product_reduce(dt_value, rop)
-            if self._builtin_collective is not None and params:  # a built-in's directory: its algorithm
-                self._check_builtin_algorithm(params.get("algo", 0), dt_value, rop)
+            self._refuse_before_posting(dt_value, rop, params)
             p = self._param
             p.inputPtr, p.outputPtr, p.count = in_ptr, out_ptr, n
             p.dataType, p.reduceOp, p.root, p.notifyTimeout = dt_value, rop, r, tmo

@@ -87,13 +87,13 @@ class OpParams:
             if ALGO_PARAM in params:
                 raise ConfigError(f"operator {self.name}: pass algorithm= or {ALGO_PARAM}=, not both", key="algorithm")
             params = {**params, ALGO_PARAM: self.algorithm_value(algorithm)}
-            if self._builtin_algorithms and "hierInfo" not in params:
+            if self._builtin_collective is not None and "hierInfo" not in params:
                 # a built-in's directory run as an operator: a multi-level algorithm gets the layout of
                 # servers the built-in gets (raises, naming why, when the communicator has none)
                 from .algorithms import LEVELS
 
                 if params[ALGO_PARAM] in LEVELS:
-                    params = {**params, "hierInfo": self.comm._hier_info(self.name)}
+                    params = {**params, "hierInfo": self.comm._hier_info(self._builtin_collective)}
         if self._count_fields:
             params = self._alltoallv_params(params, elements)
         return params

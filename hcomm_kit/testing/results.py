@@ -166,6 +166,14 @@ def _without_noise(lines: list[str]) -> list[str]:
     return out
 
 
+def _hang_state(logdir: Path) -> str:
+    """The job's record of what every rank was doing when its timeout fired, as a block ("" if none)."""
+    state = logdir / "hang-state.txt"
+    if not state.is_file():
+        return ""
+    return f"--- what every rank was doing when the timeout fired ---\n{state.read_text().rstrip()}\n"
+
+
 def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_out: bool, rc,
                   reported: str = "") -> str:
     import re
@@ -183,12 +191,10 @@ def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_
         rank = int(m.group(1)) if m else 0
         log = _tail(logdir / f"rank{rank}.log", quiet=not verbose).split("[hcomm_kit.testing] rank")[0].rstrip()
         before = f"--- rank {rank} output before the failure (tail) ---\n{log}\n" if log else ""
-        state = logdir / "hang-state.txt"
         if timed_out:
             head += (f"timed out after {timeout:g} s (@pytest.mark.mpi(timeout=...)); killed the mpirun job; "
                      "as it was stopped: ")
-            if state.is_file():
-                before += f"--- what every rank was doing when the timeout fired ---\n{state.read_text().rstrip()}\n"
+            before += _hang_state(logdir)
         return f"{head}failed on {reported}\n{before}(full logs of every rank: {logdir})"
     stopped = logdir / "stopped.txt"
     if timed_out:
@@ -198,9 +204,9 @@ def _failure_text(item, per_rank, logdir: Path, np_: int, timeout: float, timed_
     else:
         why = f"the mpirun job exited with status {rc} before the test finished (a rank crashed or aborted)"
     parts = [head + why]
-    state = logdir / "hang-state.txt"
-    if timed_out and state.is_file():
-        parts.append(f"--- what every rank was doing when the timeout fired ---\n{state.read_text().rstrip()}")
+    state = _hang_state(logdir) if timed_out else ""
+    if state:
+        parts.append(state.rstrip("\n"))
     tails: dict[str, list[int]] = {}
     for r in range(np_):
         tails.setdefault(_tail(logdir / f"rank{r}.log", 25, quiet=not verbose), []).append(r)

@@ -21,7 +21,7 @@
 
 namespace emu {
 
-/* dlopen/dlclose of kernel libraries and reads of their link maps, under one lock: two threads
+/* dlopen of kernel libraries and reads of their link maps, under one lock: two threads
  * loading the same library share its link map, which the loader writes under its own lock (one
  * the race checker cannot see). */
 static std::mutex g_dl_m;

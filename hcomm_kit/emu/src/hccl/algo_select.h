@@ -18,6 +18,7 @@
 #ifndef HCOMM_KIT_EMU_ALGO_SELECT_H
 #define HCOMM_KIT_EMU_ALGO_SELECT_H
 
+#include <cctype>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -146,6 +147,15 @@ bool tuner_apply(Comm* c, const AlgoQuery& q, std::vector<CostEntry>* entries);
  * HCOMM_KIT_LINKS_DOWN, the algorithm without a kernel, ...). Logs the choice at info level and
  * notes it on the trace. */
 int select_algo(Comm* c, const AlgoQuery& q, const std::string& forced, Selection* out, const char* api);
+
+/* String helpers of the selection and of HCCL_ALGO's parser (algo_select.cc, algo_config.cc). */
+inline std::string algo_lower(std::string s) {
+    for (char& ch : s) ch = (char)std::tolower((unsigned char)ch);
+    return s;
+}
+inline bool algo_starts_with(const std::string& s, const std::string& p) {
+    return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
 
 }  // namespace emu
 

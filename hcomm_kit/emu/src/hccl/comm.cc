@@ -260,6 +260,9 @@ std::string comm_dead_msg(Comm* c, uint32_t r) {
         return strprintf("rank %u (pid %d, device %d, host %s) died or its host was lost (the connection failed: %s)", r,
                          c->pid[r], c->device[r], c->host[r].c_str(), why.empty() ? "?" : why.c_str());
     }
+    /* a job over several hosts: its host too (the message reaches the other hosts' ranks) */
+    if (std::find(c->far.begin(), c->far.end(), uint8_t{1}) != c->far.end())
+        return strprintf("rank %u (pid %d, device %d, host %s) died", r, c->pid[r], c->device[r], c->host[r].c_str());
     return strprintf("rank %u (pid %d, device %d) died", r, c->pid[r], c->device[r]);
 }
 
