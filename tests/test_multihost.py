@@ -58,10 +58,46 @@ def hosts():
 def _launch(hosts: TwoHosts, node: int, np_: int, args: list[str], port: int, env: dict | None = None,
             shm_report: Path | None = None):
     argv = [sys.executable, "-m", "hcomm_kit", "launch", "--nnodes", "2", "--node-rank", str(node),
-            "--rdzv-endpoint", f"{ADDR[0]}:{port}", "--np", str(np_), "--timeout", "300", "--",
+            "--rdzv-endpoint", f"{ADDR[0]}:{port}", "--np", str(np_), "--timeout", str(JOB_TIMEOUT), "--",
             sys.executable, str(PROG), *args]
     return hosts.popen(node, argv, env, shm_report=str(shm_report) if shm_report else None, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, cwd=str(ROOT))
+
+
+#: A two-host job's bound: each launcher's --timeout (its hang report names what waited), then the
+#: test's own wait for both launchers together; the tests' pytest timeouts are above it.
+JOB_TIMEOUT = 240
+WAIT = JOB_TIMEOUT + 60
+
+
+def jobs(n: int) -> pytest.MarkDecorator:
+    """The pytest timeout of a test that runs ``n`` two-host jobs one after the other."""
+    return pytest.mark.timeout(n * WAIT + 60)
+
+
+def _collect(procs: list[subprocess.Popen], limit: float = WAIT) -> list[tuple[int, str]]:
+    """[(status, output)] of every process, all of them within ``limit`` seconds together (a process
+    still running then is killed, its output saying so)."""
+    deadline = time.monotonic() + limit
+    out = []
+    for p in procs:
+        try:
+            text, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text = p.communicate()[0] + f"\n[test: not ended within {limit:g} s]"
+        out.append((p.returncode, text))
+    return out
+
+
+def _tails(*outs: str, n: int = 3000) -> str:
+    """The end of each host's output for a failure message, without C++ stack frames (torch's
+    TCPStore prints one per line when the other host's store goes away)."""
+    shown = []
+    for k, text in enumerate(outs):
+        lines = [ln for ln in text.splitlines() if not re.match(r"\s*frame #\d+:", ln)]
+        shown.append(f"--- host {k} ---\n" + "\n".join(lines)[-n:])
+    return "\n".join(shown)
 
 
 def _two(hosts: TwoHosts, np_: int, args: list[str], port: int, env: dict | None = None,
@@ -71,32 +107,15 @@ def _two(hosts: TwoHosts, np_: int, args: list[str], port: int, env: dict | None
     procs = [_launch(hosts, k, np_, args, port, env, shm / f"shm{k}.txt" if shm else None) for k in range(2)]
     if during is not None:
         during(procs)
-    out = []
-    for p in procs:
-        try:
-            text, _ = p.communicate(timeout=420)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            text, _ = p.communicate()
-            text += "\n[test: the launcher did not end within 420 s]"
-        out.append((p.returncode, text))
-    return out
+    return _collect(procs)
 
 
-def _both(hosts: TwoHosts, args: list[str], port: int, env: dict | None = None, timeout: float = 600) -> list[tuple[int, str]]:
+def _both(hosts: TwoHosts, args: list[str], port: int, env: dict | None = None, timeout: float = WAIT) -> list[tuple[int, str]]:
     """``hcomm-kit ARGS --nnodes 2 --node-rank K --rdzv-endpoint`` on each host: [(status, output)]."""
     procs = [hosts.popen(k, [sys.executable, "-m", "hcomm_kit", *args, "--nnodes", "2", "--node-rank", str(k),
                              "--rdzv-endpoint", f"{ADDR[0]}:{port}"], env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, cwd=str(ROOT)) for k in range(2)]
-    out = []
-    for p in procs:
-        try:
-            text, _ = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            text = p.communicate()[0] + f"\n[test: not ended within {timeout:g} s]"
-        out.append((p.returncode, text))
-    return out
+    return _collect(procs, timeout)
 
 
 def _ok_lines(text: str) -> dict[int, float]:
@@ -109,26 +128,27 @@ def _left(hosts: TwoHosts) -> list[int]:
 
 @two_hosts
 @pytest.mark.slow
+@jobs(1)
 def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts, tmp_path: Path) -> None:
     t0 = time.monotonic()
     (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--mismatch", "--die", "3"], 29400, shm=tmp_path)
     both = out0 + out1
     ok = _ok_lines(both)
-    assert sorted(ok) == [0, 1, 2, 3], both[-6000:]
+    assert sorted(ok) == [0, 1, 2, 3], _tails(out0, out1)
     assert len(set(ok.values())) == 1, f"modelled times differ between ranks: {ok}"
     # host 1's ranks call all_gather where host 0's call all_reduce: only the check across hosts sees it
     mism = re.findall(r"MH-MISMATCH (\d+) ([0-9.]+) (.*)", both)
-    assert sorted(int(r) for r, _, _ in mism) == [0, 1, 2, 3], both[-6000:]
+    assert sorted(int(r) for r, _, _ in mism) == [0, 1, 2, 3], _tails(out0, out1)
     for _, secs, text in mism:
         assert "collective mismatch" in text and "all_gather" in text and "all_reduce" in text, text
         assert float(secs) < 30, text
     failed = re.findall(r"MH-FAILED (\d+) ([0-9.]+) (.*)", both)
-    assert sorted(int(r) for r, _, _ in failed) == [0, 1, 2], both[-6000:]
+    assert sorted(int(r) for r, _, _ in failed) == [0, 1, 2], _tails(out0, out1)
     for r, secs, text in failed:
         assert "rank 3" in text and "died" in text, text
         assert float(secs) < 30, text
     # host 0's ranks name the dead rank's host where they noticed it themselves
-    assert f"rank 3 (pid" in both and f"host {hosts.hostname(1)}" in out0, out0[-6000:]
+    assert f"rank 3 (pid" in both and f"host {hosts.hostname(1)}" in out0, _tails(out0)
     assert rc0 != 0 and rc1 != 0
     assert not _left(hosts)
     for k in range(2):  # nothing left in either host's /dev/shm once its launcher ended
@@ -138,6 +158,7 @@ def test_builtins_on_two_hosts_then_a_killed_rank(hosts: TwoHosts, tmp_path: Pat
 
 @two_hosts
 @pytest.mark.slow
+@jobs(1)
 def test_a_failed_communicator_creation_ends_the_other_host_within_seconds(hosts: TwoHosts, tmp_path: Path) -> None:
     """Rank 3 (host 1) fails before it creates its communicator: host 0's ranks, waiting for it at the
     rendezvous, are stopped within seconds (not after HCCL_CONNECT_TIMEOUT), host 0's launcher naming
@@ -146,10 +167,10 @@ def test_a_failed_communicator_creation_ends_the_other_host_within_seconds(hosts
     (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--fail-init", "3"], 29403, env={"HCCL_CONNECT_TIMEOUT": "120"},
                                     shm=tmp_path)
     took = time.monotonic() - t0
-    assert rc0 != 0 and rc1 != 0, out0[-3000:] + out1[-3000:]
-    assert "rank 3 was told to fail" in out1, out1[-3000:]
+    assert rc0 != 0 and rc1 != 0, _tails(out0, out1)
+    assert "rank 3 was told to fail" in out1, _tails(out1)
     m = re.search(r"node 1 \(host (\S+), job ranks from 2\) ended with status \d+: rank 3: (.*)", out0)
-    assert m and m.group(1) == hosts.hostname(1) and "rank 3 was told to fail" in m.group(2), out0[-3000:]
+    assert m and m.group(1) == hosts.hostname(1) and "rank 3 was told to fail" in m.group(2), _tails(out0)
     assert took < 60, f"{took:.0f} s: host 0 waited for the connect timeout"  # both launchers, torch included
     assert not _left(hosts)
     for k in range(2):
@@ -158,6 +179,7 @@ def test_a_failed_communicator_creation_ends_the_other_host_within_seconds(hosts
 
 @two_hosts
 @pytest.mark.slow
+@jobs(1)
 def test_a_killed_host_fails_the_other_within_seconds(hosts: TwoHosts, tmp_path: Path) -> None:
     mark = tmp_path / "hanging"
     stamps = {}
@@ -175,9 +197,9 @@ def test_a_killed_host_fails_the_other_within_seconds(hosts: TwoHosts, tmp_path:
     (rc0, out0), (rc1, out1) = _two(hosts, 2, ["--hang", "3", "--mark", str(mark)], 29401, during=kill_host_1,
                                     shm=tmp_path)
     end = time.monotonic()
-    assert "killed" in stamps, out0[-4000:] + out1[-4000:]
+    assert "killed" in stamps, _tails(out0, out1)
     failed = re.findall(r"MH-FAILED (\d+) ([0-9.]+) (.*)", out0)
-    assert sorted(int(r) for r, _, _ in failed) == [0, 1], out0[-6000:]
+    assert sorted(int(r) for r, _, _ in failed) == [0, 1], _tails(out0)
     for _, secs, text in failed:
         assert re.search(r"rank [23]\b", text) and hosts.hostname(1) in text, text
         assert float(secs) < 30, text  # from the barrier's start: the host was lost a second after it
@@ -235,6 +257,7 @@ def test_job_wide_exchanges_without_an_mpi_world_match_mpi(comm) -> None:
 
 @two_hosts
 @pytest.mark.slow
+@jobs(1)
 def test_torchrun_two_nodes_with_the_hcomm_backend(hosts: TwoHosts) -> None:
     """`torchrun --nnodes 2` on each host (static rendezvous on node 0), the "hcomm" backend: it sees
     WORLD_SIZE > LOCAL_WORLD_SIZE and asks for the network itself; all-reduce and all-gather vs numpy."""
@@ -245,10 +268,9 @@ def test_torchrun_two_nodes_with_the_hcomm_backend(hosts: TwoHosts) -> None:
                 str(ROOT / "tests" / "multihost_torch.py")]
         procs.append(hosts.popen(k, argv, None, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  cwd=str(ROOT)))
-    outs = [p.communicate(timeout=600)[0] for p in procs]
-    both = "".join(outs)
-    assert sorted(int(m) for m in re.findall(r"MHT-OK (\d+) 4", both)) == [0, 1, 2, 3], both[-6000:]
-    assert all(p.returncode == 0 for p in procs) and not _left(hosts)
+    (rc0, out0), (rc1, out1) = _collect(procs)
+    assert sorted(int(m) for m in re.findall(r"MHT-OK (\d+) 4", out0 + out1)) == [0, 1, 2, 3], _tails(out0, out1)
+    assert rc0 == 0 and rc1 == 0 and not _left(hosts)
 
 
 def test_without_ucx_headers_the_emulator_builds_without_the_network() -> None:
@@ -300,18 +322,19 @@ def test_the_node_flags_are_one_definition_for_every_command_and_the_plugin(pyte
 
 @two_hosts
 @pytest.mark.slow
+@jobs(2)
 def test_two_hosts_of_four_ranks_match_one_host_of_eight(hosts: TwoHosts) -> None:
     """A2:2x4 with a server per host: every built-in at 2 hosts x 4 ranks, and the modelled time of the
     same call equal to the same job's on one host (8 ranks, shared memory)."""
     env = {"HCOMM_KIT_TOPOLOGY": "A2:2x4"}
     (rc0, out0), (rc1, out1) = _two(hosts, 4, [], 29402, env=env)
     ok = _ok_lines(out0 + out1)
-    assert sorted(ok) == list(range(8)) and rc0 == 0 and rc1 == 0, (out0 + out1)[-6000:]
-    one = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "8", "--timeout", "600", "--",
+    assert sorted(ok) == list(range(8)) and rc0 == 0 and rc1 == 0, _tails(out0, out1)
+    one = subprocess.run([sys.executable, "-m", "hcomm_kit", "launch", "--np", "8", "--timeout", str(JOB_TIMEOUT), "--",
                           sys.executable, str(PROG)], env={**hosts.env(env)}, capture_output=True, text=True,
-                         cwd=str(ROOT), timeout=900)
+                         cwd=str(ROOT), timeout=WAIT)
     ref = _ok_lines(one.stdout + one.stderr)
-    assert sorted(ref) == list(range(8)), (one.stdout + one.stderr)[-4000:]
+    assert sorted(ref) == list(range(8)), _tails(one.stdout + one.stderr)
     assert set(ok.values()) == set(ref.values()), f"two hosts {ok} one host {ref}"
 
 
@@ -339,6 +362,7 @@ def _rows(path: Path) -> dict[str, dict]:
 
 @two_hosts
 @pytest.mark.slow
+@jobs(4)
 def test_run_test_and_bench_on_two_hosts(hosts: TwoHosts, ops: dict[str, Path], tmp_path: Path) -> None:
     """The node flags of run, test and bench (as launch's), on two hosts:
     * `hcomm-kit run` with an operator of every kind, 2 hosts x 2 ranks, A2:2x2 (a server per host):
@@ -353,7 +377,7 @@ def test_run_test_and_bench_on_two_hosts(hosts: TwoHosts, ops: dict[str, Path], 
     res = _both(hosts, ["run", *opdirs, "--np", "2", *common, "--json", str(two)], 29410, env)
     assert all(rc == 0 for rc, _ in res), "\n".join(t[-5000:] for _, t in res)
     r = subprocess.run([sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", "4", *common, "--json", str(one)],
-                       env=hosts.env(env), capture_output=True, text=True, cwd=str(ROOT), timeout=600)
+                       env=hosts.env(env), capture_output=True, text=True, cwd=str(ROOT), timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rows2, rows1 = _rows(two), _rows(one)
     assert sorted(rows2) == sorted(f"mh_{p.replace('-', '_')}" for p in PATTERNS)
