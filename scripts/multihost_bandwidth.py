@@ -7,13 +7,14 @@ TCP), measured in one run:
    emulator uses) from host 0 to host 1, 64 MiB messages: UCX's put bandwidth, before and after the
    all-reduce (the figure used is their mean);
 2. ``hcomm-kit launch --nnodes 2`` with one rank per host, tests/multihost_prog.py --big: 64 MiB float32
-   all-reduces between device buffers (as hccl_test times them) after a warm-up; the bus bandwidth
+   all-reduces between device buffers (as hccl_test times them) after a warm-up (15 calls: the
+   time of a call varies with the VM's scheduling); the bus bandwidth
    2(n-1)/n x size / time (n = 2: size / time) of the median call, the figure comparable to the link's;
 3. with ``--both-ways``, also two ``ucx_perftest`` pairs at once, one per direction: what the link gives
    each direction while the other is busy too (an all-reduce sends both ways at once);
 
 prints the figures, the ratio and the load average. Root only.
-Usage: ``python scripts/multihost_bandwidth.py [--iters N] [--both-ways]``.
+Usage: ``python scripts/multihost_bandwidth.py [--iters N] [--calls N] [--both-ways]``.
 """
 
 from __future__ import annotations
@@ -61,11 +62,12 @@ def _perftest(hosts: TwoHosts, iters: int, pairs: tuple[tuple[int, int], ...] = 
     return bws
 
 
-def allreduce_busbw(hosts: TwoHosts) -> tuple[float, str]:
+def allreduce_busbw(hosts: TwoHosts, calls: int) -> tuple[float, str]:
     procs = []
     for k in range(2):
         argv = [sys.executable, "-m", "hcomm_kit", "launch", "--nnodes", "2", "--node-rank", str(k), "--rdzv-endpoint",
-                f"{ADDR[0]}:29410", "--np", "1", "--", sys.executable, str(ROOT / "tests" / "multihost_prog.py"), "--big"]
+                f"{ADDR[0]}:29410", "--np", "1", "--", sys.executable, str(ROOT / "tests" / "multihost_prog.py"),
+                "--big", str(calls)]
         procs.append(hosts.popen(k, argv, None, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  cwd=str(ROOT)))
     outs = [p.communicate(timeout=900)[0] for p in procs]
@@ -83,6 +85,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=10, help="ucx_perftest iterations (default 10)")
     ap.add_argument("--both-ways", action="store_true", help="also UCX's put bandwidth with both directions busy")
+    ap.add_argument("--calls", type=int, default=15, help="timed all-reduces (default 15; the median is used)")
     args = ap.parse_args()
     why = unavailable() or ucx.find().problem
     if why:
@@ -90,7 +93,7 @@ def main() -> int:
     loads = [os.getloadavg()[0]]
     with TwoHosts() as hosts:
         put = _perftest(hosts, args.iters)
-        bus, t = allreduce_busbw(hosts)
+        bus, t = allreduce_busbw(hosts, args.calls)
         put += _perftest(hosts, args.iters)
         both = _perftest(hosts, args.iters, ((0, 1), (1, 0))) if args.both_ways else []
     loads.append(os.getloadavg()[0])
@@ -100,7 +103,12 @@ def main() -> int:
     if both:
         print(f"  both directions at once: {both[0] / 1e6:.1f} and {both[1] / 1e6:.1f} MB/s")
     print(f"64 MiB all-reduce, 2 hosts x 1 rank, device buffers: {t}, bus bandwidth {bus / 1e6:8.1f} MB/s")
-    print(f"ratio: {bus / mean * 100:.0f} % (load average {loads[0]:.1f} before, {loads[1]:.1f} after)")
+    # each of the 2 ranks sends 2(n-1)/n x size = size per call: the veth carries 2 x size, both ways at once
+    print(f"  the veth carried {2 * bus / 1e6:.1f} MB/s in both directions together, {2 * bus / mean * 100:.0f} % "
+          f"of the one-way put bandwidth")
+    both_ways = f", {bus / statistics.mean(both) * 100:.0f} % of the put bandwidth with both directions busy" if both else ""
+    print(f"ratio: {bus / mean * 100:.0f} % of the put bandwidth{both_ways} "
+          f"(load average {loads[0]:.1f} before, {loads[1]:.1f} after)")
     return 0
 
 

@@ -106,7 +106,8 @@ def mismatch(comm) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--die", type=int, default=-1)
-    ap.add_argument("--big", action="store_true")
+    ap.add_argument("--big", type=int, nargs="?", const=5, default=0, metavar="CALLS",
+                    help="also CALLS (default 5) timed 64 MiB all-reduces")
     ap.add_argument("--hang", type=int, default=-1, help="that rank sleeps instead of the last barrier")
     ap.add_argument("--mark", default=None, help="--hang: the sleeping rank creates this file first")
     ap.add_argument("--mismatch", action="store_true",
@@ -121,7 +122,7 @@ def main() -> int:
     n, r = comm.size, comm.rank
     model = check_builtins(comm)
     if args.big:
-        print(f"MH-BIG {r} {' '.join(f'{t:.6f}' for t in big_allreduce(comm))}", flush=True)
+        print(f"MH-BIG {r} {' '.join(f'{t:.6f}' for t in big_allreduce(comm, args.big))}", flush=True)
     print(f"MH-OK {r} {n} {model:.3f}", flush=True)
     if args.mismatch:
         mismatch(comm)
