@@ -3,14 +3,19 @@ joined by a veth pair, a private /dev/shm and host name each), started as the do
 `hcomm-kit launch --nnodes 2 --node-rank K --rdzv-endpoint HOST:PORT --np N -- prog` on each host.
 
 * every built-in collective at 2 hosts x 2 ranks against numpy (tests/multihost_prog.py), the modelled
-  time the same on every rank, then a rank killed: every other rank, on both hosts, fails naming it;
-* a host killed (every process of it) while the other waits: the survivors fail within seconds naming
-  the lost rank and its host, and nothing is left running on either;
+  time the same on every rank, a collective that differs between the hosts failing every rank, then a
+  rank killed: every other rank, on both hosts, fails naming it;
+* a rank failing before its communicator, and a host killed (every process of it) while the other
+  waits: the survivors fail within seconds naming the lost rank and its host, and nothing is left
+  running or in /dev/shm on either;
 * HCOMM_KIT_TRANSPORT=ucx on one host: every pair over UCX (the option that lets any operator's tests
   run the network path), 3 ranks;
-* slow: 2 hosts x 4 ranks with the topology A2:2x4 (a server per host), its results and modelled time
-  against the same job on one host.
+* 2 hosts x 4 ranks with the topology A2:2x4 (a server per host): the built-ins' results and modelled
+  time against the same job on one host; an operator of every kind (`hcomm-kit run`) at 2 hosts x 2 and
+  x 4 against numpy and the same run on one host; torchrun with the "hcomm" backend at 2 x 2 and 2 x 4;
+  `hcomm-kit test` and `bench` with the node flags.
 
+The two-host tests are in the full run only (each starts two launchers; the slowest about a minute).
 Skipped, saying why, without root, network namespaces, UCX's headers (the emulator then builds
 without the network) or torch (the launchers' rendezvous is a c10d TCPStore).
 """
@@ -258,18 +263,20 @@ def test_job_wide_exchanges_without_an_mpi_world_match_mpi(comm) -> None:
 @two_hosts
 @pytest.mark.slow
 @jobs(1)
-def test_torchrun_two_nodes_with_the_hcomm_backend(hosts: TwoHosts) -> None:
+@pytest.mark.parametrize("per_host", [2, 4])
+def test_torchrun_two_nodes_with_the_hcomm_backend(hosts: TwoHosts, per_host: int) -> None:
     """`torchrun --nnodes 2` on each host (static rendezvous on node 0), the "hcomm" backend: it sees
     WORLD_SIZE > LOCAL_WORLD_SIZE and asks for the network itself; all-reduce and all-gather vs numpy."""
     procs = []
     for k in range(2):
         argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(k),
-                "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", "29430",
+                "--nproc-per-node", str(per_host), "--master-addr", ADDR[0], "--master-port", str(29430 + per_host),
                 str(ROOT / "tests" / "multihost_torch.py")]
         procs.append(hosts.popen(k, argv, None, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  cwd=str(ROOT)))
     (rc0, out0), (rc1, out1) = _collect(procs)
-    assert sorted(int(m) for m in re.findall(r"MHT-OK (\d+) 4", out0 + out1)) == [0, 1, 2, 3], _tails(out0, out1)
+    n = 2 * per_host
+    assert sorted(int(m) for m in re.findall(rf"MHT-OK (\d+) {n}\b", out0 + out1)) == list(range(n)), _tails(out0, out1)
     assert rc0 == 0 and rc1 == 0 and not _left(hosts)
 
 
@@ -362,38 +369,48 @@ def _rows(path: Path) -> dict[str, dict]:
 
 @two_hosts
 @pytest.mark.slow
-@jobs(4)
-def test_run_test_and_bench_on_two_hosts(hosts: TwoHosts, ops: dict[str, Path], tmp_path: Path) -> None:
-    """The node flags of run, test and bench (as launch's), on two hosts:
-    * `hcomm-kit run` with an operator of every kind, 2 hosts x 2 ranks, A2:2x2 (a server per host):
-      every one checked against numpy, the rows (result, modelled time) those of the same run on one host;
-    * `hcomm-kit test` of a generated test at its markers' rank counts: 2 runs (a rank per host), 3 is
-      skipped (it does not split over the hosts);
-    * `hcomm-kit bench allreduce`: results checked, rank 0's table."""
-    env = {"HCOMM_KIT_TOPOLOGY": "A2:2x2"}
+@jobs(2)
+@pytest.mark.parametrize("per_host", [2, 4])
+def test_an_operator_of_every_kind_on_two_hosts_as_on_one(hosts: TwoHosts, ops: dict[str, Path], tmp_path: Path,
+                                                          per_host: int) -> None:
+    """`hcomm-kit run` with the node flags, an operator of every kind at 2 hosts x ``per_host`` ranks,
+    A2:2x``per_host`` (a server per host): every one checked against numpy, the rows (result, modelled
+    time) those of the same run on one host."""
+    env = {"HCOMM_KIT_TOPOLOGY": f"A2:2x{per_host}"}
     two, one = tmp_path / "two.jsonl", tmp_path / "one.jsonl"
     opdirs = [str(d) for d in ops.values()]
     common = ["--iters", "0", "--count", "1031", "-r", "3"]
-    res = _both(hosts, ["run", *opdirs, "--np", "2", *common, "--json", str(two)], 29410, env)
-    assert all(rc == 0 for rc, _ in res), "\n".join(t[-5000:] for _, t in res)
-    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", "4", *common, "--json", str(one)],
-                       env=hosts.env(env), capture_output=True, text=True, cwd=str(ROOT), timeout=WAIT)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = _both(hosts, ["run", *opdirs, "--np", str(per_host), *common, "--json", str(two)], 29410 + per_host, env)
+    assert all(rc == 0 for rc, _ in res), _tails(*(t for _, t in res))
+    r = subprocess.run([sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", str(2 * per_host), *common,
+                        "--json", str(one)], env=hosts.env(env), capture_output=True, text=True, cwd=str(ROOT),
+                       timeout=WAIT)
+    assert r.returncode == 0, _tails(r.stdout + r.stderr)
     rows2, rows1 = _rows(two), _rows(one)
     assert sorted(rows2) == sorted(f"mh_{p.replace('-', '_')}" for p in PATTERNS)
     for name, row in rows2.items():
-        assert row["ok"] is True and row["ranks"] == 4, row
+        assert row["ok"] is True and row["ranks"] == 2 * per_host, row
         same = ("ok", "max_error", "kind", "root", "count", "model_time_us")
         assert {k: row[k] for k in same} == {k: rows1[name][k] for k in same}, (row, rows1[name])
+    assert not _left(hosts)
 
-    res = _both(hosts, ["test", str(ops["ring-allreduce"]), "--", "-k", "fp32 and sum and not np4", "-rs"], 29411)
+
+@two_hosts
+@pytest.mark.slow
+@jobs(2)
+def test_test_and_bench_on_two_hosts(hosts: TwoHosts, ops: dict[str, Path]) -> None:
+    """The node flags of test and bench (as launch's), on two hosts:
+    * `hcomm-kit test` of a generated test at its markers' rank counts: 2 runs (a rank per host), 3 is
+      skipped (it does not split over the hosts);
+    * `hcomm-kit bench allreduce`: results checked, rank 0's table."""
+    res = _both(hosts, ["test", str(ops["ring-allreduce"]), "--", "-k", "fp32 and sum and not np4", "-rs"], 29407)
     for rc, text in res:
         assert rc == 0, text[-5000:]
         assert re.search(r"np2: \d+ passed", text) and "np3" not in text.split("hcomm_kit mpi tests:")[-1], text[-3000:]
         assert "3 ranks do not split evenly over --nnodes 2 hosts" in text, text[-3000:]
 
     res = _both(hosts, ["bench", "allreduce", "--np", "1", "-b", "4K", "-e", "1M", "-f", "256", "-n", "2", "-w", "1"],
-                29412)
+                29408)
     assert all(rc == 0 for rc, _ in res), "\n".join(t[-3000:] for _, t in res)
     table = [ln.split("|") for ln in res[0][1].splitlines() if re.match(r"\s+\d+ \|", ln)]
     assert [int(c[0]) for c in table] == [4096, 1048576] and all(c[4].strip() == "success" for c in table), res[0][1]

@@ -4,7 +4,10 @@ The emulator implements HCCL's collective C API (``HcclAllReduce`` ...) by launc
 operators, so C programs must find them without Python at run time: they are compiled together
 with ``libhcomm_emu.so`` (one cache entry, one content key covering both) into
 ``<library dir>/builtin_kernels/<stem>.so`` beside ``<stem>.json`` (cpuKernelMode 1), where the
-library looks them up from its own path (``dladdr``). The Python collectives keep building the
+library looks them up from its own path (``dladdr``). The kernels do not depend on the library's
+variant (plain, ASan+UBSan, TSan: they are compiled without sanitizers and link against the
+library's soname), so they are compiled once into their own cache entry (:func:`cached_builtins`) and
+linked into each variant's directory. The Python collectives keep building the
 same sources through :func:`hcomm_kit.build.opbuild.build_op`; each operator's ``op.toml`` stays
 the single source of truth of its kernel name, file names and ``OpParam`` layout (the emulator
 includes the generated ``inc/<name>_param.h``).
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,7 +32,7 @@ from ..base.resources import aicpu_kernels_dir
 from . import cache
 
 __all__ = ["BUILTIN_FLAGS", "LINK_FLAGS", "BUILTIN_ACLNN", "OP_API_DIR", "builtin_dirs", "builtin_inputs",
-           "build_builtins", "op_api_sources", "build_builtin_op_api"]
+           "build_builtins", "cached_builtins", "op_api_sources", "build_builtin_op_api"]
 
 BUILTIN_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
 # --no-undefined: a device-API call the emulator lacks fails here, not at load time.
@@ -114,6 +118,33 @@ def build_builtins(out: Path, *, lib_dir: Path, include: Path, cxx: str, verbose
         print(f"hcomm-kit: built {len(built)} built-in operators into {out}")
     return built
 
+
+def cached_builtins(*, lib_dir: Path, include: Path, cxx: str, verbose: bool = False) -> Path:
+    """The built-ins compiled by :func:`build_builtins` into a cache entry of their own
+    (``<cache>/builtins-<key>/``, key over the kernels' inputs, the emulator's public headers, the
+    flags and the compiler), shared by every variant of the library; built on first use against
+    ``lib_dir``'s library (any variant: the kernels link against its soname)."""
+    headers = sorted(p for p in Path(include).rglob("*") if p.is_file())
+    inputs = builtin_inputs()
+    kdir = aicpu_kernels_dir()
+    key = cache.hash_key([*inputs, *headers],
+                         ["builtins", *BUILTIN_FLAGS, *LINK_FLAGS, cache.compiler_identity(cxx),
+                          *(f"aicpu_kernels/{p.relative_to(kdir).as_posix()}" for p in inputs),
+                          *(f"include/{p.relative_to(include).as_posix()}" for p in headers)])
+    return cache.cached_dir("builtins", key,
+                            lambda out: build_builtins(out, lib_dir=lib_dir, include=include, cxx=cxx, verbose=verbose))
+
+
+def link_tree(src: Path, dst: Path) -> None:
+    """``dst`` made with a hard link (a copy across file systems) of every file of ``src``, the cache
+    entry's stamp left out."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in sorted(src.iterdir()):
+        if f.is_file() and f.name != cache.STAMP_NAME:
+            try:
+                os.link(f, dst / f.name)
+            except OSError:
+                shutil.copy2(f, dst / f.name)
 
 
 def op_api_sources() -> tuple[list[Path], list[Path]]:

@@ -164,9 +164,9 @@ def _build(out: Path, root: Path, sources: list[Path], cxx: str, flags: list[str
     for name in COMPAT_NAMES:
         os.symlink(LIB_NAME, out / name)
     if builtins:
-        from .builtins import OP_API_DIR, build_builtin_op_api, build_builtins
+        from .builtins import OP_API_DIR, build_builtin_op_api, cached_builtins, link_tree
 
-        build_builtins(out / BUILTIN_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
+        link_tree(cached_builtins(lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose), out / BUILTIN_DIR)
         build_builtin_op_api(out / OP_API_DIR, lib_dir=out, include=root / "include", cxx=cxx, verbose=verbose)
 
 
