@@ -4,6 +4,8 @@ launcher exports the torch environment: job rank, world size, node 0's MASTER_AD
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -22,7 +24,9 @@ def main() -> None:
     dist.all_gather(parts, torch.full((5,), r, dtype=torch.int32))
     np.testing.assert_array_equal(torch.cat(parts).numpy(), np.repeat(np.arange(n, dtype=np.int32), 5))
     dist.barrier()
-    print(f"MHT-OK {r} {n}", flush=True)
+    # one write of the whole line: the ranks of a host share torchrun's stdout, and an unbuffered
+    # print writes the text and its newline apart (another rank's line can come between them)
+    os.write(1, f"MHT-OK {r} {n}\n".encode())
     dist.destroy_process_group()
 
 
