@@ -80,9 +80,11 @@ class TwoHosts:
                 self._ip("netns", "add", ns)
                 self._made.append(ns)
             a, b = f"{self.tag}a0", f"{self.tag}b0"
-            self._ip("link", "add", a, "type", "veth", "peer", "name", b)
+            # made inside the namespaces: a veth that appears in this machine's namespace and then moves
+            # away can vanish under a process listing the interfaces at that moment (an mpirun starting
+            # there: "The PMIx server's listener thread failed to start")
+            self._ip("link", "add", a, "netns", self.ns[0], "type", "veth", "peer", "name", b, "netns", self.ns[1])
             for ns, dev, addr in ((self.ns[0], a, ADDR[0]), (self.ns[1], b, ADDR[1])):
-                self._ip("link", "set", dev, "netns", ns)
                 self._ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
                 self._ip("-n", ns, "link", "set", dev, "up")
                 self._ip("-n", ns, "link", "set", "lo", "up")

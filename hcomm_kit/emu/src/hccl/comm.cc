@@ -253,6 +253,11 @@ void comm_abort_spread(Comm* c, const std::string& why, AbortKind kind) {
     sched_abort_comm(c);
 }
 
+namespace {
+/* Some rank of the communicator is on another host. */
+bool several_hosts(const Comm* c) { return std::find(c->far.begin(), c->far.end(), uint8_t{1}) != c->far.end(); }
+}  // namespace
+
 std::string comm_dead_msg(Comm* c, uint32_t r) {
     if (comm_far(c, r)) {
         std::string why;
@@ -261,13 +266,17 @@ std::string comm_dead_msg(Comm* c, uint32_t r) {
                          c->pid[r], c->device[r], c->host[r].c_str(), why.empty() ? "?" : why.c_str());
     }
     /* a job over several hosts: its host too (the message reaches the other hosts' ranks) */
-    if (std::find(c->far.begin(), c->far.end(), uint8_t{1}) != c->far.end())
+    if (several_hosts(c))
         return strprintf("rank %u (pid %d, device %d, host %s) died", r, c->pid[r], c->device[r], c->host[r].c_str());
     return strprintf("rank %u (pid %d, device %d) died", r, c->pid[r], c->device[r]);
 }
 
 std::string comm_peer_where(Comm* c, int peer) {
-    if (peer < 0 || !comm_far(c, (uint32_t)peer)) return "";
+    if (peer < 0 || (uint32_t)peer >= c->nranks) return "";
+    if (!comm_far(c, (uint32_t)peer)) /* on this host: named with its host in a job over several (as comm_dead_msg) */
+        return several_hosts(c) ? strprintf(" (pid %d, device %d, host %s)", c->pid[peer], c->device[peer],
+                                            c->host[peer].c_str())
+                                : "";
     std::string why;
     if (c->link[peer]) c->link[peer]->dead(&why);
     return strprintf(" (pid %d, device %d, host %s: it died or its host was lost; the connection failed: %s)",
