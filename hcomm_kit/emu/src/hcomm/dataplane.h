@@ -159,8 +159,9 @@ uint32_t comm_size(Comm* c);
 DevCtl* comm_ctl(Comm* c, uint32_t rank); /* a rank's device control block (mapped), or nullptr */
 bool comm_peer_gone(Comm* c, int peer);   /* destroyed its communicator (HcclCommDestroy) */
 bool comm_peer_dead(Comm* c, int peer);
-/* "" for a rank on this host; for a rank on another host " (pid P, device D, host H: died or its host
- * was lost, the connection failed: why)", appended to messages about it. */
+/* Appended to messages about a rank: for a rank on another host " (pid P, device D, host H: it died or
+ * its host was lost; the connection failed: why)"; for a rank on this host " (pid P, device D, host H)"
+ * in a job over several hosts (the message reaches the other hosts), "" in a job on one host. */
 std::string comm_peer_where(Comm* c, int peer);
 /* "rank R (pid P, device D) died": the message of every failure caused by a dead rank. */
 std::string comm_dead_msg(Comm* c, uint32_t r);
