@@ -95,13 +95,13 @@ def _collect(procs: list[subprocess.Popen], limit: float = WAIT) -> list[tuple[i
     return out
 
 
-def _tails(*outs: str, n: int = 3000) -> str:
-    """The end of each host's output for a failure message, without C++ stack frames (torch's
-    TCPStore prints one per line when the other host's store goes away)."""
+def _tails(*outs: str, n: int = 3000, labels: tuple[str, ...] | None = None) -> str:
+    """The end of each output (host 0's, host 1's, or as ``labels`` name them) for a failure message,
+    without C++ stack frames (torch's TCPStore prints one per line when the other host's store goes away)."""
     shown = []
     for k, text in enumerate(outs):
         lines = [ln for ln in text.splitlines() if not re.match(r"\s*frame #\d+:", ln)]
-        shown.append(f"--- host {k} ---\n" + "\n".join(lines)[-n:])
+        shown.append(f"--- {labels[k] if labels else f'host {k}'} ---\n" + "\n".join(lines)[-n:])
     return "\n".join(shown)
 
 
@@ -341,7 +341,7 @@ def test_two_hosts_of_four_ranks_match_one_host_of_eight(hosts: TwoHosts) -> Non
                           sys.executable, str(PROG)], env={**hosts.env(env)}, capture_output=True, text=True,
                          cwd=str(ROOT), timeout=WAIT)
     ref = _ok_lines(one.stdout + one.stderr)
-    assert sorted(ref) == list(range(8)), _tails(one.stdout + one.stderr)
+    assert sorted(ref) == list(range(8)), _tails(one.stdout + one.stderr, labels=("one host",))
     assert set(ok.values()) == set(ref.values()), f"two hosts {ok} one host {ref}"
 
 
@@ -385,7 +385,7 @@ def test_an_operator_of_every_kind_on_two_hosts_as_on_one(hosts: TwoHosts, ops: 
     r = subprocess.run([sys.executable, "-m", "hcomm_kit", "run", *opdirs, "--np", str(2 * per_host), *common,
                         "--json", str(one)], env=hosts.env(env), capture_output=True, text=True, cwd=str(ROOT),
                        timeout=WAIT)
-    assert r.returncode == 0, _tails(r.stdout + r.stderr)
+    assert r.returncode == 0, _tails(r.stdout + r.stderr, labels=("one host",))
     rows2, rows1 = _rows(two), _rows(one)
     assert sorted(rows2) == sorted(f"mh_{p.replace('-', '_')}" for p in PATTERNS)
     for name, row in rows2.items():

@@ -32,7 +32,7 @@ from ..base.resources import aicpu_kernels_dir
 from . import cache
 
 __all__ = ["BUILTIN_FLAGS", "LINK_FLAGS", "BUILTIN_ACLNN", "OP_API_DIR", "builtin_dirs", "builtin_inputs",
-           "build_builtins", "cached_builtins", "op_api_sources", "build_builtin_op_api"]
+           "build_builtins", "cached_builtins", "link_tree", "op_api_sources", "build_builtin_op_api"]
 
 BUILTIN_FLAGS = ("-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror")
 # --no-undefined: a device-API call the emulator lacks fails here, not at load time.

@@ -19,6 +19,7 @@
 
 #include <climits>
 #include <cstring>
+#include <sched.h>
 #include <unistd.h>
 #include <set>
 
@@ -382,22 +383,27 @@ static void executor_main(Device* dev) {
         uint32_t db = c->doorbell.load(std::memory_order_seq_cst);
         if (sched_pass(dev)) continue;
         /* Parked waits and no helper: spin for the next ring (a peer's record usually follows
-         * within a microsecond when it runs on another core), then sleep. */
-        /* With ranks on other hosts, the spin also progresses the network (net_poll): a far peer's
-         * record then lands here instead of waking the progress thread, which wakes us. */
-        /* A spin in which the network moved data (a far transfer under way: over TCP, UCX moves it
-         * only when progressed) is followed by another pass, not by a sleep: the thread sleeps once a
-         * whole spin went by with nothing moving (a 64 MiB all-reduce between two hosts: ~90 ms
-         * every call instead of 100-300 ms with the transfer left to the progress thread). */
+         * within a microsecond when it runs on another core), then sleep. With ranks on other hosts
+         * the spin also progresses the network (net_poll): a far peer's record lands here instead of
+         * waking the progress thread, which wakes us; and a spin in which the network moved data (a
+         * transfer under way: over TCP, UCX moves it only when progressed) is followed by another
+         * pass, after a yield (oversubscribed ranks get their turn), not by a sleep. The thread
+         * sleeps once a whole spin went by with nothing moving (a 64 MiB all-reduce between two
+         * hosts: ~100 ms every call instead of 100-300 ms with the transfer left to the progress
+         * thread). */
         const bool net = net_in_use();
         bool moved = false;
         auto rung = [&] {
             if (net && net_poll()) moved = true;
             return c->doorbell.load(std::memory_order_acquire) != db || dev->executor_stop.load();
         };
-        if (c->queued.load(std::memory_order_seq_cst) != 0 && c->helpers.load(std::memory_order_seq_cst) == 0 &&
-            (spin_until(&c->doorbell, 0, rung, true) || moved))
-            continue;
+        if (c->queued.load(std::memory_order_seq_cst) != 0 && c->helpers.load(std::memory_order_seq_cst) == 0) {
+            if (spin_until(&c->doorbell, 0, rung, true)) continue;
+            if (moved) {
+                sched_yield();
+                continue;
+            }
+        }
         /* Sleep on our own word until a ring wakes us (only done while no helper is present, see
          * doorbell_ring) or the poll interval passes, so parked waits notice timeouts, dead peers
          * and aborts, and tasks whose wake-up was deferred (hthread_submit) never wait long.
@@ -582,7 +588,7 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
         uint64_t poll_deadline = now_ns() + 100000000ull;
         if (deadline_ns && deadline_ns < poll_deadline) poll_deadline = deadline_ns;
         /* As in executor_main: the spin progresses the network, and data it moved counts as progress
-         * (another spin instead of a sleep). */
+         * (another spin after a yield, instead of a sleep). */
         const bool net = net_in_use();
         bool moved = false;
         auto rung = [&] {
@@ -593,6 +599,7 @@ static int stream_wait_slot_loop(Device* dev, uint32_t slot, uint64_t deadline_n
         if (net && young) {
             if (!spin_until(&c->doorbell, poll_deadline, rung, true) && moved) {
                 progress_ns = now_ns();
+                sched_yield();
                 continue;
             }
             young = false; /* spun already */
