@@ -369,6 +369,30 @@ def test_planted_bugs_through_python(comm) -> None:
         c.close()
 
 
+@pytest.mark.mpi(np=[2, 3], timeout=60)
+def test_call_after_another_ranks_abort_is_remote_error(comm) -> None:
+    """A call made after another rank's failure aborted the communicator (its finding, its death)
+    fails with RemoteError naming that rank and its reason, whichever step sees the abort first:
+    the call check of a collective or of an operator (HCCL_E_REMOTE), or the launch (ACL 507057)."""
+    from hcomm_kit.base.errors import AclError, HcclError, RemoteError
+
+    c = comm.split(0)
+    x = np.arange(1000, dtype=np.float32)
+    np.testing.assert_array_equal(c.all_reduce(x), x * c.size)  # channels and resources set up
+    op = c.load_op(_buggy_op("missing"))  # any operator: only its call check runs
+    comm.mpi_comm.barrier()
+    if c.rank == 1:
+        assert c.rt.hccl.HcommKitCommAbort(c.handle, b"the test gave up") == 0
+    comm.mpi_comm.barrier()
+    for call in (lambda: c.all_reduce(x), lambda: op(x)):
+        with pytest.raises(RemoteError) as info:
+            call()
+        e = info.value
+        assert isinstance(e, AclError) and isinstance(e, HcclError)
+        assert "aborted by rank 1" in str(e) and "the test gave up" in str(e), str(e)
+    c.abort()
+
+
 _SHIFTS = {
     # every rank's final copy reads one element too far: the slice's last element was never written
     "ring-allreduce": ("HcommLocalCopyOnThread(thread, output + done * unitSize, myBuf, sliceBytes)",

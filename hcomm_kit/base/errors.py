@@ -307,9 +307,11 @@ class CollectiveMismatchError(HcommKitError):
         return (type(self), (self.message, self.call))
 
 
-class RemoteError(AclError):
+class RemoteError(AclError, HcclError):
     """Another rank of the communicator failed (crashed, died, timed out, found a bug) and this
-    rank's operation failed with it (ACL 507057); the message names that rank and its reason."""
+    rank's operation failed with it: ACL 507057 (SUSPECT_REMOTE_ERROR) from an ACL call, 21
+    (HCCL_E_REMOTE) from an HCCL / Hcomm call. The message names that rank and its reason; both
+    ``except AclError`` and ``except HcclError`` catch it."""
 
 
 class ProcessGroupError(HcommKitError, RuntimeError):

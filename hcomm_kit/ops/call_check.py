@@ -21,6 +21,7 @@ from typing import Any
 from ..base import dtypes as _dtypes
 from ..base.errors import CollectiveMismatchError
 from . import callsite as _callsite
+from .op_errors import MISMATCH_MARK, op_error
 
 __all__ = ["CallCheck"]
 
@@ -101,9 +102,13 @@ class CallCheck:
             return
         comm = self.comm
         sig, exp, peer = token[0][0], token[1][0] if token[1] is not None else token[0][0], token[2]
-        if comm._call_check(comm.handle, peer, sig, exp, comm._check_buf, len(comm._check_buf)):
+        ret = comm._call_check(comm.handle, peer, sig, exp, comm._check_buf, len(comm._check_buf))
+        if ret:
             text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message()
-            raise self._mismatch(token, text)
+            if MISMATCH_MARK in text or not text:
+                raise self._mismatch(token, text)
+            # not a mismatch: another rank's failure aborted the communicator (RemoteError)
+            raise op_error(self, ret, "HcommKitCallCheck", None, hccl=True, message=text)
 
     def _mismatch(self, token: tuple, text: str) -> CollectiveMismatchError:
         signature, where = token[3], token[4]

@@ -12,8 +12,8 @@ from typing import Any
 
 from ..base import dtypes as _dtypes
 from ..base.errors import AclError, CollectiveMismatchError, HcclError
-from ..runtime import codes, enums, structs
-from .op_errors import MISMATCH_MARK
+from ..runtime import enums, structs
+from .op_errors import MISMATCH_MARK, op_error
 from .resources import Resources
 
 __all__ = ["LaunchSequence", "N_CALLS"]
@@ -229,8 +229,8 @@ class LaunchSequence:
             text = self.rt.recent_error_message() or ""
             if MISMATCH_MARK in text:
                 return self._mismatch(check, text)
-            return HcclError(ret, codes.hccl_name(ret), "HcommKitCallCheck",
-                             f"operator {self.name} on rank {self.comm.rank}: {text or codes.hccl_meaning(ret)}")
+            # another rank's failure (its finding, its death) aborted the communicator: RemoteError
+            return op_error(self, ret, "HcommKitCallCheck", timeout, hccl=True, message=text)
         if i == 1:
             return self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
         if i >= 3:

@@ -238,7 +238,7 @@ class Runtime:
         message = self.recent_error_message()
         if not message:
             message = lib_text if lib_text and lib_text != name else codes.hccl_meaning(ret)
-        raise errors.HcclError(ret, name, api, message)
+        raise _hccl_error_class(ret)(ret, name, api, message)
 
     def __repr__(self) -> str:
         libs = ", ".join(str(p) for p in self.library_paths)
@@ -413,7 +413,13 @@ def check_hccl(ret: int, api: str) -> None:
     if rt is not None:
         rt.check_hccl(ret, api)
     ret = int(ret)
-    raise errors.HcclError(ret, codes.hccl_name(ret), api, codes.hccl_meaning(ret))
+    raise _hccl_error_class(ret)(ret, codes.hccl_name(ret), api, codes.hccl_meaning(ret))
+
+
+def _hccl_error_class(ret: int) -> type:
+    """The exception of a failed HCCL call: :class:`~hcomm_kit.base.errors.RemoteError` for
+    HCCL_E_REMOTE (another rank failed), else :class:`~hcomm_kit.base.errors.HcclError`."""
+    return errors.RemoteError if ret == codes.HCCL_REMOTE else errors.HcclError
 
 
 def _reset_for_tests() -> None:
