@@ -162,13 +162,18 @@ def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[
             _run([clang, *cflags, *inc, "-x", "c++-header", str(objdir / std.name), "-o", f"{objdir / std.name}.pch"])
             pch = ["-include", str(objdir / std.name)]
 
-        def compile_one(src: Path) -> Path:
-            obj = objdir / _emu().object_name(src, emu)
-            _run([clang, *cflags, *inc, *pch, "-c", str(src), "-o", str(obj)])
+        # the packaged tree in one unit per folder, as the emulator's own builds; another tree (an
+        # older version, whose file-local names may repeat within a folder) one unit per source
+        units = ([(u.source, u.obj) for u in _emu().compile_units(srcs, emu, objdir)] if emu_root is None
+                 else [(src, _emu().object_name(src, emu)) for src in srcs])
+
+        def compile_one(unit: tuple[Path, str]) -> Path:
+            obj = objdir / unit[1]
+            _run([clang, *cflags, *inc, *pch, "-c", str(unit[0]), "-o", str(obj)])
             return obj
 
         with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
-            objs = list(pool.map(compile_one, srcs))
+            objs = list(pool.map(compile_one, units))
         shim = _shim(objdir, [clang], cflags, inc)
         for t in targets:
             extra = [str(shim)] if t == "hcomm" else []

@@ -214,7 +214,12 @@ enum : uint8_t {
     Nop = 0, LocalCopy, LocalReduce, Write, WriteReduce, Read, ReadReduce,
     RecordThread, RecordChannel, RecordAcl, WaitThread, WaitChannel, WaitAcl, Count
 };
-}
+inline bool is_wait(uint8_t k) { return k == WaitThread || k == WaitChannel || k == WaitAcl; }
+inline bool is_transfer(uint8_t k) { return k >= Write && k <= ReadReduce; }  /* to or from a peer */
+inline bool is_read(uint8_t k) { return k == Read || k == ReadReduce; }
+inline bool is_local(uint8_t k) { return k == LocalCopy || k == LocalReduce; }
+inline bool is_flow(uint8_t k) { return is_local(k) || is_transfer(k); }  /* moves bytes */
+}  // namespace mkind
 
 /* Describes a slot for diagnostics: "thread t0 slot 1", "channel to rank 3 slot 0", "ACL notify 12". */
 struct SlotDesc {

@@ -44,9 +44,9 @@ const char* kernel_error(const std::string& err) {
     if (k.first_err.empty()) k.first_err = err;
     return k.kernel ? k.kernel : "?";
 }
-struct Registrar {
-    Registrar() { base_hooks.kernel_error = kernel_error; }
-} g_registrar;
+struct LaunchHooks {
+    LaunchHooks() { base_hooks.kernel_error = kernel_error; }
+} g_launch_hooks;
 }  // namespace
 
 namespace {

@@ -17,8 +17,8 @@ void trace_kernel_hook(Stream* s, const char* name, uint64_t t0, uint64_t t1, co
     if (trace_on()) trace_kernel(s, name, t0, t1, comms);
 }
 
-struct Registrar {
-    Registrar() {
+struct DiagHooks {
+    DiagHooks() {
         base_hooks.rank_logv = diag_logv;
 
         acl_hooks.host_write = diag_host_write;
@@ -42,7 +42,7 @@ struct Registrar {
         hccl_hooks.call_check = call_check;
         hccl_hooks.far_call_posted = far_call_posted;
     }
-} g_registrar;
+} g_diag_hooks;
 
 }  // namespace
 }  // namespace emu

@@ -453,12 +453,12 @@ void kernel_overran(Comm* c, const std::string& what) {
     comm_abort(c, rep, AbortKind::KernelTimeout);
 }
 
-struct Registrar {
-    Registrar() {
+struct CommHooks {
+    CommHooks() {
         acl_hooks.kernel_failed = kernel_failed;
         acl_hooks.kernel_overran = kernel_overran;
     }
-} g_registrar;
+} g_comm_hooks;
 }  // namespace
 
 }  // namespace emu

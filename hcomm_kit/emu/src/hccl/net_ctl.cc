@@ -134,9 +134,9 @@ void on_control(void* owner, const CtlMsg& m, const void* payload, size_t len) {
     }
 }
 
-struct Registrar {
-    Registrar() { net_hooks.control = on_control; }
-} g_registrar;
+struct NetCtlHooks {
+    NetCtlHooks() { net_hooks.control = on_control; }
+} g_net_ctl_hooks;
 
 }  // namespace
 }  // namespace emu

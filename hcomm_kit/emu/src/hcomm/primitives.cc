@@ -402,9 +402,9 @@ static std::string kernel_returned(KernelCtx& k) {
 }
 
 namespace {
-struct Registrar {
-    Registrar() { acl_hooks.kernel_returned = kernel_returned; }
-} g_registrar;
+struct PrimitivesHooks {
+    PrimitivesHooks() { acl_hooks.kernel_returned = kernel_returned; }
+} g_primitives_hooks;
 }  // namespace
 
 }  // namespace emu

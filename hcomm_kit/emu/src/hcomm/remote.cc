@@ -37,9 +37,9 @@ void apply_record(int device, uint32_t slot, const RecordWords& w) {
         if (Comm* c = comm_by_net_key(w.key)) hcomm_hooks.remote_lost_notify(c, slot, w.prov, before);
 }
 
-struct Registrar {
-    Registrar() { net_hooks.record = apply_record; }
-} g_registrar;
+struct RemoteHooks {
+    RemoteHooks() { net_hooks.record = apply_record; }
+} g_remote_hooks;
 }  // namespace
 
 int link_exec(HTask& t, HThread* self, std::string* msg, AbortKind* kind) {

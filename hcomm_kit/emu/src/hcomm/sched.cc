@@ -752,8 +752,8 @@ void hthread_submit_one(HThread* t, HTask&& task) {
 /* ---------------------------------------------------------------- the runtime's hooks */
 
 namespace {
-struct Registrar {
-    Registrar() {
+struct SchedHooks {
+    SchedHooks() {
         acl_hooks.wait_slot = [](Device* dev, uint32_t slot, uint64_t deadline_ns, std::string* msg) {
             return stream_wait_slot(dev, slot, deadline_ns, nullptr, msg, nullptr, nullptr);
         };
@@ -761,7 +761,7 @@ struct Registrar {
         acl_hooks.device_reset = sched_stop;
         acl_hooks.kernel_submitted = kernel_end_submit;
     }
-} g_registrar;
+} g_sched_hooks;
 }  // namespace
 
 }  // namespace emu

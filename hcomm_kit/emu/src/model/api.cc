@@ -306,12 +306,12 @@ void model_forget(Comm* c) {
     g_cache.erase(c);
 }
 std::string model_trace_hook(Comm* c, std::string* note) { return model_trace(c, wait_default(), note); }
-struct Registrar {
-    Registrar() {
+struct ModelApiHooks {
+    ModelApiHooks() {
         hccl_hooks.model_comm_removed = model_forget;
         hccl_hooks.model_trace = model_trace_hook;
     }
-} g_registrar;
+} g_model_api_hooks;
 }  // namespace
 
 }  // namespace emu

@@ -14,11 +14,6 @@ namespace emu {
 
 namespace {
 
-bool is_wait(uint8_t k) { return k == mkind::WaitThread || k == mkind::WaitChannel || k == mkind::WaitAcl; }
-bool is_transfer(uint8_t k) { return k >= mkind::Write && k <= mkind::ReadReduce; }
-bool is_read(uint8_t k) { return k == mkind::Read || k == mkind::ReadReduce; }
-bool is_local(uint8_t k) { return k == mkind::LocalCopy || k == mkind::LocalReduce; }
-
 /* Total length of the union of intervals (sorted in place). */
 double union_length(std::vector<std::pair<double, double>>* iv) {
     std::sort(iv->begin(), iv->end());
@@ -70,13 +65,13 @@ void ModelResult::analyse(const ModelParams& p, const Topology& topo) {
         }
         ModelThreadUse& tu = threads[ti->second];
         tu.tasks++;
-        if (is_wait(t.kind)) tu.wait_us += t.end - t.start;
-        if (is_transfer(t.kind) || is_local(t.kind)) {
+        if (mkind::is_wait(t.kind)) tu.wait_us += t.end - t.start;
+        if (mkind::is_transfer(t.kind) || mkind::is_local(t.kind)) {
             tu.busy_us += t.end - t.start;
             tu.bytes += t.bytes;
         }
-        if (!is_transfer(t.kind) || t.peer < 0 || t.link == LinkType::None) continue;
-        uint32_t from = is_read(t.kind) ? (uint32_t)t.peer : t.rank, to = is_read(t.kind) ? t.rank : (uint32_t)t.peer;
+        if (!mkind::is_transfer(t.kind) || t.peer < 0 || t.link == LinkType::None) continue;
+        uint32_t from = mkind::is_read(t.kind) ? (uint32_t)t.peer : t.rank, to = mkind::is_read(t.kind) ? t.rank : (uint32_t)t.peer;
         auto key = std::make_pair(from, to);
         auto li = link_at.find(key);
         if (li == link_at.end()) {
@@ -150,19 +145,19 @@ void ModelResult::analyse(const ModelParams& p, const Topology& topo) {
         ph.start = std::min(prev, t.end);
         ph.end = t.end;
         ph.tasks = 1;
-        if (is_wait(t.kind)) {
+        if (mkind::is_wait(t.kind)) {
             ph.kind = PhaseKind::Peer; /* the record's notify in flight (the path went through its recorder) */
             ph.link = t.link;
             ph.peer = t.src >= 0 ? (int32_t)tasks[(size_t)t.src].rank : -1;
-        } else if (is_transfer(t.kind)) {
+        } else if (mkind::is_transfer(t.kind)) {
             ph.kind = PhaseKind::Link;
             ph.peer = t.peer;
             ph.link = t.link;
-            ph.read = is_read(t.kind);
+            ph.read = mkind::is_read(t.kind);
             ph.shared = t.why == 3;
             ph.bytes = t.bytes;
             ph.kinds = (t.kind == mkind::WriteReduce || t.kind == mkind::ReadReduce) ? 2 : 1;
-        } else if (is_local(t.kind)) {
+        } else if (mkind::is_local(t.kind)) {
             ph.kind = PhaseKind::Local;
             ph.bytes = t.bytes;
             ph.kinds = t.kind == mkind::LocalCopy ? 1 : 2;

@@ -19,8 +19,6 @@ struct Open {
 };
 thread_local std::vector<Open> tl_open; /* launches the running kernel logs (one per communicator) */
 
-bool is_wait(uint8_t k) { return k == mkind::WaitThread || k == mkind::WaitChannel || k == mkind::WaitAcl; }
-
 uint32_t open_launch(Comm* c, ModelArea& a, const HTask& t) {
     for (auto& o : tl_open)
         if (o.c == c && o.kseq == t.kseq) return o.number;
@@ -62,7 +60,7 @@ void emit(HTask& t, HThread* th) {
     m.index = t.desc.index;
     m.bytes = t.op == HOp::Reduce ? t.n * dtype_size(t.dtype) : t.op == HOp::Copy ? t.n : 0;
     m.matched.store(0, std::memory_order_relaxed);
-    if (is_wait(t.mkind)) L.pending.fetch_add(1, std::memory_order_acq_rel);
+    if (mkind::is_wait(t.mkind)) L.pending.fetch_add(1, std::memory_order_acq_rel);
     if (pos + 1 - L.first > kModelTasks) L.overflow.store(1, std::memory_order_relaxed);
     L.end.store(pos + 1, std::memory_order_release);
     t.mid = kModelIdValid | ((uint64_t)c->rank << 48) | pos;
@@ -90,13 +88,13 @@ void kernel_end() {
     tl_open.clear();
 }
 
-struct Registrar {
-    Registrar() {
+struct ModelRecordHooks {
+    ModelRecordHooks() {
         hcomm_hooks.model_emit = emit;
         hcomm_hooks.model_matched = matched;
         hcomm_hooks.model_kernel_end = kernel_end;
     }
-} g_registrar;
+} g_model_record_hooks;
 
 }  // namespace
 

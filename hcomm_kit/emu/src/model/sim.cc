@@ -34,10 +34,6 @@ const char* mkind_name(uint8_t k) {
 
 namespace {
 
-bool is_wait(uint8_t k) { return k == mkind::WaitThread || k == mkind::WaitChannel || k == mkind::WaitAcl; }
-bool is_transfer(uint8_t k) { return k >= mkind::Write && k <= mkind::ReadReduce; }
-bool is_flow(uint8_t k) { return k == mkind::LocalCopy || k == mkind::LocalReduce || is_transfer(k); }
-
 struct Thread {
     uint32_t rank;
     uint16_t code;
@@ -115,7 +111,7 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
     std::vector<int> src(T.size(), -1);        /* waits: the task whose record they consumed (-1: none of this op) */
     uint32_t foreign = 0;
     for (size_t i = 0; i < T.size(); i++) {
-        if (!is_wait(T[i].kind)) continue;
+        if (!mkind::is_wait(T[i].kind)) continue;
         uint64_t id = matched[i];
         if (id && id != kModelIdValid) {
             auto it = by_id.find(id);
@@ -208,7 +204,7 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
                 double st = std::max(t.issue, th.free_at);
                 t.pred = t.issue >= th.free_at ? -1 : th.last;
                 t.why = t.issue >= th.free_at ? 0 : 1;
-                if (is_wait(t.kind)) {
+                if (mkind::is_wait(t.kind)) {
                     int s = src[i];
                     if (s >= 0 && arrival[s] < 0) break; /* its record has not happened yet */
                     double arr = s >= 0 ? arrival[s] : 0;
@@ -218,9 +214,9 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
                         t.why = 2;
                     }
                     finish(i, std::max(st, arr));
-                } else if (is_flow(t.kind)) {
+                } else if (mkind::is_flow(t.kind)) {
                     t.start = st;
-                    double lat = is_transfer(t.kind) ? link_of(t).latency_us : 0;
+                    double lat = mkind::is_transfer(t.kind) ? link_of(t).latency_us : 0;
                     pend.emplace_back(std::max(st + lat, now), i);
                     th.busy = true;
                 } else { /* records and nops take no time beyond their issue */
@@ -252,7 +248,7 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
             for (Thread& th : threads) {
                 if (th.busy || th.cur >= th.list.size()) continue;
                 int i = th.list[th.cur];
-                if (is_wait(T[i].kind) && src[i] >= 0) {
+                if (mkind::is_wait(T[i].kind) && src[i] >= 0) {
                     out->notes.push_back(strprintf("rank %u %s: a wait whose record never happened in the model "
                                                    "was released",
                                                    T[i].rank, thread_name(T[i].thread).c_str()));
@@ -280,7 +276,7 @@ void model_simulate(const ModelParams& p, const Topology& topo, const std::vecto
             Flow& f = flows[k];
             for (uint64_t key : f.res) res[key].n--;
             ModelTaskTime& t = T[f.task];
-            double alone = t.start + (is_transfer(t.kind) ? link_of(t).latency_us : 0) +
+            double alone = t.start + (mkind::is_transfer(t.kind) ? link_of(t).latency_us : 0) +
                            (f.own > 0 ? (double)t.bytes / f.own : 0);
             if (now > alone * (1 + 1e-9) + 1e-9 && t.why != 2) t.why = 3;
             finish(f.task, now);
@@ -361,7 +357,7 @@ std::string jesc(const std::string& in) {
 
 /* The host-clock trace's categories (diag/trace.cc), ",critical" added on the critical path. */
 std::string cat(uint8_t kind, bool critical) {
-    const char* c = is_wait(kind) ? "wait"
+    const char* c = mkind::is_wait(kind) ? "wait"
                     : kind == mkind::LocalReduce || kind == mkind::WriteReduce || kind == mkind::ReadReduce ? "reduce"
                     : kind == mkind::LocalCopy || kind == mkind::Write || kind == mkind::Read ? "copy"
                     : kind == mkind::Nop ? "task" : "notify";
