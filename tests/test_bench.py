@@ -144,6 +144,11 @@ def test_formula_family_of_canns_algorithms() -> None:
     assert formula_family("allreduce", "AicpuAllReduceSequenceMeshConcurNHR") == "sequence_mesh_nhr"
     assert formula_family("reduce_scatter", "AicpuReduceScatterParallelMeshNHR") == "parallel_mesh_nhr"
     assert formula_family("allreduce", "AicpuAllReduceSoleRing") == "ring"
+    assert formula_family("broadcast", "AicpuBroadcastParallelMeshNHR") == "parallel_mesh_nhr"
+    assert formula_family("scatter", "AicpuScatterSequenceMeshConcurNHR") == "sequence_mesh_nhr"
+    # the formulas compose two levels: no figure for the rooted three-level algorithms
+    assert formula_family("broadcast", "AicpuBroadcastSequenceMesh1dNHRNHR") is None
+    assert formula_family("reduce", "AicpuReduceSequenceMesh1DNHRNHR") is None
     assert formula_family("allreduce", "") is None and formula_family("broadcast", "pairwise") is None
 
 

@@ -1349,8 +1349,8 @@ static inline HcclResult HkCallLevelPeers(HkCall *c, const HkLevels &lv)
 
 /* The split of a two-level parallel executor's data (CANN's CalcParallelDataSplitRatio, one port
  * per peer): the share of the part that goes inside the servers first, in eighths (1..7). `kind`:
- * 0 reduce-scatter with a local reduce (allreduce, reduce_scatter, reduce), 1 scatter (broadcast,
- * scatter), 2 all-gather (capped at 4/8). */
+ * 0 reduce-scatter with a local reduce (allreduce, reduce_scatter, reduce), 1 scatter (broadcast;
+ * CANN's parallel scatter takes no ratio: halves), 2 all-gather (capped at 4/8). */
 static inline uint32_t HkParallelEighths(uint32_t L, uint32_t S, int kind)
 {
     double mesh = 0.0;

@@ -10,7 +10,11 @@ between them, AllGather inside; AllGather = inside, then between; ReduceScatter 
 inside) as CANN's AICPU executors run them: ``sequence_mesh_nhr`` (``AicpuAllReduceSequenceMeshConcurNHR``
 & co., one level after the other) and ``parallel_mesh_nhr`` (``AicpuAllReduceParallelMeshNHR`` & co.,
 the data cut in two parts that run the levels in opposite orders at once, the cut as CANN's
-``CalcParallelDataSplitRatio`` computes it).
+``CalcParallelDataSplitRatio`` computes it). The rooted collectives compose the same rows as
+CANN's executors of those names run them: a broadcast scatters down the levels (Mesh.md Scatter in
+the root's server, NHR.md Scatter between the servers) and all-gathers back up, a scatter only
+scatters (the parallel one in halves: CANN's executor takes no ratio), a reduce runs the
+allreduce's steps. The three-level executors (``...NHRNHR``) have no family here.
 
 Usage::
 
@@ -71,8 +75,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "mesh_oneshot": ("allreduce",),
     "ring": ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "scatter", "gather"),
     "nhr": ("allreduce", "allgather", "reduce_scatter", "broadcast", "scatter"),
-    "sequence_mesh_nhr": ("allreduce", "allgather", "reduce_scatter"),
-    "parallel_mesh_nhr": ("allreduce", "allgather", "reduce_scatter"),
+    "sequence_mesh_nhr": ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "scatter"),
+    "parallel_mesh_nhr": ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "scatter"),
 }
 COLLECTIVES = tuple(sorted({c for cs in FAMILIES.values() for c in cs}))
 
@@ -107,6 +111,17 @@ _CITE = {
                                         "NHR.md AllGather (p1, n)",
     ("sequence_mesh_nhr", "reduce_scatter"): "hierarchical_comm_principle.md ReduceScatter: NHR.md ReduceScatter "
                                              "(p1, n) + Mesh.md ReduceScatter (p0, n/p1)",
+    ("sequence_mesh_nhr", "broadcast"): "Mesh.md Scatter (p0, n) from the root in its server + NHR.md Broadcast "
+                                        "(Scatter + AllGather; p1, n/p0) + Mesh.md AllGather (p0, n), as CANN's "
+                                        "BroadcastSequenceMesh1dNHRNHRExecutor (src/ops/broadcast/executor/"
+                                        "ins_v2_broadcast_sequence_executor_aicpu_3level.cc) on two levels",
+    ("sequence_mesh_nhr", "reduce"): "hierarchical_comm_principle.md AllReduce, the root keeping the result, as CANN's "
+                                     "ReduceSequenceExecutorAicpu3Level (src/ops/reduce/executor/"
+                                     "reduce_sequence_executor_aicpu_3level.cc) on two levels: Mesh.md ReduceScatter "
+                                     "(p0, n) + NHR.md AllReduce (p1, n/p0) + Mesh.md AllGather (p0, n)",
+    ("sequence_mesh_nhr", "scatter"): "Mesh.md Scatter (p0, n) from the root in its server + NHR.md Scatter "
+                                      "(p1, n/p0), as CANN's ScatterSequenceAicpu3LevelExecutor (src/ops/scatter/"
+                                      "executor/scatter_sequence_aicpu_executor_3level.cc) on two levels",
     ("parallel_mesh_nhr", "allreduce"): "hierarchical_comm_principle.md AllReduce run as CANN's "
                                         "InsAllReduceParallelExecutor (src/ops/all_reduce/executor/"
                                         "ins_v2_all_reduce_parallel_executor.cc): part r of n mesh first, part 1-r "
@@ -119,6 +134,19 @@ _CITE = {
                                              "InsReduceScatterParallelExecutor (src/ops/reduce_scatter/executor/"
                                              "ins_reduce_scatter_parallel_executor.cc): part r mesh then NHR, part "
                                              "1-r NHR then mesh, each step the slower part's",
+    ("parallel_mesh_nhr", "broadcast"): "Mesh.md and NHR.md Scatter then AllGather run as CANN's "
+                                        "InsBroadcastParallelExecutor (src/ops/broadcast/executor/"
+                                        "ins_v2_broadcast_parallel_executor.cc): part r Mesh.md Scatter (p0, rn), "
+                                        "NHR.md Scatter (p1, rn/p0), NHR.md AllGather (p1, rn/p0), Mesh.md AllGather "
+                                        "(p0, rn); part 1-r NHR first; each of the four steps the slower part's",
+    ("parallel_mesh_nhr", "reduce"): "hierarchical_comm_principle.md AllReduce run as CANN's ReduceParallelExecutor "
+                                     "(src/ops/reduce/executor/reduce_parallel_executor.cc: the parallel allreduce's "
+                                     "four steps, the root keeping the result), each step the slower part's",
+    ("parallel_mesh_nhr", "scatter"): "Mesh.md and NHR.md Scatter run as CANN's InsV2ScatterParallelExecutor "
+                                      "(src/ops/scatter/executor/ins_v2_scatter_parallel_executor.cc): half of n "
+                                      "Mesh.md Scatter (p0, n/2) then NHR.md Scatter (p1, n/(2 p0)), the other half "
+                                      "NHR.md Scatter (p1, n/2) then Mesh.md Scatter (p0, n/(2 p1)), each step the "
+                                      "slower half's",
 }
 
 
@@ -320,13 +348,19 @@ def _split_ratio(inner: _Level, outer: _Level, collective: str) -> float:
     """CANN's CalcParallelDataSplitRatio (src/ops/op_common/template/template_utils.cc) with the
     link figures in place of its port counts: the share r of the data that starts with the mesh
     balances the two first steps, clos / (clos + mesh), rounded to eighths in [1/8, 7/8], at most
-    1/2 for an allgather."""
+    1/2 for an allgather. Its kinds: ALL_GATHER (allgather), SCATTER (broadcast: the scatter
+    steps go first), REDUCE_SCATTER_WITH_LOCAL_REDUCE (allreduce, reduce, reduce_scatter). The
+    scatter takes no ratio: InsV2ScatterParallelExecutor::GetParallelDataSplit cuts in halves."""
+    if collective == "scatter":
+        return 0.5
     p0, p1 = inner.p, outer.p
     mesh_rate = (p0 - 1) / inner.beta_mesh()          # bytes/us the mesh level moves per rank
     clos_rate = 1.0 / outer.beta_one()
     if collective == "allgather":
         mesh, clos = (p0 - 1) / mesh_rate, (p1 - 1) / clos_rate
-    else:  # allreduce, reduce_scatter: REDUCE_SCATTER_WITH_LOCAL_REDUCE
+    elif collective == "broadcast":
+        mesh, clos = (p0 - 1) / (p0 * mesh_rate), (p1 - 1) / (p1 * clos_rate)
+    else:  # allreduce, reduce, reduce_scatter: REDUCE_SCATTER_WITH_LOCAL_REDUCE
         mesh, clos = 21.0 * (p0 - 1) / (20.0 * p0 * mesh_rate), (p1 - 1) / (p1 * clos_rate)
     r = clos / (clos + mesh) if clos + mesh > 0 else 0.5
     if collective == "allgather":
@@ -339,20 +373,27 @@ def _two_level(family: str, collective: str, inner: _Level, outer: _Level, n: fl
     """Steps, link time and pipeline items of the mesh + NHR compositions (one loop)."""
     p0, p1 = inner.p, outer.p
     if family == "sequence_mesh_nhr":
-        if collective == "allreduce":
+        if collective in ("allreduce", "reduce"):
             steps = (_mesh("reduce_scatter", inner, n, "inside the servers") +
                      _nhr("allreduce", outer, n / p0, "between the servers") +
                      _mesh("allgather", inner, n, "inside the servers"))
         elif collective == "allgather":
             steps = _mesh("allgather", inner, n / p1, "inside the servers") + \
                 _nhr("allgather", outer, n, "between the servers")
+        elif collective in ("broadcast", "scatter"):
+            # the root scatters down the levels; a broadcast then gathers back up them
+            steps = (_mesh("scatter", inner, n, "in the root's server") +
+                     _nhr("scatter", outer, n / p0, "between the servers"))
+            if collective == "broadcast":
+                steps += (_nhr("allgather", outer, n / p0, "between the servers") +
+                          _mesh("allgather", inner, n, "inside the servers"))
         else:
             steps = _nhr("reduce_scatter", outer, n, "between the servers") + \
                 _mesh("reduce_scatter", inner, n / p1, "inside the servers")
         return steps, sum(s.us for s in steps), [it for s in steps for it in _items(s, task_us)]
     r = _split_ratio(inner, outer, collective)
     a, b = r * n, (1 - r) * n
-    if collective == "allreduce":
+    if collective in ("allreduce", "reduce"):
         pairs = [(_mesh("reduce_scatter", inner, a, f"inside, part {r:g}"),
                   _nhr("reduce_scatter", outer, b, f"between, part {1 - r:g}")),
                  (_nhr("reduce_scatter", outer, a / p0, f"between, part {r:g}"),
@@ -366,6 +407,17 @@ def _two_level(family: str, collective: str, inner: _Level, outer: _Level, n: fl
                   _nhr("allgather", outer, b / p0, f"between, part {1 - r:g}")),
                  (_nhr("allgather", outer, a, f"between, part {r:g}"),
                   _mesh("allgather", inner, b, f"inside, part {1 - r:g}"))]
+    elif collective in ("broadcast", "scatter"):
+        # part r: scattered in the root's server, then among the servers; part 1-r the other way
+        pairs = [(_mesh("scatter", inner, a, f"in the root's server, part {r:g}"),
+                  _nhr("scatter", outer, b, f"between, part {1 - r:g}")),
+                 (_nhr("scatter", outer, a / p0, f"between, part {r:g}"),
+                  _mesh("scatter", inner, b / p1, f"inside, part {1 - r:g}"))]
+        if collective == "broadcast":  # then gathered back: part r among the servers first
+            pairs += [(_nhr("allgather", outer, a / p0, f"between, part {r:g}"),
+                       _mesh("allgather", inner, b / p1, f"inside, part {1 - r:g}")),
+                      (_mesh("allgather", inner, a, f"inside, part {r:g}"),
+                       _nhr("allgather", outer, b, f"between, part {1 - r:g}"))]
     else:
         pairs = [(_mesh("reduce_scatter", inner, a, f"inside, part {r:g}"),
                   _nhr("reduce_scatter", outer, b, f"between, part {1 - r:g}")),

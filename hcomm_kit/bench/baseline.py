@@ -111,8 +111,11 @@ def time_builtin(comm, builtin: Collective, target: OpTarget, nbytes: int, dt: A
 def formula_family(collective: str, cann_name: str) -> str | None:
     """The family of HCCL's published formulas (:data:`hcomm_kit.base.model_formulas.FAMILIES`) an
     algorithm of CANN's (``AicpuAllReduceSoleMeshOneShot``, ``AicpuAllGatherSoleNHR``, ...) follows,
-    or None (a kernel's own algorithm, a family without a formula)."""
+    or None (a kernel's own algorithm, a family without a formula; a three-level broadcast, reduce
+    or scatter, ``...NHRNHR``: the formulas compose two levels)."""
     name = cann_name or ""
+    if name.endswith("NHRNHR") and collective in ("broadcast", "reduce", "scatter"):
+        return None
     if "Parallel" in name and "NHR" in name:
         return "parallel_mesh_nhr"
     if "Sequence" in name and "NHR" in name:

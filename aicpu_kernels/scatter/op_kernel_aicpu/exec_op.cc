@@ -58,8 +58,8 @@ HcclResult NhrLoop(const HkCall &c, const HkGroup &g, uint32_t root, const Io &i
 }
 
 /*
- * Parallel (multiple n): every piece in part 0 (e/8, HkParallelEighths of the scatter kind) and
- * part 1. The root is (server sr, local index lr); the root stages X0 (part 0 of every block,
+ * Parallel (multiple n): every piece in part 0 and part 1, halves as CANN's (e = 4 eighths; its
+ * executor cuts in halves, not by CalcParallelDataSplitRatio). The root is (server sr, local index lr); the root stages X0 (part 0 of every block,
  * local-index major: (j, s) at (j S + s)) and X1 (part 1, server major: (s, j) at (s L + j)).
  * Threads: 0 leads; 1 leads the server's mesh (workers 3..L+1); 2 runs the NHR among the servers.
  *   1. part 0: mesh scatter in the root's server: local index j gets X0's S pieces of index j
@@ -215,7 +215,7 @@ HcclResult ExecOp(const OpParam &param, const AlgResourceCtx &resCtx)
         HK_TRY(HkLevelsRead(c, param.hierInfo, 2, &lv));
         HK_TRY(HkCallInit(&c, kNames[algo], lv.L + 2));
         HK_TRY(HkCallLevelPeers(&c, lv));
-        eighths = HkParallelEighths(lv.L, lv.S, 1);
+        eighths = 4;  /* halves: InsV2ScatterParallelExecutor::GetParallelDataSplit takes no split ratio */
         granule = 8;
         reserve = HK_SLICE_ALIGN_BYTES;
     } else {
