@@ -110,10 +110,11 @@ def compile_flags(sanitize: str | None = None, *, root: Path | None = None) -> l
 
 
 def _inputs(root: Path) -> tuple[list[Path], list[Path]]:
-    """Sources (``src/**/*.cc``) and headers (every other file below ``include/`` and ``src/``)."""
+    """Sources (``src/**/*.cc``) and headers (every other file below ``include/`` and ``src/`` but
+    the Markdown notes: editing those rebuilds nothing)."""
     sources = sorted((root / "src").rglob("*.cc"))
-    headers = sorted(p for p in (root / "include").rglob("*") if p.is_file())
-    headers += sorted(p for p in (root / "src").rglob("*") if p.is_file() and p.suffix != ".cc")
+    headers = sorted(p for p in (root / "include").rglob("*") if p.is_file() and p.suffix != ".md")
+    headers += sorted(p for p in (root / "src").rglob("*") if p.is_file() and p.suffix not in (".cc", ".md"))
     return sources, headers
 
 
