@@ -374,7 +374,7 @@ def test_call_after_another_ranks_abort_is_remote_error(comm) -> None:
     """A call made after another rank's failure aborted the communicator (its finding, its death)
     fails with RemoteError naming that rank and its reason, whichever step sees the abort first:
     the call check of a collective or of an operator (HCCL_E_REMOTE), or the launch (ACL 507057)."""
-    from hcomm_kit.base.errors import AclError, HcclError, RemoteError
+    from hcomm_kit.base.errors import RemoteError
 
     c = comm.split(0)
     x = np.arange(1000, dtype=np.float32)
@@ -388,7 +388,6 @@ def test_call_after_another_ranks_abort_is_remote_error(comm) -> None:
         with pytest.raises(RemoteError) as info:
             call()
         e = info.value
-        assert isinstance(e, AclError) and isinstance(e, HcclError)
         assert "aborted by rank 1" in str(e) and "the test gave up" in str(e), str(e)
     c.abort()
 

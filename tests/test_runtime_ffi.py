@@ -155,6 +155,20 @@ def test_module_level_check_without_runtime_message():
     library.check_acl(0, "aclrtMalloc")  # no-op
 
 
+def test_another_ranks_failure_is_remote_error_from_either_api():
+    """HCCL_E_REMOTE from an HCCL call and SUSPECT_REMOTE_ERROR from an ACL call are both
+    RemoteError (still caught as HcclError / AclError)."""
+    with pytest.raises(errors.RemoteError) as info:
+        library.check_hccl(codes.HCCL_E_REMOTE, "HcommKitCallCheck")
+    assert isinstance(info.value, errors.HcclError) and info.value.name == "HCCL_E_REMOTE"
+    with pytest.raises(errors.RemoteError) as info:
+        library.check_acl(codes.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR, "aclrtSynchronizeStream")
+    assert isinstance(info.value, errors.AclError) and info.value.code == 507057
+    with pytest.raises(errors.HcclError) as info:
+        library.check_hccl(codes.HCCL_E_TIMEOUT, "HcommThreadNotifyWaitOnThread")
+    assert not isinstance(info.value, errors.RemoteError)
+
+
 # ---- declarations -----------------------------------------------------------------------------
 def test_declarations_are_unique_and_typed():
     names = [d.name for d in DECLS]

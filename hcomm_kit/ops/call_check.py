@@ -104,11 +104,16 @@ class CallCheck:
         sig, exp, peer = token[0][0], token[1][0] if token[1] is not None else token[0][0], token[2]
         ret = comm._call_check(comm.handle, peer, sig, exp, comm._check_buf, len(comm._check_buf))
         if ret:
-            text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message()
-            if MISMATCH_MARK in text or not text:
-                raise self._mismatch(token, text)
-            # not a mismatch: another rank's failure aborted the communicator (RemoteError)
-            raise op_error(self, ret, "HcommKitCallCheck", None, hccl=True, message=text)
+            text = comm._check_buf.value.decode(errors="replace") or self.rt.recent_error_message() or ""
+            raise self._check_error(token, ret, text, None)
+
+    def _check_error(self, token: tuple, ret: int, text: str, timeout: float | None) -> Exception:
+        """The exception of a failed call check (HcclResult ``ret``, the runtime's ``text``): the
+        calls differed (CollectiveMismatchError), or another rank's failure had aborted the
+        communicator (RemoteError, naming that rank and its reason)."""
+        if MISMATCH_MARK in text:
+            return self._mismatch(token, text)
+        return op_error(self, ret, "HcommKitCallCheck", timeout, hccl=True, message=text)
 
     def _mismatch(self, token: tuple, text: str) -> CollectiveMismatchError:
         signature, where = token[3], token[4]

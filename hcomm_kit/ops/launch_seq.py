@@ -13,7 +13,7 @@ from typing import Any
 from ..base import dtypes as _dtypes
 from ..base.errors import AclError, CollectiveMismatchError, HcclError
 from ..runtime import enums, structs
-from .op_errors import MISMATCH_MARK, op_error
+from .op_errors import MISMATCH_MARK
 from .resources import Resources
 
 __all__ = ["LaunchSequence", "N_CALLS"]
@@ -226,11 +226,7 @@ class LaunchSequence:
         """The exception of a failed HcommKitStreamCalls: named after the call that failed."""
         i = self._failed.value - (check is not None)
         if i < 0:  # the call check (or the arguments of the sequence itself)
-            text = self.rt.recent_error_message() or ""
-            if MISMATCH_MARK in text:
-                return self._mismatch(check, text)
-            # another rank's failure (its finding, its death) aborted the communicator: RemoteError
-            return op_error(self, ret, "HcommKitCallCheck", timeout, hccl=True, message=text)
+            return self._check_error(check, ret, self.rt.recent_error_message() or "", timeout)
         if i == 1:
             return self._error(ret, "aclrtLaunchKernelWithConfig", timeout)
         if i >= 3:

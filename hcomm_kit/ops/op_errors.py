@@ -43,7 +43,7 @@ def op_error(op: Any, ret: int, api: str, timeout: float | None, *, hccl: bool =
     _diag.log(f"{where}: {api} failed with {ret}: {message}")
     if MISMATCH_MARK in message:
         return CollectiveMismatchError(f"{where}: {message}")
-    if hccl and ret == codes.HCCL_REMOTE:
+    if hccl and ret == codes.HCCL_E_REMOTE:
         return RemoteError(ret, codes.hccl_name(ret), api, f"{where}: a peer rank failed or exited "
                                                           f"(remote error): {message or codes.hccl_meaning(ret)}")
     if hccl:
@@ -65,7 +65,7 @@ def op_error(op: Any, ret: int, api: str, timeout: float | None, *, hccl: bool =
     if ret == _KERNEL_CODE:
         return KernelError(ret, name, api, f"kernel {op.spec.kernel} of {where} failed: "
                                            f"{message or codes.acl_meaning(ret)}")
-    if ret == codes.ACL_REMOTE:
+    if ret == codes.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR:
         return RemoteError(ret, name, api, f"{where}: a peer rank failed or exited "
                                            f"(remote error): {message or codes.acl_meaning(ret)}")
     return AclError(ret, name, api, f"{where}: {message or codes.acl_meaning(ret)}")

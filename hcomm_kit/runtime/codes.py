@@ -149,11 +149,6 @@ ACL_RT_CODES: Mapping[int, str] = MappingProxyType(_ACL_RT)
 ACLNN_CODES: Mapping[int, str] = MappingProxyType(_ACLNN)
 HCCL_CODES: Mapping[int, str] = MappingProxyType(_HCCL)
 
-#: The codes of "another rank failed, this call failed with it": ACL's SUSPECT_REMOTE_ERROR and
-#: HCCL_E_REMOTE (:class:`~hcomm_kit.base.errors.RemoteError`).
-ACL_REMOTE = 507057
-HCCL_REMOTE = 21
-
 #: hcomm-kit emulator extension codes (hcomm_kit/emu_ext.h): never returned by CANN.
 HCOMM_KIT_ERROR_CHECK = 509001   # the notify checker's finding (HCOMM_KIT_CHECK)
 HCOMM_KIT_CODES: Mapping[int, str] = MappingProxyType({HCOMM_KIT_ERROR_CHECK: "HCOMM_KIT_ERROR_CHECK"})

@@ -254,6 +254,8 @@ def _acl_error(ret: int, api: str, message: str) -> errors.AclError:
         cls = errors.KernelError
     elif ret == codes.ACL_ERROR_RT_AICPU_TIMEOUT:
         cls = errors.OpTimeoutError
+    elif ret == codes.ACL_ERROR_RT_SUSPECT_REMOTE_ERROR:
+        cls = errors.RemoteError
     return cls(ret, codes.acl_name(ret), api, message)
 
 
@@ -419,7 +421,7 @@ def check_hccl(ret: int, api: str) -> None:
 def _hccl_error_class(ret: int) -> type:
     """The exception of a failed HCCL call: :class:`~hcomm_kit.base.errors.RemoteError` for
     HCCL_E_REMOTE (another rank failed), else :class:`~hcomm_kit.base.errors.HcclError`."""
-    return errors.RemoteError if ret == codes.HCCL_REMOTE else errors.HcclError
+    return errors.RemoteError if ret == codes.HCCL_E_REMOTE else errors.HcclError
 
 
 def _reset_for_tests() -> None:

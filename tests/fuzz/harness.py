@@ -164,12 +164,12 @@ def build_libfuzzer(clang: str, *, emu_root: Path | None = None, targets: tuple[
 
         # the packaged tree in one unit per folder, as the emulator's own builds; another tree (an
         # older version, whose file-local names may repeat within a folder) one unit per source
-        units = ([(u.source, u.obj) for u in _emu().compile_units(srcs, emu, objdir)] if emu_root is None
-                 else [(src, _emu().object_name(src, emu)) for src in srcs])
+        units = (_emu().compile_units(srcs, emu, objdir) if emu_root is None
+                 else [_emu().Unit(src, _emu().object_name(src, emu), (src,)) for src in srcs])
 
-        def compile_one(unit: tuple[Path, str]) -> Path:
-            obj = objdir / unit[1]
-            _run([clang, *cflags, *inc, *pch, "-c", str(unit[0]), "-o", str(obj)])
+        def compile_one(unit) -> Path:
+            obj = objdir / unit.obj
+            _run([clang, *cflags, *inc, *pch, "-c", str(unit.source), "-o", str(obj)])
             return obj
 
         with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
